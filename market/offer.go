@@ -1,0 +1,29 @@
+package market
+
+import "time"
+
+// Offer is one supplier's GPUs of one model, as search shows it.
+// The JSON names are a public contract.
+type Offer struct {
+	PeerID            string   `json:"peer_id"`
+	Addrs             []string `json:"addrs"`
+	Model             string   `json:"model"`              // canonical slug
+	Name              string   `json:"name"`               // device name
+	Count             int      `json:"count"`              // GPUs of this model at this supplier
+	Free              int      `json:"free"`               // of which free, if known (else == Count)
+	VRAMGiB           int      `json:"vram_gib"`           // memory per GPU
+	ComputeCapability string   `json:"compute_capability"` // "major.minor", e.g. "9.0"
+	// TFLOPS is dense BF16 TFLOPS from the device profile, rounded down.
+	TFLOPS    int    `json:"tflops"`
+	Region    string `json:"region"`
+	Simulated bool   `json:"simulated"`
+	Verified  bool   `json:"verified"`
+	// PriceMicros is the price per GPU-hour in micro-units; 0 = not advertised.
+	PriceMicros int64 `json:"price_micros,omitempty"`
+	// Reputation is 0..1; nil = unknown.
+	Reputation *float64 `json:"reputation,omitempty"`
+	// UptimePct is 0..100; nil = unknown.
+	UptimePct *float64  `json:"uptime_pct,omitempty"`
+	Version   string    `json:"version"`
+	SeenAt    time.Time `json:"seen_at"`
+}

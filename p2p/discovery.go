@@ -1,0 +1,102 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/routing"
+	"github.com/multiformats/go-multiaddr"
+)
+
+// PublishProfile stores a sealed profile under this node's profile key and
+// announces this node as a provider of every model slug given. It returns
+// an error when the record could not reach any peer; the local copy is kept
+// regardless, so a lone node becomes findable as soon as others join and
+// the caller republishes.
+func (n *Network) PublishProfile(ctx context.Context, sealed []byte, models []string) error {
+	if err := n.DHT.PutValue(ctx, ProfileKey(n.Host.ID()), sealed); err != nil {
+		return fmt.Errorf("p2p: put profile: %w", err)
+	}
+	var errs []error
+	for _, m := range models {
+		if err := n.DHT.Provide(ctx, ModelCID(m), true); err != nil {
+			errs = append(errs, fmt.Errorf("provide %s: %w", m, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("p2p: announce models: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// FindSuppliers looks up the provider records of every model in models in
+// parallel and returns the distinct peers found, with the addresses the
+// DHT knows for them. It returns what it found when ctx ends.
+func (n *Network) FindSuppliers(ctx context.Context, models []string) map[peer.ID]peer.AddrInfo {
+	var (
+		mu    sync.Mutex
+		found = make(map[peer.ID]peer.AddrInfo)
+		wg    sync.WaitGroup
+	)
+	for _, m := range models {
+		wg.Add(1)
+		go func(m string) {
+			defer wg.Done()
+			for ai := range n.DHT.FindProvidersAsync(ctx, ModelCID(m), 0) {
+				if ai.ID == n.Host.ID() {
+					continue
+				}
+				mu.Lock()
+				prev := found[ai.ID]
+				prev.ID = ai.ID
+				prev.Addrs = mergeAddrs(prev.Addrs, ai.Addrs)
+				found[ai.ID] = prev
+				mu.Unlock()
+			}
+		}(m)
+	}
+	wg.Wait()
+	return found
+}
+
+func mergeAddrs(a, b []multiaddr.Multiaddr) []multiaddr.Multiaddr {
+	for _, x := range b {
+		dup := false
+		for _, y := range a {
+			if x.Equal(y) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			a = append(a, x)
+		}
+	}
+	return a
+}
+
+// FetchProfile gets and validates the newest profile of id from the DHT.
+// quorum is how many peers must answer before the lookup may stop (0 runs
+// the full lookup).
+func (n *Network) FetchProfile(ctx context.Context, id peer.ID, quorum int) (*Profile, error) {
+	var opts []routing.Option
+	if quorum > 0 {
+		opts = append(opts, dht.Quorum(quorum))
+	}
+	raw, err := n.DHT.GetValue(ctx, ProfileKey(id), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: get profile of %s: %w", id, err)
+	}
+	p, err := OpenProfile(raw, n.cfg.Now())
+	if err != nil {
+		return nil, fmt.Errorf("p2p: profile of %s: %w", id, err)
+	}
+	if p.ID != id {
+		return nil, fmt.Errorf("p2p: profile of %s: %w: signed by %s", id, ErrSignerMismatch, p.ID)
+	}
+	return p, nil
+}

@@ -1,0 +1,360 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/net/conngater"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Mode says which role a Network plays in the DHT.
+type Mode int
+
+const (
+	// ModeServer answers DHT queries and stores records: every node.
+	ModeServer Mode = iota
+	// ModeClient only queries: the light client of search and rent.
+	ModeClient
+)
+
+// Config configures a Network. The zero value of every optional field has a
+// sensible default, filled in by New.
+type Config struct {
+	// Key is the node's identity. Required.
+	Key crypto.PrivKey
+	// ListenAddrs are multiaddrs to listen on; none for a light client.
+	ListenAddrs []string
+	// Bootstrap are the peers to join the network through.
+	Bootstrap []peer.AddrInfo
+	// Mode is the DHT role.
+	Mode Mode
+	// PubSub starts GossipSub; light clients leave it off.
+	PubSub bool
+	// ConnLow and ConnHigh are the connection manager's watermarks.
+	ConnLow, ConnHigh int
+	// Banned peers are refused by the connection gater and pubsub.
+	Banned []peer.ID
+	// UserAgent is announced through identify, e.g. "gpumesh/0.1.0".
+	UserAgent string
+	// Registerer receives libp2p's Prometheus metrics; none when nil.
+	Registerer prometheus.Registerer
+	// Now is the clock used by validators; time.Now when nil.
+	Now func() time.Time
+	// Logger receives structured logs; slog.Default when nil.
+	Logger *slog.Logger
+	// ProfileValidity is how long peers keep provider records.
+	// The DHT default (48 h) when zero.
+	MaxRecordAge time.Duration
+}
+
+func (c *Config) fill() error {
+	if c.Key == nil {
+		return errors.New("p2p: config: Key is required")
+	}
+	if c.ConnLow == 0 {
+		c.ConnLow = 32
+	}
+	if c.ConnHigh == 0 {
+		c.ConnHigh = 96
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = "gpumesh"
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Network is a running libp2p host with gpumesh's DHT and, optionally,
+// GossipSub. Close releases everything New started.
+type Network struct {
+	Host   host.Host
+	DHT    *dht.IpfsDHT
+	PubSub *pubsub.PubSub // nil unless Config.PubSub
+
+	cfg    Config
+	gater  *conngater.BasicConnectionGater
+	cm     *connmgr.BasicConnMgr
+	log    *slog.Logger
+	cancel context.CancelFunc
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New starts a host listening on cfg.ListenAddrs with the DHT in cfg.Mode.
+// It does not contact the bootstrap peers: call Bootstrap for that.
+func New(cfg Config) (*Network, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("sub", "p2p")
+	gater, err := conngater.NewBasicConnectionGater(nil)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: connection gater: %w", err)
+	}
+	for _, p := range cfg.Banned {
+		if err := gater.BlockPeer(p); err != nil {
+			return nil, fmt.Errorf("p2p: ban %s: %w", p, err)
+		}
+	}
+	cm, err := connmgr.NewConnManager(cfg.ConnLow, cfg.ConnHigh, connmgr.WithGracePeriod(30*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("p2p: connection manager: %w", err)
+	}
+	rm, err := newResourceManager()
+	if err != nil {
+		return nil, fmt.Errorf("p2p: resource manager: %w", err)
+	}
+	opts := []libp2p.Option{
+		libp2p.Identity(cfg.Key),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(quic.NewTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.ResourceManager(rm),
+		libp2p.ConnectionManager(cm),
+		libp2p.ConnectionGater(gater),
+		libp2p.UserAgent(cfg.UserAgent),
+		libp2p.EnableHolePunching(),
+	}
+	if cfg.Registerer != nil {
+		opts = append(opts, libp2p.PrometheusRegisterer(cfg.Registerer))
+	} else {
+		opts = append(opts, libp2p.DisableMetrics())
+	}
+	if len(cfg.ListenAddrs) == 0 {
+		opts = append(opts, libp2p.NoListenAddrs)
+	} else {
+		opts = append(opts, libp2p.ListenAddrStrings(cfg.ListenAddrs...))
+	}
+	if cfg.Mode == ModeServer {
+		// Servers help peers behind NAT: AutoNAT dial-backs and a
+		// limited circuit relay v2 service.
+		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableRelayService())
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		rm.Close()
+		return nil, fmt.Errorf("p2p: start host: %w", err)
+	}
+	n := &Network{Host: h, cfg: cfg, gater: gater, cm: cm, log: log}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+
+	dhtMode := dht.ModeServer
+	if cfg.Mode == ModeClient {
+		dhtMode = dht.ModeClient
+	}
+	dopts := []dht.Option{
+		dht.Mode(dhtMode),
+		dht.ProtocolPrefix(ProtocolPrefix),
+		dht.NamespacedValidator(ProfileNamespace, ProfileValidator{Now: cfg.Now}),
+		dht.BootstrapPeers(cfg.Bootstrap...),
+	}
+	if cfg.MaxRecordAge > 0 {
+		dopts = append(dopts, dht.MaxRecordAge(cfg.MaxRecordAge))
+	}
+	n.DHT, err = dht.New(h, dopts...)
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("p2p: start dht: %w", err)
+	}
+	if cfg.PubSub {
+		n.PubSub, err = newGossipSub(ctx, h, cfg)
+		if err != nil {
+			n.Close()
+			return nil, fmt.Errorf("p2p: start gossipsub: %w", err)
+		}
+	}
+	for _, b := range cfg.Bootstrap {
+		cm.Protect(b.ID, "bootstrap")
+	}
+	log.Info("host started", "peer", h.ID(), "addrs", h.Addrs(), "dht_mode", dhtMode)
+	return n, nil
+}
+
+// newResourceManager sizes libp2p's limits for a small daemon: 256 MiB of
+// memory and 512 file descriptors in all, scaled from libp2p's defaults.
+func newResourceManager() (network.ResourceManager, error) {
+	limits := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&limits)
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.Scale(256<<20, 512)))
+}
+
+func newGossipSub(ctx context.Context, h host.Host, cfg Config) (*pubsub.PubSub, error) {
+	params, thresholds := scoreParams()
+	return pubsub.NewGossipSub(ctx, h,
+		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
+		pubsub.WithPeerScore(params, thresholds),
+		pubsub.WithMaxMessageSize(64<<10),
+		pubsub.WithPeerExchange(cfg.Mode == ModeServer),
+		pubsub.WithLogger(cfg.Logger.With("sub", "pubsub")),
+	)
+}
+
+// scoreParams are gpumesh's GossipSub peer-scoring parameters. Invalid
+// messages (P4) weigh heavily so that a peer sending forged or malformed
+// records is graylisted after a handful; loopback is exempt from the IP
+// colocation penalty so that a local testnet scores like a real one.
+func scoreParams() (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresholds) {
+	_, v4loop, _ := net.ParseCIDR("127.0.0.0/8")
+	_, v6loop, _ := net.ParseCIDR("::1/128")
+	params := &pubsub.PeerScoreParams{
+		Topics:                      map[string]*pubsub.TopicScoreParams{},
+		AppSpecificScore:            func(peer.ID) float64 { return 0 },
+		AppSpecificWeight:           1,
+		IPColocationFactorWeight:    -10,
+		IPColocationFactorThreshold: 8,
+		IPColocationFactorWhitelist: []*net.IPNet{v4loop, v6loop},
+		BehaviourPenaltyWeight:      -10,
+		BehaviourPenaltyThreshold:   6,
+		BehaviourPenaltyDecay:       pubsub.ScoreParameterDecay(10 * time.Minute),
+		DecayInterval:               time.Second,
+		DecayToZero:                 0.01,
+		RetainScore:                 30 * time.Minute,
+	}
+	thresholds := &pubsub.PeerScoreThresholds{
+		GossipThreshold:             -100,
+		PublishThreshold:            -500,
+		GraylistThreshold:           -1000,
+		AcceptPXThreshold:           10,
+		OpportunisticGraftThreshold: 3,
+	}
+	return params, thresholds
+}
+
+// TopicScoreParams are the per-topic scoring parameters for a record topic:
+// a small reward for time in mesh and first deliveries, and a steep,
+// slowly decaying penalty per invalid message.
+func TopicScoreParams() *pubsub.TopicScoreParams {
+	return &pubsub.TopicScoreParams{
+		SkipAtomicValidation:           true,
+		TopicWeight:                    1,
+		TimeInMeshWeight:               0.01,
+		TimeInMeshQuantum:              time.Second,
+		TimeInMeshCap:                  100,
+		FirstMessageDeliveriesWeight:   1,
+		FirstMessageDeliveriesDecay:    pubsub.ScoreParameterDecay(10 * time.Minute),
+		FirstMessageDeliveriesCap:      20,
+		InvalidMessageDeliveriesWeight: -100,
+		InvalidMessageDeliveriesDecay:  pubsub.ScoreParameterDecay(time.Hour),
+	}
+}
+
+// Bootstrap connects to the configured bootstrap peers in parallel, each
+// within timeout, and refreshes the routing table. It fails with
+// ErrNoBootstrapPeers when peers were configured and none could be reached.
+func (n *Network) Bootstrap(ctx context.Context, timeout time.Duration) error {
+	if len(n.cfg.Bootstrap) == 0 {
+		return nil
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		ok   int
+		errs []error
+	)
+	for _, ai := range n.cfg.Bootstrap {
+		if ai.ID == n.Host.ID() {
+			continue
+		}
+		wg.Add(1)
+		go func(ai peer.AddrInfo) {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			err := n.Host.Connect(cctx, ai)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", ai.ID, err))
+				return
+			}
+			ok++
+		}(ai)
+	}
+	wg.Wait()
+	if ok == 0 && len(errs) > 0 {
+		return fmt.Errorf("%w (tried %d within %s): %w", ErrNoBootstrapPeers, len(errs), timeout, errors.Join(errs...))
+	}
+	for _, err := range errs {
+		n.log.Warn("bootstrap peer unreachable", "err", err)
+	}
+	if err := n.waitRoutingTable(ctx, timeout); err != nil {
+		return err
+	}
+	if err := n.DHT.Bootstrap(ctx); err != nil {
+		return fmt.Errorf("p2p: dht bootstrap: %w", err)
+	}
+	return nil
+}
+
+// waitRoutingTable waits until identify has told the DHT that at least one
+// connected peer is a DHT server, so that the first lookup has somewhere to
+// start. A lookup started earlier would find nothing.
+func (n *Network) waitRoutingTable(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for n.DHT.RoutingTable().Size() == 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: connected, but no peer answered as a gpumesh DHT server within %s", ErrNoBootstrapPeers, timeout)
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// Ban refuses all connections to and from p from now on and closes any open.
+func (n *Network) Ban(p peer.ID) error {
+	if err := n.gater.BlockPeer(p); err != nil {
+		return fmt.Errorf("p2p: ban %s: %w", p, err)
+	}
+	if n.PubSub != nil {
+		n.PubSub.BlacklistPeer(p)
+	}
+	return n.Host.Network().ClosePeer(p)
+}
+
+// Banned lists the banned peers.
+func (n *Network) Banned() []peer.ID { return n.gater.ListBlockedPeers() }
+
+// Close stops the DHT, pubsub and host. It is safe to call more than once.
+func (n *Network) Close() error {
+	n.closeOnce.Do(func() {
+		n.cancel()
+		var errs []error
+		if n.DHT != nil {
+			errs = append(errs, n.DHT.Close())
+		}
+		errs = append(errs, n.Host.Close())
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}

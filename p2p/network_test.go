@@ -1,0 +1,278 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/record"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/gpumesh/gpumesh/p2p/pb"
+)
+
+func publish(t *testing.T, n *Network, p *pb.Profile, models ...string) {
+	t.Helper()
+	for _, a := range n.Host.Addrs() {
+		p.Addrs = append(p.Addrs, a.Bytes())
+	}
+	sealed, err := SealProfile(p, n.cfg.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.PublishProfile(ctx, sealed, models); err != nil {
+		t.Fatalf("publish profile: %v", err)
+	}
+}
+
+func TestAdvertiseAndDiscoverByModel(t *testing.T) {
+	nodes := startCluster(t, 6, false)
+	now := time.Now()
+	// Nodes 1-3 supply h100-sxm, node 4 supplies rtx4090; 0 and 5 supply nothing.
+	for i, n := range nodes[1:4] {
+		publish(t, n, testProfile(1, now, time.Hour, testGPU("h100-sxm", "GPU-h-"+string(rune('a'+i)))), "h100-sxm")
+	}
+	publish(t, nodes[4], testProfile(1, now, time.Hour, testGPU("rtx4090", "GPU-r")), "rtx4090")
+
+	// A light client (DHT client mode, no listen address) joins through node 0.
+	lc := startNetwork(t, ModeClient, false, []peer.AddrInfo{addrInfo(nodes[0])})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	got := lc.FindSuppliers(ctx, []string{"h100-sxm"})
+	want := []peer.ID{nodes[1].Host.ID(), nodes[2].Host.ID(), nodes[3].Host.ID()}
+	if ids := sortedIDs(got); !equalIDs(ids, sortIDs(want)) {
+		t.Fatalf("h100-sxm suppliers = %v, want %v", ids, want)
+	}
+	got = lc.FindSuppliers(ctx, []string{"rtx4090", "a10"})
+	if ids := sortedIDs(got); !equalIDs(ids, []peer.ID{nodes[4].Host.ID()}) {
+		t.Fatalf("rtx4090|a10 suppliers = %v, want [%s]", ids, nodes[4].Host.ID())
+	}
+	for _, n := range nodes[1:4] {
+		p, err := lc.FetchProfile(ctx, n.Host.ID(), 2)
+		if err != nil {
+			t.Fatalf("fetch profile of %s: %v", n.Host.ID(), err)
+		}
+		if p.ID != n.Host.ID() || len(p.Gpus) != 1 || p.Gpus[0].Model != "h100-sxm" || p.Region != "eu-west" {
+			t.Fatalf("profile = %+v", p.Profile)
+		}
+		if len(p.Addrs) == 0 || !hasAddr(n.Host.Addrs(), p.Addrs[0]) {
+			t.Fatalf("profile addrs %v not among host addrs %v", p.Addrs, n.Host.Addrs())
+		}
+	}
+}
+
+func TestNewerProfileReplacesOlder(t *testing.T) {
+	nodes := startCluster(t, 5, false)
+	now := time.Now()
+	sup := nodes[1]
+	publish(t, sup, testProfile(1, now, time.Hour, testGPU("a10", "GPU-1")), "a10")
+	publish(t, sup, testProfile(2, now, time.Hour, testGPU("a10", "GPU-1"), testGPU("a10", "GPU-2")), "a10")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, n := range []*Network{nodes[0], nodes[3], nodes[4]} {
+		p, err := n.FetchProfile(ctx, sup.Host.ID(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Seq != 2 || len(p.Gpus) != 2 {
+			t.Fatalf("node %s sees seq %d with %d gpus, want seq 2 with 2", n.Host.ID(), p.Seq, len(p.Gpus))
+		}
+	}
+	// Publishing an older seq afterwards is refused locally and changes nothing.
+	old, _ := SealProfile(testProfile(1, now, time.Hour), sup.cfg.Key)
+	if err := sup.PublishProfile(ctx, old, nil); err == nil {
+		t.Fatal("publishing an older profile succeeded")
+	}
+	p, err := nodes[2].FetchProfile(ctx, sup.Host.ID(), 0)
+	if err != nil || p.Seq != 2 {
+		t.Fatalf("after stale put: seq %v, err %v; want 2", p, err)
+	}
+}
+
+func TestForgedAndExpiredProfilesAreNotStored(t *testing.T) {
+	nodes := startCluster(t, 5, false)
+	now := time.Now()
+	victim := nodes[1]
+	publish(t, victim, testProfile(5, now, time.Hour, testGPU("t4", "GPU-v")), "t4")
+
+	attackerHost, attackerDHT := startAttacker(t, addrInfo(nodes[0]))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+
+	// 1. A profile naming the victim, with a higher seq, signed by the attacker.
+	forgedRec := &profileRecord{}
+	forgedRec.Version, forgedRec.Seq, forgedRec.PeerId = RecordVersion, 99, []byte(victim.Host.ID())
+	forgedRec.IssuedAtMs, forgedRec.ExpiresAtMs = now.UnixMilli(), now.Add(time.Hour).UnixMilli()
+	forgedRec.Gpus = []*pb.GPU{testGPU("h200", "GPU-fake")}
+	env, err := record.Seal(forgedRec, attackerHost.Peerstore().PrivKey(attackerHost.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, _ := env.Marshal()
+	_ = attackerDHT.PutValue(ctx, ProfileKey(victim.Host.ID()), forged)
+
+	// 2. An expired profile of the attacker's own.
+	expired, err := SealProfile(testProfile(1, now.Add(-3*time.Hour), time.Hour, testGPU("h200", "GPU-x")), attackerHost.Peerstore().PrivKey(attackerHost.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = attackerDHT.PutValue(ctx, ProfileKey(attackerHost.ID()), expired)
+
+	// 3. Garbage under a fresh peer's key.
+	_ = attackerDHT.PutValue(ctx, ProfileKey(attackerHost.ID())+"x", []byte("garbage"))
+
+	for _, n := range nodes {
+		p, err := n.FetchProfile(ctx, victim.Host.ID(), 0)
+		if err != nil {
+			t.Fatalf("node %s: fetch victim: %v", n.Host.ID(), err)
+		}
+		if p.Seq != 5 || p.Gpus[0].Model != "t4" {
+			t.Fatalf("node %s returns a forged profile: seq %d model %s", n.Host.ID(), p.Seq, p.Gpus[0].Model)
+		}
+		if _, err := n.FetchProfile(ctx, attackerHost.ID(), 0); err == nil {
+			t.Fatalf("node %s returns the attacker's expired profile", n.Host.ID())
+		}
+	}
+}
+
+func TestHeartbeatGossip(t *testing.T) {
+	nodes := startCluster(t, 5, true)
+	hbs := make([]*Heartbeats, len(nodes))
+	for i, n := range nodes {
+		h, err := JoinHeartbeats(n.PubSub, n.cfg.Key, nil, quietLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		hbs[i] = h
+	}
+	waitFor(t, 10*time.Second, "heartbeat mesh", func() bool {
+		for _, h := range hbs {
+			if len(h.Peers()) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+
+	// A forger publishes, under its own pubsub identity, a heartbeat signed
+	// by another key: every receiver's validator must drop it.
+	forger := startNetwork(t, ModeServer, true, []peer.AddrInfo{addrInfo(nodes[0])})
+	ftopic, err := forger.PubSub.Join(HeartbeatTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimKey := nodes[4].cfg.Key
+	forged, _ := SealHeartbeat(&pb.Heartbeat{Seq: 1, TimeMs: time.Now().UnixMilli(), GpusTotal: 8, GpusFree: 8}, victimKey)
+	waitFor(t, 10*time.Second, "forger in mesh", func() bool { return len(ftopic.ListPeers()) > 0 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := ftopic.Publish(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range hbs {
+		if err := h.Publish(ctx, &pb.Heartbeat{GpusTotal: uint32(i), GpusFree: 0, Software: "gpumesh/test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Node 0 must hear from all four others, with their own figures, and
+	// never the forged heartbeat (which claims 8 GPUs).
+	seen := map[peer.ID]uint32{}
+	for len(seen) < 4 {
+		hb, err := hbs[0].Next(ctx)
+		if err != nil {
+			t.Fatalf("heard from %d of 4 peers: %v", len(seen), err)
+		}
+		if hb.GpusTotal == 8 {
+			t.Fatalf("forged heartbeat delivered: %+v", hb.Heartbeat)
+		}
+		seen[hb.ID] = hb.GpusTotal
+	}
+	for i, n := range nodes[1:] {
+		if got := seen[n.Host.ID()]; got != uint32(i+1) {
+			t.Fatalf("node %d heartbeat says %d gpus, want %d", i+1, got, i+1)
+		}
+	}
+}
+
+func TestBootstrapUnreachable(t *testing.T) {
+	key := newKey(t)
+	id, _ := peer.IDFromPrivateKey(newKey(t))
+	addr, _ := ma.NewMultiaddr("/ip4/127.0.0.1/tcp/1")
+	n, err := New(Config{Key: key, Mode: ModeClient, Logger: quietLogger(),
+		Bootstrap: []peer.AddrInfo{{ID: id, Addrs: []ma.Multiaddr{addr}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	start := time.Now()
+	err = n.Bootstrap(context.Background(), 2*time.Second)
+	if !errors.Is(err, ErrNoBootstrapPeers) {
+		t.Fatalf("err = %v, want ErrNoBootstrapPeers", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("bootstrap took %s, want bounded by its timeout", el)
+	}
+}
+
+func TestBanRefusesPeer(t *testing.T) {
+	a := startNetwork(t, ModeServer, false, nil)
+	b := startNetwork(t, ModeServer, false, []peer.AddrInfo{addrInfo(a)})
+	if err := a.Ban(b.Host.ID()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b.Host.Peerstore().RemovePeer(a.Host.ID())
+	if err := b.Host.Connect(ctx, addrInfo(a)); err == nil {
+		// The dial may complete at the transport level; the gater must then
+		// have closed it on a's side.
+		waitFor(t, 5*time.Second, "banned connection closed", func() bool {
+			return len(a.Host.Network().ConnsToPeer(b.Host.ID())) == 0
+		})
+	}
+	if got := a.Banned(); len(got) != 1 || got[0] != b.Host.ID() {
+		t.Fatalf("Banned() = %v", got)
+	}
+}
+
+func sortedIDs(m map[peer.ID]peer.AddrInfo) []peer.ID {
+	ids := make([]peer.ID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	return sortIDs(ids)
+}
+
+func sortIDs(ids []peer.ID) []peer.ID {
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+func equalIDs(a, b []peer.ID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func hasAddr(list []ma.Multiaddr, a ma.Multiaddr) bool {
+	for _, x := range list {
+		if x.Equal(a) {
+			return true
+		}
+	}
+	return false
+}

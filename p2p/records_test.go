@@ -1,0 +1,184 @@
+package p2p
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/record"
+
+	"github.com/gpumesh/gpumesh/p2p/pb"
+)
+
+func TestOpenProfile(t *testing.T) {
+	now := time.UnixMilli(1_800_000_000_000)
+	key, other := newKey(t), newKey(t)
+	id, _ := peer.IDFromPrivateKey(key)
+	seal := func(p *pb.Profile, k crypto.PrivKey) []byte {
+		t.Helper()
+		b, err := SealProfile(p, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	good := testProfile(7, now, time.Hour, testGPU("h100-sxm", "GPU-1"), testGPU("h100-sxm", "GPU-2"))
+	// A record naming id but signed by another key: built by hand, since
+	// SealProfile always names the signer.
+	forged := func() []byte {
+		rec := &profileRecord{}
+		rec.Profile.Seq, rec.Profile.Version, rec.Profile.PeerId = 1, RecordVersion, []byte(id)
+		rec.Profile.IssuedAtMs, rec.Profile.ExpiresAtMs = now.UnixMilli(), now.Add(time.Hour).UnixMilli()
+		env, err := record.Seal(rec, other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := env.Marshal()
+		return b
+	}()
+	tampered := seal(good, key)
+	tampered[len(tampered)-70] ^= 1 // inside the payload, before the signature
+
+	tests := []struct {
+		name string
+		data []byte
+		want error
+	}{
+		{"good", seal(good, key), nil},
+		{"too large", make([]byte, MaxProfileSize+1), ErrTooLarge},
+		{"garbage", []byte("not an envelope"), ErrBadEnvelope},
+		{"empty", nil, ErrBadEnvelope},
+		{"tampered", tampered, ErrBadEnvelope},
+		{"forged signer", forged, ErrSignerMismatch},
+		{"expired", seal(testProfile(7, now.Add(-2*time.Hour), time.Hour), key), ErrExpired},
+		{"future", seal(testProfile(7, now.Add(time.Hour), time.Hour), key), ErrFutureDated},
+		{"seq zero", seal(testProfile(0, now, time.Hour), key), ErrMalformed},
+		{"lifetime too long", seal(testProfile(1, now, 49*time.Hour), key), ErrMalformed},
+		{"bad slug", seal(testProfile(1, now, time.Hour, testGPU("H100 SXM", "GPU-1")), key), ErrMalformed},
+		{"repeated uuid", seal(testProfile(1, now, time.Hour, testGPU("h100-sxm", "GPU-1"), testGPU("h100-sxm", "GPU-1")), key), ErrMalformed},
+		{"long region", seal(&pb.Profile{Seq: 1, IssuedAtMs: now.UnixMilli(), ExpiresAtMs: now.Add(time.Hour).UnixMilli(), Region: strings.Repeat("x", MaxTextField+1)}, key), ErrMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := OpenProfile(tt.data, now)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("OpenProfile: %v", err)
+				}
+				if p.ID != id || p.Seq != 7 || len(p.Gpus) != 2 {
+					t.Fatalf("got id=%s seq=%d gpus=%d, want %s 7 2", p.ID, p.Seq, len(p.Gpus), id)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSealProfileRejectsOversize(t *testing.T) {
+	now := time.Now()
+	var gpus []*pb.GPU
+	for i := range 200 {
+		g := testGPU("h100-sxm", strings.Repeat("u", 100)+string(rune('a'+i%26))+strings.Repeat("v", i))
+		gpus = append(gpus, g)
+	}
+	_, err := SealProfile(testProfile(1, now, time.Hour, gpus...), newKey(t))
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+}
+
+func TestProfileValidator(t *testing.T) {
+	now := time.Now()
+	v := ProfileValidator{Now: func() time.Time { return now }}
+	key := newKey(t)
+	id, _ := peer.IDFromPrivateKey(key)
+	older, _ := SealProfile(testProfile(1, now, time.Hour), key)
+	newer, _ := SealProfile(testProfile(2, now, time.Hour), key)
+	expired, _ := SealProfile(testProfile(3, now.Add(-3*time.Hour), time.Hour), key)
+
+	if err := v.Validate(ProfileKey(id), older); err != nil {
+		t.Fatalf("valid record refused: %v", err)
+	}
+	otherID, _ := peer.IDFromPrivateKey(newKey(t))
+	if err := v.Validate(ProfileKey(otherID), older); !errors.Is(err, ErrSignerMismatch) {
+		t.Fatalf("record under another peer's key: err = %v, want ErrSignerMismatch", err)
+	}
+	if err := v.Validate("/gpumesh-profile/notapeer", older); !errors.Is(err, ErrBadKey) {
+		t.Fatalf("bad key: err = %v, want ErrBadKey", err)
+	}
+	if err := v.Validate("/pk/"+string(id), older); !errors.Is(err, ErrBadKey) {
+		t.Fatalf("other namespace: err = %v, want ErrBadKey", err)
+	}
+	i, err := v.Select(ProfileKey(id), [][]byte{older, expired, newer, []byte("junk")})
+	if err != nil || i != 2 {
+		t.Fatalf("Select = %d, %v; want 2 (highest valid seq)", i, err)
+	}
+	if _, err := v.Select(ProfileKey(id), [][]byte{expired, []byte("junk")}); err == nil {
+		t.Fatal("Select with no valid value succeeded")
+	}
+}
+
+func TestOpenHeartbeatAndReplay(t *testing.T) {
+	now := time.Now()
+	clock := func() time.Time { return now }
+	key := newKey(t)
+	id, _ := peer.IDFromPrivateKey(key)
+	hb := func(seq uint64, at time.Time, free, total uint32) []byte {
+		b, err := SealHeartbeat(&pb.Heartbeat{Seq: seq, TimeMs: at.UnixMilli(), GpusFree: free, GpusTotal: total, Software: "gpumesh/test"}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	v := NewHeartbeatValidator(clock, quietLogger())
+	if _, err := v.Check(id, hb(10, now, 1, 2)); err != nil {
+		t.Fatalf("good heartbeat refused: %v", err)
+	}
+	cases := []struct {
+		name   string
+		author peer.ID
+		data   []byte
+		want   error
+	}{
+		{"replayed seq", id, hb(10, now, 1, 2), ErrStale},
+		{"older seq", id, hb(9, now, 1, 2), ErrStale},
+		{"expired", id, hb(11, now.Add(-MaxHeartbeatAge-time.Second), 1, 2), ErrExpired},
+		{"future", id, hb(12, now.Add(ClockSkew+time.Second), 1, 2), ErrFutureDated},
+		{"more free than total", id, hb(13, now, 3, 2), ErrMalformed},
+		{"oversized", id, bytes.Repeat([]byte{1}, MaxHeartbeatSize+1), ErrTooLarge},
+		{"garbage", id, []byte{0x0a, 0xff}, ErrBadEnvelope},
+		{"relayed under another author", peer.ID("someone-else"), hb(14, now, 1, 2), ErrSignerMismatch},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := v.Check(c.author, c.data); !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+		})
+	}
+	if _, err := v.Check(id, hb(20, now, 0, 2)); err != nil {
+		t.Fatalf("next heartbeat refused: %v", err)
+	}
+}
+
+func TestProfileKeyRoundTrip(t *testing.T) {
+	id, _ := peer.IDFromPrivateKey(newKey(t))
+	got, err := PeerFromProfileKey(ProfileKey(id))
+	if err != nil || got != id {
+		t.Fatalf("PeerFromProfileKey(ProfileKey(%s)) = %s, %v", id, got, err)
+	}
+	if ModelCID("h100-sxm").Equals(ModelCID("h100-pcie")) {
+		t.Fatal("distinct models share a CID")
+	}
+	// Pinned so that the derivation documented in docs/PROTOCOL.md cannot drift.
+	if got, want := ModelCID("h100-sxm").String(), "bafkreibczwxwr33fxhkuj4wsknh44rajfllvrrksgrrn2rdwzwoggsjziu"; got != want {
+		t.Fatalf("ModelCID(h100-sxm) = %s, want %s", got, want)
+	}
+}
