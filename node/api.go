@@ -1,0 +1,138 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpumesh/gpumesh/market"
+)
+
+// Health is the body of GET /healthz.
+type Health struct {
+	Status     string   `json:"status"`
+	PeerID     string   `json:"peer_id"`
+	Addrs      []string `json:"addrs"`
+	Peers      int      `json:"peers"`
+	GPUs       int      `json:"gpus"`
+	Region     string   `json:"region"`
+	Advertised bool     `json:"advertised"`
+	ProfileSeq uint64   `json:"profile_seq"`
+	Version    string   `json:"version"`
+	Uptime     string   `json:"uptime"`
+}
+
+// startAPI serves the node's HTTP API on cfg.API unless it is "off". The
+// listener is bound before New returns, so a port conflict fails start-up.
+func (n *Node) startAPI() error {
+	if n.cfg.API == "" || n.cfg.API == "off" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", n.cfg.API)
+	if err != nil {
+		return fmt.Errorf("node: api: listen on %s: %w (pick another --api address, or --api off)", n.cfg.API, err)
+	}
+	if host, _, _ := net.SplitHostPort(ln.Addr().String()); !net.ParseIP(host).IsLoopback() {
+		n.log.Warn("the API listens beyond loopback", "addr", ln.Addr())
+	}
+	started := n.now()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, n.health(started))
+	})
+	mux.HandleFunc("GET /api/v1/peers", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, n.Peers())
+	})
+	mux.HandleFunc("GET /api/v1/gpus", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, nonNil(n.gpus))
+	})
+	mux.HandleFunc("GET /api/v1/offers", func(w http.ResponseWriter, r *http.Request) {
+		f, err := market.ParseFilter(r.URL.Query().Get("filter"), filterModels())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		ps, err := n.KnownProfiles()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, nonNil(MatchOffers(ps, f)))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
+	n.api = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	n.apiLn = ln
+	n.goLoop(func() {
+		if err := n.api.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("api stopped", "err", err)
+		}
+	})
+	return nil
+}
+
+// APIAddr is the address the API listens on, or "" when it is off.
+func (n *Node) APIAddr() string {
+	if n.apiLn == nil {
+		return ""
+	}
+	return n.apiLn.Addr().String()
+}
+
+func (n *Node) health(started time.Time) Health {
+	advertised := false
+	select {
+	case <-n.advertOK:
+		advertised = true
+	default:
+	}
+	h := Health{
+		Status: "ok", PeerID: n.id.String(), Peers: len(n.net.Host.Network().Peers()),
+		GPUs: len(n.gpus), Region: n.cfg.Region, Advertised: advertised,
+		ProfileSeq: n.currentProfileSeq(), Version: Version,
+		Uptime: n.now().Sub(started).Truncate(time.Second).String(),
+	}
+	for _, a := range n.Addrs() {
+		h.Addrs = append(h.Addrs, a.String())
+	}
+	return h
+}
+
+// Peers lists connected peers and those heard from by heartbeat.
+func (n *Node) Peers() []PeerState {
+	states := n.peers.list()
+	byID := map[string]int{}
+	for i, s := range states {
+		byID[s.ID.String()] = i
+	}
+	for _, id := range n.net.Host.Network().Peers() {
+		i, ok := byID[id.String()]
+		if !ok {
+			states = append(states, PeerState{ID: id})
+			i = len(states) - 1
+		}
+		states[i].Connected = true
+		if rtt := n.net.Host.Peerstore().LatencyEWMA(id); rtt > 0 {
+			states[i].LatencyMs = float64(rtt.Microseconds()) / 1000
+		}
+	}
+	return states
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

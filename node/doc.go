@@ -1,0 +1,9 @@
+// Package node is gpumesh's composition root: it loads the configuration
+// and the node's identity, opens the store, detects the GPUs, starts the
+// libp2p network, and wires the parts together with their loops: the
+// heartbeat, the profile advertisement, and the profile cache. It also
+// serves the node's local HTTP API and holds the light client used by
+// `gpumesh search`.
+//
+// Long-lived parts take a context or have Close; nothing here is global.
+package node

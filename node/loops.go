@@ -1,0 +1,272 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/p2p/pb"
+	"github.com/gpumesh/gpumesh/store"
+)
+
+// advertiseLoop publishes the node's profile and provider records, then
+// republishes them at half the profile's lifetime. A failed publish (e.g.
+// no peers yet) is retried with backoff, from 1 s up to the republish
+// interval.
+func (n *Node) advertiseLoop(ctx context.Context) {
+	if len(n.gpus) == 0 {
+		n.log.Info("no GPUs: not advertising a supplier profile")
+		return
+	}
+	republish := n.cfg.ProfileTTL / 2
+	backoff := time.Second
+	first := true
+	for {
+		err := n.publishProfile(ctx)
+		wait := republish
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			n.log.Warn("publish profile failed; will retry", "err", err, "in", backoff)
+			wait, backoff = backoff, min(backoff*2, republish)
+		} else {
+			backoff = time.Second
+			if first {
+				close(n.advertOK)
+				first = false
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// publishProfile seals a fresh profile with the next sequence number and
+// puts it in the DHT. The sequence number is persisted before use, so it
+// keeps increasing across restarts even if the clock steps back.
+func (n *Node) publishProfile(ctx context.Context) error {
+	now := n.now()
+	seq, err := n.nextProfileSeq(now)
+	if err != nil {
+		return err
+	}
+	gpus, models := profileGPUs(n.gpus)
+	p := &pb.Profile{
+		Seq:         seq,
+		IssuedAtMs:  now.UnixMilli(),
+		ExpiresAtMs: now.Add(n.cfg.ProfileTTL).UnixMilli(),
+		Region:      n.cfg.Region,
+		Software:    Software(),
+		Gpus:        gpus,
+	}
+	for _, a := range n.net.Host.Addrs() {
+		if len(p.Addrs) < p2p.MaxAddrsPerProfile {
+			p.Addrs = append(p.Addrs, a.Bytes())
+		}
+	}
+	sealed, err := p2p.SealProfile(p, n.key)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := n.net.PublishProfile(ctx, sealed, models); err != nil {
+		return err
+	}
+	n.log.Debug("profile published", "seq", seq, "models", models)
+	return nil
+}
+
+func (n *Node) nextProfileSeq(now time.Time) (uint64, error) {
+	var last uint64
+	b, err := n.store.Get(ksSelf, keyProfileSeq)
+	switch {
+	case err == nil && len(b) == 8:
+		last = binary.BigEndian.Uint64(b)
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return 0, err
+	}
+	seq := max(uint64(now.UnixMilli()), last+1)
+	if err := n.store.Put(ksSelf, keyProfileSeq, binary.BigEndian.AppendUint64(nil, seq)); err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
+
+// currentProfileSeq is the last sequence number published (0 if none).
+func (n *Node) currentProfileSeq() uint64 {
+	b, err := n.store.Get(ksSelf, keyProfileSeq)
+	if err != nil || len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+// heartbeatLoop gossips a signed heartbeat every HeartbeatInterval.
+func (n *Node) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		hb := &pb.Heartbeat{
+			GpusTotal:  uint32(len(n.gpus)),
+			GpusFree:   uint32(len(n.gpus)), // leases arrive with the market
+			Software:   Software(),
+			ProfileSeq: n.currentProfileSeq(),
+			Region:     n.cfg.Region,
+		}
+		if err := n.hbs.Publish(ctx, hb); err != nil && ctx.Err() == nil {
+			n.log.Warn("publish heartbeat", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// readHeartbeats records every validated heartbeat and queues a profile
+// fetch when a peer announces a profile newer than the one we keep.
+func (n *Node) readHeartbeats(ctx context.Context) {
+	for {
+		hb, err := n.hbs.Next(ctx)
+		if err != nil {
+			return
+		}
+		known := n.peers.update(hb, n.now())
+		if hb.ProfileSeq > known {
+			select {
+			case n.fetchQ <- hb.ID:
+			default: // queue full: the next heartbeat will ask again
+			}
+		}
+	}
+}
+
+// fetchProfiles fetches queued profiles from the DHT and keeps them, as
+// their signed envelopes, in the store.
+func (n *Node) fetchProfiles(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-n.fetchQ:
+			if n.peers.profileSeq(id) >= n.peers.announcedSeq(id) {
+				continue // already fetched by an earlier request
+			}
+			fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			p, err := n.net.FetchProfile(fctx, id, 1)
+			cancel()
+			if err != nil {
+				n.log.Debug("fetch profile", "of", id, "err", err)
+				continue
+			}
+			if err := n.store.Put(ksProfiles, []byte(id), p.Raw); err != nil {
+				n.log.Warn("keep profile", "of", id, "err", err)
+				continue
+			}
+			n.peers.setProfile(id, p)
+		}
+	}
+}
+
+// KnownProfiles returns the valid profiles the node keeps, newest seq per
+// peer, re-validated against the current time (expired ones are skipped).
+func (n *Node) KnownProfiles() ([]*p2p.Profile, error) {
+	var out []*p2p.Profile
+	now := n.now()
+	err := n.store.Iterate(ksProfiles, nil, func(_, v []byte) error {
+		p, err := p2p.OpenProfile(append([]byte(nil), v...), now)
+		if err == nil {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PeerState is what the node knows of one peer from its heartbeats.
+type PeerState struct {
+	ID          peer.ID   `json:"peer_id"`
+	LastSeen    time.Time `json:"last_seen"`
+	Heartbeats  uint64    `json:"heartbeats"`
+	GPUsTotal   uint32    `json:"gpus_total"`
+	GPUsFree    uint32    `json:"gpus_free"`
+	Region      string    `json:"region"`
+	Software    string    `json:"software"`
+	ProfileSeq  uint64    `json:"profile_seq"`
+	Connected   bool      `json:"connected"`
+	LatencyMs   float64   `json:"latency_ms,omitempty"`
+	announced   uint64
+	profileSeen uint64
+}
+
+// peerTable is the node's view of its peers, fed by heartbeats.
+type peerTable struct {
+	mu sync.Mutex
+	m  map[peer.ID]*PeerState
+}
+
+func newPeerTable() *peerTable { return &peerTable{m: map[peer.ID]*PeerState{}} }
+
+// update records hb and returns the profile seq we already hold for it.
+func (t *peerTable) update(hb *p2p.Heartbeat, now time.Time) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.m[hb.ID]
+	if s == nil {
+		s = &PeerState{ID: hb.ID}
+		t.m[hb.ID] = s
+	}
+	s.LastSeen, s.Heartbeats = now, s.Heartbeats+1
+	s.GPUsTotal, s.GPUsFree = hb.GpusTotal, hb.GpusFree
+	s.Region, s.Software, s.announced = hb.Region, hb.Software, hb.ProfileSeq
+	return s.profileSeen
+}
+
+func (t *peerTable) announcedSeq(id peer.ID) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.m[id]; s != nil {
+		return s.announced
+	}
+	return 0
+}
+
+func (t *peerTable) profileSeq(id peer.ID) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.m[id]; s != nil {
+		return s.profileSeen
+	}
+	return 0
+}
+
+func (t *peerTable) setProfile(id peer.ID, p *p2p.Profile) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.m[id]; s != nil && p.Seq > s.profileSeen {
+		s.profileSeen, s.ProfileSeq = p.Seq, p.Seq
+	}
+}
+
+func (t *peerTable) list() []PeerState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]PeerState, 0, len(t.m))
+	for _, s := range t.m {
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

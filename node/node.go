@@ -1,0 +1,287 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/p2p/pb"
+	"github.com/gpumesh/gpumesh/store"
+	"github.com/gpumesh/gpumesh/verify/inventory"
+)
+
+// Keyspaces of the node's store.
+var (
+	ksProfiles = store.MustKeyspace("profiles") // peer ID bytes -> signed profile envelope
+	ksSelf     = store.MustKeyspace("self")     // this node's own state
+)
+
+var keyProfileSeq = []byte("profile_seq")
+
+// Option adjusts how New builds a node; tests use them to inject parts.
+type Option func(*options)
+
+type options struct {
+	logger   *slog.Logger
+	now      func() time.Time
+	detector inventory.Detector
+	store    store.Store
+}
+
+// WithLogger sets the logger; the default discards nothing and writes to
+// slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithClock sets the clock used for records and validation.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithDetector replaces the GPU detector chosen by Config.GPUs.
+func WithDetector(d inventory.Detector) Option { return func(o *options) { o.detector = d } }
+
+// WithStore makes the node use s (e.g. an in-memory store) instead of
+// opening Badger in the data dir. The node closes it.
+func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
+
+// Node is a running gpumesh daemon.
+type Node struct {
+	cfg   Config
+	key   crypto.PrivKey
+	id    peer.ID
+	log   *slog.Logger
+	now   func() time.Time
+	store store.Store
+	net   *p2p.Network
+	hbs   *p2p.Heartbeats
+	gpus  []inventory.GPU
+	reg   *prometheus.Registry
+	api   *http.Server
+	apiLn net.Listener
+
+	peers    *peerTable
+	fetchQ   chan peer.ID
+	advertOK chan struct{} // closed after the first successful publish
+
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New starts a node from cfg: it loads or creates the identity, opens the
+// store, detects GPUs, starts the network, joins through the bootstrap
+// peers, and starts the heartbeat, advertisement and API. It returns once
+// the node is running; Close stops it.
+func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
+	o := options{logger: slog.Default(), now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	n := &Node{cfg: cfg, log: o.logger, now: o.now, peers: newPeerTable(), fetchQ: make(chan peer.ID, 64), advertOK: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			n.Close()
+		}
+	}()
+	n.key, _, err = LoadOrCreateKey(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	n.id = PeerID(n.key)
+	n.log = n.log.With("peer", n.id.String())
+
+	spec, err := inventory.ParseSpec(cfg.GPUs)
+	if err != nil {
+		return nil, fmt.Errorf("node: --gpus: %w", err)
+	}
+	det := o.detector
+	if det == nil {
+		det = inventory.FromSpec(spec, n.id.String(), n.log.With("sub", "inventory"))
+	}
+	n.gpus, err = det.Detect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("node: detect gpus: %w", err)
+	}
+
+	n.store = o.store
+	if n.store == nil {
+		n.store, err = store.OpenBadger(storeDir(cfg.DataDir), store.WithLogger(n.log.With("sub", "store")), store.WithGCInterval(10*time.Minute))
+		if err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+	}
+
+	bootstrap, err := ParseBootstrap(cfg.Bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	banned, err := parseBan(cfg.Ban)
+	if err != nil {
+		return nil, err
+	}
+	n.reg = prometheus.NewRegistry()
+	n.net, err = p2p.New(p2p.Config{
+		Key:         n.key,
+		ListenAddrs: cfg.Listen,
+		Bootstrap:   bootstrap,
+		Mode:        p2p.ModeServer,
+		PubSub:      true,
+		ConnLow:     cfg.ConnLow,
+		ConnHigh:    cfg.ConnHigh,
+		Banned:      banned,
+		UserAgent:   Software(),
+		Registerer:  n.reg,
+		Now:         n.now,
+		Logger:      n.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if err := n.net.Bootstrap(ctx, cfg.BootstrapTimeout); err != nil {
+		return nil, fmt.Errorf("node: %w; check the --bootstrap addresses and that those nodes are running", err)
+	}
+	n.hbs, err = p2p.JoinHeartbeats(n.net.PubSub, n.key, n.now, n.log)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if err := n.startAPI(); err != nil {
+		return nil, err
+	}
+
+	loopCtx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.goLoop(func() { n.advertiseLoop(loopCtx) })
+	n.goLoop(func() { n.heartbeatLoop(loopCtx) })
+	n.goLoop(func() { n.readHeartbeats(loopCtx) })
+	n.goLoop(func() { n.fetchProfiles(loopCtx) })
+	n.log.Info("node started", "addrs", n.Addrs(), "gpus", len(n.gpus), "region", cfg.Region, "api", n.APIAddr())
+	return n, nil
+}
+
+func (n *Node) goLoop(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+// storeDir is where the Badger store lives inside the data dir.
+func storeDir(dataDir string) string { return dataDir + "/store" }
+
+// ParseBootstrap parses bootstrap multiaddrs, each ending in /p2p/PEERID.
+func ParseBootstrap(addrs []string) ([]peer.AddrInfo, error) {
+	var out []peer.AddrInfo
+	byID := map[peer.ID]int{}
+	for _, s := range addrs {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap address %q: %w", s, err)
+		}
+		ai, err := peer.AddrInfoFromP2pAddr(a)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap address %q: %w (it must end in /p2p/PEERID)", s, err)
+		}
+		if i, ok := byID[ai.ID]; ok {
+			out[i].Addrs = append(out[i].Addrs, ai.Addrs...)
+			continue
+		}
+		byID[ai.ID] = len(out)
+		out = append(out, *ai)
+	}
+	return out, nil
+}
+
+func parseBan(ids []string) ([]peer.ID, error) {
+	var out []peer.ID
+	for _, s := range ids {
+		id, err := peer.Decode(s)
+		if err != nil {
+			return nil, fmt.Errorf("ban list: %q is not a peer ID: %w", s, err)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// ID is the node's peer ID.
+func (n *Node) ID() peer.ID { return n.id }
+
+// Addrs are the node's full multiaddrs, each ending in /p2p/ID.
+func (n *Node) Addrs() []ma.Multiaddr {
+	addrs, err := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: n.id, Addrs: n.net.Host.Addrs()})
+	if err != nil {
+		return nil
+	}
+	return addrs
+}
+
+// GPUs is the node's inventory as detected at start.
+func (n *Node) GPUs() []inventory.GPU { return n.gpus }
+
+// Network exposes the node's libp2p network.
+func (n *Node) Network() *p2p.Network { return n.net }
+
+// Advertised is closed once the node's profile has been published at
+// least once (never, for a node without GPUs).
+func (n *Node) Advertised() <-chan struct{} { return n.advertOK }
+
+// Close stops the loops, the API, the network and the store. It is safe
+// to call more than once.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		if n.cancel != nil {
+			n.cancel()
+		}
+		var errs []error
+		if n.api != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			errs = append(errs, n.api.Shutdown(ctx))
+			cancel()
+		}
+		if n.hbs != nil {
+			errs = append(errs, n.hbs.Close())
+		}
+		if n.net != nil {
+			errs = append(errs, n.net.Close())
+		}
+		n.wg.Wait()
+		if n.store != nil {
+			errs = append(errs, n.store.Close())
+		}
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}
+
+// profileGPUs converts the inventory to its wire form.
+func profileGPUs(gpus []inventory.GPU) ([]*pb.GPU, []string) {
+	var (
+		out    []*pb.GPU
+		models []string
+		seen   = map[string]bool{}
+	)
+	for _, g := range gpus {
+		var major, minor uint32
+		fmt.Sscanf(g.ComputeCapability, "%d.%d", &major, &minor)
+		out = append(out, &pb.GPU{
+			Model: g.Model, Name: g.Name, Uuid: g.UUID, MemoryBytes: g.MemoryBytes,
+			CcMajor: major, CcMinor: minor, Simulated: g.Simulated,
+		})
+		if !seen[g.Model] && g.Model != inventory.UnknownModel {
+			seen[g.Model] = true
+			models = append(models, g.Model)
+		}
+	}
+	return out, models
+}

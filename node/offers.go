@@ -1,0 +1,82 @@
+package node
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify"
+)
+
+// filterModels makes the filter parser check model slugs against the
+// device-profile table.
+func filterModels() market.FilterOption { return market.WithKnownModels(verify.Slugs()) }
+
+// ParseFilter parses a filter with model slugs checked against the
+// device-profile table.
+func ParseFilter(s string) (market.Filter, error) { return market.ParseFilter(s, filterModels()) }
+
+// OffersFromProfile turns a validated profile into one offer per GPU model.
+func OffersFromProfile(p *p2p.Profile) []market.Offer {
+	byModel := map[string]*market.Offer{}
+	var order []string
+	addrs := make([]string, 0, len(p.Addrs))
+	for _, a := range p.Addrs {
+		addrs = append(addrs, a.String())
+	}
+	for _, g := range p.Gpus {
+		o := byModel[g.Model]
+		if o == nil {
+			o = &market.Offer{
+				PeerID: p.ID.String(), Addrs: addrs, Model: g.Model, Name: g.Name,
+				VRAMGiB:           int((g.MemoryBytes + 1<<29) >> 30),
+				ComputeCapability: fmt.Sprintf("%d.%d", g.CcMajor, g.CcMinor),
+				Region:            p.Region, Simulated: g.Simulated,
+				Version: p.Software, SeenAt: p.Issued().UTC(),
+			}
+			if prof, ok := verify.LookupProfile(g.Model); ok {
+				o.TFLOPS = prof.BF16GFLOPS / 1000
+				if o.TFLOPS == 0 {
+					o.TFLOPS = prof.FP32GFLOPS / 1000
+				}
+			}
+			byModel[g.Model] = o
+			order = append(order, g.Model)
+		}
+		o.Count++
+		o.Free++
+		// A profile mixing real and simulated GPUs of one model is shown
+		// as simulated: renters filtering them out must not get either.
+		o.Simulated = o.Simulated || g.Simulated
+	}
+	out := make([]market.Offer, 0, len(order))
+	for _, m := range order {
+		out = append(out, *byModel[m])
+	}
+	return out
+}
+
+// MatchOffers returns the offers of profiles that f accepts, sorted by
+// model, then region, then peer ID.
+func MatchOffers(ps []*p2p.Profile, f market.Filter) []market.Offer {
+	var out []market.Offer
+	for _, p := range ps {
+		for _, o := range OffersFromProfile(p) {
+			if ok, _ := f.Match(o); ok {
+				out = append(out, o)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Model != b.Model {
+			return a.Model < b.Model
+		}
+		if a.Region != b.Region {
+			return a.Region < b.Region
+		}
+		return a.PeerID < b.PeerID
+	})
+	return out
+}

@@ -1,0 +1,121 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify"
+)
+
+// LightClient is a short-lived DHT client: it joins the network through
+// bootstrap peers without serving anything, for search (and later rent).
+type LightClient struct {
+	net *p2p.Network
+	log *slog.Logger
+}
+
+// LightOptions configure a LightClient.
+type LightOptions struct {
+	// Key is the identity to use; a fresh ephemeral one when nil.
+	Key crypto.PrivKey
+	// Bootstrap peers to join through. Required.
+	Bootstrap []peer.AddrInfo
+	// BootstrapTimeout bounds joining; 10 s when zero.
+	BootstrapTimeout time.Duration
+	// Logger for the client; slog.Default when nil.
+	Logger *slog.Logger
+	// Now is the clock for validating records; time.Now when nil.
+	Now func() time.Time
+}
+
+// ErrNoBootstrap means a light client was started without bootstrap peers.
+var ErrNoBootstrap = fmt.Errorf("no bootstrap peers: pass --bootstrap MULTIADDR (or set %s)", EnvName("bootstrap"))
+
+// NewLightClient joins the network in DHT client mode.
+func NewLightClient(ctx context.Context, o LightOptions) (*LightClient, error) {
+	if len(o.Bootstrap) == 0 {
+		return nil, ErrNoBootstrap
+	}
+	if o.Key == nil {
+		k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("light client: key: %w", err)
+		}
+		o.Key = k
+	}
+	if o.BootstrapTimeout == 0 {
+		o.BootstrapTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	n, err := p2p.New(p2p.Config{
+		Key: o.Key, Bootstrap: o.Bootstrap, Mode: p2p.ModeClient,
+		UserAgent: Software(), Logger: o.Logger, Now: o.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("light client: %w", err)
+	}
+	if err := n.Bootstrap(ctx, o.BootstrapTimeout); err != nil {
+		n.Close()
+		return nil, fmt.Errorf("light client: %w", err)
+	}
+	return &LightClient{net: n, log: o.Logger}, nil
+}
+
+// Close leaves the network.
+func (c *LightClient) Close() error { return c.net.Close() }
+
+// Network exposes the client's libp2p network.
+func (c *LightClient) Network() *p2p.Network { return c.net }
+
+// Search finds suppliers of the models f allows (all known models when
+// it does not restrict them) through their DHT provider records, fetches
+// and validates each one's profile, and returns the offers f accepts.
+// Suppliers whose profile is missing, invalid or expired are skipped.
+func (c *LightClient) Search(ctx context.Context, f market.Filter) ([]market.Offer, error) {
+	models := f.Models()
+	if models == nil {
+		models = verify.Slugs()
+	}
+	if len(models) == 0 {
+		return nil, nil
+	}
+	found := c.net.FindSuppliers(ctx, models)
+	var (
+		mu       sync.Mutex
+		profiles []*p2p.Profile
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, 16)
+	)
+	for id := range found {
+		wg.Add(1)
+		go func(id peer.ID) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			p, err := c.net.FetchProfile(ctx, id, 2)
+			if err != nil {
+				c.log.Debug("skip supplier", "peer", id, "err", err)
+				return
+			}
+			mu.Lock()
+			profiles = append(profiles, p)
+			mu.Unlock()
+		}(id)
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil && len(profiles) == 0 {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	return MatchOffers(profiles, f), nil
+}
