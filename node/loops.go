@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -34,7 +35,11 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			n.log.Warn("publish profile failed; will retry", "err", err, "in", backoff)
+			level := slog.LevelWarn
+			if len(n.net.Host.Network().Peers()) == 0 {
+				level = slog.LevelInfo // alone: expected until a peer joins
+			}
+			n.log.Log(ctx, level, "publish profile failed; will retry", "err", err, "in", backoff)
 			wait, backoff = backoff, min(backoff*2, republish)
 		} else {
 			backoff = time.Second

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/verify/inventory"
+)
+
+func newIDCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "id",
+		Short: "Print this node's peer ID, creating the identity key on first use",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			key, created, err := node.LoadOrCreateKey(cfg.DataDir)
+			if err != nil {
+				return err
+			}
+			out := struct {
+				PeerID  string `json:"peer_id"`
+				KeyFile string `json:"key_file"`
+				Created bool   `json:"created"`
+			}{node.PeerID(key).String(), filepath.Join(cfg.DataDir, node.KeyFile), created}
+			if a.json {
+				return a.printJSON(out)
+			}
+			fmt.Fprintln(a.stdout, out.PeerID)
+			if created {
+				fmt.Fprintf(a.stderr, "created a new identity in %s\n", out.KeyFile)
+			}
+			return nil
+		},
+	}
+}
+
+func newGPUsCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "gpus",
+		Short: "List the GPUs this machine would offer",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			spec, err := inventory.ParseSpec(cfg.GPUs)
+			if err != nil {
+				return usageError{fmt.Errorf("--gpus: %w", err)}
+			}
+			seed := "local"
+			if key, err := node.LoadKey(cfg.DataDir); err == nil {
+				seed = node.PeerID(key).String()
+			}
+			gpus, err := inventory.FromSpec(spec, seed, a.logger(cfg)).Detect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.json {
+				if gpus == nil {
+					gpus = []inventory.GPU{}
+				}
+				return a.printJSON(gpus)
+			}
+			if len(gpus) == 0 {
+				fmt.Fprintln(a.stdout, "no GPUs found (no NVIDIA driver, or --gpus none); try --gpus sim:rtx4090:1 to simulate one")
+				return nil
+			}
+			var rows [][]string
+			for _, g := range gpus {
+				rows = append(rows, []string{strconv.Itoa(g.Index), g.Model, g.Name, strconv.Itoa(g.VRAMGiB), g.ComputeCapability, strconv.FormatBool(g.Simulated), g.UUID})
+			}
+			a.table([]string{"INDEX", "MODEL", "NAME", "VRAM(GiB)", "CC", "SIMULATED", "UUID"}, rows)
+			return nil
+		},
+	}
+	cmd.Flags().String("gpus", "", "auto, none, or sim:MODEL:COUNT[,...] (default auto)")
+	return cmd
+}
+
+func newConfigCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration"}
+	show := &cobra.Command{
+		Use:   "show",
+		Short: "Print the effective configuration and where each value came from",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			settings := cfg.Settings()
+			if a.json {
+				return a.printJSON(settings)
+			}
+			var rows [][]string
+			for _, s := range settings {
+				v := fmt.Sprint(s.Value)
+				if l, ok := s.Value.([]string); ok {
+					v = strings.Join(l, ",")
+				}
+				rows = append(rows, []string{s.Key, v, s.Source})
+			}
+			a.table([]string{"KEY", "VALUE", "SOURCE"}, rows)
+			return nil
+		},
+	}
+	// config show reports node settings too, so it accepts the node's flags.
+	copyFlags(show, newNodeCmd(a))
+	cmd.AddCommand(show)
+	return cmd
+}
+
+func copyFlags(dst, src *cobra.Command) {
+	dst.Flags().AddFlagSet(src.Flags())
+}
+
+func newPeersCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "peers",
+		Short: "List the peers of the running local node (asks its API)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			if cfg.API == "off" {
+				return usageError{fmt.Errorf("the node's API is off; pass --api HOST:PORT of a running node")}
+			}
+			var peers []node.PeerState
+			if err := getJSON(cmd, "http://"+cfg.API+"/api/v1/peers", &peers); err != nil {
+				return err
+			}
+			if a.json {
+				if peers == nil {
+					peers = []node.PeerState{}
+				}
+				return a.printJSON(peers)
+			}
+			var rows [][]string
+			for _, p := range peers {
+				seen := "-"
+				if !p.LastSeen.IsZero() {
+					seen = time.Since(p.LastSeen).Truncate(time.Second).String() + " ago"
+				}
+				rows = append(rows, []string{p.ID.String(), strconv.FormatBool(p.Connected), fmt.Sprintf("%d/%d", p.GPUsFree, p.GPUsTotal), orDash(p.Region), seen, fmt.Sprintf("%.1f", p.LatencyMs), orDash(p.Software)})
+			}
+			a.table([]string{"PEER", "CONNECTED", "GPUS(FREE/TOTAL)", "REGION", "LAST HEARTBEAT", "RTT(ms)", "SOFTWARE"}, rows)
+			return nil
+		},
+	}
+	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	return cmd
+}
+
+func getJSON(cmd *cobra.Command, url string, v any) error {
+	client := &http.Client{Timeout: 5 * time.Second}
+	req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the node's API at %s: %w; is `gpumesh node` running? (pass --api HOST:PORT)", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("node API %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("node API %s: decode: %w", url, err)
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newVersionCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			b := node.Build()
+			if a.json {
+				return a.printJSON(b)
+			}
+			fmt.Fprintf(a.stdout, "gpumesh %s", b.Version)
+			if b.Commit != "" {
+				fmt.Fprintf(a.stdout, " (%s)", b.Commit)
+			}
+			fmt.Fprintf(a.stdout, " %s\n", b.GoVersion)
+			return nil
+		},
+	}
+}

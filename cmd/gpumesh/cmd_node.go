@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumesh/gpumesh/node"
+)
+
+func newNodeCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Run a gpumesh node: DHT server, gossip, and a supplier of this machine's GPUs",
+		Example: `  gpumesh node --gpus auto --region eu-west
+  gpumesh node --gpus sim:h100-sxm:8 --listen /ip4/127.0.0.1/tcp/4001 --api 127.0.0.1:7450`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			n, err := node.New(ctx, cfg, node.WithLogger(a.logger(cfg)))
+			if err != nil {
+				return err
+			}
+			defer n.Close()
+			if err := a.printStarted(n); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			fmt.Fprintln(a.stderr, "gpumesh: shutting down")
+			return n.Close()
+		},
+	}
+	f := cmd.Flags()
+	f.StringArray("listen", nil, "multiaddr to listen on (repeatable; default /ip4/0.0.0.0/tcp/4001 and /ip4/0.0.0.0/udp/4001/quic-v1)")
+	f.String("gpus", "", "GPUs to offer: auto (NVML), none, or sim:MODEL:COUNT[,MODEL:COUNT...] (default auto)")
+	f.String("region", "", "region label advertised to renters, e.g. eu-west (default unknown)")
+	f.String("api", "", "address of the local HTTP API, or off (default 127.0.0.1:7450)")
+	f.Duration("heartbeat-interval", 0, "how often to gossip a heartbeat (default 10s)")
+	f.Duration("profile-ttl", 0, "lifetime of the advertised profile; republished at half (default 1h)")
+	f.StringArray("ban", nil, "peer ID to refuse (repeatable)")
+	return cmd
+}
+
+type started struct {
+	PeerID  string   `json:"peer_id"`
+	Addrs   []string `json:"addrs"`
+	API     string   `json:"api,omitempty"`
+	GPUs    int      `json:"gpus"`
+	Version string   `json:"version"`
+	Started string   `json:"started"`
+}
+
+func (a *app) printStarted(n *node.Node) error {
+	s := started{PeerID: n.ID().String(), API: n.APIAddr(), GPUs: len(n.GPUs()), Version: node.Version, Started: time.Now().UTC().Format(time.RFC3339)}
+	for _, addr := range n.Addrs() {
+		s.Addrs = append(s.Addrs, addr.String())
+	}
+	if a.json {
+		return a.printJSON(s)
+	}
+	fmt.Fprintf(a.stdout, "gpumesh node %s\npeer ID: %s\ngpus:    %d\nlistening on:\n", s.Version, s.PeerID, s.GPUs)
+	for _, addr := range s.Addrs {
+		fmt.Fprintf(a.stdout, "  %s\n", addr)
+	}
+	if s.API != "" {
+		fmt.Fprintf(a.stdout, "api:     http://%s\n", s.API)
+	}
+	return nil
+}

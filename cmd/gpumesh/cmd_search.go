@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/spf13/cobra"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/node"
+)
+
+func newSearchCmd(a *app) *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "search [FILTER...]",
+		Short: "Find GPU offers on the network (runs as a light client)",
+		Long: `Search joins the network as a light client (DHT client mode, an ephemeral identity
+unless --data is given), looks up the suppliers of each model the filter allows, fetches
+and verifies their signed profiles, and prints the offers that match.
+
+Filter terms are KEY OP VALUE, space-separated; OP is one of = != < <= > >=; | separates
+alternatives. Keys: model, count, free, vram (GiB), cc, region, price (per GPU-hour),
+rep (0-1), uptime (%), tflops, verified, simulated.`,
+		Example: `  gpumesh search --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3Koo... model=h100-sxm|a100-80gb vram>=80
+  gpumesh search region=eu-west simulated=false --json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.quiet = true
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			f, err := node.ParseFilter(strings.Join(args, " "))
+			if err != nil {
+				return usageError{err}
+			}
+			bootstrap, err := node.ParseBootstrap(cfg.Bootstrap)
+			if err != nil {
+				return usageError{err}
+			}
+			var key crypto.PrivKey
+			if cfg.Sources["data"] != "default" {
+				if key, _, err = node.LoadOrCreateKey(cfg.DataDir); err != nil {
+					return err
+				}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			lc, err := node.NewLightClient(ctx, node.LightOptions{
+				Key: key, Bootstrap: bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg),
+			})
+			if err != nil {
+				return err
+			}
+			defer lc.Close()
+			offers, err := lc.Search(ctx, f)
+			if err != nil {
+				return err
+			}
+			return a.printOffers(offers)
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Second, "give up after this long")
+	return cmd
+}
+
+func (a *app) printOffers(offers []market.Offer) error {
+	if a.json {
+		if offers == nil {
+			offers = []market.Offer{}
+		}
+		return a.printJSON(offers)
+	}
+	if len(offers) == 0 {
+		fmt.Fprintln(a.stdout, "no offers match")
+		return nil
+	}
+	var rows [][]string
+	for _, o := range offers {
+		rows = append(rows, []string{shortID(o.PeerID), o.Model, strconv.Itoa(o.Count), strconv.Itoa(o.VRAMGiB), o.ComputeCapability, strconv.Itoa(o.TFLOPS), o.Region, strconv.FormatBool(o.Simulated), time.Since(o.SeenAt).Truncate(time.Second).String() + " ago"})
+	}
+	a.table([]string{"PEER", "MODEL", "COUNT", "VRAM(GiB)", "CC", "TFLOPS", "REGION", "SIMULATED", "PROFILE"}, rows)
+	return nil
+}
+
+func shortID(id string) string {
+	if len(id) > 16 {
+		return id[:8] + "…" + id[len(id)-6:]
+	}
+	return id
+}

@@ -1,0 +1,45 @@
+// Command gpumesh is the one binary of the gpumesh GPU marketplace: run it
+// as a supplier daemon (`gpumesh node`) or as a light client (`gpumesh
+// search`). This package only parses flags and prints results; the work is
+// done in package node.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// usageError is a mistake in what the user typed: exit status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// run executes the CLI and returns the process exit status: 0 on success,
+// 2 for usage errors (bad flags, a malformed filter), 1 otherwise.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "gpumesh:", err)
+	var ue usageError
+	if errors.As(err, &ue) || isFlagError(err) {
+		return 2
+	}
+	return 1
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/gpumesh/gpumesh/node"
+)
+
+// app carries the global flags and output streams to every command.
+type app struct {
+	stdout, stderr io.Writer
+	json           bool
+	data, config   string
+	quiet          bool // a client command: default log level warn
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "gpumesh",
+		Short: "A peer-to-peer GPU compute marketplace",
+		Long: `gpumesh turns scattered GPUs into capacity anyone can rent, with no central operator.
+Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" anywhere to find them.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w\nrun '%s --help' for usage", err, c.CommandPath())}
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.data, "data", "", "data directory (default $GPUMESH_HOME, else ~/.gpumesh)")
+	pf.StringVar(&a.config, "config", "", "TOML config file (default DATA/config.toml if present)")
+	pf.StringArray("bootstrap", nil, "bootstrap peer multiaddr ending in /p2p/PEERID (repeatable; env GPUMESH_BOOTSTRAP takes a comma-separated list)")
+	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON")
+	pf.String("log-level", "", "log level: debug, info, warn, error (default info)")
+
+	root.AddCommand(
+		newNodeCmd(a), newIDCmd(a), newGPUsCmd(a), newConfigCmd(a),
+		newSearchCmd(a), newPeersCmd(a), newVersionCmd(a),
+	)
+	return root
+}
+
+func isFlagError(err error) bool {
+	return strings.Contains(err.Error(), "unknown flag") || strings.Contains(err.Error(), "unknown command")
+}
+
+// loadConfig builds the effective configuration from defaults, the config
+// file, the environment and the flags the user set on cmd.
+func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
+	home, _ := os.UserHomeDir()
+	in := node.Input{
+		DataFlag: a.data, ConfigFlag: a.config, Env: os.LookupEnv, Home: home,
+		Flags: map[string][]string{},
+	}
+	keys := map[string]bool{}
+	for _, k := range node.Keys() {
+		keys[k] = true
+	}
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		key := strings.ReplaceAll(f.Name, "-", "_")
+		if !keys[key] {
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			in.Flags[key] = sv.GetSlice()
+		} else {
+			in.Flags[key] = []string{f.Value.String()}
+		}
+	})
+	cfg, err := node.LoadConfig(in)
+	if err != nil {
+		return cfg, usageError{err}
+	}
+	return cfg, nil
+}
+
+// logger logs to stderr at the configured level. Commands other than node
+// are quieter by default (warn) so that their output stays readable.
+func (a *app) logger(cfg node.Config) *slog.Logger {
+	level, _ := node.ParseLogLevel(cfg.LogLevel)
+	if a.quiet && cfg.Sources["log_level"] == "default" {
+		level = slog.LevelWarn
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// printJSON writes v as indented JSON.
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes aligned columns: a header row, then rows.
+func (a *app) table(header []string, rows [][]string) {
+	w := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(w, strings.Join(r, "\t"))
+	}
+	w.Flush()
+}
