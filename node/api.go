@@ -104,7 +104,7 @@ func (n *Node) health(started time.Time) Health {
 
 // Peers lists connected peers and those heard from by heartbeat.
 func (n *Node) Peers() []PeerState {
-	states := n.peers.list()
+	states := n.peers.list(n.now())
 	byID := map[string]int{}
 	for i, s := range states {
 		byID[s.ID.String()] = i

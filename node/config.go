@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/gpumesh/gpumesh/p2p"
 )
 
 // Config is a node's effective configuration. It is built from, in
@@ -113,7 +115,14 @@ func fields() []field {
 			return nil
 		}},
 		{key: "heartbeat_interval", def: []string{"10s"}, set: dur(func(c *Config) *time.Duration { return &c.HeartbeatInterval })},
-		{key: "profile_ttl", def: []string{"1h"}, set: dur(func(c *Config) *time.Duration { return &c.ProfileTTL })},
+		{key: "profile_ttl", def: []string{"1h"}, set: func(c *Config, v []string) error {
+			d, err := time.ParseDuration(v[0])
+			if err != nil || d < time.Minute || d > p2p.MaxProfileLifetime {
+				return fmt.Errorf("%q is not a duration between 1m and %s", v[0], p2p.MaxProfileLifetime)
+			}
+			c.ProfileTTL = d
+			return nil
+		}},
 		{key: "bootstrap_timeout", def: []string{"10s"}, set: dur(func(c *Config) *time.Duration { return &c.BootstrapTimeout })},
 		{key: "conn_low", def: []string{"32"}, set: num(func(c *Config) *int { return &c.ConnLow })},
 		{key: "conn_high", def: []string{"96"}, set: num(func(c *Config) *int { return &c.ConnHigh })},

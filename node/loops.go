@@ -83,6 +83,11 @@ func (n *Node) publishProfile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Keep our own profile beside those of others, so the node's API
+	// shows its own offers too.
+	if err := n.store.Put(ksProfiles, []byte(n.id), sealed); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := n.net.PublishProfile(ctx, sealed, models); err != nil {
@@ -265,11 +270,19 @@ func (t *peerTable) setProfile(id peer.ID, p *p2p.Profile) {
 	}
 }
 
-func (t *peerTable) list() []PeerState {
+// peerForget is how long a silent peer stays in the table.
+const peerForget = 10 * time.Minute
+
+// list returns the peers heard from recently and forgets the others.
+func (t *peerTable) list(now time.Time) []PeerState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]PeerState, 0, len(t.m))
-	for _, s := range t.m {
+	for id, s := range t.m {
+		if now.Sub(s.LastSeen) > peerForget {
+			delete(t.m, id)
+			continue
+		}
 		out = append(out, *s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

@@ -70,8 +70,8 @@ func (v *HeartbeatValidator) Check(author peer.ID, data []byte) (*Heartbeat, err
 func (v *HeartbeatValidator) Validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	hb, err := v.Check(msg.GetFrom(), msg.Data)
 	if err != nil {
-		v.log.Debug("heartbeat rejected", "from", msg.ReceivedFrom, "err", err)
-		return pubsub.ValidationReject
+		v.log.Debug("heartbeat dropped", "from", msg.ReceivedFrom, "err", err)
+		return validationResult(err)
 	}
 	msg.ValidatorData = hb
 	return pubsub.ValidationAccept
@@ -170,4 +170,15 @@ func (h *Heartbeats) Close() error {
 	h.sub.Cancel()
 	err := h.topic.Close()
 	return errors.Join(err, h.ps.UnregisterTopicValidator(HeartbeatTopic))
+}
+
+// validationResult maps a validation error to pubsub's verdict: merely old
+// records (expired, or a seq already superseded, which honest peers can
+// relay late) are ignored; forged, malformed, oversized and future-dated
+// ones are rejected, which lowers the forwarding peer's score.
+func validationResult(err error) pubsub.ValidationResult {
+	if errors.Is(err, ErrStale) || errors.Is(err, ErrExpired) {
+		return pubsub.ValidationIgnore
+	}
+	return pubsub.ValidationReject
 }

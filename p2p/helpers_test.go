@@ -134,3 +134,12 @@ func startAttacker(t testing.TB, bootstrap peer.AddrInfo) (host.Host, *dht.IpfsD
 	<-d.RefreshRoutingTable()
 	return h, d
 }
+
+func mustID(t testing.TB, k crypto.PrivKey) peer.ID {
+	t.Helper()
+	id, err := peer.IDFromPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}

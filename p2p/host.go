@@ -61,8 +61,8 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives structured logs; slog.Default when nil.
 	Logger *slog.Logger
-	// ProfileValidity is how long peers keep provider records.
-	// The DHT default (48 h) when zero.
+	// MaxRecordAge is how long DHT servers keep value records (profiles)
+	// they were sent. The DHT default (48 h) when zero.
 	MaxRecordAge time.Duration
 }
 

@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"bytes"
 	"fmt"
 	"regexp"
 	"time"
@@ -88,6 +89,12 @@ func open(data []byte, limit int, rec record.Record, namedPeer func() []byte) (p
 	env, err := record.ConsumeTypedEnvelope(data, rec)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrBadEnvelope, err)
+	}
+	if !bytes.Equal(env.PayloadType, rec.Codec()) {
+		return "", fmt.Errorf("%w: payload type %q, want %q", ErrBadEnvelope, env.PayloadType, rec.Codec())
+	}
+	if env.PublicKey.Type() != crypto.Ed25519 {
+		return "", fmt.Errorf("%w: signed with a %s key; gpumesh identities are Ed25519", ErrBadEnvelope, env.PublicKey.Type())
 	}
 	signer, err := peer.IDFromPublicKey(env.PublicKey)
 	if err != nil {

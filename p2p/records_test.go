@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"strings"
 	"testing"
@@ -78,6 +79,38 @@ func TestOpenProfile(t *testing.T) {
 				t.Fatalf("err = %v, want %v", err, tt.want)
 			}
 		})
+	}
+}
+
+// wrongCodec is a heartbeat record that declares the profile payload type.
+type wrongCodec struct{ heartbeatRecord }
+
+func (*wrongCodec) Codec() []byte { return profilePayloadType }
+
+func TestHeartbeatEnvelopeChecks(t *testing.T) {
+	now := time.Now()
+	key := newKey(t)
+	rec := &wrongCodec{}
+	rec.Version, rec.Seq, rec.TimeMs, rec.PeerId = RecordVersion, 1, now.UnixMilli(), []byte(mustID(t, key))
+	env, err := record.Seal(rec, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := env.Marshal()
+	if _, err := OpenHeartbeat(b, now); !errors.Is(err, ErrBadEnvelope) {
+		t.Fatalf("wrong payload type: err = %v, want ErrBadEnvelope", err)
+	}
+	// A valid heartbeat signed with a non-Ed25519 key is refused.
+	sk, _, err := crypto.GenerateSecp256k1Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = SealHeartbeat(&pb.Heartbeat{Seq: 1, TimeMs: now.UnixMilli()}, sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenHeartbeat(b, now); !errors.Is(err, ErrBadEnvelope) {
+		t.Fatalf("secp256k1 signer: err = %v, want ErrBadEnvelope", err)
 	}
 }
 

@@ -1,0 +1,56 @@
+# gpumesh — build, test, run a local testnet, benchmark.
+#   make testnet   start a 5-node local network and run a demo search
+#   make test      vet and run every test
+SHELL := /bin/bash
+GO    ?= go
+# go-nvml's cgo bindings warn about NVML functions NVIDIA deprecated.
+export CGO_CFLAGS ?= -Wno-deprecated-declarations
+export CGO_ENABLED := 1
+
+BIN      := bin/gpumesh
+TESTNET  := bin/testnet
+NODES    ?= 5
+FUZZTIME ?= 10s
+
+.PHONY: all build test vet fuzz testnet testnet-down testnet-status bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/gpumesh
+	$(GO) build -o $(TESTNET) ./testnet/cmd/testnet
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+test: vet
+	$(GO) test -count=1 -timeout 25m ./...
+
+# Run every fuzz target for FUZZTIME each (their seed corpora also run in `make test`).
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+testnet: build
+	$(TESTNET) up $(NODES) --bin $(BIN)
+	$(TESTNET) demo --bin $(BIN)
+
+testnet-down:
+	$(TESTNET) down
+
+testnet-status:
+	$(TESTNET) status
+
+# Micro-benchmarks beside their baselines, then the network harness
+# (20-node testnet: cold search latency, idle RSS and CPU).
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./p2p/ ./store/
+	$(GO) run ./testnet/cmd/bench --bin $(BIN)
+
+clean:
+	rm -rf bin

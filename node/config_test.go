@@ -1,0 +1,146 @@
+package node
+
+import (
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func files(m map[string]string) func(string) ([]byte, error) {
+	return func(p string) ([]byte, error) {
+		if v, ok := m[p]; ok {
+			return []byte(v), nil
+		}
+		return nil, fs.ErrNotExist
+	}
+}
+
+func TestLoadConfigPrecedence(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      Input
+		check   func(t *testing.T, c Config)
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			in:   Input{Home: "/home/u"},
+			check: func(t *testing.T, c Config) {
+				if c.DataDir != "/home/u/.gpumesh" || c.Sources["data"] != "default" {
+					t.Errorf("data dir %q from %q", c.DataDir, c.Sources["data"])
+				}
+				if c.API != "127.0.0.1:7450" || c.GPUs != "auto" || c.HeartbeatInterval != 10*time.Second || len(c.Listen) != 2 {
+					t.Errorf("defaults wrong: %+v", c)
+				}
+				for _, s := range c.Settings() {
+					if s.Key != "data" && s.Source != "default" {
+						t.Errorf("%s from %s, want default", s.Key, s.Source)
+					}
+				}
+			},
+		},
+		{
+			name: "file < env < flag",
+			in: Input{
+				Home: "/home/u",
+				Env:  env(map[string]string{"GPUMESH_HOME": "/srv/gm", "GPUMESH_REGION": "us-east", "GPUMESH_BOOTSTRAP": "/ip4/1.2.3.4/tcp/1/p2p/A, /ip4/1.2.3.5/tcp/1/p2p/B", "GPUMESH_GPUS": "none"}),
+				ReadFile: files(map[string]string{"/srv/gm/config.toml": `
+region = "eu-west"
+gpus = "sim:t4:1"
+api = "127.0.0.1:9000"
+conn_high = 50
+listen = ["/ip4/127.0.0.1/tcp/5000"]
+`}),
+				Flags: map[string][]string{"gpus": {"sim:a10:2"}, "listen": {"/ip4/127.0.0.1/tcp/6000", "/ip4/127.0.0.1/udp/6000/quic-v1"}},
+			},
+			check: func(t *testing.T, c Config) {
+				want := map[string][2]string{
+					"data":      {"/srv/gm", "env:GPUMESH_HOME"},
+					"region":    {"us-east", "env:GPUMESH_REGION"},
+					"gpus":      {"sim:a10:2", "flag:--gpus"},
+					"api":       {"127.0.0.1:9000", "file:/srv/gm/config.toml"},
+					"bootstrap": {"/ip4/1.2.3.4/tcp/1/p2p/A,/ip4/1.2.3.5/tcp/1/p2p/B", "env:GPUMESH_BOOTSTRAP"},
+					"listen":    {"/ip4/127.0.0.1/tcp/6000,/ip4/127.0.0.1/udp/6000/quic-v1", "flag:--listen"},
+					"conn_high": {"50", "file:/srv/gm/config.toml"},
+				}
+				for _, s := range c.Settings() {
+					w, ok := want[s.Key]
+					if !ok {
+						continue
+					}
+					got := s.Value
+					if l, ok := got.([]string); ok {
+						got = strings.Join(l, ",")
+					}
+					if v := fmt.Sprint(got); v != w[0] || s.Source != w[1] {
+						t.Errorf("%s = %q from %q, want %q from %q", s.Key, v, s.Source, w[0], w[1])
+					}
+				}
+			},
+		},
+		{
+			name: "explicit config file and --data",
+			in: Input{DataFlag: "/d", ConfigFlag: "/etc/gm.toml", Home: "/h",
+				ReadFile: files(map[string]string{"/etc/gm.toml": `heartbeat_interval = "3s"`})},
+			check: func(t *testing.T, c Config) {
+				if c.DataDir != "/d" || c.HeartbeatInterval != 3*time.Second || c.ConfigFile != "/etc/gm.toml" {
+					t.Errorf("got %q %s %q", c.DataDir, c.HeartbeatInterval, c.ConfigFile)
+				}
+			},
+		},
+		{name: "missing explicit file", in: Input{Home: "/h", ConfigFlag: "/nope.toml", ReadFile: files(nil)}, wantErr: "read /nope.toml"},
+		{name: "unknown key", in: Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": `colour = "blue"`})}, wantErr: `unknown key "colour"`},
+		{name: "bad toml", in: Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": `region = `})}, wantErr: "parse /h/.gpumesh/config.toml"},
+		{name: "wrong type", in: Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": `listen = "x"`})}, wantErr: "want an array"},
+		{name: "bad duration env", in: Input{Home: "/h", Env: env(map[string]string{"GPUMESH_HEARTBEAT_INTERVAL": "soon"})}, wantErr: "heartbeat_interval from env:GPUMESH_HEARTBEAT_INTERVAL"},
+		{name: "bad log level flag", in: Input{Home: "/h", Flags: map[string][]string{"log_level": {"loud"}}}, wantErr: "log_level from flag:--log-level"},
+		{name: "bad region", in: Input{Home: "/h", Flags: map[string][]string{"region": {"eu west"}}}, wantErr: "not a region label"},
+		{name: "low above high", in: Input{Home: "/h", Flags: map[string][]string{"conn_low": {"100"}, "conn_high": {"10"}}}, wantErr: "conn_low (100) is above conn_high (10)"},
+		{name: "no home", in: Input{}, wantErr: "no data dir"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := LoadConfig(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func FuzzParseConfigFile(f *testing.F) {
+	f.Add([]byte(`region = "eu-west"` + "\nlisten = [\"/ip4/127.0.0.1/tcp/1\"]"))
+	f.Add([]byte(`conn_low = 3`))
+	f.Add([]byte(`[table]` + "\nx=1"))
+	f.Add([]byte(`gpus = 1.5`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		vals, _, err := parseConfigFile(b, "fuzz.toml")
+		if err != nil {
+			return
+		}
+		known := map[string]bool{}
+		for _, k := range Keys() {
+			known[k] = true
+		}
+		for k := range vals {
+			if !known[k] {
+				t.Fatalf("unknown key %q accepted", k)
+			}
+		}
+		// Whatever parsed must then either apply cleanly or fail with an error, never panic.
+		_, _ = LoadConfig(Input{Home: "/h", ReadFile: func(string) ([]byte, error) { return b, nil }})
+	})
+}

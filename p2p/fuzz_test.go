@@ -1,0 +1,80 @@
+package p2p
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/gpumesh/gpumesh/p2p/pb"
+)
+
+// fuzzNow is a fixed clock, so seeds stay valid whenever the fuzzer runs.
+var fuzzNow = time.UnixMilli(1_800_000_000_000)
+
+func FuzzOpenProfile(f *testing.F) {
+	key := newKey(f)
+	good, _ := SealProfile(testProfile(3, fuzzNow, time.Hour, testGPU("h100-sxm", "GPU-1"), testGPU("rtx4090", "GPU-2")), key)
+	f.Add(good)
+	f.Add(good[:len(good)/2])
+	f.Add([]byte{})
+	f.Add([]byte("\x0a\x24\x08\x01\x12\x20"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := OpenProfile(data, fuzzNow)
+		if err != nil {
+			if p != nil {
+				t.Fatal("profile returned with an error")
+			}
+			return
+		}
+		// Whatever is accepted satisfies every documented invariant.
+		if len(data) > MaxProfileSize || p.Seq == 0 || len(p.Gpus) > MaxGPUsPerProfile || !fuzzNow.Before(p.Expires()) {
+			t.Fatalf("accepted an invalid profile: %+v", p.Profile)
+		}
+		if !bytes.Equal(p.Raw, data) || p.ID.Validate() != nil {
+			t.Fatal("accepted profile does not carry its raw bytes and signer")
+		}
+		// The validator agrees with OpenProfile.
+		if err := (ProfileValidator{Now: func() time.Time { return fuzzNow }}).Validate(ProfileKey(p.ID), data); err != nil {
+			t.Fatalf("OpenProfile accepted what the validator refuses: %v", err)
+		}
+	})
+}
+
+func FuzzOpenHeartbeat(f *testing.F) {
+	key := newKey(f)
+	good, _ := SealHeartbeat(&pb.Heartbeat{Seq: 9, TimeMs: fuzzNow.UnixMilli(), GpusTotal: 4, GpusFree: 1, Software: "gpumesh/x"}, key)
+	f.Add(good)
+	f.Add(good[:10])
+	f.Add(bytes.Repeat([]byte{0xff}, 64))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := OpenHeartbeat(data, fuzzNow)
+		if err != nil {
+			return
+		}
+		if len(data) > MaxHeartbeatSize || h.Seq == 0 || h.GpusFree > h.GpusTotal {
+			t.Fatalf("accepted an invalid heartbeat: %+v", h.Heartbeat)
+		}
+		v := NewHeartbeatValidator(func() time.Time { return fuzzNow }, quietLogger())
+		if _, err := v.Check(h.ID, data); err != nil {
+			t.Fatalf("first delivery refused: %v", err)
+		}
+		if _, err := v.Check(h.ID, data); err == nil {
+			t.Fatal("replay accepted")
+		}
+	})
+}
+
+func FuzzPeerFromProfileKey(f *testing.F) {
+	f.Add(ProfileKey(mustID(f, newKey(f))))
+	f.Add("/gpumesh-profile/")
+	f.Add("/pk/abc")
+	f.Fuzz(func(t *testing.T, key string) {
+		id, err := PeerFromProfileKey(key)
+		if err != nil {
+			return
+		}
+		if ProfileKey(id) != key {
+			t.Fatalf("key %q parsed to %s which derives %q", key, id, ProfileKey(id))
+		}
+	})
+}
