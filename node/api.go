@@ -109,10 +109,14 @@ func (n *Node) Peers() []PeerState {
 	for i, s := range states {
 		byID[s.ID.String()] = i
 	}
+	scores := n.net.PeerScores()
+	for i := range states {
+		states[i].Score = scores[states[i].ID]
+	}
 	for _, id := range n.net.Host.Network().Peers() {
 		i, ok := byID[id.String()]
 		if !ok {
-			states = append(states, PeerState{ID: id})
+			states = append(states, PeerState{ID: id, Score: scores[id]})
 			i = len(states) - 1
 		}
 		states[i].Connected = true

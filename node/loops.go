@@ -217,6 +217,7 @@ type PeerState struct {
 	ProfileSeq  uint64    `json:"profile_seq"`
 	Connected   bool      `json:"connected"`
 	LatencyMs   float64   `json:"latency_ms,omitempty"`
+	Score       float64   `json:"score"` // GossipSub peer score; negative after invalid messages
 	announced   uint64
 	profileSeen uint64
 }

@@ -101,6 +101,9 @@ type Network struct {
 	log    *slog.Logger
 	cancel context.CancelFunc
 
+	scoresMu sync.Mutex
+	scores   map[peer.ID]float64 // refreshed by pubsub every second
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -184,7 +187,7 @@ func New(cfg Config) (*Network, error) {
 		return nil, fmt.Errorf("p2p: start dht: %w", err)
 	}
 	if cfg.PubSub {
-		n.PubSub, err = newGossipSub(ctx, h, cfg)
+		n.PubSub, err = newGossipSub(ctx, h, cfg, n.setScores)
 		if err != nil {
 			n.Close()
 			return nil, fmt.Errorf("p2p: start gossipsub: %w", err)
@@ -205,11 +208,12 @@ func newResourceManager() (network.ResourceManager, error) {
 	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.Scale(256<<20, 512)))
 }
 
-func newGossipSub(ctx context.Context, h host.Host, cfg Config) (*pubsub.PubSub, error) {
+func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.PeerScoreInspectFn) (*pubsub.PubSub, error) {
 	params, thresholds := scoreParams()
 	return pubsub.NewGossipSub(ctx, h,
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithPeerScore(params, thresholds),
+		pubsub.WithPeerScoreInspect(inspect, time.Second),
 		pubsub.WithMaxMessageSize(64<<10),
 		pubsub.WithPeerExchange(cfg.Mode == ModeServer),
 		pubsub.WithLogger(cfg.Logger.With("sub", "pubsub")),
@@ -263,6 +267,25 @@ func TopicScoreParams() *pubsub.TopicScoreParams {
 		InvalidMessageDeliveriesWeight: -100,
 		InvalidMessageDeliveriesDecay:  pubsub.ScoreParameterDecay(time.Hour),
 	}
+}
+
+func (n *Network) setScores(s map[peer.ID]float64) {
+	n.scoresMu.Lock()
+	n.scores = s
+	n.scoresMu.Unlock()
+}
+
+// PeerScores returns the GossipSub score of each connected peer, as of
+// the last second. Peers that sent invalid records have negative scores;
+// below -1000 they are graylisted. Empty without pubsub.
+func (n *Network) PeerScores() map[peer.ID]float64 {
+	n.scoresMu.Lock()
+	defer n.scoresMu.Unlock()
+	out := make(map[peer.ID]float64, len(n.scores))
+	for p, s := range n.scores {
+		out[p] = s
+	}
+	return out
 }
 
 // Bootstrap connects to the configured bootstrap peers in parallel, each

@@ -200,6 +200,16 @@ func TestHeartbeatGossip(t *testing.T) {
 			t.Fatalf("node %d heartbeat says %d gpus, want %d", i+1, got, i+1)
 		}
 	}
+	// The forger is penalised: its score on the node it sent the forged
+	// heartbeat to turns negative, while honest peers stay at or above zero.
+	waitFor(t, 10*time.Second, "forger penalised", func() bool {
+		return nodes[0].PeerScores()[forger.Host.ID()] < 0
+	})
+	for id, s := range nodes[0].PeerScores() {
+		if id != forger.Host.ID() && s < 0 {
+			t.Fatalf("honest peer %s has score %f", id, s)
+		}
+	}
 }
 
 func TestBootstrapUnreachable(t *testing.T) {

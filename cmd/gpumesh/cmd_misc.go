@@ -156,9 +156,9 @@ func newPeersCmd(a *app) *cobra.Command {
 				if !p.LastSeen.IsZero() {
 					seen = time.Since(p.LastSeen).Truncate(time.Second).String() + " ago"
 				}
-				rows = append(rows, []string{p.ID.String(), strconv.FormatBool(p.Connected), fmt.Sprintf("%d/%d", p.GPUsFree, p.GPUsTotal), orDash(p.Region), seen, fmt.Sprintf("%.1f", p.LatencyMs), orDash(p.Software)})
+				rows = append(rows, []string{p.ID.String(), strconv.FormatBool(p.Connected), fmt.Sprintf("%d/%d", p.GPUsFree, p.GPUsTotal), orDash(p.Region), seen, fmt.Sprintf("%.1f", p.LatencyMs), fmt.Sprintf("%.1f", p.Score), orDash(p.Software)})
 			}
-			a.table([]string{"PEER", "CONNECTED", "GPUS(FREE/TOTAL)", "REGION", "LAST HEARTBEAT", "RTT(ms)", "SOFTWARE"}, rows)
+			a.table([]string{"PEER", "CONNECTED", "GPUS(FREE/TOTAL)", "REGION", "LAST HEARTBEAT", "RTT(ms)", "SCORE", "SOFTWARE"}, rows)
 			return nil
 		},
 	}
