@@ -21,16 +21,16 @@ var slugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
 // profileRecord adapts pb.Profile to libp2p's record.Record.
 type profileRecord struct{ pb.Profile }
 
-func (*profileRecord) Domain() string                 { return ProfileDomain }
-func (*profileRecord) Codec() []byte                  { return profilePayloadType }
+func (*profileRecord) Domain() string                   { return ProfileDomain }
+func (*profileRecord) Codec() []byte                    { return profilePayloadType }
 func (r *profileRecord) MarshalRecord() ([]byte, error) { return marshalDeterministic(&r.Profile) }
 func (r *profileRecord) UnmarshalRecord(b []byte) error { return proto.Unmarshal(b, &r.Profile) }
 
 // heartbeatRecord adapts pb.Heartbeat to libp2p's record.Record.
 type heartbeatRecord struct{ pb.Heartbeat }
 
-func (*heartbeatRecord) Domain() string                 { return HeartbeatDomain }
-func (*heartbeatRecord) Codec() []byte                  { return heartbeatPayloadType }
+func (*heartbeatRecord) Domain() string                   { return HeartbeatDomain }
+func (*heartbeatRecord) Codec() []byte                    { return heartbeatPayloadType }
 func (r *heartbeatRecord) MarshalRecord() ([]byte, error) { return marshalDeterministic(&r.Heartbeat) }
 func (r *heartbeatRecord) UnmarshalRecord(b []byte) error { return proto.Unmarshal(b, &r.Heartbeat) }
 
