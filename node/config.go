@@ -36,6 +36,7 @@ type Config struct {
 	ConnLow, ConnHigh int           // connection manager watermarks
 	Ban               []string      // peer IDs refused by the gater
 	BootstrapTimeout  time.Duration // how long to try bootstrap peers
+	MDNS              bool          // find peers on the LAN by multicast DNS
 
 	// Sources says where each key's value came from: "default",
 	// "file:PATH", "env:NAME" or "flag:--NAME".
@@ -127,6 +128,14 @@ func fields() []field {
 		{key: "conn_low", def: []string{"32"}, set: num(func(c *Config) *int { return &c.ConnLow })},
 		{key: "conn_high", def: []string{"96"}, set: num(func(c *Config) *int { return &c.ConnHigh })},
 		{key: "ban", list: true, def: nil, set: list(func(c *Config) *[]string { return &c.Ban })},
+		{key: "mdns", def: []string{"false"}, set: func(c *Config, v []string) error {
+			b, err := strconv.ParseBool(v[0])
+			if err != nil {
+				return fmt.Errorf("%q is not true or false", v[0])
+			}
+			c.MDNS = b
+			return nil
+		}},
 	}
 }
 
@@ -315,6 +324,8 @@ func tomlStrings(v any, list bool) ([]string, error) {
 			return x, nil
 		case int64:
 			return strconv.FormatInt(x, 10), nil
+		case bool:
+			return strconv.FormatBool(x), nil
 		default:
 			return "", fmt.Errorf("want a string or integer, got %T", x)
 		}
@@ -360,7 +371,7 @@ func (c Config) Settings() []Setting {
 		"listen": c.Listen, "bootstrap": c.Bootstrap, "gpus": c.GPUs, "region": c.Region,
 		"api": c.API, "log_level": c.LogLevel, "heartbeat_interval": c.HeartbeatInterval.String(),
 		"profile_ttl": c.ProfileTTL.String(), "bootstrap_timeout": c.BootstrapTimeout.String(),
-		"conn_low": c.ConnLow, "conn_high": c.ConnHigh, "ban": c.Ban,
+		"conn_low": c.ConnLow, "conn_high": c.ConnHigh, "ban": c.Ban, "mdns": c.MDNS,
 	}
 	out := []Setting{{Key: "data", Value: c.DataDir, Source: c.Sources["data"]}}
 	for _, k := range Keys() {

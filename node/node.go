@@ -139,6 +139,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 		ConnLow:     cfg.ConnLow,
 		ConnHigh:    cfg.ConnHigh,
 		Banned:      banned,
+		MDNS:        cfg.MDNS,
 		UserAgent:   Software(),
 		Registerer:  n.reg,
 		Now:         n.now,

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/conngater"
@@ -61,6 +62,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives structured logs; slog.Default when nil.
 	Logger *slog.Logger
+	// MDNS announces and discovers gpumesh nodes on the local network by
+	// multicast DNS. Off by default: it sends multicast beyond loopback.
+	MDNS bool
 	// MaxRecordAge is how long DHT servers keep value records (profiles)
 	// they were sent. The DHT default (48 h) when zero.
 	MaxRecordAge time.Duration
@@ -100,6 +104,8 @@ type Network struct {
 	cm     *connmgr.BasicConnMgr
 	log    *slog.Logger
 	cancel context.CancelFunc
+
+	mdns mdns.Service
 
 	scoresMu sync.Mutex
 	scores   map[peer.ID]float64 // refreshed by pubsub every second
@@ -154,17 +160,21 @@ func New(cfg Config) (*Network, error) {
 	} else {
 		opts = append(opts, libp2p.ListenAddrStrings(cfg.ListenAddrs...))
 	}
+	n := &Network{cfg: cfg, gater: gater, cm: cm, log: log}
 	if cfg.Mode == ModeServer {
-		// Servers help peers behind NAT: AutoNAT dial-backs and a
-		// limited circuit relay v2 service.
-		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableRelayService())
+		// Servers help peers behind NAT: AutoNAT dial-backs and a limited
+		// circuit relay v2 service. If AutoNAT finds a server itself
+		// unreachable, it reserves a slot on relays picked from its DHT
+		// routing table, and DCUtR upgrades relayed connections.
+		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableRelayService(),
+			libp2p.EnableAutoRelayWithPeerSource(n.relayCandidates))
 	}
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		rm.Close()
 		return nil, fmt.Errorf("p2p: start host: %w", err)
 	}
-	n := &Network{Host: h, cfg: cfg, gater: gater, cm: cm, log: log}
+	n.Host = h
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 
@@ -195,6 +205,13 @@ func New(cfg Config) (*Network, error) {
 	}
 	for _, b := range cfg.Bootstrap {
 		cm.Protect(b.ID, "bootstrap")
+	}
+	if cfg.MDNS {
+		n.mdns = mdns.NewMdnsService(h, "gpumesh", mdnsNotifee{n})
+		if err := n.mdns.Start(); err != nil {
+			n.Close()
+			return nil, fmt.Errorf("p2p: start mdns: %w", err)
+		}
 	}
 	log.Info("host started", "peer", h.ID(), "addrs", h.Addrs(), "dht_mode", dhtMode)
 	return n, nil
@@ -266,6 +283,36 @@ func TopicScoreParams() *pubsub.TopicScoreParams {
 		FirstMessageDeliveriesCap:      20,
 		InvalidMessageDeliveriesWeight: -100,
 		InvalidMessageDeliveriesDecay:  pubsub.ScoreParameterDecay(time.Hour),
+	}
+}
+
+// relayCandidates feeds AutoRelay with DHT servers we know of.
+func (n *Network) relayCandidates(ctx context.Context, num int) <-chan peer.AddrInfo {
+	out := make(chan peer.AddrInfo, num)
+	defer close(out)
+	if n.DHT == nil {
+		return out
+	}
+	for _, id := range n.DHT.RoutingTable().ListPeers() {
+		if len(out) == num {
+			break
+		}
+		out <- n.Host.Peerstore().PeerInfo(id)
+	}
+	return out
+}
+
+// mdnsNotifee connects to gpumesh nodes found on the local network.
+type mdnsNotifee struct{ n *Network }
+
+func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
+	if ai.ID == m.n.Host.ID() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.n.Host.Connect(ctx, ai); err != nil {
+		m.n.log.Debug("mdns peer unreachable", "peer", ai.ID, "err", err)
 	}
 }
 
@@ -373,6 +420,9 @@ func (n *Network) Close() error {
 	n.closeOnce.Do(func() {
 		n.cancel()
 		var errs []error
+		if n.mdns != nil {
+			errs = append(errs, n.mdns.Close())
+		}
 		if n.DHT != nil {
 			errs = append(errs, n.DHT.Close())
 		}

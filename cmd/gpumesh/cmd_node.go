@@ -43,6 +43,7 @@ func newNodeCmd(a *app) *cobra.Command {
 	f.Duration("heartbeat-interval", 0, "how often to gossip a heartbeat (default 10s)")
 	f.Duration("profile-ttl", 0, "lifetime of the advertised profile; republished at half (default 1h)")
 	f.StringArray("ban", nil, "peer ID to refuse (repeatable)")
+	f.Bool("mdns", false, "discover gpumesh nodes on the local network by multicast DNS")
 	return cmd
 }
 
