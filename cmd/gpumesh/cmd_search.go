@@ -50,14 +50,18 @@ rep (0-1), uptime (%), tflops, verified, simulated.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
+			sp := a.spin("joining the network")
 			lc, err := node.NewLightClient(ctx, node.LightOptions{
 				Key: key, Bootstrap: bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg),
 			})
+			sp.Stop()
 			if err != nil {
 				return err
 			}
 			defer lc.Close()
+			sp = a.spin("searching")
 			offers, err := lc.Search(ctx, f)
+			sp.Stop()
 			if err != nil {
 				return err
 			}
