@@ -1,0 +1,273 @@
+// Command testnet runs a local gpumesh network of real node processes on
+// 127.0.0.1 (see package testnet):
+//
+//	testnet up [N] [--bin bin/gpumesh] [--dir testnet/.run] [--base-port 40100]
+//	testnet status [--json]
+//	testnet demo
+//	testnet down
+//
+// Run it from the repository root after `go build -o bin/gpumesh ./cmd/gpumesh`.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpumesh/gpumesh/testnet"
+)
+
+const usage = `usage: testnet COMMAND [flags]
+
+  up [N]    start N nodes (default 5) and wait until search finds them all
+  status    show each node's process and health
+  demo      search the running testnet for everything, then for model=h100-sxm
+  down      stop the nodes (keeps their data dirs and logs)
+
+Run "testnet COMMAND -h" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command and returns the exit status: 0 on success, 2 for
+// usage errors, 1 otherwise.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c := &cli{stdout: stdout, stderr: stderr}
+	cmds := map[string]func(context.Context, []string) error{
+		"up": c.up, "down": c.down, "status": c.status, "demo": c.demo,
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "testnet: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+	err := cmd(ctx, args[1:])
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, "testnet:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+}
+
+type usageError struct{ error }
+
+type cli struct {
+	stdout, stderr io.Writer
+}
+
+// flags makes a FlagSet for a command with the --dir flag every command has.
+func (c *cli) flags(name string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet("testnet "+name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	dir := fs.String("dir", testnet.DefaultDir, "state directory")
+	return fs, dir
+}
+
+// parse parses flags that may come before or after positional arguments,
+// and returns the positional ones.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err}
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func (c *cli) up(ctx context.Context, args []string) error {
+	fs, dir := c.flags("up")
+	bin := fs.String("bin", testnet.DefaultBinary, "gpumesh binary")
+	base := fs.Int("base-port", testnet.DefaultBasePort, "node i listens on BASE+i (libp2p) and BASE+1000+i (API)")
+	hb := fs.Duration("heartbeat-interval", testnet.DefaultHeartbeatInterval, "heartbeat interval passed to every node")
+	timeout := fs.Duration("timeout", 0, "give up start-up after this long (default 12s a node, at least 30s)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	n := testnet.DefaultNodes
+	switch len(pos) {
+	case 0:
+	case 1:
+		if n, err = strconv.Atoi(pos[0]); err != nil || n < 1 {
+			return usageError{fmt.Errorf("up: node count %q: want a positive number", pos[0])}
+		}
+	default:
+		return usageError{fmt.Errorf("up: want at most one argument, the node count; got %q", pos)}
+	}
+	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	st, err := testnet.Up(ctx, testnet.Options{
+		Binary: *bin, Dir: *dir, Nodes: n, BasePort: *base, HeartbeatInterval: *hb, Timeout: *timeout, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	c.printUp(st, *dir)
+	return nil
+}
+
+// printUp tells the user what runs and how to use it.
+func (c *cli) printUp(st *testnet.State, dirFlag string) {
+	rel := func(p string) string {
+		if wd, err := os.Getwd(); err == nil {
+			if r, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(r, "..") {
+				return r
+			}
+		}
+		return p
+	}
+	self := "testnet"
+	if strings.Contains(os.Args[0], "go-build") {
+		self = "go run ./testnet/cmd/testnet"
+	}
+	dirArg := ""
+	if dirFlag != testnet.DefaultDir {
+		dirArg = " --dir " + dirFlag
+	}
+	bin, bootstrap := rel(st.Binary), rel(filepath.Join(st.Dir, testnet.BootstrapFile))
+	fmt.Fprintf(c.stdout, "testnet: %d nodes up in %s\n\n", len(st.Nodes), rel(st.Dir))
+	w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tPID\tPEER\tGPUS\tREGION\tAPI\tLOG")
+	for _, n := range st.Nodes {
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", n.Index, n.PID, n.PeerID, n.GPUs, n.Region, n.API, rel(n.Log))
+	}
+	w.Flush()
+	fmt.Fprintf(c.stdout, `
+Bootstrap addresses, one a line: %[2]s
+Try:
+  %[1]s search --bootstrap $(head -1 %[2]s) model=h100-sxm
+  %[1]s search --bootstrap $(head -1 %[2]s) region=eu-west --json
+  %[1]s peers --api %[3]s
+  %[4]s status%[5]s
+  %[4]s demo%[5]s
+Stop it with:
+  %[4]s down%[5]s
+`, bin, bootstrap, st.Nodes[0].API, self, dirArg)
+}
+
+func (c *cli) down(_ context.Context, args []string) error {
+	fs, dir := c.flags("down")
+	if err := c.noArgs(fs, args); err != nil {
+		return err
+	}
+	err := testnet.Down(*dir)
+	if errors.Is(err, testnet.ErrNotRunning) {
+		fmt.Fprintf(c.stdout, "testnet: nothing to stop in %s\n", *dir)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "testnet: stopped; data dirs and logs kept in %s\n", *dir)
+	return nil
+}
+
+func (c *cli) status(_ context.Context, args []string) error {
+	fs, dir := c.flags("status")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := c.noArgs(fs, args); err != nil {
+		return err
+	}
+	nodes, err := testnet.Status(*dir)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(nodes); err != nil {
+			return err
+		}
+	} else {
+		w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "NODE\tPID\tPEER\tAPI\tALIVE\tHEALTHY\tPEERS\tADVERTISED\tERROR")
+		for _, n := range nodes {
+			fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%t\t%t\t%d\t%t\t%s\n", n.Index, n.PID, n.PeerID, n.API, n.Alive, n.Healthy, n.Peers, n.Advertised, n.Error)
+		}
+		w.Flush()
+	}
+	for _, n := range nodes {
+		if !n.Healthy {
+			return fmt.Errorf("testnet: node %d is not healthy: %s; see its log in %s", n.Index, n.Error, *dir)
+		}
+	}
+	return nil
+}
+
+func (c *cli) demo(ctx context.Context, args []string) error {
+	fs, dir := c.flags("demo")
+	bin := fs.String("bin", "", "gpumesh binary (default: the one the testnet runs)")
+	if err := c.noArgs(fs, args); err != nil {
+		return err
+	}
+	st, err := testnet.Load(*dir)
+	if err != nil {
+		return err
+	}
+	if *bin == "" {
+		*bin = st.Binary
+	}
+	for _, filter := range [][]string{nil, {"model=h100-sxm"}} {
+		args := append(append([]string{"search"}, st.BootstrapArgs()...), filter...)
+		fmt.Fprintf(c.stdout, "$ %s %s\n", filepath.Base(*bin), strings.Join(args, " "))
+		cmd := exec.CommandContext(ctx, *bin, args...)
+		cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
+		cmd.WaitDelay = 2 * time.Second
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("testnet: demo: %s search %s: %w", *bin, strings.Join(filter, " "), err)
+		}
+		fmt.Fprintln(c.stdout)
+	}
+	return nil
+}
+
+func (c *cli) noArgs(fs *flag.FlagSet, args []string) error {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError{fmt.Errorf("%s: unexpected arguments %q", fs.Name(), pos)}
+	}
+	return nil
+}

@@ -1,0 +1,418 @@
+package testnet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults filled in by Up for zero Options fields.
+const (
+	DefaultNodes             = 5
+	DefaultBasePort          = 40100
+	DefaultHeartbeatInterval = 2 * time.Second
+	DefaultDir               = "testnet/.run"
+	DefaultBinary            = "bin/gpumesh"
+
+	// APIPortOffset separates a node's API port from its libp2p port.
+	APIPortOffset = 1000
+
+	// StateFile and BootstrapFile are written into the state directory.
+	StateFile     = "state.json"
+	BootstrapFile = "bootstrap.txt"
+
+	stopGrace = 10 * time.Second
+)
+
+// ErrNotRunning means the state directory records no testnet.
+var ErrNotRunning = errors.New("no testnet is running there")
+
+// Options configure Up. Zero fields take the defaults above.
+type Options struct {
+	// Binary is the gpumesh binary to run (default bin/gpumesh).
+	Binary string
+	// Dir is the state directory (default testnet/.run).
+	Dir string
+	// Nodes is how many nodes to start (default 5, at most 1000).
+	Nodes int
+	// BasePort: node i uses tcp and udp BasePort+i for libp2p and
+	// BasePort+1000+i for its API (default 40100).
+	BasePort int
+	// HeartbeatInterval is passed to every node (default 2s).
+	HeartbeatInterval time.Duration
+	// Timeout bounds the whole start-up (default 12s a node, at least 30s).
+	Timeout time.Duration
+	// Logger reports progress; discarded when nil.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Binary == "" {
+		o.Binary = DefaultBinary
+	}
+	if o.Dir == "" {
+		o.Dir = DefaultDir
+	}
+	if o.Nodes == 0 {
+		o.Nodes = DefaultNodes
+	}
+	if o.BasePort == 0 {
+		o.BasePort = DefaultBasePort
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.Timeout == 0 {
+		o.Timeout = max(30*time.Second, time.Duration(o.Nodes)*12*time.Second)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Nodes < 1 || o.Nodes > APIPortOffset {
+		return o, fmt.Errorf("testnet: %d nodes: want 1 to %d", o.Nodes, APIPortOffset)
+	}
+	if o.BasePort < 1024 || o.BasePort+APIPortOffset+o.Nodes-1 > 65535 {
+		return o, fmt.Errorf("testnet: base port %d: ports %d..%d must lie in 1024..65535", o.BasePort, o.BasePort, o.BasePort+APIPortOffset+o.Nodes-1)
+	}
+	var err error
+	if o.Dir, err = filepath.Abs(o.Dir); err != nil {
+		return o, fmt.Errorf("testnet: dir: %w", err)
+	}
+	if o.Binary, err = filepath.Abs(o.Binary); err != nil {
+		return o, fmt.Errorf("testnet: binary: %w", err)
+	}
+	if fi, err := os.Stat(o.Binary); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return o, fmt.Errorf("testnet: no gpumesh binary at %s; build it with `go build -o bin/gpumesh ./cmd/gpumesh` or pass its path", o.Binary)
+	}
+	return o, nil
+}
+
+// Profile is the simulated hardware and region of one node.
+type Profile struct {
+	GPUs   string // the node's --gpus value
+	Region string
+}
+
+// ProfileFor returns node i's hardware and region: a fixed rotation of
+// five profiles (see the package comment).
+func ProfileFor(i int) Profile {
+	rotation := [...]Profile{
+		{"sim:h100-sxm:8", "eu-west"},
+		{"sim:rtx4090:2", "us-east"},
+		{"sim:a100-80gb:4", "eu-west"},
+		{"sim:l40s:2", "ap-south"},
+		{"sim:h100-sxm:2,rtx4090:1", "us-east"},
+	}
+	return rotation[i%len(rotation)]
+}
+
+// NodeInfo is one node of a testnet as recorded in state.json.
+type NodeInfo struct {
+	Index   int      `json:"index"`
+	PID     int      `json:"pid"`
+	PeerID  string   `json:"peer_id"`
+	Addr    string   `json:"addr"` // tcp multiaddr ending in /p2p/PEERID
+	API     string   `json:"api"`  // host:port of the HTTP API
+	GPUs    string   `json:"gpus"`
+	Region  string   `json:"region"`
+	DataDir string   `json:"data_dir"`
+	Log     string   `json:"log"`
+	Args    []string `json:"args"` // the node's command line after the binary
+}
+
+func (n NodeInfo) name() string {
+	if n.PeerID != "" {
+		return fmt.Sprintf("node %d (%s)", n.Index, n.PeerID)
+	}
+	return fmt.Sprintf("node %d (pid %d)", n.Index, n.PID)
+}
+
+// State is a running testnet, as recorded in state.json.
+type State struct {
+	Nodes     []NodeInfo `json:"nodes"`
+	Bootstrap []string   `json:"bootstrap"`
+	Started   time.Time  `json:"started"`
+	Binary    string     `json:"binary"`
+	Dir       string     `json:"dir"`
+	BasePort  int        `json:"base_port"`
+}
+
+// BootstrapArgs returns --bootstrap flags for the testnet's bootstrap peers.
+func (s *State) BootstrapArgs() []string {
+	var args []string
+	for _, b := range s.Bootstrap {
+		args = append(args, "--bootstrap", b)
+	}
+	return args
+}
+
+// plan lays out node i: its ports, directories, hardware and arguments.
+func plan(o Options, i int, bootstrap []string) NodeInfo {
+	p := ProfileFor(i)
+	port := strconv.Itoa(o.BasePort + i)
+	n := NodeInfo{
+		Index:   i,
+		API:     "127.0.0.1:" + strconv.Itoa(o.BasePort+APIPortOffset+i),
+		GPUs:    p.GPUs,
+		Region:  p.Region,
+		DataDir: filepath.Join(o.Dir, fmt.Sprintf("node-%d", i)),
+		Log:     filepath.Join(o.Dir, fmt.Sprintf("node-%d.log", i)),
+	}
+	n.Args = []string{
+		"node", "--data", n.DataDir,
+		"--listen", "/ip4/127.0.0.1/tcp/" + port,
+		"--listen", "/ip4/127.0.0.1/udp/" + port + "/quic-v1",
+		"--api", n.API,
+		"--gpus", n.GPUs, "--region", n.Region,
+		"--heartbeat-interval", o.HeartbeatInterval.String(),
+		"--log-level", "info",
+	}
+	for _, b := range bootstrap {
+		n.Args = append(n.Args, "--bootstrap", b)
+	}
+	return n
+}
+
+// Up starts a testnet of o.Nodes nodes and returns once every node is
+// connected, advertised, and found by a light client's search. It records
+// the network in state.json and bootstrap.txt under o.Dir. On failure it
+// stops every node it started and names the failing node and its log.
+func Up(ctx context.Context, o Options) (_ *State, err error) {
+	if o, err = o.withDefaults(); err != nil {
+		return nil, err
+	}
+	log := o.Logger
+	if st, err := Load(o.Dir); err == nil {
+		if live := liveNodes(st.Nodes); len(live) > 0 {
+			return nil, fmt.Errorf("testnet: already running in %s (%d of %d nodes alive); run `testnet down --dir %s` first", o.Dir, len(live), len(st.Nodes), o.Dir)
+		}
+	}
+	if err := checkPorts(o.BasePort, o.Nodes); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("testnet: %w", err)
+	}
+	_ = os.Remove(filepath.Join(o.Dir, BootstrapFile))
+
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	st := &State{Started: time.Now().UTC(), Binary: o.Binary, Dir: o.Dir, BasePort: o.BasePort}
+	var procs []*proc
+	defer func() {
+		if err == nil {
+			return
+		}
+		log.Warn("start-up failed; stopping the nodes started", "err", err)
+		infos := make([]NodeInfo, len(procs))
+		for i, p := range procs {
+			infos[i] = p.info
+		}
+		_ = stopNodes(infos, 5*time.Second)
+		_ = os.Remove(filepath.Join(o.Dir, StateFile))
+	}()
+
+	// start launches node i and records it at once, so that `testnet down`
+	// can clean up even if this process dies half-way.
+	start := func(i int) (*proc, error) {
+		p, err := startNode(o.Binary, plan(o, i, st.Bootstrap), false)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("started node", "index", i, "pid", p.info.PID, "gpus", p.info.GPUs, "region", p.info.Region, "log", p.info.Log)
+		procs = append(procs, p)
+		st.Nodes = append(st.Nodes, p.info)
+		return p, save(st)
+	}
+	// Nodes 0 and 1 are the bootstrap peers: start them one at a time and
+	// learn their addresses before the others need them.
+	for i := 0; i < min(2, o.Nodes); i++ {
+		p, err := start(i)
+		if err != nil {
+			return nil, err
+		}
+		if err := waitFor(ctx, []*proc{p}, answers); err != nil {
+			return nil, err
+		}
+		st.Nodes[i] = p.info
+		st.Bootstrap = append(st.Bootstrap, p.info.Addr)
+	}
+	for i := 2; i < o.Nodes; i++ {
+		if _, err := start(i); err != nil {
+			return nil, err
+		}
+	}
+	if err := save(st); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, procs, ready); err != nil {
+		return nil, err
+	}
+	for i, p := range procs {
+		st.Nodes[i] = p.info
+	}
+	log.Info("all nodes connected and advertised; searching as a light client")
+	if err := waitSearch(ctx, o.Binary, st.Bootstrap, procs); err != nil {
+		return nil, err
+	}
+	if err := save(st); err != nil {
+		return nil, err
+	}
+	bs := strings.Join(st.Bootstrap, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(o.Dir, BootstrapFile), []byte(bs), 0o644); err != nil {
+		return nil, fmt.Errorf("testnet: %w", err)
+	}
+	log.Info("testnet up", "nodes", o.Nodes, "took", time.Since(st.Started).Round(time.Millisecond))
+	return st, nil
+}
+
+// Restart starts node index of the testnet in dir again, on the same data
+// dir, ports and arguments (so with the same peer ID), stopping it first if
+// it still runs. It returns once the node is connected, re-advertised, and
+// found by a light client with a profile issued after the restart.
+func Restart(ctx context.Context, dir string, index int) (NodeInfo, error) {
+	st, err := Load(dir)
+	if err != nil {
+		return NodeInfo{}, err
+	}
+	if index < 0 || index >= len(st.Nodes) {
+		return NodeInfo{}, fmt.Errorf("testnet: restart node %d: the testnet in %s has nodes 0..%d", index, dir, len(st.Nodes)-1)
+	}
+	info := st.Nodes[index]
+	if err := stopNodes([]NodeInfo{info}, stopGrace); err != nil {
+		return info, err
+	}
+	if err := checkNodePorts(st.BasePort, index); err != nil {
+		return info, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	p, err := startNode(st.Binary, info, true)
+	if err != nil {
+		return info, err
+	}
+	st.Nodes[index].PID = p.info.PID
+	if err := save(st); err != nil {
+		return p.info, err
+	}
+	err = waitFor(ctx, []*proc{p}, ready)
+	if err == nil && p.info.PeerID != info.PeerID {
+		err = fmt.Errorf("%s: came back as %s; was the data dir %s replaced?", info.name(), p.info.PeerID, info.DataDir)
+	}
+	if err == nil {
+		err = waitSearch(ctx, st.Binary, st.Bootstrap, []*proc{p})
+	}
+	if err != nil {
+		_ = stopNodes([]NodeInfo{p.info}, 5*time.Second)
+		return p.info, err
+	}
+	st.Nodes[index] = p.info
+	return p.info, save(st)
+}
+
+// Down stops the testnet recorded in dir: SIGTERM to each recorded node
+// that is still ours, SIGKILL to those alive 10 s later. It removes
+// state.json and bootstrap.txt and keeps data dirs and logs. It returns an error wrapping
+// ErrNotRunning when dir records no testnet.
+func Down(dir string) error {
+	st, err := Load(dir)
+	if err != nil {
+		return err
+	}
+	if err := stopNodes(st.Nodes, stopGrace); err != nil {
+		return err
+	}
+	_ = os.Remove(filepath.Join(dir, BootstrapFile))
+	if err := os.Remove(filepath.Join(dir, StateFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("testnet: %w", err)
+	}
+	return nil
+}
+
+// NodeStatus is what Status reports about one node.
+type NodeStatus struct {
+	Index      int    `json:"index"`
+	PID        int    `json:"pid"`
+	PeerID     string `json:"peer_id"`
+	API        string `json:"api"`
+	Alive      bool   `json:"alive"`   // the process exists and is this node
+	Healthy    bool   `json:"healthy"` // /healthz answered
+	Peers      int    `json:"peers"`
+	Advertised bool   `json:"advertised"`
+	Error      string `json:"error,omitempty"`
+}
+
+// Status reports on every node recorded in dir.
+func Status(dir string) ([]NodeStatus, error) {
+	st, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]NodeStatus, len(st.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range st.Nodes {
+		out[i] = NodeStatus{Index: n.Index, PID: n.PID, PeerID: n.PeerID, API: n.API, Alive: isOurs(n.PID, n.DataDir)}
+		if !out[i].Alive {
+			out[i].Error = "not running"
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			h, err := getHealth(ctx, n.API)
+			switch {
+			case err != nil:
+				out[i].Error = err.Error()
+			case h.PeerID != n.PeerID:
+				out[i].Error = fmt.Sprintf("the API at %s is peer %s, not %s", n.API, h.PeerID, n.PeerID)
+			default:
+				out[i].Healthy, out[i].Peers, out[i].Advertised = true, h.Peers, h.Advertised
+			}
+		})
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// Load reads dir/state.json.
+func Load(dir string) (*State, error) {
+	path := filepath.Join(dir, StateFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("testnet: %s: %w (no %s); start one with `testnet up`", dir, ErrNotRunning, StateFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("testnet: %w", err)
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("testnet: %s: %w", path, err)
+	}
+	return &st, nil
+}
+
+// save writes state.json atomically.
+func save(st *State) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("testnet: %w", err)
+	}
+	path := filepath.Join(st.Dir, StateFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("testnet: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("testnet: %w", err)
+	}
+	return nil
+}
