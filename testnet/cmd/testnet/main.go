@@ -156,7 +156,7 @@ func (c *cli) printUp(st *testnet.State, dirFlag string) {
 		}
 		return p
 	}
-	self := "testnet"
+	self := os.Args[0] // as the user invoked it, e.g. bin/testnet
 	if strings.Contains(os.Args[0], "go-build") {
 		self = "go run ./testnet/cmd/testnet"
 	}
