@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -65,6 +66,12 @@ func (n *Node) startAPI() error {
 		writeJSON(w, nonNil(MatchOffers(ps, f)))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
+	// Go's profiler, for operators chasing CPU or memory use; the API
+	// listens on loopback unless told otherwise.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	n.api = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	n.apiLn = ln
 	n.goLoop(func() {

@@ -90,14 +90,15 @@ func (c *LightClient) Search(ctx context.Context, f market.Filter) ([]market.Off
 	if len(models) == 0 {
 		return nil, nil
 	}
-	found := c.net.FindSuppliers(ctx, models)
+	// Fetch each supplier's profile as soon as a lookup finds it, while
+	// the lookups of the other models go on.
 	var (
 		mu       sync.Mutex
 		profiles []*p2p.Profile
 		wg       sync.WaitGroup
 		sem      = make(chan struct{}, 16)
 	)
-	for id := range found {
+	for ai := range c.net.FindSuppliersAsync(ctx, models) {
 		wg.Add(1)
 		go func(id peer.ID) {
 			defer wg.Done()
@@ -111,7 +112,7 @@ func (c *LightClient) Search(ctx context.Context, f market.Filter) ([]market.Off
 			mu.Lock()
 			profiles = append(profiles, p)
 			mu.Unlock()
-		}(id)
+		}(ai.ID)
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil && len(profiles) == 0 {

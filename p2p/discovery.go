@@ -37,30 +37,48 @@ func (n *Network) PublishProfile(ctx context.Context, sealed []byte, models []st
 // parallel and returns the distinct peers found, with the addresses the
 // DHT knows for them. It returns what it found when ctx ends.
 func (n *Network) FindSuppliers(ctx context.Context, models []string) map[peer.ID]peer.AddrInfo {
+	found := make(map[peer.ID]peer.AddrInfo)
+	for ai := range n.FindSuppliersAsync(ctx, models) {
+		found[ai.ID] = ai
+	}
+	return found
+}
+
+// FindSuppliersAsync is FindSuppliers as a stream: each supplier is sent
+// once, as soon as the first lookup finds it, so that callers can fetch
+// its profile while the other lookups are still running. The channel is
+// closed when every lookup has finished or ctx ends.
+func (n *Network) FindSuppliersAsync(ctx context.Context, models []string) <-chan peer.AddrInfo {
 	var (
-		mu    sync.Mutex
-		found = make(map[peer.ID]peer.AddrInfo)
-		wg    sync.WaitGroup
+		mu   sync.Mutex
+		seen = make(map[peer.ID]bool)
+		wg   sync.WaitGroup
+		out  = make(chan peer.AddrInfo)
 	)
 	for _, m := range models {
 		wg.Add(1)
 		go func(m string) {
 			defer wg.Done()
 			for ai := range n.DHT.FindProvidersAsync(ctx, ModelCID(m), 0) {
-				if ai.ID == n.Host.ID() {
+				mu.Lock()
+				dup := seen[ai.ID] || ai.ID == n.Host.ID()
+				seen[ai.ID] = true
+				mu.Unlock()
+				if dup {
 					continue
 				}
-				mu.Lock()
-				prev := found[ai.ID]
-				prev.ID = ai.ID
-				prev.Addrs = mergeAddrs(prev.Addrs, ai.Addrs)
-				found[ai.ID] = prev
-				mu.Unlock()
+				select {
+				case out <- ai:
+				case <-ctx.Done():
+				}
 			}
 		}(m)
 	}
-	wg.Wait()
-	return found
+	go func() {
+		wg.Wait()
+		close(out)
+	}()
+	return out
 }
 
 func mergeAddrs(a, b []multiaddr.Multiaddr) []multiaddr.Multiaddr {

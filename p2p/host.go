@@ -230,7 +230,7 @@ func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.P
 	return pubsub.NewGossipSub(ctx, h,
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithPeerScore(params, thresholds),
-		pubsub.WithPeerScoreInspect(inspect, time.Second),
+		pubsub.WithPeerScoreInspect(inspect, 5*time.Second),
 		pubsub.WithMaxMessageSize(64<<10),
 		pubsub.WithPeerExchange(cfg.Mode == ModeServer),
 		pubsub.WithLogger(cfg.Logger.With("sub", "pubsub")),
@@ -323,7 +323,7 @@ func (n *Network) setScores(s map[peer.ID]float64) {
 }
 
 // PeerScores returns the GossipSub score of each connected peer, as of
-// the last second. Peers that sent invalid records have negative scores;
+// the last five seconds. Peers that sent invalid records have negative scores;
 // below -1000 they are graylisted. Empty without pubsub.
 func (n *Network) PeerScores() map[peer.ID]float64 {
 	n.scoresMu.Lock()
@@ -376,6 +376,11 @@ func (n *Network) Bootstrap(ctx context.Context, timeout time.Duration) error {
 	}
 	if err := n.waitRoutingTable(ctx, timeout); err != nil {
 		return err
+	}
+	if n.cfg.Mode == ModeClient {
+		// A light client lives for one command: a routing-table refresh
+		// would only compete with its lookups, which find peers anyway.
+		return nil
 	}
 	if err := n.DHT.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("p2p: dht bootstrap: %w", err)

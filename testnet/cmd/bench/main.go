@@ -47,8 +47,9 @@ func main() {
 	dir := flag.String("dir", ".bench/testnet", "testnet state dir")
 	basePort := flag.Int("base-port", 42100, "testnet base port")
 	out := flag.String("out", ".bench/foundation.json", "where to write the results")
+	hb := flag.Duration("heartbeat", 10*time.Second, "heartbeat interval of the testnet's nodes")
 	flag.Parse()
-	if err := run(*bin, *nodes, *runs, *cliRuns, *settle, *window, *dir, *basePort, *out); err != nil {
+	if err := run(*bin, *nodes, *runs, *cliRuns, *settle, *window, *dir, *basePort, *out, *hb); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -58,6 +59,7 @@ func main() {
 type Results struct {
 	When          time.Time `json:"when"`
 	Nodes         int       `json:"nodes"`
+	Heartbeat     string    `json:"heartbeat_interval"`
 	SearchP50Ms   float64   `json:"search_p50_ms"`
 	SearchP99Ms   float64   `json:"search_p99_ms"`
 	PingP50Ms     float64   `json:"baseline_connect_ping_p50_ms"`
@@ -74,17 +76,18 @@ type Results struct {
 	IdleAfter     string    `json:"idle_measured_after"`
 }
 
-func run(bin string, n, runs, cliRuns int, settle, window time.Duration, dir string, basePort int, out string) error {
+func run(bin string, n, runs, cliRuns int, settle, window time.Duration, dir string, basePort int, out string, heartbeat time.Duration) error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	fmt.Fprintf(os.Stderr, "starting a %d-node testnet...\n", n)
 	_ = testnet.Down(dir) // a previous run that was interrupted
-	st, err := testnet.Up(ctx, testnet.Options{Binary: bin, Dir: dir, Nodes: n, BasePort: basePort, Logger: log})
+	// Production defaults (10 s heartbeats), not the testnet's faster demo pace.
+	st, err := testnet.Up(ctx, testnet.Options{Binary: bin, Dir: dir, Nodes: n, BasePort: basePort, Logger: log, HeartbeatInterval: heartbeat})
 	if err != nil {
 		return err
 	}
 	defer testnet.Down(dir)
-	res := Results{When: time.Now().UTC(), Nodes: n}
+	res := Results{When: time.Now().UTC(), Nodes: n, Heartbeat: heartbeat.String()}
 	var addrs []peer.AddrInfo
 	for _, nd := range st.Nodes {
 		ai, err := node.ParseBootstrap([]string{nd.Addr})
@@ -242,7 +245,7 @@ func mean(xs []float64) float64 {
 }
 
 func report(r Results) {
-	fmt.Printf("gpumesh foundation benchmarks (%d-node testnet on loopback)\n\n", r.Nodes)
+	fmt.Printf("gpumesh foundation benchmarks (%d-node testnet on loopback, %s heartbeats)\n\n", r.Nodes, r.Heartbeat)
 	fmt.Printf("%-44s %10s %10s\n", "", "p50 (ms)", "p99 (ms)")
 	fmt.Printf("%-44s %10.1f %10.1f\n", "cold search, in-process light client", r.SearchP50Ms, r.SearchP99Ms)
 	fmt.Printf("%-44s %10.1f %10.1f\n", "baseline: new libp2p host, connect + 1 ping", r.PingP50Ms, r.PingP99Ms)
