@@ -286,3 +286,39 @@ func hasAddr(list []ma.Multiaddr, a ma.Multiaddr) bool {
 	}
 	return false
 }
+
+// TestTransports checks that nodes speak both transports of SPEC §4.2:
+// TCP secured by Noise and multiplexed by yamux, and QUIC v1.
+func TestTransports(t *testing.T) {
+	for _, tc := range []struct {
+		name, listen, transport, security, muxer string
+	}{
+		{"tcp", "/ip4/127.0.0.1/tcp/0", "tcp", "/noise", "/yamux/1.0.0"},
+		{"quic", "/ip4/127.0.0.1/udp/0/quic-v1", "quic-v1", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := func() *Network {
+				n, err := New(Config{Key: newKey(t), ListenAddrs: []string{tc.listen}, Logger: quietLogger()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { n.Close() })
+				return n
+			}
+			a, b := start(), start()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := b.Host.Connect(ctx, addrInfo(a)); err != nil {
+				t.Fatal(err)
+			}
+			conns := b.Host.Network().ConnsToPeer(a.Host.ID())
+			if len(conns) == 0 {
+				t.Fatal("no connection")
+			}
+			st := conns[0].ConnState()
+			if st.Transport != tc.transport || string(st.Security) != tc.security || string(st.StreamMultiplexer) != tc.muxer {
+				t.Fatalf("connection state %+v, want transport %s security %q muxer %q", st, tc.transport, tc.security, tc.muxer)
+			}
+		})
+	}
+}
