@@ -171,7 +171,7 @@ func (n *Node) fetchProfiles(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case id := <-n.fetchQ:
-			if n.peers.profileSeq(id) >= n.peers.announcedSeq(id) {
+			if announced, held := n.peers.seqs(id); held >= announced {
 				continue // already fetched by an earlier request
 			}
 			fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -245,22 +245,14 @@ func (t *peerTable) update(hb *p2p.Heartbeat, now time.Time) uint64 {
 	return s.profileSeen
 }
 
-func (t *peerTable) announcedSeq(id peer.ID) uint64 {
+// seqs returns the profile seq id last announced and the one we hold.
+func (t *peerTable) seqs(id peer.ID) (announced, held uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.m[id]; s != nil {
-		return s.announced
+		return s.announced, s.profileSeen
 	}
-	return 0
-}
-
-func (t *peerTable) profileSeq(id peer.ID) uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s := t.m[id]; s != nil {
-		return s.profileSeen
-	}
-	return 0
+	return 0, 0
 }
 
 func (t *peerTable) setProfile(id peer.ID, p *p2p.Profile) {
