@@ -85,7 +85,11 @@ func (n *Node) publishProfile(ctx context.Context) error {
 	}
 	// Keep our own profile beside those of others, so the node's API
 	// shows its own offers too.
-	if err := n.store.Put(ksProfiles, []byte(n.id), sealed); err != nil {
+	own, err := p2p.OpenProfile(sealed, now)
+	if err != nil {
+		return err
+	}
+	if err := n.keepProfile(own); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -181,13 +185,29 @@ func (n *Node) fetchProfiles(ctx context.Context) {
 				n.log.Debug("fetch profile", "of", id, "err", err)
 				continue
 			}
-			if err := n.store.Put(ksProfiles, []byte(id), p.Raw); err != nil {
+			if err := n.keepProfile(p); err != nil {
 				n.log.Warn("keep profile", "of", id, "err", err)
 				continue
 			}
 			n.peers.setProfile(id, p)
 		}
 	}
+}
+
+// keepProfile stores p's signed envelope until p expires, unless the store
+// already holds a newer profile of the same peer (a DHT read may return
+// an older copy than one fetched before).
+func (n *Node) keepProfile(p *p2p.Profile) error {
+	if old, err := n.store.Get(ksProfiles, []byte(p.ID)); err == nil {
+		if prev, err := p2p.OpenProfile(old, n.now()); err == nil && prev.Seq > p.Seq {
+			return nil
+		}
+	}
+	ttl := p.Expires().Sub(n.now())
+	if ttl <= 0 {
+		return nil
+	}
+	return n.store.PutTTL(ksProfiles, []byte(p.ID), p.Raw, ttl)
 }
 
 // KnownProfiles returns the valid profiles the node keeps, newest seq per
