@@ -177,10 +177,21 @@ func TestHeartbeatGossip(t *testing.T) {
 	if err := ftopic.Publish(ctx, forged); err != nil {
 		t.Fatal(err)
 	}
+	// Heartbeats are periodic: publish every 200 ms, as a node would (only
+	// faster), until node 0 has heard from everyone. A single publish can
+	// miss a mesh that is still forming.
+	pubCtx, stopPub := context.WithCancel(ctx)
+	defer stopPub()
 	for i, h := range hbs {
-		if err := h.Publish(ctx, &pb.Heartbeat{GpusTotal: uint32(i), GpusFree: 0, Software: "gpumesh/test"}); err != nil {
-			t.Fatal(err)
-		}
+		go func() {
+			for pubCtx.Err() == nil {
+				_ = h.Publish(pubCtx, &pb.Heartbeat{GpusTotal: uint32(i), GpusFree: 0, Software: "gpumesh/test"})
+				select {
+				case <-pubCtx.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
 	}
 	// Node 0 must hear from all four others, with their own figures, and
 	// never the forged heartbeat (which claims 8 GPUs).
