@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -178,7 +179,7 @@ func (n *Node) goLoop(f func()) {
 }
 
 // storeDir is where the Badger store lives inside the data dir.
-func storeDir(dataDir string) string { return dataDir + "/store" }
+func storeDir(dataDir string) string { return filepath.Join(dataDir, "store") }
 
 // ParseBootstrap parses bootstrap multiaddrs, each ending in /p2p/PEERID.
 func ParseBootstrap(addrs []string) ([]peer.AddrInfo, error) {
@@ -273,8 +274,10 @@ func profileGPUs(gpus []inventory.GPU) ([]*pb.GPU, []string) {
 		seen   = map[string]bool{}
 	)
 	for _, g := range gpus {
+		// An unparsable compute capability (never from NVML or the
+		// profile table) is advertised as 0.0 rather than dropped.
 		var major, minor uint32
-		fmt.Sscanf(g.ComputeCapability, "%d.%d", &major, &minor)
+		_, _ = fmt.Sscanf(g.ComputeCapability, "%d.%d", &major, &minor)
 		out = append(out, &pb.GPU{
 			Model: g.Model, Name: g.Name, Uuid: g.UUID, MemoryBytes: g.MemoryBytes,
 			CcMajor: major, CcMinor: minor, Simulated: g.Simulated,
