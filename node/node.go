@@ -40,8 +40,7 @@ type options struct {
 	store    store.Store
 }
 
-// WithLogger sets the logger; the default discards nothing and writes to
-// slog.Default().
+// WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithClock sets the clock used for records and validation.
