@@ -15,4 +15,5 @@ var (
 	ErrStale            = errors.New("record older than one already seen")
 	ErrBadKey           = errors.New("bad record key")
 	ErrNoBootstrapPeers = errors.New("no bootstrap peer reachable")
+	ErrRateLimited      = errors.New("sender over its rate limit")
 )

@@ -66,26 +66,12 @@ func (v *HeartbeatValidator) Check(author peer.ID, data []byte) (*Heartbeat, err
 	return hb, nil
 }
 
-// Validate is the pubsub.ValidatorEx form of Check.
-func (v *HeartbeatValidator) Validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-	hb, err := v.Check(msg.GetFrom(), msg.Data)
-	if err != nil {
-		v.log.Debug("heartbeat dropped", "from", msg.ReceivedFrom, "err", err)
-		return validationResult(err)
-	}
-	msg.ValidatorData = hb
-	return pubsub.ValidationAccept
-}
-
 // Heartbeats is the heartbeat topic: join it, publish our own heartbeats
 // and read everyone's, validated.
 type Heartbeats struct {
-	ps    *pubsub.PubSub
-	topic *pubsub.Topic
-	sub   *pubsub.Subscription
-	key   crypto.PrivKey
-	self  peer.ID
-	now   func() time.Time
+	*Topic
+	key crypto.PrivKey
+	now func() time.Time
 
 	mu      sync.Mutex
 	lastSeq uint64
@@ -102,31 +88,19 @@ func JoinHeartbeats(ps *pubsub.PubSub, key crypto.PrivKey, now func() time.Time,
 		return nil, fmt.Errorf("heartbeats: %w", err)
 	}
 	v := NewHeartbeatValidator(now, log)
-	if err := ps.RegisterTopicValidator(HeartbeatTopic, v.Validate, pubsub.WithValidatorTimeout(5*time.Second)); err != nil {
-		return nil, fmt.Errorf("heartbeats: register validator: %w", err)
-	}
-	t, err := ps.Join(HeartbeatTopic)
+	t, err := JoinTopic(ps, self, HeartbeatTopic, func(author peer.ID, data []byte) (any, error) {
+		return v.Check(author, data)
+	}, log)
 	if err != nil {
-		_ = ps.UnregisterTopicValidator(HeartbeatTopic)
-		return nil, fmt.Errorf("heartbeats: join: %w", err)
+		return nil, err
 	}
-	if err := t.SetScoreParams(TopicScoreParams()); err != nil {
-		_ = t.Close()
-		_ = ps.UnregisterTopicValidator(HeartbeatTopic)
-		return nil, fmt.Errorf("heartbeats: score params: %w", err)
-	}
-	sub, err := t.Subscribe()
-	if err != nil {
-		_ = t.Close()
-		_ = ps.UnregisterTopicValidator(HeartbeatTopic)
-		return nil, fmt.Errorf("heartbeats: subscribe: %w", err)
-	}
-	return &Heartbeats{ps: ps, topic: t, sub: sub, key: key, self: self, now: now}, nil
+	return &Heartbeats{Topic: t, key: key, now: now}, nil
 }
 
 // Publish signs and gossips hb. Seq and TimeMs are set here: seq is the
 // current unix time in milliseconds, or one more than the last seq if the
-// clock has not moved on, so it keeps increasing across restarts.
+// clock has not moved on, so it keeps increasing across restarts. It does
+// not wait for peers: a lone node's heartbeat is simply not heard.
 func (h *Heartbeats) Publish(ctx context.Context, hb *pb.Heartbeat) error {
 	now := h.now()
 	h.mu.Lock()
@@ -146,39 +120,13 @@ func (h *Heartbeats) Publish(ctx context.Context, hb *pb.Heartbeat) error {
 
 // Next returns the next validated heartbeat from another peer.
 func (h *Heartbeats) Next(ctx context.Context) (*Heartbeat, error) {
-	for {
-		msg, err := h.sub.Next(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("heartbeats: %w", err)
-		}
-		hb, ok := msg.ValidatorData.(*Heartbeat)
-		if !ok {
-			return nil, errors.New("heartbeats: message without validator data")
-		}
-		if hb.ID == h.self {
-			continue
-		}
-		return hb, nil
+	m, err := h.Topic.Next(ctx)
+	if err != nil {
+		return nil, err
 	}
-}
-
-// Peers lists the peers we share the topic with.
-func (h *Heartbeats) Peers() []peer.ID { return h.topic.ListPeers() }
-
-// Close leaves the topic.
-func (h *Heartbeats) Close() error {
-	h.sub.Cancel()
-	err := h.topic.Close()
-	return errors.Join(err, h.ps.UnregisterTopicValidator(HeartbeatTopic))
-}
-
-// validationResult maps a validation error to pubsub's verdict: merely old
-// records (expired, or a seq already superseded, which honest peers can
-// relay late) are ignored; forged, malformed, oversized and future-dated
-// ones are rejected, which lowers the forwarding peer's score.
-func validationResult(err error) pubsub.ValidationResult {
-	if errors.Is(err, ErrStale) || errors.Is(err, ErrExpired) {
-		return pubsub.ValidationIgnore
+	hb, ok := m.Value.(*Heartbeat)
+	if !ok {
+		return nil, errors.New("heartbeats: message without validator data")
 	}
-	return pubsub.ValidationReject
+	return hb, nil
 }

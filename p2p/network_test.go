@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/record"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/gpumesh/gpumesh/p2p/pb"
@@ -106,15 +105,13 @@ func TestForgedAndExpiredProfilesAreNotStored(t *testing.T) {
 	defer cancel()
 
 	// 1. A profile naming the victim, with a higher seq, signed by the attacker.
-	forgedRec := &profileRecord{}
-	forgedRec.Version, forgedRec.Seq, forgedRec.PeerId = RecordVersion, 99, []byte(victim.Host.ID())
-	forgedRec.IssuedAtMs, forgedRec.ExpiresAtMs = now.UnixMilli(), now.Add(time.Hour).UnixMilli()
-	forgedRec.Gpus = []*pb.GPU{testGPU("h200", "GPU-fake")}
-	env, err := record.Seal(forgedRec, attackerHost.Peerstore().PrivKey(attackerHost.ID()))
+	forgedRec := &pb.Profile{Version: RecordVersion, Seq: 99, PeerId: []byte(victim.Host.ID()),
+		IssuedAtMs: now.UnixMilli(), ExpiresAtMs: now.Add(time.Hour).UnixMilli(),
+		Gpus: []*pb.GPU{testGPU("h200", "GPU-fake")}}
+	forged, err := Seal(ProfileType, forgedRec, attackerHost.Peerstore().PrivKey(attackerHost.ID()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	forged, _ := env.Marshal()
 	_ = attackerDHT.PutValue(ctx, ProfileKey(victim.Host.ID()), forged)
 
 	// 2. An expired profile of the attacker's own.

@@ -1,7 +1,6 @@
 package p2p
 
 import (
-	"bytes"
 	"fmt"
 	"regexp"
 	"time"
@@ -18,24 +17,89 @@ import (
 // slugPattern is the shape of a canonical GPU model slug.
 var slugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
 
-// profileRecord adapts pb.Profile to libp2p's record.Record.
-type profileRecord struct{ pb.Profile }
+// RecordType describes one kind of signed record: the domain string its
+// signature is bound to, the payload type written in its envelope, and the
+// largest envelope accepted.
+type RecordType struct {
+	Domain      string
+	PayloadType string
+	MaxSize     int
+}
 
-func (*profileRecord) Domain() string                   { return ProfileDomain }
-func (*profileRecord) Codec() []byte                    { return profilePayloadType }
-func (r *profileRecord) MarshalRecord() ([]byte, error) { return marshalDeterministic(&r.Profile) }
-func (r *profileRecord) UnmarshalRecord(b []byte) error { return proto.Unmarshal(b, &r.Profile) }
+// The record types of this package; package market defines its own.
+var (
+	ProfileType   = RecordType{ProfileDomain, string(profilePayloadType), MaxProfileSize}
+	HeartbeatType = RecordType{HeartbeatDomain, string(heartbeatPayloadType), MaxHeartbeatSize}
+)
 
-// heartbeatRecord adapts pb.Heartbeat to libp2p's record.Record.
-type heartbeatRecord struct{ pb.Heartbeat }
+// envelopeRecord adapts a protobuf message to libp2p's record.Record.
+type envelopeRecord struct {
+	rt  RecordType
+	msg proto.Message
+}
 
-func (*heartbeatRecord) Domain() string                   { return HeartbeatDomain }
-func (*heartbeatRecord) Codec() []byte                    { return heartbeatPayloadType }
-func (r *heartbeatRecord) MarshalRecord() ([]byte, error) { return marshalDeterministic(&r.Heartbeat) }
-func (r *heartbeatRecord) UnmarshalRecord(b []byte) error { return proto.Unmarshal(b, &r.Heartbeat) }
+func (r envelopeRecord) Domain() string                 { return r.rt.Domain }
+func (r envelopeRecord) Codec() []byte                  { return []byte(r.rt.PayloadType) }
+func (r envelopeRecord) MarshalRecord() ([]byte, error) { return marshalDeterministic(r.msg) }
+func (r envelopeRecord) UnmarshalRecord(b []byte) error { return proto.Unmarshal(b, r.msg) }
 
 func marshalDeterministic(m proto.Message) ([]byte, error) {
 	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
+}
+
+// Seal signs msg with key as a record of type rt and returns the envelope
+// bytes. The caller fills in the signer's peer ID where the message names it.
+func Seal(rt RecordType, msg proto.Message, key crypto.PrivKey) ([]byte, error) {
+	env, err := record.Seal(envelopeRecord{rt, msg}, key)
+	if err != nil {
+		return nil, fmt.Errorf("seal %s: %w", rt.Domain, err)
+	}
+	b, err := env.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("seal %s: marshal envelope: %w", rt.Domain, err)
+	}
+	if len(b) > rt.MaxSize {
+		return nil, fmt.Errorf("seal %s: %d bytes: %w (limit %d)", rt.Domain, len(b), ErrTooLarge, rt.MaxSize)
+	}
+	return b, nil
+}
+
+// Open checks a record of type rt — its size first, then its envelope
+// signature, payload type and key type — decodes the payload into msg and
+// returns the signer. It checks nothing inside the payload: each record
+// type's own validation does that.
+func Open(rt RecordType, data []byte, msg proto.Message) (peer.ID, error) {
+	if len(data) > rt.MaxSize {
+		return "", fmt.Errorf("%d bytes: %w (limit %d)", len(data), ErrTooLarge, rt.MaxSize)
+	}
+	env, err := record.ConsumeTypedEnvelope(data, envelopeRecord{rt, msg})
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrBadEnvelope, err)
+	}
+	if string(env.PayloadType) != rt.PayloadType {
+		return "", fmt.Errorf("%w: payload type %q, want %q", ErrBadEnvelope, env.PayloadType, rt.PayloadType)
+	}
+	if env.PublicKey.Type() != crypto.Ed25519 {
+		return "", fmt.Errorf("%w: signed with a %s key; gpumesh identities are Ed25519", ErrBadEnvelope, env.PublicKey.Type())
+	}
+	signer, err := peer.IDFromPublicKey(env.PublicKey)
+	if err != nil {
+		return "", fmt.Errorf("%w: signer key: %v", ErrBadEnvelope, err)
+	}
+	return signer, nil
+}
+
+// CheckSigner checks that the peer ID bytes a record names (its author
+// field) are the signer's.
+func CheckSigner(named []byte, signer peer.ID) error {
+	id, err := peer.IDFromBytes(named)
+	if err != nil {
+		return fmt.Errorf("%w: peer id: %v", ErrMalformed, err)
+	}
+	if id != signer {
+		return fmt.Errorf("%w: names %s, signed by %s", ErrSignerMismatch, id, signer)
+	}
+	return nil
 }
 
 // SealProfile signs p with key and returns the envelope bytes to store in
@@ -45,11 +109,9 @@ func SealProfile(p *pb.Profile, key crypto.PrivKey) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal profile: peer id: %w", err)
 	}
-	rec := &profileRecord{}
-	proto.Merge(&rec.Profile, p)
-	rec.Version = RecordVersion
-	rec.PeerId = []byte(id)
-	return seal(rec, key, MaxProfileSize)
+	p = proto.Clone(p).(*pb.Profile)
+	p.Version, p.PeerId = RecordVersion, []byte(id)
+	return Seal(ProfileType, p, key)
 }
 
 // SealHeartbeat signs h with key and returns the envelope bytes to gossip.
@@ -58,54 +120,19 @@ func SealHeartbeat(h *pb.Heartbeat, key crypto.PrivKey) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal heartbeat: peer id: %w", err)
 	}
-	rec := &heartbeatRecord{}
-	proto.Merge(&rec.Heartbeat, h)
-	rec.Version = RecordVersion
-	rec.PeerId = []byte(id)
-	return seal(rec, key, MaxHeartbeatSize)
+	h = proto.Clone(h).(*pb.Heartbeat)
+	h.Version, h.PeerId = RecordVersion, []byte(id)
+	return Seal(HeartbeatType, h, key)
 }
 
-func seal(rec record.Record, key crypto.PrivKey, limit int) ([]byte, error) {
-	env, err := record.Seal(rec, key)
+// openNamed opens a record and checks that the peer it names is its signer.
+func openNamed(rt RecordType, data []byte, msg proto.Message, named func() []byte) (peer.ID, error) {
+	signer, err := Open(rt, data, msg)
 	if err != nil {
-		return nil, fmt.Errorf("seal %s: %w", rec.Domain(), err)
+		return "", err
 	}
-	b, err := env.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("seal %s: marshal envelope: %w", rec.Domain(), err)
-	}
-	if len(b) > limit {
-		return nil, fmt.Errorf("seal %s: %d bytes: %w (limit %d)", rec.Domain(), len(b), ErrTooLarge, limit)
-	}
-	return b, nil
-}
-
-// open checks the size and the envelope signature before decoding the
-// payload into rec, then checks that the signer is the peer the record names.
-func open(data []byte, limit int, rec record.Record, namedPeer func() []byte) (peer.ID, error) {
-	if len(data) > limit {
-		return "", fmt.Errorf("%d bytes: %w (limit %d)", len(data), ErrTooLarge, limit)
-	}
-	env, err := record.ConsumeTypedEnvelope(data, rec)
-	if err != nil {
-		return "", fmt.Errorf("%w: %v", ErrBadEnvelope, err)
-	}
-	if !bytes.Equal(env.PayloadType, rec.Codec()) {
-		return "", fmt.Errorf("%w: payload type %q, want %q", ErrBadEnvelope, env.PayloadType, rec.Codec())
-	}
-	if env.PublicKey.Type() != crypto.Ed25519 {
-		return "", fmt.Errorf("%w: signed with a %s key; gpumesh identities are Ed25519", ErrBadEnvelope, env.PublicKey.Type())
-	}
-	signer, err := peer.IDFromPublicKey(env.PublicKey)
-	if err != nil {
-		return "", fmt.Errorf("%w: signer key: %v", ErrBadEnvelope, err)
-	}
-	named, err := peer.IDFromBytes(namedPeer())
-	if err != nil {
-		return "", fmt.Errorf("%w: peer_id: %v", ErrMalformed, err)
-	}
-	if named != signer {
-		return "", fmt.Errorf("%w: names %s, signed by %s", ErrSignerMismatch, named, signer)
+	if err := CheckSigner(named(), signer); err != nil {
+		return "", err
 	}
 	return signer, nil
 }
@@ -127,12 +154,11 @@ func (p *Profile) Expires() time.Time { return time.UnixMilli(p.ExpiresAtMs) }
 
 // OpenProfile verifies and decodes a signed profile envelope as of now.
 func OpenProfile(data []byte, now time.Time) (*Profile, error) {
-	rec := &profileRecord{}
-	id, err := open(data, MaxProfileSize, rec, func() []byte { return rec.PeerId })
+	p := &pb.Profile{}
+	id, err := openNamed(ProfileType, data, p, func() []byte { return p.PeerId })
 	if err != nil {
 		return nil, fmt.Errorf("profile: %w", err)
 	}
-	p := &rec.Profile
 	if err := checkProfile(p, now); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", id, err)
 	}
@@ -210,12 +236,11 @@ func (h *Heartbeat) Time() time.Time { return time.UnixMilli(h.TimeMs) }
 // OpenHeartbeat verifies and decodes a signed heartbeat envelope as of now.
 // It does not check replay; HeartbeatValidator does, since that needs state.
 func OpenHeartbeat(data []byte, now time.Time) (*Heartbeat, error) {
-	rec := &heartbeatRecord{}
-	id, err := open(data, MaxHeartbeatSize, rec, func() []byte { return rec.PeerId })
+	h := &pb.Heartbeat{}
+	id, err := openNamed(HeartbeatType, data, h, func() []byte { return h.PeerId })
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}
-	h := &rec.Heartbeat
 	t := time.UnixMilli(h.TimeMs)
 	switch {
 	case h.Version != RecordVersion:

@@ -10,7 +10,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/record"
 
 	"github.com/gpumesh/gpumesh/p2p/pb"
 )
@@ -31,14 +30,11 @@ func TestOpenProfile(t *testing.T) {
 	// A record naming id but signed by another key: built by hand, since
 	// SealProfile always names the signer.
 	forged := func() []byte {
-		rec := &profileRecord{}
-		rec.Profile.Seq, rec.Profile.Version, rec.Profile.PeerId = 1, RecordVersion, []byte(id)
-		rec.Profile.IssuedAtMs, rec.Profile.ExpiresAtMs = now.UnixMilli(), now.Add(time.Hour).UnixMilli()
-		env, err := record.Seal(rec, other)
+		p := &pb.Profile{Seq: 1, Version: RecordVersion, PeerId: []byte(id), IssuedAtMs: now.UnixMilli(), ExpiresAtMs: now.Add(time.Hour).UnixMilli()}
+		b, err := Seal(ProfileType, p, other)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := env.Marshal()
 		return b
 	}()
 	tampered := seal(good, key)
@@ -82,21 +78,16 @@ func TestOpenProfile(t *testing.T) {
 	}
 }
 
-// wrongCodec is a heartbeat record that declares the profile payload type.
-type wrongCodec struct{ heartbeatRecord }
-
-func (*wrongCodec) Codec() []byte { return profilePayloadType }
-
 func TestHeartbeatEnvelopeChecks(t *testing.T) {
 	now := time.Now()
 	key := newKey(t)
-	rec := &wrongCodec{}
-	rec.Version, rec.Seq, rec.TimeMs, rec.PeerId = RecordVersion, 1, now.UnixMilli(), []byte(mustID(t, key))
-	env, err := record.Seal(rec, key)
+	// A heartbeat that declares the profile payload type.
+	wrongType := RecordType{HeartbeatDomain, string(profilePayloadType), MaxHeartbeatSize}
+	hb := &pb.Heartbeat{Version: RecordVersion, Seq: 1, TimeMs: now.UnixMilli(), PeerId: []byte(mustID(t, key))}
+	b, err := Seal(wrongType, hb, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := env.Marshal()
 	if _, err := OpenHeartbeat(b, now); !errors.Is(err, ErrBadEnvelope) {
 		t.Fatalf("wrong payload type: err = %v, want ErrBadEnvelope", err)
 	}

@@ -1,0 +1,119 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// CheckFunc validates one gossiped message published by author and
+// returns its decoded value. Its error decides pubsub's verdict (see
+// Verdict).
+type CheckFunc func(author peer.ID, data []byte) (any, error)
+
+// Topic is one gossip topic of signed records: joined with its validator,
+// subscribed, and read as a stream of validated, decoded values.
+type Topic struct {
+	ps    *pubsub.PubSub
+	name  string
+	topic *pubsub.Topic
+	sub   *pubsub.Subscription
+	self  peer.ID
+}
+
+// Message is one validated message read from a Topic.
+type Message struct {
+	Author peer.ID // who published (and signed) it
+	Value  any     // what the CheckFunc returned
+	Data   []byte  // the raw message
+}
+
+// JoinTopic registers check as the validator of topic name, joins the
+// topic with gpumesh's scoring parameters and subscribes to it.
+func JoinTopic(ps *pubsub.PubSub, self peer.ID, name string, check CheckFunc, log *slog.Logger) (*Topic, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	validate := func(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+		v, err := check(msg.GetFrom(), msg.Data)
+		if err != nil {
+			log.Debug("gossip dropped", "topic", name, "from", msg.ReceivedFrom, "author", msg.GetFrom(), "err", err)
+			return Verdict(err)
+		}
+		msg.ValidatorData = v
+		return pubsub.ValidationAccept
+	}
+	if err := ps.RegisterTopicValidator(name, validate, pubsub.WithValidatorTimeout(5*time.Second)); err != nil {
+		return nil, fmt.Errorf("topic %s: register validator: %w", name, err)
+	}
+	t, err := ps.Join(name)
+	if err != nil {
+		_ = ps.UnregisterTopicValidator(name)
+		return nil, fmt.Errorf("topic %s: join: %w", name, err)
+	}
+	fail := func(err error) (*Topic, error) {
+		_ = t.Close()
+		_ = ps.UnregisterTopicValidator(name)
+		return nil, fmt.Errorf("topic %s: %w", name, err)
+	}
+	if err := t.SetScoreParams(TopicScoreParams()); err != nil {
+		return fail(err)
+	}
+	sub, err := t.Subscribe()
+	if err != nil {
+		return fail(err)
+	}
+	return &Topic{ps: ps, name: name, topic: t, sub: sub, self: self}, nil
+}
+
+// Verdict maps a validation error to pubsub's verdict: merely old records
+// (expired, or superseded, which honest peers can relay late) and rate
+// limiting are ignored; forged, malformed, oversized and future-dated ones
+// are rejected, which lowers the forwarding peer's score.
+func Verdict(err error) pubsub.ValidationResult {
+	switch {
+	case err == nil:
+		return pubsub.ValidationAccept
+	case errors.Is(err, ErrStale), errors.Is(err, ErrExpired), errors.Is(err, ErrRateLimited):
+		return pubsub.ValidationIgnore
+	default:
+		return pubsub.ValidationReject
+	}
+}
+
+// Publish gossips data, waiting until at least one peer shares the topic
+// or ctx ends (a node that publishes into an empty topic loses the message).
+func (t *Topic) Publish(ctx context.Context, data []byte) error {
+	if err := t.topic.Publish(ctx, data, pubsub.WithReadiness(pubsub.MinTopicSize(1))); err != nil {
+		return fmt.Errorf("topic %s: publish: %w", t.name, err)
+	}
+	return nil
+}
+
+// Next returns the next validated message published by another peer.
+func (t *Topic) Next(ctx context.Context) (Message, error) {
+	for {
+		msg, err := t.sub.Next(ctx)
+		if err != nil {
+			return Message{}, fmt.Errorf("topic %s: %w", t.name, err)
+		}
+		if msg.GetFrom() == t.self {
+			continue
+		}
+		return Message{Author: msg.GetFrom(), Value: msg.ValidatorData, Data: msg.Data}, nil
+	}
+}
+
+// Peers lists the peers we share the topic with.
+func (t *Topic) Peers() []peer.ID { return t.topic.ListPeers() }
+
+// Close leaves the topic.
+func (t *Topic) Close() error {
+	t.sub.Cancel()
+	return errors.Join(t.topic.Close(), t.ps.UnregisterTopicValidator(t.name))
+}
