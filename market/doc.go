@@ -1,20 +1,35 @@
-// Package market holds orders, quotes, leases, the order book, matching,
-// pricing and settlement of the gpumesh marketplace.
+// Package market is gpumesh's marketplace: offers and the filter language,
+// signed orders (asks, bids, cancels), quotes, dual-signed leases, trade
+// prints, the order book, the supplier's capacity ledger, pricing
+// strategies and the price index, and the two sides of matching.
 //
-// For now it holds the Offer type, one supplier's GPUs of one model as
-// search shows them, and the filter language shared by search, rent and the
-// HTTP API:
+// # Matching without a central matcher
+//
+// Suppliers post asks and renters post bids on the orders topic; every
+// node keeps an order book of both. A supplier that can serve a bid sends
+// a signed Quote straight to the bidder (QuoteProtocol); one that has the
+// model but cannot serve it sends a decline saying why. The renter ranks
+// the quotes (price, then reputation, then round-trip time) and sends a
+// signed LeaseProposal that embeds the chosen quote (LeaseProtocol). The
+// supplier reserves capacity atomically in its Ledger, countersigns a Lease
+// that embeds the proposal (so one envelope carries both signatures), and
+// holds the reservation for ConfirmWindow until the renter confirms; then
+// it publishes a TradePrint, from which every node builds a price index.
+// When nothing matches, the renter explains why from the declines, its own
+// checks and an order book (see Renter.Rent).
+//
+// # Filters
+//
+// A filter is a list of space-separated terms KEY OP VALUE with no spaces
+// inside a term, shared by search, rent and the HTTP API:
 //
 //	model=h100-sxm|a100-80gb count>=8 cc>=9.0 price<=2.10 verified=true
 //
-// A filter is a list of space-separated terms KEY OP VALUE with no spaces
-// inside a term. OP is one of = != < <= > >=; "|" separates alternatives of
-// a value and is allowed only with = (any alternative matches) and !=
-// (none matches). All terms must hold for an offer to match; the empty
-// filter matches everything. See ParseFilter for the keys and their types.
+// OP is one of = != < <= > >=; "|" separates alternatives of a value and is
+// allowed only with = (any alternative matches) and != (none matches). All
+// terms must hold; the empty filter matches everything. See ParseFilter.
 //
-// Money is integer micro-units (10⁻⁶ of the price currency): a price in a
-// filter is parsed exactly, never through a float.
-//
-// market imports no other gpumesh package; its callers feed it data.
+// Money is integer micro-units (10⁻⁶ of the price currency) per GPU-hour,
+// parsed exactly, never through a float. The wire formats are in
+// docs/PROTOCOL.md. market depends on p2p and store, never on node.
 package market

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/verify"
 )
 
 // Health is the body of GET /healthz.
@@ -64,6 +65,32 @@ func (n *Node) startAPI() error {
 			return
 		}
 		writeJSON(w, nonNil(MatchOffers(ps, f)))
+	})
+	mux.HandleFunc("GET /api/v1/orders", func(w http.ResponseWriter, r *http.Request) {
+		f, err := market.ParseFilter(r.URL.Query().Get("filter"), filterModels())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		writeJSON(w, n.Orders(f))
+	})
+	mux.HandleFunc("GET /api/v1/leases", func(w http.ResponseWriter, r *http.Request) {
+		ls, err := leaseViews(n.store, n.now())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, ls)
+	})
+	mux.HandleFunc("GET /api/v1/prices", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, nonNil(n.market.index.All()))
+	})
+	mux.HandleFunc("GET /api/v1/capacity", func(w http.ResponseWriter, r *http.Request) {
+		if n.market.supplier == nil {
+			writeJSON(w, []market.Capacity{})
+			return
+		}
+		writeJSON(w, nonNil(n.market.supplier.Ledger().Capacity()))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
 	// Go's profiler, for operators chasing CPU or memory use; the API
@@ -146,4 +173,84 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// OrderView is one order of the book as the CLI and the API show it.
+type OrderView struct {
+	ID          string    `json:"id"`
+	Kind        string    `json:"kind"` // ask | bid
+	Peer        string    `json:"peer"`
+	Model       string    `json:"model,omitempty"`  // asks
+	Filter      string    `json:"filter,omitempty"` // bids
+	Count       int       `json:"count"`
+	PriceMicros int64     `json:"price_micros"` // ask price, or bid maximum
+	Price       string    `json:"price"`
+	Region      string    `json:"region,omitempty"`
+	Pricing     string    `json:"pricing,omitempty"`
+	DurationS   uint32    `json:"duration_s,omitempty"`
+	Simulated   bool      `json:"simulated,omitempty"`
+	Expires     time.Time `json:"expires"`
+}
+
+// Orders is the order book, asks that f accepts (cheapest first) and the
+// bids whose models f allows.
+type Orders struct {
+	Asks []OrderView `json:"asks"`
+	Bids []OrderView `json:"bids"`
+}
+
+// Orders lists the live orders of the node's book that f accepts.
+func (n *Node) Orders(f market.Filter) Orders {
+	out := Orders{Asks: []OrderView{}, Bids: []OrderView{}}
+	for _, a := range n.market.book.Asks("") {
+		o := n.offerOfAsk(a)
+		if ok, _ := f.Match(o); !ok {
+			continue
+		}
+		out.Asks = append(out.Asks, OrderView{
+			ID: a.ID.String(), Kind: "ask", Peer: a.Supplier.String(), Model: a.Model, Count: int(a.Count),
+			PriceMicros: a.PriceMicros, Price: market.FormatPrice(a.PriceMicros), Region: a.Region,
+			Pricing: a.Pricing, Simulated: a.Simulated, Expires: a.Expires().UTC(),
+		})
+	}
+	models := f.Models()
+	for _, b := range n.market.book.Bids("") {
+		if models != nil && !overlaps(models, b.Filter.Models()) {
+			continue
+		}
+		out.Bids = append(out.Bids, OrderView{
+			ID: b.ID.String(), Kind: "bid", Peer: b.Renter.String(), Filter: b.Filter.String(), Count: int(b.Count),
+			PriceMicros: b.MaxPriceMicros, Price: market.FormatPrice(b.MaxPriceMicros), DurationS: b.DurationS,
+			Expires: b.Expires().UTC(),
+		})
+	}
+	return out
+}
+
+// offerOfAsk describes an ask as an offer, with the device-profile
+// attributes of its model, so that filters apply to asks as to search.
+func (n *Node) offerOfAsk(a *market.Ask) market.Offer {
+	o := market.Offer{
+		PeerID: a.Supplier.String(), Model: a.Model, Count: int(a.Count), Free: int(a.Count),
+		Region: a.Region, Simulated: a.Simulated, PriceMicros: a.PriceMicros,
+	}
+	if prof, ok := verify.LookupProfile(a.Model); ok {
+		o.VRAMGiB, o.TFLOPS = prof.MemoryGiB, tflops(prof)
+		o.ComputeCapability = fmt.Sprintf("%d.%d", prof.CCMajor, prof.CCMinor)
+	}
+	return o
+}
+
+func overlaps(a, b []string) bool {
+	if b == nil {
+		return true
+	}
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -13,7 +13,9 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify"
 )
 
 // Config is a node's effective configuration. It is built from, in
@@ -37,6 +39,10 @@ type Config struct {
 	Ban               []string      // peer IDs refused by the gater
 	BootstrapTimeout  time.Duration // how long to try bootstrap peers
 	MDNS              bool          // find peers on the LAN by multicast DNS
+	Pricing           string        // fixed | auction | dynamic
+	Prices            []string      // list prices, MODEL=AMOUNT per GPU-hour
+	PriceFloors       []string      // floors, MODEL=AMOUNT (default half the list price)
+	AskTTL            time.Duration // lifetime of a posted ask; renewed at half
 
 	// Sources says where each key's value came from: "default",
 	// "file:PATH", "env:NAME" or "flag:--NAME".
@@ -128,6 +134,23 @@ func fields() []field {
 		{key: "conn_low", def: []string{"32"}, set: num(func(c *Config) *int { return &c.ConnLow })},
 		{key: "conn_high", def: []string{"96"}, set: num(func(c *Config) *int { return &c.ConnHigh })},
 		{key: "ban", list: true, def: nil, set: list(func(c *Config) *[]string { return &c.Ban })},
+		{key: "pricing", def: []string{"fixed"}, set: func(c *Config, v []string) error {
+			if _, err := market.ParsePricingMode(v[0]); err != nil {
+				return err
+			}
+			c.Pricing = v[0]
+			return nil
+		}},
+		{key: "price", list: true, def: nil, set: modelPrices(func(c *Config) *[]string { return &c.Prices })},
+		{key: "price_floor", list: true, def: nil, set: modelPrices(func(c *Config) *[]string { return &c.PriceFloors })},
+		{key: "ask_ttl", def: []string{"10m"}, set: func(c *Config, v []string) error {
+			d, err := time.ParseDuration(v[0])
+			if err != nil || d < 10*time.Second || d > market.MaxOrderLifetime {
+				return fmt.Errorf("%q is not a duration between 10s and %s", v[0], market.MaxOrderLifetime)
+			}
+			c.AskTTL = d
+			return nil
+		}},
 		{key: "mdns", def: []string{"false"}, set: func(c *Config, v []string) error {
 			b, err := strconv.ParseBool(v[0])
 			if err != nil {
@@ -137,6 +160,50 @@ func fields() []field {
 			return nil
 		}},
 	}
+}
+
+// modelPrices validates a list of MODEL=AMOUNT prices.
+func modelPrices(p func(*Config) *[]string) func(*Config, []string) error {
+	return func(c *Config, v []string) error {
+		seen := map[string]bool{}
+		for _, s := range v {
+			m, _, err := market.ParseModelPrice(s)
+			if err != nil {
+				return err
+			}
+			if _, ok := verify.LookupProfile(m); !ok {
+				return fmt.Errorf("%q: unknown model %q (known: %s)", s, m, strings.Join(verify.Slugs(), ", "))
+			}
+			if seen[m] {
+				return fmt.Errorf("%q: model %s priced twice", s, m)
+			}
+			seen[m] = true
+		}
+		*p(c) = v
+		return nil
+	}
+}
+
+// Pricer is the pricing strategy the configuration describes.
+func (c Config) Pricer() (market.Pricer, error) {
+	mode, err := market.ParsePricingMode(c.Pricing)
+	if err != nil {
+		return market.Pricer{}, err
+	}
+	pr := market.Pricer{Mode: mode, List: map[string]int64{}, Floor: map[string]int64{}}
+	for _, l := range []struct {
+		in  []string
+		out map[string]int64
+	}{{c.Prices, pr.List}, {c.PriceFloors, pr.Floor}} {
+		for _, s := range l.in {
+			m, micros, err := market.ParseModelPrice(s)
+			if err != nil {
+				return pr, err
+			}
+			l.out[m] = micros
+		}
+	}
+	return pr, nil
 }
 
 // Keys lists the configuration keys in their canonical order.
@@ -372,6 +439,7 @@ func (c Config) Settings() []Setting {
 		"api": c.API, "log_level": c.LogLevel, "heartbeat_interval": c.HeartbeatInterval.String(),
 		"profile_ttl": c.ProfileTTL.String(), "bootstrap_timeout": c.BootstrapTimeout.String(),
 		"conn_low": c.ConnLow, "conn_high": c.ConnHigh, "ban": c.Ban, "mdns": c.MDNS,
+		"pricing": c.Pricing, "price": c.Prices, "price_floor": c.PriceFloors, "ask_ttl": c.AskTTL.String(),
 	}
 	out := []Setting{{Key: "data", Value: c.DataDir, Source: c.Sources["data"]}}
 	for _, k := range Keys() {

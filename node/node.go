@@ -68,6 +68,7 @@ type Node struct {
 	api   *http.Server
 	apiLn net.Listener
 
+	market   marketParts
 	peers    *peerTable
 	fetchQ   chan peer.ID
 	advertOK chan struct{} // closed after the first successful publish
@@ -165,6 +166,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 	n.goLoop(func() { n.heartbeatLoop(loopCtx) })
 	n.goLoop(func() { n.readHeartbeats(loopCtx) })
 	n.goLoop(func() { n.fetchProfiles(loopCtx) })
+	if err := n.startMarket(loopCtx); err != nil {
+		return nil, err
+	}
 	n.log.Info("node started", "addrs", n.Addrs(), "gpus", len(n.gpus), "region", cfg.Region, "api", n.APIAddr())
 	return n, nil
 }
@@ -249,6 +253,16 @@ func (n *Node) Close() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			errs = append(errs, n.api.Shutdown(ctx))
 			cancel()
+		}
+		// Give the supplier a moment to cancel its asks while the
+		// network is still up.
+		if n.market.supplier != nil {
+			n.market.supplier.Stopped(2 * time.Second)
+		}
+		for _, t := range []*p2p.Topic{n.market.orders, n.market.trades} {
+			if t != nil {
+				errs = append(errs, t.Close())
+			}
 		}
 		if n.hbs != nil {
 			errs = append(errs, n.hbs.Close())

@@ -40,15 +40,15 @@ type LightOptions struct {
 // ErrNoBootstrap means a light client was started without bootstrap peers.
 var ErrNoBootstrap = fmt.Errorf("no bootstrap peers: pass --bootstrap MULTIADDR (or set %s)", EnvName("bootstrap"))
 
-// NewLightClient joins the network in DHT client mode.
-func NewLightClient(ctx context.Context, o LightOptions) (*LightClient, error) {
+// fill checks o and sets its defaults.
+func (o *LightOptions) fill() error {
 	if len(o.Bootstrap) == 0 {
-		return nil, ErrNoBootstrap
+		return ErrNoBootstrap
 	}
 	if o.Key == nil {
 		k, _, err := crypto.GenerateEd25519Key(rand.Reader)
 		if err != nil {
-			return nil, fmt.Errorf("light client: key: %w", err)
+			return fmt.Errorf("light client: key: %w", err)
 		}
 		o.Key = k
 	}
@@ -57,6 +57,17 @@ func NewLightClient(ctx context.Context, o LightOptions) (*LightClient, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return nil
+}
+
+// NewLightClient joins the network in DHT client mode.
+func NewLightClient(ctx context.Context, o LightOptions) (*LightClient, error) {
+	if err := o.fill(); err != nil {
+		return nil, err
 	}
 	n, err := p2p.New(p2p.Config{
 		Key: o.Key, Bootstrap: o.Bootstrap, Mode: p2p.ModeClient,

@@ -233,6 +233,9 @@ func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.P
 		pubsub.WithPeerScoreInspect(inspect, 5*time.Second),
 		pubsub.WithMaxMessageSize(64<<10),
 		pubsub.WithPeerExchange(cfg.Mode == ModeServer),
+		// A light client publishes a bid or two and leaves: it sends its
+		// own messages to every topic peer rather than wait for a mesh.
+		pubsub.WithFloodPublish(cfg.Mode == ModeClient),
 		pubsub.WithLogger(cfg.Logger.With("sub", "pubsub")),
 	)
 }

@@ -87,3 +87,38 @@ func Serve(h host.Host, pid protocol.ID, handle func(s network.Stream) error) {
 	})
 }
 
+// WriteRaw writes b (e.g. a signed envelope) with its varint length prefix.
+func WriteRaw(s network.Stream, b []byte) error {
+	return msgio.NewVarintWriter(s).WriteMsg(b)
+}
+
+// ReadRaw reads one length-prefixed message of at most limit bytes.
+func ReadRaw(s network.Stream, limit int) ([]byte, error) {
+	r := msgio.NewVarintReaderSize(s, limit)
+	b, err := r.ReadMsg()
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte(nil), b...)
+	r.ReleaseMsg(b)
+	return out, nil
+}
+
+// Send opens a stream to p on pid, writes one raw length-prefixed message
+// and closes the stream, all within ctx and StreamTimeout.
+func Send(ctx context.Context, h host.Host, p peer.ID, pid protocol.ID, raw []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, StreamTimeout)
+	defer cancel()
+	s, err := h.NewStream(ctx, p, pid)
+	if err != nil {
+		return fmt.Errorf("%s to %s: open stream: %w", pid, p, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	}
+	if err := WriteRaw(s, raw); err != nil {
+		s.Reset()
+		return fmt.Errorf("%s to %s: write: %w", pid, p, err)
+	}
+	return s.Close()
+}

@@ -72,14 +72,15 @@ func JoinTopic(ps *pubsub.PubSub, self peer.ID, name string, check CheckFunc, lo
 }
 
 // Verdict maps a validation error to pubsub's verdict: merely old records
-// (expired, or superseded, which honest peers can relay late) and rate
-// limiting are ignored; forged, malformed, oversized and future-dated ones
-// are rejected, which lowers the forwarding peer's score.
+// (expired, or superseded, which honest peers can relay late) are ignored;
+// forged, malformed, oversized, future-dated and replayed ones, and those
+// of an author over its rate limit (a spammer), are rejected, which lowers
+// the forwarding peer's score.
 func Verdict(err error) pubsub.ValidationResult {
 	switch {
 	case err == nil:
 		return pubsub.ValidationAccept
-	case errors.Is(err, ErrStale), errors.Is(err, ErrExpired), errors.Is(err, ErrRateLimited):
+	case errors.Is(err, ErrStale), errors.Is(err, ErrExpired):
 		return pubsub.ValidationIgnore
 	default:
 		return pubsub.ValidationReject

@@ -44,6 +44,10 @@ func newNodeCmd(a *app) *cobra.Command {
 	f.Duration("profile-ttl", 0, "lifetime of the advertised profile; republished at half (default 1h)")
 	f.StringArray("ban", nil, "peer ID to refuse (repeatable)")
 	f.Bool("mdns", false, "discover gpumesh nodes on the local network by multicast DNS")
+	f.String("pricing", "", "pricing mode: fixed, auction or dynamic (default fixed)")
+	f.StringArray("price", nil, "list price per GPU-hour, MODEL=AMOUNT, e.g. h100-sxm=2.10 (repeatable; a model without a price is not sold)")
+	f.StringArray("price-floor", nil, "lowest price per GPU-hour, MODEL=AMOUNT (repeatable; default half the list price)")
+	f.Duration("ask-ttl", 0, "lifetime of a posted ask; renewed at half (default 10m)")
 	return cmd
 }
 

@@ -36,7 +36,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "gpumesh:", err)
+	var se silentError
+	if !errors.As(err, &se) {
+		fmt.Fprintln(stderr, "gpumesh:", err)
+	}
 	var ue usageError
 	if errors.As(err, &ue) || isFlagError(err) {
 		return 2

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/spf13/cobra"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/store"
+)
+
+func newRentCmd(a *app) *cobra.Command {
+	var (
+		count    int
+		hours    float64
+		maxPrice string
+		wait     time.Duration
+		askID    string
+		timeout  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "rent [FILTER...] --count N --hours H --max-price P",
+		Short: "Rent GPUs: bid, collect quotes, and lease from the best (runs as a light client)",
+		Long: `Rent publishes a signed bid for COUNT GPUs matching FILTER for HOURS hours at no more than
+MAX-PRICE per GPU-hour, collects the suppliers' quotes for up to --wait, ranks them by price,
+then reputation, then round-trip time, and proposes a lease to the best, falling back to
+the next on refusal. With --ask it takes a posted ask at its price instead.
+
+When no lease is made it says why, from the order book and the suppliers' answers, and exits 1.
+With --data the lease is kept in that data dir, where "gpumesh leases" lists it.`,
+		Example: `  gpumesh rent model=h100-sxm --count 2 --hours 4 --max-price 2.50 --bootstrap /ip4/.../p2p/12D3Koo...
+  gpumesh rent --ask 3f9c2a71 --count 1 --hours 1 --bootstrap /ip4/.../p2p/12D3Koo... --json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.quiet = true
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			f, err := node.ParseFilter(strings.Join(args, " "))
+			if err != nil {
+				return usageError{err}
+			}
+			if count < 1 || count > market.MaxCount {
+				return usageError{fmt.Errorf("--count %d: want 1 to %d", count, market.MaxCount)}
+			}
+			duration := time.Duration(hours * float64(time.Hour)).Round(time.Second)
+			if duration < market.MinDuration || duration > market.MaxDuration {
+				return usageError{fmt.Errorf("--hours %g: want %s to %s", hours, market.MinDuration, market.MaxDuration)}
+			}
+			var maxMicros int64
+			if askID == "" {
+				if maxPrice == "" {
+					return usageError{errors.New("--max-price is required (per GPU-hour, e.g. 2.50), unless you take an ask with --ask")}
+				}
+				if maxMicros, err = market.ParsePrice(maxPrice); err != nil || maxMicros <= 0 {
+					return usageError{fmt.Errorf("--max-price %q: want a positive amount per GPU-hour, e.g. 2.50", maxPrice)}
+				}
+			}
+			bootstrap, err := node.ParseBootstrap(cfg.Bootstrap)
+			if err != nil {
+				return usageError{err}
+			}
+			var (
+				key crypto.PrivKey
+				st  store.Store
+			)
+			if cfg.Sources["data"] != "default" {
+				if key, _, err = node.LoadOrCreateKey(cfg.DataDir); err != nil {
+					return err
+				}
+				if st, err = node.OpenStore(cfg.DataDir); err != nil {
+					return err
+				}
+				defer st.Close()
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			sp := a.spin("joining the network")
+			rc, err := node.NewRentClient(ctx, node.LightOptions{Key: key, Bootstrap: bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg)}, st)
+			sp.Stop()
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			sp = a.spin("collecting quotes")
+			var l *market.Lease
+			if askID != "" {
+				l, err = rc.TakeAsk(ctx, askID, count, duration)
+			} else {
+				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: count, Duration: duration, MaxPrice: maxMicros, Wait: wait})
+			}
+			sp.Stop()
+			var nm *market.NoMatch
+			if errors.As(err, &nm) {
+				return a.printNoMatch(nm)
+			}
+			if err != nil {
+				return err
+			}
+			return a.printLease(node.ViewLease(l, "confirmed", "renter"))
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&count, "count", 1, "GPUs to rent, all from one supplier")
+	fl.Float64Var(&hours, "hours", 1, "lease length in hours")
+	fl.StringVar(&maxPrice, "max-price", "", "highest price per GPU-hour you accept, e.g. 2.50")
+	fl.DurationVar(&wait, "wait", 2*time.Second, "how long to collect quotes (stops early once 3 acceptable ones are in)")
+	fl.StringVar(&askID, "ask", "", "take the posted ask with this ID (or a unique prefix of 8+ hex digits) at its price")
+	fl.DurationVar(&timeout, "timeout", 60*time.Second, "give up after this long")
+	return cmd
+}
+
+func (a *app) printNoMatch(nm *market.NoMatch) error {
+	if a.json {
+		_ = a.printJSON(struct {
+			Error   string   `json:"error"`
+			Reasons []string `json:"reasons"`
+		}{"no lease made", nm.Reasons})
+		return silentError{nm}
+	}
+	fmt.Fprintln(a.stderr, "no lease made:")
+	for _, r := range nm.Reasons {
+		fmt.Fprintln(a.stderr, "  -", r)
+	}
+	return silentError{nm}
+}
+
+// silentError exits 1 without printing again.
+type silentError struct{ err error }
+
+func (e silentError) Error() string { return e.err.Error() }
+
+func (a *app) printLease(l node.LeaseView) error {
+	if a.json {
+		return a.printJSON(l)
+	}
+	fmt.Fprintf(a.stdout, "lease %s\n  supplier  %s\n  renter    %s\n  gpus      %d × %s (%s)\n  price     %s per GPU-hour\n  from      %s\n  until     %s\n  verified  %v (both signatures checked)\n",
+		l.LeaseID, l.Supplier, l.Renter, l.Count, l.Model, strings.Join(l.GPUs, ", "), l.Price,
+		l.Start.Local().Format(time.RFC3339), l.End.Local().Format(time.RFC3339), l.Verified)
+	return nil
+}
+
+func newOrdersCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "orders [FILTER...]",
+		Short: "Show the order book of the running local node (asks and bids)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			filter := strings.Join(args, " ")
+			if _, err := node.ParseFilter(filter); err != nil {
+				return usageError{err}
+			}
+			var o node.Orders
+			if err := getJSON(cmd, "http://"+cfg.API+"/api/v1/orders?filter="+url.QueryEscape(filter), &o); err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(o)
+			}
+			var rows [][]string
+			for _, x := range o.Asks {
+				rows = append(rows, []string{"ask", x.ID[:12], shortID(x.Peer), x.Model, strconv.Itoa(x.Count), x.Price, x.Region, x.Pricing, time.Until(x.Expires).Truncate(time.Second).String()})
+			}
+			for _, x := range o.Bids {
+				rows = append(rows, []string{"bid", x.ID[:12], shortID(x.Peer), orDash(x.Filter), strconv.Itoa(x.Count), "≤" + x.Price, "-", "-", time.Until(x.Expires).Truncate(time.Second).String()})
+			}
+			if len(rows) == 0 {
+				fmt.Fprintln(a.stdout, "the order book is empty")
+				return nil
+			}
+			a.table([]string{"KIND", "ID", "PEER", "MODEL/FILTER", "COUNT", "PRICE/GPU-H", "REGION", "PRICING", "EXPIRES IN"}, rows)
+			return nil
+		},
+	}
+	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	return cmd
+}
+
+func newLeasesCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "leases",
+		Short: "List the leases a node holds (asks its API; with --data and no node running, reads the store)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			var ls []node.LeaseView
+			if err := getJSON(cmd, "http://"+cfg.API+"/api/v1/leases", &ls); err != nil {
+				if cfg.Sources["data"] == "default" {
+					return err // without --data there is no store to fall back on
+				}
+				// No node answers: read the data dir's store directly.
+				if ls, err = node.StoredLeases(cfg.DataDir, time.Now()); err != nil {
+					return fmt.Errorf("no node API at %s, and the store of %s: %w", cfg.API, cfg.DataDir, err)
+				}
+			}
+			if a.json {
+				if ls == nil {
+					ls = []node.LeaseView{}
+				}
+				return a.printJSON(ls)
+			}
+			if len(ls) == 0 {
+				fmt.Fprintln(a.stdout, "no leases")
+				return nil
+			}
+			var rows [][]string
+			for _, l := range ls {
+				rows = append(rows, []string{l.LeaseID[:12], l.Role, l.State, shortID(l.Supplier), shortID(l.Renter), fmt.Sprintf("%d × %s", l.Count, l.Model), l.Price, l.Start.Local().Format("01-02 15:04:05"), l.End.Local().Format("01-02 15:04:05")})
+			}
+			a.table([]string{"LEASE", "ROLE", "STATE", "SUPPLIER", "RENTER", "GPUS", "PRICE/GPU-H", "START", "END"}, rows)
+			return nil
+		},
+	}
+	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	return cmd
+}
+
+func newPricesCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "prices",
+		Short: "Show the price index per model, from the trade prints the local node has seen",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig(cmd)
+			if err != nil {
+				return err
+			}
+			var ps []market.PricePoint
+			if err := getJSON(cmd, "http://"+cfg.API+"/api/v1/prices", &ps); err != nil {
+				return err
+			}
+			if a.json {
+				if ps == nil {
+					ps = []market.PricePoint{}
+				}
+				return a.printJSON(ps)
+			}
+			if len(ps) == 0 {
+				fmt.Fprintln(a.stdout, "no trades seen yet")
+				return nil
+			}
+			var rows [][]string
+			for _, p := range ps {
+				rows = append(rows, []string{p.Model, strconv.Itoa(p.Trades), market.FormatPrice(p.LastMicros), market.FormatPrice(p.MedianMicros), market.FormatPrice(p.VWAPMicros), market.FormatPrice(p.MinMicros), market.FormatPrice(p.MaxMicros)})
+			}
+			a.table([]string{"MODEL", "TRADES", "LAST", "MEDIAN", "VWAP", "MIN", "MAX"}, rows)
+			return nil
+		},
+	}
+	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	return cmd
+}

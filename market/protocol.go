@@ -1,0 +1,130 @@
+package market
+
+import (
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/gpumesh/gpumesh/p2p"
+)
+
+// Topics, stream protocols and record parameters of the market. These are
+// the source of truth for docs/PROTOCOL.md; changing any of them is a wire
+// change: bump the version in the identifier and document it there.
+const (
+	// OrdersTopic is the GossipSub topic of signed asks, bids and cancels.
+	OrdersTopic = "/gpumesh/orders/1.0.0"
+	// TradesTopic is the GossipSub topic of signed trade prints.
+	TradesTopic = "/gpumesh/trades/1.0.0"
+
+	// QuoteProtocol carries a supplier's Quote straight to the bidder.
+	QuoteProtocol protocol.ID = "/gpumesh/quote/1.0.0"
+	// LeaseProtocol carries LeaseProposal, LeaseResponse and LeaseConfirm.
+	LeaseProtocol protocol.ID = "/gpumesh/lease/1.0.0"
+	// BookProtocol serves a node's order book (BookRequest, BookResponse).
+	BookProtocol protocol.ID = "/gpumesh/orderbook/1.0.0"
+
+	// Signed-envelope domains, one per record type.
+	AskDomain      = "gpumesh-ask-v1"
+	BidDomain      = "gpumesh-bid-v1"
+	CancelDomain   = "gpumesh-cancel-v1"
+	QuoteDomain    = "gpumesh-quote-v1"
+	ProposalDomain = "gpumesh-lease-proposal-v1"
+	LeaseDomain    = "gpumesh-lease-v1"
+	TradeDomain    = "gpumesh-trade-v1"
+
+	// Payload types written into each envelope.
+	AskPayloadType      = "/gpumesh/ask/1"
+	BidPayloadType      = "/gpumesh/bid/1"
+	CancelPayloadType   = "/gpumesh/cancel/1"
+	QuotePayloadType    = "/gpumesh/quote/1"
+	ProposalPayloadType = "/gpumesh/lease-proposal/1"
+	LeasePayloadType    = "/gpumesh/lease/1"
+	TradePayloadType    = "/gpumesh/trade/1"
+
+	// Largest signed envelope of each record type, in bytes. A record that
+	// embeds another leaves room for it: a proposal holds a quote or an
+	// ask, a lease a proposal, a trade print a lease.
+	MaxAskSize      = 4 << 10
+	MaxBidSize      = 4 << 10
+	MaxCancelSize   = 1 << 10
+	MaxQuoteSize    = 4 << 10
+	MaxProposalSize = 16 << 10
+	MaxLeaseSize    = 32 << 10
+	MaxTradeSize    = 48 << 10
+
+	// MaxOrderLifetime bounds expires - created of asks, bids, quotes and
+	// proposals, and how old a cancel or trade print may be.
+	MaxOrderLifetime = time.Hour
+	// MinDuration and MaxDuration bound a lease's duration.
+	MinDuration = time.Minute
+	MaxDuration = 30 * 24 * time.Hour
+	// MaxCount bounds the GPUs of one order, quote or lease.
+	MaxCount = 256
+	// MaxPriceMicros bounds a price per GPU-hour (one million currency
+	// units).
+	MaxPriceMicros = 1_000_000_000_000
+	// MaxAddrs bounds the multiaddrs an ask or bid lists.
+	MaxAddrs = 16
+	// MaxRegionBytes bounds a region name.
+	MaxRegionBytes = 32
+	// MaxBidFilterBytes bounds a bid's filter (tighter than what
+	// ParseFilter accepts from a local user).
+	MaxBidFilterBytes = 512
+	// MaxUUIDBytes bounds one GPU UUID in a lease.
+	MaxUUIDBytes = 128
+
+	// ConfirmWindow is how long a supplier's reservation waits for the
+	// renter's LeaseConfirm before the GPUs are released.
+	ConfirmWindow = 5 * time.Second
+)
+
+// The record types of the market, for p2p.Seal and p2p.Open.
+var (
+	AskType      = p2p.RecordType{Domain: AskDomain, PayloadType: AskPayloadType, MaxSize: MaxAskSize}
+	BidType      = p2p.RecordType{Domain: BidDomain, PayloadType: BidPayloadType, MaxSize: MaxBidSize}
+	CancelType   = p2p.RecordType{Domain: CancelDomain, PayloadType: CancelPayloadType, MaxSize: MaxCancelSize}
+	QuoteType    = p2p.RecordType{Domain: QuoteDomain, PayloadType: QuotePayloadType, MaxSize: MaxQuoteSize}
+	ProposalType = p2p.RecordType{Domain: ProposalDomain, PayloadType: ProposalPayloadType, MaxSize: MaxProposalSize}
+	LeaseType    = p2p.RecordType{Domain: LeaseDomain, PayloadType: LeasePayloadType, MaxSize: MaxLeaseSize}
+	TradeType    = p2p.RecordType{Domain: TradeDomain, PayloadType: TradePayloadType, MaxSize: MaxTradeSize}
+)
+
+// Decline is why a supplier that has the bid's model will not serve it,
+// so the renter learns why: the decline field of a Quote. The empty
+// Decline is an offer. (The pricing modes an Ask names are the PricingMode
+// constants Fixed, Auction and Dynamic.)
+type Decline string
+
+// The decline reason codes.
+const (
+	// DeclineBusy: not enough free GPUs of the model.
+	DeclineBusy Decline = "busy"
+	// DeclinePrice: the supplier's price is above the bid's maximum; the
+	// quote's min_price_micros says what it would take.
+	DeclinePrice Decline = "price"
+	// DeclineDuration: the bid's duration is outside the supplier's
+	// minimum and maximum.
+	DeclineDuration Decline = "duration"
+	// DeclineMismatch: the supplier has the model but the bid's filter
+	// excludes it on something else (region, reputation, ...).
+	DeclineMismatch Decline = "mismatch"
+)
+
+// Valid reports whether d is one of the reason codes (not an offer).
+func (d Decline) Valid() bool {
+	switch d {
+	case DeclineBusy, DeclinePrice, DeclineDuration, DeclineMismatch:
+		return true
+	}
+	return false
+}
+
+// validPricing reports whether s is one of the pricing modes.
+func validPricing(s string) bool {
+	switch PricingMode(s) {
+	case Fixed, Auction, Dynamic:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,431 @@
+package market
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+
+	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/store"
+)
+
+// RenterConfig configures a Renter.
+type RenterConfig struct {
+	Net    *p2p.Network
+	Key    crypto.PrivKey
+	Orders *p2p.Topic  // the orders topic, to publish bids on
+	Store  store.Store // where leases are kept; none when nil
+	Now    func() time.Time
+	Log    *slog.Logger
+}
+
+// Renter is the buying side: it publishes bids, gathers the quotes that
+// suppliers send over QuoteProtocol, and proposes leases over
+// LeaseProtocol, falling back to the next quote on refusal.
+type Renter struct {
+	cfg  RenterConfig
+	self peer.ID
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	waiting map[ID]chan *Quote // bid ID -> quotes
+}
+
+// NewRenter installs the quote protocol on cfg.Net.
+func NewRenter(cfg RenterConfig) *Renter {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	r := &Renter{cfg: cfg, self: cfg.Net.Host.ID(), log: cfg.Log.With("sub", "renter"), waiting: map[ID]chan *Quote{}}
+	p2p.Serve(cfg.Net.Host, QuoteProtocol, r.handleQuote)
+	return r
+}
+
+func (r *Renter) handleQuote(st network.Stream) error {
+	raw, err := p2p.ReadRaw(st, QuoteType.MaxSize)
+	if err != nil {
+		return err
+	}
+	q, err := OpenQuote(raw, r.cfg.Now())
+	if err != nil {
+		return err
+	}
+	if q.Renter != r.self || q.Supplier != st.Conn().RemotePeer() {
+		return fmt.Errorf("quote for %s from %s sent by %s", q.Renter, q.Supplier, st.Conn().RemotePeer())
+	}
+	r.mu.Lock()
+	ch := r.waiting[q.BidID]
+	r.mu.Unlock()
+	if ch == nil {
+		return nil // a quote for a bid we no longer wait on
+	}
+	select {
+	case ch <- q:
+	default:
+	}
+	return nil
+}
+
+// RentRequest is what a renter asks for.
+type RentRequest struct {
+	Filter   Filter
+	Count    int
+	Duration time.Duration
+	MaxPrice int64 // micros per GPU-hour
+	// Wait bounds how long quotes are collected (default 2 s).
+	Wait time.Duration
+	// Enough stops collecting early once this many acceptable offers
+	// are in (default 3).
+	Enough int
+	// Exclude lists suppliers never to lease from.
+	Exclude []peer.ID
+	// Books are nodes whose order book explains a failure to match.
+	Books []peer.ID
+}
+
+// NoMatch is the error of a rent that made no lease: each reason says
+// what stood in the way, from the same checks that matching uses.
+type NoMatch struct {
+	Reasons []string
+}
+
+func (e *NoMatch) Error() string {
+	return "no lease: " + strings.Join(e.Reasons, "; ")
+}
+
+// attempt is one proposal and what came of it.
+type attempt struct {
+	q      *Quote
+	reason string
+}
+
+// Rent publishes a bid for req, collects quotes, and leases from the best
+// acceptable one: cheapest, then (when reputation lands) most reputable,
+// then nearest by round-trip time. A refused proposal falls back to the
+// next quote. With no lease it returns a *NoMatch that says why.
+func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
+	if req.Wait == 0 {
+		req.Wait = 2 * time.Second
+	}
+	if req.Enough == 0 {
+		req.Enough = 3
+	}
+	now := r.cfg.Now()
+	b := &pb.Bid{
+		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(req.Wait + 30*time.Second).UnixMilli(),
+		Filter: req.Filter.String(), Count: uint32(req.Count), DurationS: uint32(req.Duration / time.Second),
+		MaxPriceMicros: req.MaxPrice,
+	}
+	for _, a := range r.cfg.Net.Host.Addrs() {
+		if len(b.Addrs) < 16 {
+			b.Addrs = append(b.Addrs, a.Bytes())
+		}
+	}
+	raw, err := SealBid(b, r.cfg.Key)
+	if err != nil {
+		return nil, err
+	}
+	bidID := IDOf(raw)
+	ch := make(chan *Quote, 256)
+	r.mu.Lock()
+	r.waiting[bidID] = ch
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.waiting, bidID)
+		r.mu.Unlock()
+	}()
+	if err := r.cfg.Orders.Publish(ctx, raw); err != nil {
+		return nil, fmt.Errorf("rent: publish bid: %w", err)
+	}
+	r.log.Debug("bid published", "bid", bidID.Short(), "filter", b.Filter)
+
+	offers, declines := r.collect(ctx, ch, req)
+	var tried []attempt
+	for _, q := range offers {
+		l, refused, err := r.proposeQuote(ctx, q)
+		if err != nil {
+			tried = append(tried, attempt{q, err.Error()})
+			continue
+		}
+		if refused != "" {
+			tried = append(tried, attempt{q, refused})
+			continue
+		}
+		return l, nil
+	}
+	return nil, r.explain(ctx, req, offers, declines, tried)
+}
+
+// collect gathers quotes until req.Wait passes, ctx ends, or enough
+// acceptable offers are in, and returns the acceptable offers ranked.
+func (r *Renter) collect(ctx context.Context, ch <-chan *Quote, req RentRequest) (offers, declines []*Quote) {
+	timer := time.NewTimer(req.Wait)
+	defer timer.Stop()
+	for len(offers) < req.Enough {
+		select {
+		case <-ctx.Done():
+			return r.rank(offers), declines
+		case <-timer.C:
+			return r.rank(offers), declines
+		case q := <-ch:
+			switch {
+			case q.Decline != "":
+				declines = append(declines, q)
+			case slices.Contains(req.Exclude, q.Supplier):
+			case q.PriceMicros > req.MaxPrice || int(q.Count) != req.Count || q.DurationS != uint32(req.Duration/time.Second):
+				// A supplier quoting outside the bid is ignored.
+				declines = append(declines, q)
+			default:
+				offers = append(offers, q)
+			}
+		}
+	}
+	return r.rank(offers), declines
+}
+
+// rank orders offers by price, then reputation (neutral for now), then
+// round-trip time.
+func (r *Renter) rank(qs []*Quote) []*Quote {
+	rtt := func(p peer.ID) time.Duration {
+		if d := r.cfg.Net.Host.Peerstore().LatencyEWMA(p); d > 0 {
+			return d
+		}
+		return time.Hour
+	}
+	sort.SliceStable(qs, func(i, j int) bool {
+		if qs[i].PriceMicros != qs[j].PriceMicros {
+			return qs[i].PriceMicros < qs[j].PriceMicros
+		}
+		return rtt(qs[i].Supplier) < rtt(qs[j].Supplier)
+	})
+	return qs
+}
+
+func (r *Renter) proposeQuote(ctx context.Context, q *Quote) (*Lease, string, error) {
+	now := r.cfg.Now()
+	return r.propose(ctx, q.Supplier, &pb.LeaseProposal{
+		Supplier: []byte(q.Supplier), Nonce: nonce(), CreatedMs: now.UnixMilli(),
+		ExpiresMs: now.Add(30 * time.Second).UnixMilli(), Quote: q.Raw,
+		Model: q.Model, Count: q.Count, PriceMicros: q.PriceMicros, DurationS: q.DurationS,
+	})
+}
+
+// TakeAsk leases count GPUs from a posted ask at its price.
+func (r *Renter) TakeAsk(ctx context.Context, a *Ask, count int, duration time.Duration) (*Lease, error) {
+	now := r.cfg.Now()
+	r.cfg.Net.Host.Peerstore().AddAddrs(a.Supplier, a.Addrs, peerstore.TempAddrTTL)
+	l, refused, err := r.propose(ctx, a.Supplier, &pb.LeaseProposal{
+		Supplier: []byte(a.Supplier), Nonce: nonce(), CreatedMs: now.UnixMilli(),
+		ExpiresMs: now.Add(30 * time.Second).UnixMilli(), Ask: a.Raw,
+		Model: a.Model, Count: uint32(count), PriceMicros: a.PriceMicros, DurationS: uint32(duration / time.Second),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if refused != "" {
+		return nil, &NoMatch{Reasons: []string{fmt.Sprintf("supplier %s refused: %s", a.Supplier, refused)}}
+	}
+	return l, nil
+}
+
+// propose sends a proposal and, on a valid countersigned lease, keeps it
+// and confirms it. A refusal is returned as a reason, not an error.
+func (r *Renter) propose(ctx context.Context, supplier peer.ID, p *pb.LeaseProposal) (*Lease, string, error) {
+	raw, err := SealProposal(p, r.cfg.Key)
+	if err != nil {
+		return nil, "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p2p.StreamTimeout)
+	defer cancel()
+	st, err := r.cfg.Net.Host.NewStream(ctx, supplier, LeaseProtocol)
+	if err != nil {
+		return nil, "", fmt.Errorf("lease: open stream to %s: %w", supplier, err)
+	}
+	defer st.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = st.SetDeadline(dl)
+	}
+	if err := p2p.WriteRaw(st, raw); err != nil {
+		st.Reset()
+		return nil, "", fmt.Errorf("lease: send proposal to %s: %w", supplier, err)
+	}
+	var resp pb.LeaseResponse
+	if err := p2p.ReadMsg(st, LeaseType.MaxSize+1024, &resp); err != nil {
+		st.Reset()
+		return nil, "", fmt.Errorf("lease: read answer of %s: %w", supplier, err)
+	}
+	if resp.Refused != "" {
+		return nil, resp.Refused, nil
+	}
+	l, err := OpenLease(resp.Lease, r.cfg.Now())
+	if err != nil {
+		st.Reset()
+		return nil, "", fmt.Errorf("lease from %s: %w", supplier, err)
+	}
+	if l.ID != IDOf(raw) || l.Supplier != supplier || l.Renter != r.self {
+		st.Reset()
+		return nil, "", fmt.Errorf("lease from %s: %w: it is not the lease proposed", supplier, ErrMismatch)
+	}
+	// Keep the lease durably before confirming it: a renter that crashes
+	// now has a lease the supplier will let lapse, never the reverse.
+	if r.cfg.Store != nil {
+		if err := saveLease(r.cfg.Store, l.ID, resp.Lease, "confirmed", "renter", r.cfg.Now()); err != nil {
+			st.Reset()
+			return nil, "", fmt.Errorf("lease %s: keep: %w", l.ID.Short(), err)
+		}
+	}
+	if err := p2p.WriteMsg(st, &pb.LeaseConfirm{LeaseId: l.ID[:]}); err != nil {
+		return nil, "", fmt.Errorf("lease %s: confirm: %w", l.ID.Short(), err)
+	}
+	_ = st.CloseWrite()
+	return l, "", nil
+}
+
+// QueryBook asks node p for the asks in its order book for models (all
+// when empty), and verifies each one.
+func (r *Renter) QueryBook(ctx context.Context, p peer.ID, models []string) ([]*Ask, error) {
+	return QueryBook(ctx, r.cfg.Net.Host, p, models, r.cfg.Now())
+}
+
+// explain builds the reasons why no lease was made.
+func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines []*Quote, tried []attempt) *NoMatch {
+	var reasons []string
+	models := req.Filter.Models()
+	var asks []*Ask
+	for _, b := range req.Books {
+		bctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		got, err := r.QueryBook(bctx, b, models)
+		cancel()
+		if err == nil {
+			asks = got
+			break
+		}
+	}
+	// Group what we know by model: suppliers with a live ask, and answers.
+	type view struct {
+		suppliers             map[peer.ID]bool
+		answered              map[peer.ID]bool
+		busy, dur, mismatch   int
+		priceDeclines         []int64
+		cheapestAsk, cheapest int64
+	}
+	byModel := map[string]*view{}
+	get := func(m string) *view {
+		v := byModel[m]
+		if v == nil {
+			v = &view{suppliers: map[peer.ID]bool{}, answered: map[peer.ID]bool{}}
+			byModel[m] = v
+		}
+		return v
+	}
+	for _, a := range asks {
+		if ok, _ := req.Filter.Match(Offer{Model: a.Model, Region: a.Region, Simulated: a.Simulated, Count: int(a.Count), Free: int(a.Count), PriceMicros: a.PriceMicros}); !ok && !onlyAttrsUnknown(req.Filter, a) {
+			continue
+		}
+		v := get(a.Model)
+		v.suppliers[a.Supplier] = true
+		if v.cheapestAsk == 0 || a.PriceMicros < v.cheapestAsk {
+			v.cheapestAsk = a.PriceMicros
+		}
+	}
+	for _, q := range declines {
+		v := get(q.Model)
+		v.suppliers[q.Supplier], v.answered[q.Supplier] = true, true
+		switch Decline(q.Decline) {
+		case DeclineBusy:
+			v.busy++
+		case DeclineDuration:
+			v.dur++
+		case DeclineMismatch:
+			v.mismatch++
+		default:
+			p := q.MinPriceMicros
+			if p == 0 {
+				p = q.PriceMicros
+			}
+			v.priceDeclines = append(v.priceDeclines, p)
+		}
+	}
+	for _, q := range offers {
+		v := get(q.Model)
+		v.suppliers[q.Supplier], v.answered[q.Supplier] = true, true
+	}
+	if len(byModel) == 0 {
+		if models != nil {
+			for _, m := range models {
+				reasons = append(reasons, fmt.Sprintf("no supplier offers %s (no ask in the order book, no answer to the bid)", m))
+			}
+		} else {
+			reasons = append(reasons, "no supplier offers GPUs matching the filter (no ask in the order book, no answer to the bid)")
+		}
+	}
+	ms := make([]string, 0, len(byModel))
+	for m := range byModel {
+		ms = append(ms, m)
+	}
+	sort.Strings(ms)
+	for _, m := range ms {
+		v := byModel[m]
+		parts := []string{fmt.Sprintf("%d %s %s", len(v.suppliers), plural(len(v.suppliers), "supplier has", "suppliers have"), m)}
+		if v.busy > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s fully booked (fewer than %d free)", v.busy, plural(v.busy, "is", "are"), req.Count))
+		}
+		if len(v.priceDeclines) > 0 {
+			slices.Sort(v.priceDeclines)
+			parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", FormatPrice(v.priceDeclines[0]), FormatPrice(req.MaxPrice)))
+		} else if v.cheapestAsk > req.MaxPrice && len(v.answered) == 0 {
+			parts = append(parts, fmt.Sprintf("the cheapest ask is %s > your max %s", FormatPrice(v.cheapestAsk), FormatPrice(req.MaxPrice)))
+		}
+		if v.dur > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s not lease for %s", v.dur, plural(v.dur, "does", "do"), req.Duration))
+		}
+		if v.mismatch > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s other terms of the filter", v.mismatch, plural(v.mismatch, "fails", "fail")))
+		}
+		if silent := len(v.suppliers) - len(v.answered); silent > 0 {
+			parts = append(parts, fmt.Sprintf("%d did not answer within %s", silent, req.Wait))
+		}
+		reasons = append(reasons, strings.Join(parts, "; "))
+	}
+	for _, t := range tried {
+		reasons = append(reasons, fmt.Sprintf("%s (%s at %s) refused the proposal: %s", t.q.Supplier, t.q.Model, FormatPrice(t.q.PriceMicros), t.reason))
+	}
+	return &NoMatch{Reasons: reasons}
+}
+
+// onlyAttrsUnknown reports whether an ask fails f only on attributes an
+// ask does not carry (vram, cc, tflops, reputation ...): such asks still
+// count as candidates when explaining.
+func onlyAttrsUnknown(f Filter, a *Ask) bool {
+	var known Filter
+	for _, t := range f.Terms {
+		switch t.Key {
+		case "model", "region", "simulated":
+			known.Terms = append(known.Terms, t)
+		}
+	}
+	ok, _ := known.Match(Offer{Model: a.Model, Region: a.Region, Simulated: a.Simulated})
+	return ok
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

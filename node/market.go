@@ -1,0 +1,161 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/verify/inventory"
+)
+
+// Per-author gossip rate limits: generous for honest nodes (a supplier
+// posts one ask per model every few minutes), tight enough to stop floods.
+const (
+	orderRate  = rate.Limit(20)
+	orderBurst = 40
+	tradeRate  = rate.Limit(10)
+	tradeBurst = 20
+)
+
+// marketParts are the market pieces every node runs: the order book, the
+// price index, the two topics, and, on a node with priced GPUs, the
+// supplier.
+type marketParts struct {
+	book     *market.Book
+	index    *market.PriceIndex
+	orders   *p2p.Topic
+	trades   *p2p.Topic
+	supplier *market.Supplier // nil unless this node sells
+}
+
+// startMarket joins the market topics, serves the order book, and starts
+// the supplier when the node has GPUs with a list price.
+func (n *Node) startMarket(ctx context.Context) error {
+	m := &n.market
+	m.book = market.NewBook(n.now)
+	m.index = market.NewPriceIndex(n.now, 24*time.Hour)
+	var err error
+	ov := market.NewOrderValidator(n.now, orderRate, orderBurst)
+	if m.orders, err = p2p.JoinTopic(n.net.PubSub, n.id, market.OrdersTopic, ov.Check, n.log); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	tv := market.NewTradeValidator(n.now, tradeRate, tradeBurst)
+	if m.trades, err = p2p.JoinTopic(n.net.PubSub, n.id, market.TradesTopic, tv.Check, n.log); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	market.ServeBook(n.net.Host, m.book)
+	pricer, err := n.cfg.Pricer()
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	gpus := map[string][]string{}
+	for _, g := range n.gpus {
+		if _, priced := pricer.List[g.Model]; priced {
+			gpus[g.Model] = append(gpus[g.Model], g.UUID)
+		}
+	}
+	for _, g := range n.gpus {
+		if _, priced := pricer.List[g.Model]; !priced && g.Model != inventory.UnknownModel {
+			n.log.Warn("no --price for this model: not selling it", "model", g.Model)
+		}
+	}
+	if len(gpus) > 0 {
+		m.supplier, err = market.NewSupplier(market.SupplierConfig{
+			Net: n.net, Key: n.key, Store: n.store, Orders: m.orders, Trades: m.trades,
+			Book: m.book, Index: m.index, Pricer: pricer, GPUs: gpus, Region: n.cfg.Region,
+			Describe: n.describe, AskTTL: n.cfg.AskTTL, Now: n.now, Log: n.log,
+		})
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		n.goLoop(func() { m.supplier.Run(ctx) })
+	}
+	n.goLoop(func() { n.readOrders(ctx) })
+	n.goLoop(func() { n.readTrades(ctx) })
+	n.goLoop(func() { n.gcBook(ctx) })
+	return nil
+}
+
+// describe is the static part of this node's offer of a model.
+func (n *Node) describe(model string) market.Offer {
+	o := market.Offer{PeerID: n.id.String(), Model: model, Region: n.cfg.Region, Version: Software()}
+	for _, g := range n.gpus {
+		if g.Model == model {
+			o.Name, o.VRAMGiB, o.ComputeCapability = g.Name, g.VRAMGiB, g.ComputeCapability
+			o.Simulated = o.Simulated || g.Simulated
+		}
+	}
+	if prof, ok := verify.LookupProfile(model); ok {
+		o.TFLOPS = tflops(prof)
+	}
+	return o
+}
+
+func tflops(p verify.DeviceProfile) int {
+	if p.BF16GFLOPS > 0 {
+		return p.BF16GFLOPS / 1000
+	}
+	return p.FP32GFLOPS / 1000
+}
+
+// readOrders feeds the order book from the orders topic and hands bids to
+// the supplier.
+func (n *Node) readOrders(ctx context.Context) {
+	m := &n.market
+	for {
+		msg, err := m.orders.Next(ctx)
+		if err != nil {
+			return
+		}
+		switch o := msg.Value.(type) {
+		case *market.Ask:
+			m.book.AddAsk(o)
+		case *market.Bid:
+			if m.book.AddBid(o) && m.supplier != nil {
+				n.goLoop(func() { m.supplier.HandleBid(ctx, o) })
+			}
+		case *market.Cancel:
+			m.book.Cancel(o)
+		}
+	}
+}
+
+// readTrades feeds the price index from the trades topic.
+func (n *Node) readTrades(ctx context.Context) {
+	for {
+		msg, err := n.market.trades.Next(ctx)
+		if err != nil {
+			return
+		}
+		if tp, ok := msg.Value.(*market.TradePrint); ok {
+			market.AddTrade(n.market.index, tp)
+		}
+	}
+}
+
+func (n *Node) gcBook(ctx context.Context) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.market.book.GC()
+		}
+	}
+}
+
+// Book is the node's order book.
+func (n *Node) Book() *market.Book { return n.market.book }
+
+// PriceIndex is the node's price index.
+func (n *Node) PriceIndex() *market.PriceIndex { return n.market.index }
+
+// Supplier is the node's selling side, nil when it sells nothing.
+func (n *Node) Supplier() *market.Supplier { return n.market.supplier }

@@ -1,0 +1,218 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/store"
+)
+
+// RentClient is a light client that can buy: besides the DHT it joins the
+// orders topic (to publish bids) and listens on an ephemeral port (for
+// suppliers' quotes).
+type RentClient struct {
+	net       *p2p.Network
+	orders    *p2p.Topic
+	renter    *market.Renter
+	bootstrap []peer.AddrInfo
+	now       func() time.Time
+}
+
+// NewRentClient joins the network to rent. st, when not nil, keeps the
+// leases made (the renter's side of SPEC §4.5).
+func NewRentClient(ctx context.Context, o LightOptions, st store.Store) (*RentClient, error) {
+	if err := o.fill(); err != nil {
+		return nil, err
+	}
+	n, err := p2p.New(p2p.Config{
+		Key: o.Key, Bootstrap: o.Bootstrap, Mode: p2p.ModeClient, PubSub: true,
+		ListenAddrs: ephemeralListen(o.Bootstrap), UserAgent: Software(), Logger: o.Logger, Now: o.Now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rent: %w", err)
+	}
+	if err := n.Bootstrap(ctx, o.BootstrapTimeout); err != nil {
+		n.Close()
+		return nil, fmt.Errorf("rent: %w", err)
+	}
+	ov := market.NewOrderValidator(o.Now, orderRate, orderBurst)
+	orders, err := p2p.JoinTopic(n.PubSub, n.Host.ID(), market.OrdersTopic, ov.Check, o.Logger)
+	if err != nil {
+		n.Close()
+		return nil, fmt.Errorf("rent: %w", err)
+	}
+	r := market.NewRenter(market.RenterConfig{Net: n, Key: o.Key, Orders: orders, Store: st, Now: o.Now, Log: o.Logger})
+	return &RentClient{net: n, orders: orders, renter: r, bootstrap: o.Bootstrap, now: o.Now}, nil
+}
+
+// ephemeralListen picks where a renter listens for quotes: on loopback
+// when it joins through a loopback node (a local testnet), else on every
+// interface; always on a port the OS chooses.
+func ephemeralListen(bootstrap []peer.AddrInfo) []string {
+	for _, b := range bootstrap {
+		for _, a := range b.Addrs {
+			if manet.IsIPLoopback(a) {
+				return []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}
+			}
+		}
+	}
+	return []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
+}
+
+// Close leaves the network.
+func (c *RentClient) Close() error {
+	return errors.Join(c.orders.Close(), c.net.Close())
+}
+
+func (c *RentClient) books() []peer.ID {
+	var ids []peer.ID
+	for _, b := range c.bootstrap {
+		ids = append(ids, b.ID)
+	}
+	return ids
+}
+
+// asks fetches the order book of the first bootstrap node that answers.
+func (c *RentClient) asks(ctx context.Context, models []string) ([]*market.Ask, error) {
+	var lastErr error
+	for _, b := range c.books() {
+		asks, err := c.renter.QueryBook(ctx, b, models)
+		if err == nil {
+			return asks, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// Rent leases GPUs as req describes. Before bidding it connects to the
+// suppliers whose asks could match, so that their quotes arrive over
+// connections it opened (and so through its NAT, if any).
+func (c *RentClient) Rent(ctx context.Context, req market.RentRequest) (*market.Lease, error) {
+	req.Books = c.books()
+	if asks, err := c.asks(ctx, req.Filter.Models()); err == nil {
+		c.connect(ctx, asks, req.Filter)
+	}
+	return c.renter.Rent(ctx, req)
+}
+
+func (c *RentClient) connect(ctx context.Context, asks []*market.Ask, f market.Filter) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	seen := map[peer.ID]bool{}
+	for _, a := range asks {
+		if seen[a.Supplier] || len(seen) >= 32 {
+			continue
+		}
+		if ok, _ := f.Match(market.Offer{Model: a.Model, Region: a.Region, Simulated: a.Simulated}); !ok && !modelOnly(f, a) {
+			continue
+		}
+		seen[a.Supplier] = true
+		wg.Add(1)
+		go func(ai peer.AddrInfo) {
+			defer wg.Done()
+			_ = c.net.Host.Connect(ctx, ai)
+		}(peer.AddrInfo{ID: a.Supplier, Addrs: a.Addrs})
+	}
+	wg.Wait()
+}
+
+// modelOnly reports whether f accepts a's model: enough to be worth a
+// connection when the ask lacks the attributes other terms check.
+func modelOnly(f market.Filter, a *market.Ask) bool {
+	ms := f.Models()
+	if ms == nil {
+		return true
+	}
+	for _, m := range ms {
+		if m == a.Model {
+			return true
+		}
+	}
+	return false
+}
+
+// TakeAsk leases count GPUs for duration from the posted ask whose ID
+// starts with prefix, at its price.
+func (c *RentClient) TakeAsk(ctx context.Context, prefix string, count int, duration time.Duration) (*market.Lease, error) {
+	asks, err := c.asks(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("rent: %w", err)
+	}
+	book := market.NewBook(c.now)
+	for _, a := range asks {
+		book.AddAsk(a)
+	}
+	a, err := book.FindAsk(strings.ToLower(prefix))
+	if err != nil {
+		return nil, fmt.Errorf("rent --ask %s: %w", prefix, err)
+	}
+	return c.renter.TakeAsk(ctx, a, count, duration)
+}
+
+// LeaseView is a lease as the CLI and the API show it.
+type LeaseView struct {
+	LeaseID     string    `json:"lease_id"`
+	Supplier    string    `json:"supplier"`
+	Renter      string    `json:"renter"`
+	Model       string    `json:"model"`
+	Count       int       `json:"count"`
+	PriceMicros int64     `json:"price_micros"`
+	Price       string    `json:"price"`
+	Start       time.Time `json:"start"`
+	End         time.Time `json:"end"`
+	GPUs        []string  `json:"gpus"`
+	Verified    bool      `json:"verified"`
+	State       string    `json:"state,omitempty"`
+	Role        string    `json:"role,omitempty"`
+}
+
+// ViewLease describes a validated lease: verified means both signatures
+// (the renter's on the proposal, the supplier's on the lease) checked out,
+// which every market.Lease value guarantees.
+func ViewLease(l *market.Lease, state, role string) LeaseView {
+	return LeaseView{
+		LeaseID: l.ID.String(), Supplier: l.Supplier.String(), Renter: l.Renter.String(),
+		Model: l.Model, Count: int(l.Count), PriceMicros: l.PriceMicros, Price: market.FormatPrice(l.PriceMicros),
+		Start: l.Start().UTC(), End: l.End().UTC(), GPUs: l.GpuUuids, Verified: true, State: state, Role: role,
+	}
+}
+
+// OpenStore opens the Badger store of a data dir for a command that runs
+// without a node (a renter's light client).
+func OpenStore(dataDir string) (store.Store, error) {
+	return store.OpenBadger(storeDir(dataDir), store.WithGCInterval(0))
+}
+
+// StoredLeases lists the leases kept in the store of dataDir, for a
+// renter whose node is not running.
+func StoredLeases(dataDir string, now time.Time) ([]LeaseView, error) {
+	st, err := OpenStore(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	return leaseViews(st, now)
+}
+
+func leaseViews(st store.Store, now time.Time) ([]LeaseView, error) {
+	ls, err := market.Leases(st, now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LeaseView, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, ViewLease(l.Lease, l.State, l.Role))
+	}
+	return out, nil
+}
