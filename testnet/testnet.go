@@ -9,10 +9,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gpumesh/gpumesh/market"
 )
 
 // Defaults filled in by Up for zero Options fields.
@@ -98,21 +101,44 @@ func (o Options) withDefaults() (Options, error) {
 
 // Profile is the simulated hardware and region of one node.
 type Profile struct {
-	GPUs   string // the node's --gpus value
-	Region string
+	GPUs    string           // the node's --gpus value
+	Region  string           // --region
+	Pricing string           // --pricing
+	Prices  map[string]int64 // --price MODEL=AMOUNT, in micros per GPU-hour
 }
 
-// ProfileFor returns node i's hardware and region: a fixed rotation of
-// five profiles (see the package comment).
+// ProfileFor returns node i's hardware, region and pricing: a fixed
+// rotation of five profiles (see the package comment). Each later round
+// of five asks 0.05 more per GPU-hour, so that prices differ.
 func ProfileFor(i int) Profile {
 	rotation := [...]Profile{
-		{"sim:h100-sxm:8", "eu-west"},
-		{"sim:rtx4090:2", "us-east"},
-		{"sim:a100-80gb:4", "eu-west"},
-		{"sim:l40s:2", "ap-south"},
-		{"sim:h100-sxm:2,rtx4090:1", "us-east"},
+		{"sim:h100-sxm:8", "eu-west", "fixed", map[string]int64{"h100-sxm": 2_100_000}},
+		{"sim:rtx4090:2", "us-east", "auction", map[string]int64{"rtx4090": 450_000}},
+		{"sim:a100-80gb:4", "eu-west", "dynamic", map[string]int64{"a100-80gb": 1_400_000}},
+		{"sim:l40s:2", "ap-south", "fixed", map[string]int64{"l40s": 900_000}},
+		{"sim:h100-sxm:2,rtx4090:1", "us-east", "auction", map[string]int64{"h100-sxm": 2_400_000, "rtx4090": 500_000}},
 	}
-	return rotation[i%len(rotation)]
+	p := rotation[i%len(rotation)]
+	prices := make(map[string]int64, len(p.Prices))
+	for m, v := range p.Prices {
+		prices[m] = v + int64(i/len(rotation))*50_000
+	}
+	p.Prices = prices
+	return p
+}
+
+// priceArgs are the --price flags of a profile, in model order.
+func (p Profile) priceArgs() []string {
+	models := make([]string, 0, len(p.Prices))
+	for m := range p.Prices {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	var args []string
+	for _, m := range models {
+		args = append(args, "--price", m+"="+market.FormatPrice(p.Prices[m]))
+	}
+	return args
 }
 
 // NodeInfo is one node of a testnet as recorded in state.json.
@@ -175,7 +201,9 @@ func plan(o Options, i int, bootstrap []string) NodeInfo {
 		"--gpus", n.GPUs, "--region", n.Region,
 		"--heartbeat-interval", o.HeartbeatInterval.String(),
 		"--log-level", "info",
+		"--pricing", p.Pricing,
 	}
+	n.Args = append(n.Args, p.priceArgs()...)
 	for _, b := range bootstrap {
 		n.Args = append(n.Args, "--bootstrap", b)
 	}

@@ -101,6 +101,7 @@ func (a *app) logger(cfg node.Config) *slog.Logger {
 func (a *app) printJSON(v any) error {
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
 
