@@ -112,17 +112,20 @@ func (s *Supplier) Ledger() *Ledger { return s.ledger }
 // them.
 func (s *Supplier) Run(ctx context.Context) {
 	defer close(s.done)
-	renew := time.NewTicker(s.cfg.AskTTL / 2)
-	defer renew.Stop()
 	for {
-		s.postAsks(ctx)
+		// Renew at half the asks' lifetime; retry soon when an ask could
+		// not be gossiped (no topic peer yet, e.g. right after start).
+		wait := s.cfg.AskTTL / 2
+		if !s.postAsks(ctx) {
+			wait = 2 * time.Second
+		}
 		select {
 		case <-ctx.Done():
 			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			s.cancelAsks(cctx)
 			cancel()
 			return
-		case <-renew.C:
+		case <-time.After(wait):
 		case <-s.changed:
 		}
 	}
@@ -154,9 +157,11 @@ func (s *Supplier) utilization(model string) float64 {
 }
 
 // postAsks publishes a fresh ask for every model with a list price and
-// free GPUs, and cancels the ask of a model with none free.
-func (s *Supplier) postAsks(ctx context.Context) {
+// free GPUs, and cancels the ask of a model with none free. It reports
+// whether every ask was gossiped.
+func (s *Supplier) postAsks(ctx context.Context) bool {
 	now := s.cfg.Now()
+	ok := true
 	for _, m := range s.models() {
 		free := s.ledger.Free(m)
 		price, ok := s.cfg.Pricer.AskPrice(m, s.utilization(m), s.cfg.Index.Median(m))
@@ -195,9 +200,11 @@ func (s *Supplier) postAsks(ctx context.Context) {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		if err := s.cfg.Orders.Publish(pctx, raw); err != nil && ctx.Err() == nil {
 			s.log.Debug("publish ask", "model", m, "err", err)
+			ok = false
 		}
 		cancel()
 	}
+	return ok
 }
 
 func (s *Supplier) cancelAsk(ctx context.Context, model string) {
@@ -461,7 +468,11 @@ func Leases(s store.Store, now time.Time) ([]StoredLease, error) {
 		if err != nil {
 			return nil
 		}
-		out = append(out, StoredLease{Lease: l, State: rec.State, Role: rec.Role})
+		state := rec.State
+		if state == "pending" && !now.Before(time.UnixMilli(l.ConfirmByMs)) {
+			state = "lapsed" // never confirmed (e.g. the supplier stopped first)
+		}
+		out = append(out, StoredLease{Lease: l, State: state, Role: rec.Role})
 		return nil
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].StartMs > out[j].StartMs })

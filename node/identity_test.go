@@ -2,10 +2,13 @@ package node
 
 import (
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
 )
 
 func TestKeyCreatedOnceWithMode0600(t *testing.T) {
@@ -48,4 +51,13 @@ func TestCorruptKeyIsNotOverwritten(t *testing.T) {
 	if !bytes.Equal(got, junk) {
 		t.Fatal("corrupt key file was modified")
 	}
+}
+
+func newTestKey(t *testing.T) crypto.PrivKey {
+	t.Helper()
+	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

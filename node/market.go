@@ -75,6 +75,7 @@ func (n *Node) startMarket(ctx context.Context) error {
 		}
 		n.goLoop(func() { m.supplier.Run(ctx) })
 	}
+	n.goLoop(func() { n.syncBook(ctx) })
 	n.goLoop(func() { n.readOrders(ctx) })
 	n.goLoop(func() { n.readTrades(ctx) })
 	n.goLoop(func() { n.gcBook(ctx) })
@@ -122,6 +123,25 @@ func (n *Node) readOrders(ctx context.Context) {
 		case *market.Cancel:
 			m.book.Cancel(o)
 		}
+	}
+}
+
+// syncBook fills a new node's order book from its bootstrap peers' books:
+// asks are gossiped when posted and renewed only every few minutes, so a
+// node that has just joined would otherwise not see them for that long.
+// Every ask is checked again, as if it had come by gossip.
+func (n *Node) syncBook(ctx context.Context) {
+	for _, id := range n.bootstrapIDs() {
+		asks, err := market.QueryBook(ctx, n.net.Host, id, nil, n.now())
+		if err != nil {
+			n.log.Debug("sync order book", "from", id, "err", err)
+			continue
+		}
+		for _, a := range asks {
+			n.market.book.AddAsk(a)
+		}
+		n.log.Debug("order book synced", "from", id, "asks", len(asks))
+		return
 	}
 }
 

@@ -219,6 +219,16 @@ func parseBan(ids []string) ([]peer.ID, error) {
 	return out, nil
 }
 
+// bootstrapIDs are the peer IDs of the configured bootstrap peers.
+func (n *Node) bootstrapIDs() []peer.ID {
+	ais, _ := ParseBootstrap(n.cfg.Bootstrap)
+	ids := make([]peer.ID, 0, len(ais))
+	for _, ai := range ais {
+		ids = append(ids, ai.ID)
+	}
+	return ids
+}
+
 // ID is the node's peer ID.
 func (n *Node) ID() peer.ID { return n.id }
 

@@ -233,9 +233,12 @@ func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.P
 		pubsub.WithPeerScoreInspect(inspect, 5*time.Second),
 		pubsub.WithMaxMessageSize(64<<10),
 		pubsub.WithPeerExchange(cfg.Mode == ModeServer),
-		// A light client publishes a bid or two and leaves: it sends its
-		// own messages to every topic peer rather than wait for a mesh.
-		pubsub.WithFloodPublish(cfg.Mode == ModeClient),
+		// A node sends the messages it publishes itself (a heartbeat, an
+		// ask, a bid: a few a minute) to every topic peer in good standing,
+		// not just its mesh: they arrive at once even while the mesh is
+		// still forming (a node that just started, a light client that
+		// publishes one bid and leaves). Forwarded messages use the mesh.
+		pubsub.WithFloodPublish(true),
 		pubsub.WithLogger(cfg.Logger.With("sub", "pubsub")),
 	)
 }

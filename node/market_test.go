@@ -1,0 +1,386 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/store"
+)
+
+// sellerConfig is a node config that sells gpus at prices.
+func sellerConfig(t *testing.T, dir, gpus, region, pricing string, prices []string, bootstrap []string) Config {
+	t.Helper()
+	c := testConfig(t, dir, gpus, region, bootstrap)
+	c.Pricing, c.Prices = pricing, prices
+	return c
+}
+
+// marketNet is a network of selling nodes plus a renter.
+type marketNet struct {
+	nodes []*Node
+	rc    *RentClient
+	rst   store.Store
+}
+
+func startMarketNet(t *testing.T, specs []Config) *marketNet {
+	t.Helper()
+	root := t.TempDir()
+	var m marketNet
+	for i, c := range specs {
+		c.DataDir = filepath.Join(root, "n"+strconv.Itoa(i))
+		if i > 0 {
+			c.Bootstrap = bootstrapOf(m.nodes[0])
+		}
+		m.nodes = append(m.nodes, startNode(t, c))
+	}
+	for _, n := range m.nodes {
+		if len(n.GPUs()) > 0 {
+			waitAdvertised(t, n)
+		}
+	}
+	// Wait until every seller's asks reached node 0's book.
+	sellers := 0
+	for _, n := range m.nodes {
+		if n.Supplier() != nil {
+			sellers++
+		}
+	}
+	eventually(t, 20*time.Second, "asks in node 0's book", func() bool {
+		seen := map[string]bool{}
+		for _, a := range m.nodes[0].Book().Asks("") {
+			seen[a.Supplier.String()] = true
+		}
+		return len(seen) >= sellers
+	})
+	m.rst = store.NewMemory()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rc, err := NewRentClient(ctx, LightOptions{Bootstrap: mustBootstrap(t, m.nodes[0]), Logger: quiet()}, m.rst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	m.rc = rc
+	return &m
+}
+
+func priceOf(l *market.Lease) int64 {
+	if l == nil {
+		return 0
+	}
+	return l.PriceMicros
+}
+
+func supplierOf(l *market.Lease) string {
+	if l == nil {
+		return "nobody"
+	}
+	return l.Supplier.String()
+}
+
+func (m *marketNet) rent(t *testing.T, filter string, count int, maxPrice string) (*market.Lease, error) {
+	t.Helper()
+	max, err := market.ParsePrice(maxPrice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: max, Wait: 1500 * time.Millisecond})
+}
+
+// TestRentEndToEnd leases over a six-node network of real libp2p hosts:
+// the renter gets the cheapest acceptable quote, both sides keep the
+// dual-signed lease, the supplier's capacity shrinks, the trade print
+// reaches other nodes' price index, and an unmatched bid is explained.
+func TestRentEndToEnd(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		sellerConfig(t, "unset", "sim:h100-sxm:8", "eu-west", "fixed", []string{"h100-sxm=2.10"}, nil),
+		sellerConfig(t, "unset", "sim:h100-sxm:4", "us-east", "fixed", []string{"h100-sxm=2.30"}, nil),
+		sellerConfig(t, "unset", "sim:rtx4090:2", "us-east", "fixed", []string{"rtx4090=0.45"}, nil),
+		sellerConfig(t, "unset", "sim:h100-sxm:1", "eu-west", "fixed", []string{"h100-sxm=1.00"}, nil),
+		sellerConfig(t, "unset", "sim:l40s:2", "ap-south", "fixed", []string{"l40s=0.90"}, nil),
+		testConfig(t, "unset", "none", "eu-west", nil),
+	})
+	cheap, h100 := m.nodes[3], m.nodes[0]
+
+	// Two GPUs: the 1.00 supplier has only one, so the 2.10 one wins.
+	l, err := m.rent(t, "model=h100-sxm", 2, "2.50")
+	if err != nil {
+		t.Fatalf("rent: %v", err)
+	}
+	if l.Supplier != h100.ID() || l.PriceMicros != 2_100_000 || l.Count != 2 || len(l.GpuUuids) != 2 || l.Renter != m.rc.net.Host.ID() {
+		t.Fatalf("lease %+v from %s, want 2 × h100-sxm at 2.10 from %s", l.Lease, l.Supplier, h100.ID())
+	}
+	if got := l.End().Sub(l.Start()); got != time.Hour {
+		t.Fatalf("lease lasts %s, want 1h", got)
+	}
+	// Both sides keep it; the supplier's capacity shrinks by two.
+	eventually(t, 5*time.Second, "supplier keeps the confirmed lease", func() bool {
+		ls, _ := leaseViews(h100.store, time.Now())
+		return len(ls) == 1 && ls[0].State == "confirmed" && ls[0].LeaseID == l.ID.String()
+	})
+	if rl, _ := leaseViews(m.rst, time.Now()); len(rl) != 1 || rl[0].Role != "renter" {
+		t.Fatalf("renter keeps %+v", rl)
+	}
+	if free := h100.Supplier().Ledger().Free("h100-sxm"); free != 6 {
+		t.Fatalf("supplier has %d free, want 6", free)
+	}
+	// The trade print reaches a node that took no part.
+	eventually(t, 10*time.Second, "trade print in node 5's index", func() bool {
+		p, ok := m.nodes[5].PriceIndex().Get("h100-sxm")
+		return ok && p.Trades == 1 && p.LastMicros == 2_100_000
+	})
+
+	// One GPU: the 1.00 supplier is cheapest.
+	l, err = m.rent(t, "model=h100-sxm", 1, "2.50")
+	if err != nil || l.Supplier != cheap.ID() || l.PriceMicros != 1_000_000 {
+		t.Fatalf("rent 1: lease at %d from %s, err %v; want one at 1.00 from %s", priceOf(l), supplierOf(l), err, cheap.ID())
+	}
+
+	// Now it is booked: a bid for 3 at most 2.00 matches nobody, and says why.
+	_, err = m.rent(t, "model=h100-sxm", 3, "2.00")
+	var nm *market.NoMatch
+	if !errors.As(err, &nm) {
+		t.Fatalf("err = %v, want NoMatch", err)
+	}
+	why := strings.Join(nm.Reasons, "; ")
+	for _, want := range []string{"3 suppliers have h100-sxm", "fully booked", "cheapest free one asks 2.10 > your max 2.00"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("reasons %q lack %q", why, want)
+		}
+	}
+	_, err = m.rent(t, "model=h200", 1, "9")
+	if !errors.As(err, &nm) || !strings.Contains(strings.Join(nm.Reasons, ";"), "no supplier offers h200") {
+		t.Fatalf("model=h200: %v", err)
+	}
+}
+
+// TestPricingModes checks what each mode quotes over the network.
+func TestPricingModes(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		sellerConfig(t, "unset", "sim:a100-80gb:4", "eu-west", "dynamic", []string{"a100-80gb=1.40"}, nil),
+		sellerConfig(t, "unset", "sim:rtx4090:2", "us-east", "fixed", []string{"rtx4090=0.50"}, nil),
+		sellerConfig(t, "unset", "sim:rtx4090:2", "us-east", "auction", []string{"rtx4090=0.60"}, nil),
+	})
+	// dynamic at zero utilization and no index: 0.8 × list.
+	l, err := m.rent(t, "model=a100-80gb", 1, "2")
+	if err != nil || l.PriceMicros != 1_120_000 {
+		t.Fatalf("dynamic: lease at %d, err %v; want price 1.12", priceOf(l), err)
+	}
+	// With one of four leased, and the first trade (1.12) in its price
+	// index, the base is (1.40 + 1.12) / 2 = 1.26 and the quote
+	// 1.26 × (0.8 + 0.6 × 1/4) = 1.197.
+	l2, err := m.rent(t, "model=a100-80gb", 1, "2")
+	if err != nil || l2.PriceMicros != 1_197_000 {
+		t.Fatalf("dynamic after a lease: lease at %d, err %v", priceOf(l2), err)
+	}
+	// auction: undercuts the fixed 0.50 ask by 1%, below its own list 0.60.
+	l, err = m.rent(t, "model=rtx4090", 1, "1")
+	if err != nil || l.PriceMicros != 495_000 || l.Supplier != m.nodes[3].ID() {
+		t.Fatalf("auction: lease at %d from %s, err %v; want 0.495 from the auction supplier", priceOf(l), supplierOf(l), err)
+	}
+	// fixed: the list price.
+	l, err = m.rent(t, "model=rtx4090 price<=0.50", 2, "0.50")
+	if err != nil || l.PriceMicros != 500_000 || l.Supplier != m.nodes[2].ID() {
+		t.Fatalf("fixed: lease at %d from %s, err %v; want 0.50 from the fixed supplier", priceOf(l), supplierOf(l), err)
+	}
+}
+
+// TestConcurrentProposalsNeverOverbook sends 50 proposals for one GPU each
+// at once to a supplier of 8: exactly 8 leases, 42 refusals as busy.
+func TestConcurrentProposalsNeverOverbook(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		sellerConfig(t, "unset", "sim:h100-sxm:8", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
+	})
+	ask := m.nodes[0].Book().Asks("h100-sxm")[0]
+	var (
+		wg           sync.WaitGroup
+		leased, busy atomic.Int32
+		uuids        sync.Map
+	)
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			l, err := m.rc.renter.TakeAsk(ctx, ask, 1, time.Hour)
+			var nm *market.NoMatch
+			switch {
+			case err == nil:
+				leased.Add(1)
+				if _, dup := uuids.LoadOrStore(l.GpuUuids[0], true); dup {
+					t.Errorf("GPU %s leased twice", l.GpuUuids[0])
+				}
+			case errors.As(err, &nm) && strings.Contains(nm.Error(), string(market.DeclineBusy)):
+				busy.Add(1)
+			default:
+				t.Errorf("proposal: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if leased.Load() != 8 || busy.Load() != 42 {
+		t.Fatalf("%d leased, %d refused as busy; want 8 and 42", leased.Load(), busy.Load())
+	}
+	if free := m.nodes[1].Supplier().Ledger().Free("h100-sxm"); free != 0 {
+		t.Fatalf("%d free after selling out", free)
+	}
+}
+
+// TestUnconfirmedReservationLapses plays a renter that vanishes after the
+// supplier countersigns: the GPUs come back within the confirm window.
+func TestUnconfirmedReservationLapses(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		sellerConfig(t, "unset", "sim:h100-sxm:2", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
+	})
+	sup := m.nodes[1]
+	ask := sup.Book().Asks("h100-sxm")[0]
+	now := time.Now()
+	raw, err := market.SealProposal(&pb.LeaseProposal{
+		Supplier: []byte(sup.ID()), Nonce: 7, CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(time.Minute).UnixMilli(),
+		Ask: ask.Raw, Model: "h100-sxm", Count: 2, PriceMicros: ask.PriceMicros, DurationS: 3600,
+	}, m.rc.net.Host.Peerstore().PrivKey(m.rc.net.Host.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := m.rc.net.Host.NewStream(ctx, sup.ID(), market.LeaseProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p2p.WriteRaw(st, raw); err != nil {
+		t.Fatal(err)
+	}
+	var resp pb.LeaseResponse
+	if err := p2p.ReadMsg(st, market.LeaseType.MaxSize+1024, &resp); err != nil || len(resp.Lease) == 0 {
+		t.Fatalf("no countersigned lease: %v %q", err, resp.Refused)
+	}
+	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 0 {
+		t.Fatalf("%d free while reserved, want 0", free)
+	}
+	st.Reset() // the renter vanishes without confirming
+	eventually(t, market.ConfirmWindow+5*time.Second, "reservation released", func() bool {
+		return sup.Supplier().Ledger().Free("h100-sxm") == 2
+	})
+	ls, _ := leaseViews(sup.store, time.Now())
+	if len(ls) != 1 || ls[0].State != "lapsed" {
+		t.Fatalf("supplier's lease records: %+v, want one lapsed", ls)
+	}
+}
+
+// TestSupplierRestartKeepsLeases restarts a supplier on its data dir: its
+// leases and the capacity they hold survive, and its new ask says so.
+func TestSupplierRestartKeepsLeases(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		sellerConfig(t, "unset", "sim:h100-sxm:8", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
+	})
+	sup := m.nodes[1]
+	l, err := m.rent(t, "model=h100-sxm", 3, "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "lease confirmed", func() bool {
+		ls, _ := leaseViews(sup.store, time.Now())
+		return len(ls) == 1 && ls[0].State == "confirmed"
+	})
+	cfg := sup.cfg
+	if err := sup.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again := startNode(t, cfg)
+	if free := again.Supplier().Ledger().Free("h100-sxm"); free != 5 {
+		t.Fatalf("after restart %d free, want 5", free)
+	}
+	ls, _ := leaseViews(again.store, time.Now())
+	if len(ls) != 1 || ls[0].LeaseID != l.ID.String() || ls[0].State != "confirmed" {
+		t.Fatalf("after restart leases %+v", ls)
+	}
+	eventually(t, 10*time.Second, "re-posted ask for 5", func() bool {
+		for _, a := range m.nodes[0].Book().Asks("h100-sxm") {
+			if a.Supplier == again.ID() && a.Count == 5 {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestForgedOrdersAreDropped has an attacker publish, on the orders topic
+// without validating them itself, an ask naming another supplier, an
+// expired ask, garbage, and another supplier's ask as its own; then a
+// valid ask. Only the valid one reaches the books, and the attacker's
+// score falls.
+func TestForgedOrdersAreDropped(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		sellerConfig(t, "unset", "sim:h100-sxm:2", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
+	})
+	seller := m.nodes[1]
+	att, err := p2p.New(p2p.Config{Key: newTestKey(t), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, PubSub: true, Bootstrap: mustBootstrap(t, m.nodes[0]), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer att.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := att.Bootstrap(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := att.PubSub.Join(market.OrdersTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attKey := att.Host.Peerstore().PrivKey(att.Host.ID())
+	now := time.Now()
+	ask := func(supplier []byte, model string, created time.Time) *pb.Ask {
+		return &pb.Ask{Version: 1, Supplier: supplier, Nonce: uint64(created.UnixNano()), CreatedMs: created.UnixMilli(),
+			ExpiresMs: created.Add(time.Minute).UnixMilli(), Model: model, Count: 8, PriceMicros: 100_000,
+			MinDurationS: 60, MaxDurationS: 3600, Pricing: "fixed", Addrs: [][]byte{att.Host.Addrs()[0].Bytes()}}
+	}
+	forged, _ := p2p.Seal(market.AskType, ask([]byte(seller.ID()), "h200", now), attKey)
+	expired, _ := market.SealAsk(ask(nil, "h200", now.Add(-2*time.Minute)), attKey)
+	theirs := seller.Book().Asks("h100-sxm")[0].Raw
+	valid, _ := market.SealAsk(ask(nil, "t4", now), attKey)
+	eventually(t, 10*time.Second, "attacker in the orders mesh", func() bool { return len(topic.ListPeers()) > 0 })
+	for _, msg := range [][]byte{forged, expired, []byte("garbage"), theirs, valid} {
+		if err := topic.Publish(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "the valid ask in node 0's book", func() bool { return len(m.nodes[0].Book().Asks("t4")) == 1 })
+	for _, n := range m.nodes {
+		if got := n.Book().Asks("h200"); len(got) != 0 {
+			t.Fatalf("node %s keeps forged or expired asks: %d", n.ID(), len(got))
+		}
+		for _, a := range n.Book().Asks("h100-sxm") {
+			if a.Supplier != seller.ID() {
+				t.Fatalf("node %s attributes an h100-sxm ask to %s", n.ID(), a.Supplier)
+			}
+		}
+	}
+	eventually(t, 10*time.Second, "attacker penalised", func() bool {
+		for _, n := range m.nodes {
+			if n.net.PeerScores()[att.Host.ID()] < 0 {
+				return true
+			}
+		}
+		return false
+	})
+}
