@@ -182,6 +182,10 @@ func TestPricingModes(t *testing.T) {
 	// With one of four leased, and the first trade (1.12) in its price
 	// index, the base is (1.40 + 1.12) / 2 = 1.26 and the quote
 	// 1.26 × (0.8 + 0.6 × 1/4) = 1.197.
+	eventually(t, 5*time.Second, "first trade in the supplier's index", func() bool {
+		_, ok := m.nodes[1].PriceIndex().Get("a100-80gb")
+		return ok
+	})
 	l2, err := m.rent(t, "model=a100-80gb", 1, "2")
 	if err != nil || l2.PriceMicros != 1_197_000 {
 		t.Fatalf("dynamic after a lease: lease at %d, err %v", priceOf(l2), err)
