@@ -58,7 +58,7 @@ func QueryBook(ctx context.Context, h host.Host, p peer.ID, models []string, now
 	if err := p2p.Request(ctx, h, p, BookProtocol, &pb.BookRequest{Models: models, Limit: maxBookAsks}, &resp, maxBookReply); err != nil {
 		return nil, fmt.Errorf("order book of %s: %w", p, err)
 	}
-	var out []*Ask
+	out := []*Ask{}
 	for _, raw := range resp.Asks {
 		if a, err := OpenAsk(raw, now); err == nil {
 			out = append(out, a)

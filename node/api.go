@@ -64,7 +64,7 @@ func (n *Node) startAPI() error {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		writeJSON(w, nonNil(MatchOffers(ps, f)))
+		writeJSON(w, nonNil(MatchOffers(ps, f, n.market.book.Asks(""))))
 	})
 	mux.HandleFunc("GET /api/v1/orders", func(w http.ResponseWriter, r *http.Request) {
 		f, err := market.ParseFilter(r.URL.Query().Get("filter"), filterModels())

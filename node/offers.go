@@ -58,11 +58,24 @@ func OffersFromProfile(p *p2p.Profile) []market.Offer {
 }
 
 // MatchOffers returns the offers of profiles that f accepts, sorted by
-// model, then region, then peer ID.
-func MatchOffers(ps []*p2p.Profile, f market.Filter) []market.Offer {
+// model, then region, then peer ID. asks, from an order book, add what
+// profiles do not carry: the price of each supplier's live ask for a
+// model and how many GPUs it has free. With a book (asks not nil), an
+// offer without a live ask has none free.
+func MatchOffers(ps []*p2p.Profile, f market.Filter, asks []*market.Ask) []market.Offer {
+	type key struct{ peer, model string }
+	live := map[key]*market.Ask{}
+	for _, a := range asks {
+		live[key{a.Supplier.String(), a.Model}] = a
+	}
 	var out []market.Offer
 	for _, p := range ps {
 		for _, o := range OffersFromProfile(p) {
+			if a := live[key{o.PeerID, o.Model}]; a != nil {
+				o.PriceMicros, o.Free = a.PriceMicros, min(int(a.Count), o.Count)
+			} else if asks != nil {
+				o.Free = 0 // sold out, or not for sale: no live ask
+			}
 			if ok, _ := f.Match(o); ok {
 				out = append(out, o)
 			}

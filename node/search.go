@@ -19,8 +19,10 @@ import (
 // LightClient is a short-lived DHT client: it joins the network through
 // bootstrap peers without serving anything, for search (and later rent).
 type LightClient struct {
-	net *p2p.Network
-	log *slog.Logger
+	net       *p2p.Network
+	log       *slog.Logger
+	bootstrap []peer.AddrInfo
+	now       func() time.Time
 }
 
 // LightOptions configure a LightClient.
@@ -80,18 +82,33 @@ func NewLightClient(ctx context.Context, o LightOptions) (*LightClient, error) {
 		n.Close()
 		return nil, fmt.Errorf("light client: %w", err)
 	}
-	return &LightClient{net: n, log: o.Logger}, nil
+	return &LightClient{net: n, log: o.Logger, bootstrap: o.Bootstrap, now: o.Now}, nil
 }
 
 // Close leaves the network.
 func (c *LightClient) Close() error { return c.net.Close() }
+
+// asks fetches the live asks for models from the order book of the first
+// bootstrap peer that answers, within a second; none if none does.
+func (c *LightClient) asks(ctx context.Context, models []string) []*market.Ask {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for _, b := range c.bootstrap {
+		if asks, err := market.QueryBook(ctx, c.net.Host, b.ID, models, c.now()); err == nil {
+			return asks
+		}
+	}
+	return nil
+}
 
 // Network exposes the client's libp2p network.
 func (c *LightClient) Network() *p2p.Network { return c.net }
 
 // Search finds suppliers of the models f allows (all known models when
 // it does not restrict them) through their DHT provider records, fetches
-// and validates each one's profile, and returns the offers f accepts.
+// and validates each one's profile, adds the price and free count of each
+// supplier's live ask from a bootstrap node's order book (each ask checked
+// again here), and returns the offers f accepts.
 // Suppliers whose profile is missing, invalid or expired are skipped.
 func (c *LightClient) Search(ctx context.Context, f market.Filter) ([]market.Offer, error) {
 	models := f.Models()
@@ -101,6 +118,9 @@ func (c *LightClient) Search(ctx context.Context, f market.Filter) ([]market.Off
 	if len(models) == 0 {
 		return nil, nil
 	}
+	// The order book (for prices and free counts) is fetched meanwhile.
+	booked := make(chan []*market.Ask, 1)
+	go func() { booked <- c.asks(ctx, models) }()
 	// Fetch each supplier's profile as soon as a lookup finds it, while
 	// the lookups of the other models go on.
 	var (
@@ -129,5 +149,5 @@ func (c *LightClient) Search(ctx context.Context, f market.Filter) ([]market.Off
 	if err := ctx.Err(); err != nil && len(profiles) == 0 {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	return MatchOffers(profiles, f), nil
+	return MatchOffers(profiles, f, <-booked), nil
 }
