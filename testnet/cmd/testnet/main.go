@@ -247,16 +247,31 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	if *bin == "" {
 		*bin = st.Binary
 	}
-	for _, filter := range [][]string{nil, {"model=h100-sxm"}} {
-		args := append(append([]string{"search"}, st.BootstrapArgs()...), filter...)
-		fmt.Fprintf(c.stdout, "$ %s %s\n", filepath.Base(*bin), strings.Join(args, " "))
-		cmd := exec.CommandContext(ctx, *bin, args...)
-		cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
+	bs := st.BootstrapArgs()
+	api := func(i int) []string { return []string{"--api", st.Nodes[i%len(st.Nodes)].API} }
+	steps := []struct {
+		title  string
+		args   []string
+		mayErr bool // the step shows a failure on purpose
+		pause  time.Duration
+	}{
+		{"every offer on the network (DHT profiles, prices from the order book)", append([]string{"search"}, bs...), false, 0},
+		{"H100s at 2.50 or less", append([]string{"search", "model=h100-sxm", "price<=2.50"}, bs...), false, 0},
+		{"node 0's order book", append([]string{"orders"}, api(0)...), false, 0},
+		{"rent two H100s for an hour, paying at most 2.50 per GPU-hour", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50"}, bs...), false, 500 * time.Millisecond},
+		{"a bid nobody can fill is told why", append([]string{"rent", "model=h100-sxm", "--count", "16", "--hours", "1", "--max-price", "1.00"}, bs...), true, 0},
+		{"the price index, from trade prints every node saw", append([]string{"prices"}, api(1)...), false, 0},
+	}
+	for _, step := range steps {
+		fmt.Fprintf(c.stdout, "# %s\n$ %s %s\n", step.title, filepath.Base(*bin), strings.Join(step.args, " "))
+		cmd := exec.CommandContext(ctx, *bin, step.args...)
+		cmd.Stdout, cmd.Stderr = c.stdout, c.stdout
 		cmd.WaitDelay = 2 * time.Second
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("testnet: demo: %s search %s: %w", *bin, strings.Join(filter, " "), err)
+		if err := cmd.Run(); err != nil && !step.mayErr {
+			return fmt.Errorf("testnet: demo: %s %s: %w", *bin, strings.Join(step.args, " "), err)
 		}
 		fmt.Fprintln(c.stdout)
+		time.Sleep(step.pause)
 	}
 	return nil
 }
