@@ -32,7 +32,7 @@ test: vet
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
-	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 200x $$pkg || exit 1; \
 	  done; \
 	done
 
@@ -47,9 +47,9 @@ testnet-status:
 	$(TESTNET) status
 
 # Micro-benchmarks beside their baselines, then the network harness
-# (20-node testnet: cold search latency, idle RSS and CPU).
+# (20-node testnet: cold search, rent to lease, idle RSS and CPU).
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem ./p2p/ ./store/
+	$(GO) test -run '^$$' -bench . -benchmem ./p2p/ ./store/ ./market/
 	$(GO) run ./testnet/cmd/bench --bin $(BIN)
 
 clean:

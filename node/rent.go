@@ -68,6 +68,9 @@ func ephemeralListen(bootstrap []peer.AddrInfo) []string {
 	return []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
 }
 
+// Network exposes the client's libp2p network.
+func (c *RentClient) Network() *p2p.Network { return c.net }
+
 // Close leaves the network.
 func (c *RentClient) Close() error {
 	return errors.Join(c.orders.Close(), c.net.Close())

@@ -42,14 +42,15 @@ func main() {
 	nodes := flag.Int("nodes", 20, "testnet size")
 	runs := flag.Int("runs", 40, "cold searches (and baseline round trips) to time")
 	cliRuns := flag.Int("cli-runs", 10, "searches to time as whole CLI processes")
+	rentRuns := flag.Int("rent-runs", 25, "leases to time, each way (with the quote wait, and taking the first quote)")
 	settle := flag.Duration("settle", 60*time.Second, "idle time before measuring a node's footprint")
 	window := flag.Duration("window", 30*time.Second, "CPU measurement window")
 	dir := flag.String("dir", ".bench/testnet", "testnet state dir")
 	basePort := flag.Int("base-port", 42100, "testnet base port")
-	out := flag.String("out", ".bench/foundation.json", "where to write the results")
+	out := flag.String("out", ".bench/network.json", "where to write the results")
 	hb := flag.Duration("heartbeat", 10*time.Second, "heartbeat interval of the testnet's nodes")
 	flag.Parse()
-	if err := run(*bin, *nodes, *runs, *cliRuns, *settle, *window, *dir, *basePort, *out, *hb); err != nil {
+	if err := run(*bin, *nodes, *runs, *cliRuns, *rentRuns, *settle, *window, *dir, *basePort, *out, *hb); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -74,9 +75,18 @@ type Results struct {
 	IdleCPUMean   float64   `json:"idle_cpu_mean_pct_of_core"`
 	IdleCPUMax    float64   `json:"idle_cpu_max_pct_of_core"`
 	IdleAfter     string    `json:"idle_measured_after"`
+	RentRuns      int       `json:"rent_runs"`
+	RentWaitP50   float64   `json:"rent_with_quote_wait_p50_ms"`
+	RentWaitP99   float64   `json:"rent_with_quote_wait_p99_ms"`
+	RentFirstP50  float64   `json:"rent_first_quote_p50_ms"`
+	RentFirstP99  float64   `json:"rent_first_quote_p99_ms"`
+	StreamRTP50   float64   `json:"baseline_3_stream_round_trips_p50_ms"`
+	StreamRTP99   float64   `json:"baseline_3_stream_round_trips_p99_ms"`
+	RentRatioP50  float64   `json:"rent_first_over_baseline_p50"`
+	RentRatioP99  float64   `json:"rent_first_over_baseline_p99"`
 }
 
-func run(bin string, n, runs, cliRuns int, settle, window time.Duration, dir string, basePort int, out string, heartbeat time.Duration) error {
+func run(bin string, n, runs, cliRuns, rentRuns int, settle, window time.Duration, dir string, basePort int, out string, heartbeat time.Duration) error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	fmt.Fprintf(os.Stderr, "starting a %d-node testnet...\n", n)
@@ -130,6 +140,10 @@ func run(bin string, n, runs, cliRuns int, settle, window time.Duration, dir str
 	}
 	res.CLIP50Ms, res.CLIP99Ms = ms(pct(cli, 50)), ms(pct(cli, 99))
 
+	if err := benchRent(ctx, &res, addrs, rentRuns, quiet); err != nil {
+		return err
+	}
+
 	fmt.Fprintf(os.Stderr, "letting the network idle for %s, then measuring for %s...\n", settle, window)
 	time.Sleep(settle)
 	res.IdleAfter = (settle + window).String()
@@ -160,6 +174,66 @@ func run(bin string, n, runs, cliRuns int, settle, window time.Duration, dir str
 	}
 	b, _ := json.MarshalIndent(res, "", "  ")
 	return os.WriteFile(out, append(b, '\n'), 0o644)
+}
+
+// benchRent times leases from one joined renter: with the quote wait (up
+// to 2 s, or until 3 acceptable quotes are in) and taking the first
+// acceptable quote, beside three bare stream round trips (a fresh ping
+// stream each) to a node, as many as a lease needs after the bid is
+// gossiped (quote, proposal and countersignature, confirmation).
+func benchRent(ctx context.Context, res *Results, addrs []peer.AddrInfo, runs int, log *slog.Logger) error {
+	rc, err := node.NewRentClient(ctx, node.LightOptions{Bootstrap: addrs[:2], Logger: log}, nil)
+	if err != nil {
+		return fmt.Errorf("rent client: %w", err)
+	}
+	defer rc.Close()
+	f, _ := node.ParseFilter("")
+	var wait, first, base []time.Duration
+	for i := range runs * 2 {
+		req := market.RentRequest{Filter: f, Count: 1, Duration: time.Hour, MaxPrice: 10_000_000, Wait: 2 * time.Second}
+		if i%2 == 1 {
+			req.Enough = 1
+		}
+		start := time.Now()
+		if _, err := rc.Rent(ctx, req); err != nil {
+			return fmt.Errorf("rent run %d: %w", i, err)
+		}
+		if i%2 == 1 {
+			first = append(first, time.Since(start))
+		} else {
+			wait = append(wait, time.Since(start))
+		}
+		d, err := streamRoundTrips(ctx, rc, addrs[rand.IntN(len(addrs))], 3)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		base = append(base, d)
+	}
+	res.RentRuns = runs
+	res.RentWaitP50, res.RentWaitP99 = ms(pct(wait, 50)), ms(pct(wait, 99))
+	res.RentFirstP50, res.RentFirstP99 = ms(pct(first, 50)), ms(pct(first, 99))
+	res.StreamRTP50, res.StreamRTP99 = ms(pct(base, 50)), ms(pct(base, 99))
+	res.RentRatioP50, res.RentRatioP99 = res.RentFirstP50/res.StreamRTP50, res.RentFirstP99/res.StreamRTP99
+	return nil
+}
+
+// streamRoundTrips opens n fresh ping streams to target in turn, one
+// round trip each, over the renter's host.
+func streamRoundTrips(ctx context.Context, rc *node.RentClient, target peer.AddrInfo, n int) (time.Duration, error) {
+	h := rc.Network().Host
+	if err := h.Connect(ctx, target); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for range n {
+		pctx, cancel := context.WithCancel(ctx)
+		r := <-ping.Ping(pctx, h, target.ID)
+		cancel()
+		if r.Error != nil {
+			return 0, r.Error
+		}
+	}
+	return time.Since(start), nil
 }
 
 // bareConnectPing is the baseline: a new libp2p host dials one node and
@@ -245,13 +319,18 @@ func mean(xs []float64) float64 {
 }
 
 func report(r Results) {
-	fmt.Printf("gpumesh foundation benchmarks (%d-node testnet on loopback, %s heartbeats)\n\n", r.Nodes, r.Heartbeat)
+	fmt.Printf("gpumesh network benchmarks (%d-node testnet on loopback, %s heartbeats)\n\n", r.Nodes, r.Heartbeat)
 	fmt.Printf("%-44s %10s %10s\n", "", "p50 (ms)", "p99 (ms)")
 	fmt.Printf("%-44s %10.1f %10.1f\n", "cold search, in-process light client", r.SearchP50Ms, r.SearchP99Ms)
 	fmt.Printf("%-44s %10.1f %10.1f\n", "baseline: new libp2p host, connect + 1 ping", r.PingP50Ms, r.PingP99Ms)
 	fmt.Printf("%-44s %9.2fx %9.2fx\n", "ratio search / baseline", r.RatioP50, r.RatioP99)
 	fmt.Printf("%-44s %10.1f %10.1f\n", "cold search, whole CLI process", r.CLIP50Ms, r.CLIP99Ms)
 	fmt.Printf("offers found per search: %d\n\n", r.OffersFound)
+	fmt.Printf("%-44s %10.1f %10.1f\n", "rent -> countersigned lease, first quote", r.RentFirstP50, r.RentFirstP99)
+	fmt.Printf("%-44s %10.1f %10.1f\n", "rent -> countersigned lease, quote wait", r.RentWaitP50, r.RentWaitP99)
+	fmt.Printf("%-44s %10.1f %10.1f\n", "baseline: 3 bare stream round trips", r.StreamRTP50, r.StreamRTP99)
+	fmt.Printf("%-44s %9.2fx %9.2fx\n", "ratio first-quote rent / baseline", r.RentRatioP50, r.RentRatioP99)
+	fmt.Printf("leases made: %d each way\n\n", r.RentRuns)
 	fmt.Printf("idle node after %s: RSS mean %.1f MiB, max %.1f MiB; CPU mean %.2f%%, max %.2f%% of one core\n",
 		r.IdleAfter, r.IdleRSSMeanMB, r.IdleRSSMaxMB, r.IdleCPUMean, r.IdleCPUMax)
 }
