@@ -133,3 +133,32 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		}
 	}
 }
+
+func TestRentUsageErrors(t *testing.T) {
+	data := t.TempDir()
+	bs := "/ip4/127.0.0.1/tcp/1/p2p/12D3KooWHmt23bKc9UXdqMffuWYaw355movJao7eAc4E33iQe8EK"
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		inStderr string
+	}{
+		{"no max price", []string{"rent", "--data", data, "model=h100-sxm", "--bootstrap", bs}, 2, "--max-price is required"},
+		{"bad max price", []string{"rent", "--data", data, "--max-price", "cheap", "--bootstrap", bs}, 2, `--max-price "cheap"`},
+		{"zero count", []string{"rent", "--data", data, "--max-price", "2", "--count", "0", "--bootstrap", bs}, 2, "--count 0"},
+		{"too short", []string{"rent", "--data", data, "--max-price", "2", "--hours", "0.001", "--bootstrap", bs}, 2, "--hours 0.001"},
+		{"bad filter", []string{"rent", "--data", data, "--max-price", "2", "vram>>80", "--bootstrap", bs}, 2, `"vram>>80"`},
+		{"no bootstrap", []string{"rent", "--data", data, "--max-price", "2"}, 1, "no bootstrap peers"},
+		{"orders bad filter", []string{"orders", "--data", data, "colour=red"}, 2, `unknown key "colour"`},
+		{"bad price flag", []string{"config", "show", "--data", data, "--price", "h100=2"}, 2, `unknown model "h100"`},
+		{"bad pricing", []string{"config", "show", "--data", data, "--pricing", "haggle"}, 2, "haggle"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := gm(t, tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.inStderr) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, stderr, tt.code, tt.inStderr)
+			}
+		})
+	}
+}
