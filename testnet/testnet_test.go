@@ -3,7 +3,9 @@ package testnet
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"github.com/gpumesh/gpumesh/node"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -172,6 +174,33 @@ func TestUpSearchDown(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "vram>>80") {
 		t.Errorf("search vram>>80: stderr %q does not name the term", stderr.String())
+	}
+
+	// Rent as a light-client process with its own data dir: a dual-signed
+	// lease from node 0 (the only H100 supplier), kept by both sides.
+	renterDir := filepath.Join(t.TempDir(), "renter")
+	rent := exec.Command(st.Binary, append([]string{"rent", "model=h100-sxm", "--count", "3", "--hours", "2", "--max-price", "3", "--json", "--data", renterDir}, st.BootstrapArgs()...)...)
+	rent.Stderr = &stderr
+	out, err := rent.Output()
+	if err != nil {
+		t.Fatalf("rent: %v\n%s", err, stderr.String())
+	}
+	var lease node.LeaseView
+	if err := json.Unmarshal(out, &lease); err != nil {
+		t.Fatalf("rent --json: %v\n%s", err, out)
+	}
+	if lease.Supplier != st.Nodes[0].PeerID || lease.Count != 3 || lease.Model != "h100-sxm" || lease.PriceMicros != 2_100_000 || !lease.Verified || len(lease.GPUs) != 3 || lease.End.Sub(lease.Start) != 2*time.Hour {
+		t.Fatalf("rent --json = %+v", lease)
+	}
+	kept, err := exec.Command(st.Binary, "leases", "--json", "--data", renterDir, "--api", "127.0.0.1:1").Output()
+	if err != nil || !strings.Contains(string(kept), lease.LeaseID) {
+		t.Fatalf("renter's leases: %v\n%s", err, kept)
+	}
+	// Asking for more than anyone has fails with exit 1 and says why.
+	fail := exec.Command(st.Binary, append([]string{"rent", "model=h100-sxm", "--count", "9", "--max-price", "3", "--json"}, st.BootstrapArgs()...)...)
+	out, err = fail.Output()
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), `"reasons"`) || !strings.Contains(string(out), "fully booked") {
+		t.Fatalf("rent of 9: err %v, output %s", err, out)
 	}
 
 	status, err := Status(dir)
