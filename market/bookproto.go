@@ -17,7 +17,7 @@ import (
 const (
 	maxBookRequest = 4 << 10
 	maxBookAsks    = 500
-	maxBookReply   = maxBookAsks * 4 << 10
+	maxBookReply   = maxBookAsks*(MaxAskSize+8) + 1024 // every ask at its limit, with framing
 )
 
 // ServeBook answers BookProtocol from b: the live asks of the models asked

@@ -66,8 +66,8 @@ func ParseModelPrice(s string) (model string, micros int64, err error) {
 
 // Decline reasons of Pricer.Quote.
 const (
-	declinePrice   = string(DeclinePrice) // even the lowest acceptable price is above the bid's maximum
-	declineNoPrice = "model"              // no list price for the model: not for sale
+	declinePrice   = string(DeclinePrice)    // even the lowest acceptable price is above the bid's maximum
+	declineNoPrice = string(DeclineMismatch) // no list price for the model: not for sale
 )
 
 // PriceInput is what Pricer.Quote prices: one bid against one of the
@@ -137,7 +137,7 @@ func (p Pricer) AskPrice(model string, utilization float64, index int64) (int64,
 // mode's rules (see Pricer). decline is "" for an offer at price. It is
 // "price" when even the lowest price the supplier would take is above the
 // bid's maximum; price is then that lowest price, for the renter's
-// explanation. It is "model" when the model has no list price.
+// explanation. It is "mismatch" when the model has no list price.
 func (p Pricer) Quote(in PriceInput) (price int64, decline string) {
 	list, ok := p.List[in.Model]
 	if !ok || list <= 0 {

@@ -107,7 +107,7 @@ func TestPricerQuote(t *testing.T) {
 		{"fixed max equal", market.Fixed, market.PriceInput{Model: h100, MaxPrice: 2_000_000}, 2_000_000, ""},
 		{"fixed max below", market.Fixed, market.PriceInput{Model: h100, MaxPrice: 1_999_999}, 2_000_000, "price"},
 		{"fixed ignores competition", market.Fixed, market.PriceInput{Model: h100, Competing: []int64{1_000_000}}, 2_000_000, ""},
-		{"unknown model", market.Fixed, market.PriceInput{Model: "b200"}, 0, "model"},
+		{"unknown model", market.Fixed, market.PriceInput{Model: "b200"}, 0, "mismatch"},
 
 		// auction: undercut the cheapest by 1%, within [floor, list].
 		{"auction alone", market.Auction, market.PriceInput{Model: h100}, 2_000_000, ""},

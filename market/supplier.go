@@ -122,7 +122,11 @@ func (s *Supplier) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			s.cancelAsks(cctx)
+			if s.cancelAsks(cctx) > 0 {
+				// pubsub queues what it publishes and has no flush: give
+				// the cancels a moment to leave before the host closes.
+				time.Sleep(300 * time.Millisecond)
+			}
 			cancel()
 			return
 		case <-time.After(wait):
@@ -207,32 +211,39 @@ func (s *Supplier) postAsks(ctx context.Context) bool {
 	return ok
 }
 
-func (s *Supplier) cancelAsk(ctx context.Context, model string) {
+func (s *Supplier) cancelAsk(ctx context.Context, model string) bool {
 	s.mu.Lock()
 	a := s.asks[model]
 	delete(s.asks, model)
 	s.mu.Unlock()
 	if a == nil {
-		return
+		return false
 	}
 	now := s.cfg.Now()
 	raw, err := SealCancel(&pb.Cancel{Nonce: nonce(), CreatedMs: now.UnixMilli(), OrderId: a.ID[:]}, s.cfg.Key)
 	if err != nil {
 		s.log.Warn("seal cancel", "err", err)
-		return
+		return false
 	}
 	if c, err := OpenCancel(raw, now); err == nil {
 		s.cfg.Book.Cancel(c)
 	}
 	if err := s.cfg.Orders.Publish(ctx, raw); err != nil {
 		s.log.Debug("publish cancel", "model", model, "err", err)
+		return false
 	}
+	return true
 }
 
-func (s *Supplier) cancelAsks(ctx context.Context) {
+// cancelAsks withdraws every live ask and returns how many cancels it sent.
+func (s *Supplier) cancelAsks(ctx context.Context) int {
+	sent := 0
 	for _, m := range s.models() {
-		s.cancelAsk(ctx, m)
+		if s.cancelAsk(ctx, m) {
+			sent++
+		}
 	}
+	return sent
 }
 
 // HandleBid answers one bid from the order book: at most one quote (the
@@ -286,7 +297,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 			Model: m, Count: int(b.Count), DurationS: b.DurationS, MaxPrice: b.MaxPriceMicros,
 			Utilization: s.utilization(m), Competing: s.competing(m), Index: s.cfg.Index.Median(m),
 		}); {
-		case !filterAllowsExceptPrice(b.Filter, o):
+		case !filterAllowsExcept(b.Filter, o, "price", "free", "count"):
 			q = &pb.Quote{Model: m, Decline: string(DeclineMismatch), Free: uint32(free)}
 		case free < int(b.Count):
 			q = &pb.Quote{Model: m, Decline: string(DeclineBusy), Free: uint32(free)}
@@ -297,7 +308,12 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 		default:
 			o.PriceMicros = price
 			if ok, _ := b.Filter.Match(o); !ok {
-				q = &pb.Quote{Model: m, Decline: string(DeclinePrice), Free: uint32(free), MinPriceMicros: price}
+				// Its price, or its free or total count, fails a term.
+				why := DeclinePrice
+				if !filterAllowsExcept(b.Filter, o, "price") {
+					why = DeclineMismatch
+				}
+				q = &pb.Quote{Model: m, Decline: string(why), Free: uint32(free), MinPriceMicros: price}
 				break
 			}
 			q = &pb.Quote{Model: m, Count: b.Count, PriceMicros: price, Free: uint32(free)}
@@ -316,12 +332,12 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 	return decline
 }
 
-// filterAllowsExceptPrice checks f against o with the price term treated
-// as met, so that a price mismatch is reported as such.
-func filterAllowsExceptPrice(f Filter, o Offer) bool {
+// filterAllowsExcept checks f against o with the terms on keys treated as
+// met, so that each kind of failure is reported as such.
+func filterAllowsExcept(f Filter, o Offer, keys ...string) bool {
 	var rest Filter
 	for _, t := range f.Terms {
-		if t.Key != "price" && t.Key != "free" && t.Key != "count" {
+		if !slices.Contains(keys, t.Key) {
 			rest.Terms = append(rest.Terms, t)
 		}
 	}
@@ -364,6 +380,10 @@ func (s *Supplier) handleLease(st network.Stream) error {
 		return refuse("proposal signed by %s but sent by %s", p.Renter, st.Conn().RemotePeer())
 	case time.Duration(p.DurationS)*time.Second < s.cfg.MinDuration || time.Duration(p.DurationS)*time.Second > s.cfg.MaxDuration:
 		return refuse("%s: duration %ds outside %s..%s", DeclineDuration, p.DurationS, s.cfg.MinDuration, s.cfg.MaxDuration)
+	case p.Ask != nil && !s.isCurrentAsk(p.Ask):
+		return refuse("that ask was replaced or withdrawn; take the current one or bid")
+	case s.leaseExists(p.ID):
+		return refuse("this proposal already made lease %s", p.ID.Short())
 	}
 	confirmBy := now.Add(ConfirmWindow)
 	res, err := s.ledger.Reserve(p.ID, p.Model, int(p.Count), confirmBy)
@@ -414,6 +434,26 @@ func (s *Supplier) handleLease(st network.Stream) error {
 	default:
 	}
 	return nil
+}
+
+// isCurrentAsk reports whether a is the live ask the supplier posts now
+// for its model: a replaced (re-priced) or cancelled ask is not honoured.
+func (s *Supplier) isCurrentAsk(a *Ask) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.asks[a.Model]
+	return cur != nil && cur.ID == a.ID
+}
+
+// leaseExists reports whether a lease with this ID was already made and
+// confirmed: a proposal is good for one lease only.
+func (s *Supplier) leaseExists(id ID) bool {
+	b, err := s.cfg.Store.Get(ksLeases, id[:])
+	if err != nil {
+		return false
+	}
+	rec, err := (store.JSONCodec[LeaseRecord]{}).Unmarshal(b)
+	return err == nil && rec.State == "confirmed"
 }
 
 // publishTrade announces a confirmed lease and adds it to the local index.

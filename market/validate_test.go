@@ -136,8 +136,8 @@ func TestOrderValidatorRateLimit(t *testing.T) {
 	}
 	_, err := v.Check(f.supplier, f.ask(t))
 	checkErr(t, err, p2p.ErrRateLimited)
-	if p2p.Verdict(err) != pubsub.ValidationReject {
-		t.Errorf("rate-limited verdict %v, want reject", p2p.Verdict(err))
+	if p2p.Verdict(err) != pubsub.ValidationIgnore {
+		t.Errorf("rate-limited verdict %v, want ignore (dropped at the first hop, no penalty)", p2p.Verdict(err))
 	}
 	// Other authors have buckets of their own.
 	if _, err := v.Check(f.renter, f.bid(t)); err != nil {

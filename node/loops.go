@@ -133,7 +133,7 @@ func (n *Node) heartbeatLoop(ctx context.Context) {
 	for {
 		hb := &pb.Heartbeat{
 			GpusTotal:  uint32(len(n.gpus)),
-			GpusFree:   uint32(len(n.gpus)), // leases arrive with the market
+			GpusFree:   n.freeGPUs(),
 			Software:   Software(),
 			ProfileSeq: n.currentProfileSeq(),
 			Region:     n.cfg.Region,

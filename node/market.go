@@ -179,3 +179,15 @@ func (n *Node) PriceIndex() *market.PriceIndex { return n.market.index }
 
 // Supplier is the node's selling side, nil when it sells nothing.
 func (n *Node) Supplier() *market.Supplier { return n.market.supplier }
+
+// freeGPUs counts the node's GPUs not held by a lease or reservation
+// (GPUs of models it does not sell count as free).
+func (n *Node) freeGPUs() uint32 {
+	free := len(n.gpus)
+	if sup := n.market.supplier; sup != nil {
+		for _, c := range sup.Ledger().Capacity() {
+			free -= c.Reserved
+		}
+	}
+	return uint32(max(free, 0))
+}

@@ -308,6 +308,10 @@ func TestSupplierRestartKeepsLeases(t *testing.T) {
 	if err := sup.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// Shutting down cancelled its ask: other books drop it at once.
+	eventually(t, 5*time.Second, "ask cancelled on shutdown", func() bool {
+		return len(m.nodes[0].Book().Asks("h100-sxm")) == 0
+	})
 	again := startNode(t, cfg)
 	if free := again.Supplier().Ledger().Free("h100-sxm"); free != 5 {
 		t.Fatalf("after restart %d free, want 5", free)

@@ -162,13 +162,14 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 
 	loopCtx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
+	// The market first: the heartbeat reads the supplier's ledger.
+	if err := n.startMarket(loopCtx); err != nil {
+		return nil, err
+	}
 	n.goLoop(func() { n.advertiseLoop(loopCtx) })
 	n.goLoop(func() { n.heartbeatLoop(loopCtx) })
 	n.goLoop(func() { n.readHeartbeats(loopCtx) })
 	n.goLoop(func() { n.fetchProfiles(loopCtx) })
-	if err := n.startMarket(loopCtx); err != nil {
-		return nil, err
-	}
 	n.log.Info("node started", "addrs", n.Addrs(), "gpus", len(n.gpus), "region", cfg.Region, "api", n.APIAddr())
 	return n, nil
 }

@@ -71,16 +71,18 @@ func JoinTopic(ps *pubsub.PubSub, self peer.ID, name string, check CheckFunc, lo
 	return &Topic{ps: ps, name: name, topic: t, sub: sub, self: self}, nil
 }
 
-// Verdict maps a validation error to pubsub's verdict: merely old records
-// (expired, or superseded, which honest peers can relay late) are ignored;
-// forged, malformed, oversized, future-dated and replayed ones, and those
-// of an author over its rate limit (a spammer), are rejected, which lowers
-// the forwarding peer's score.
+// Verdict maps a validation error to pubsub's verdict. Forged, malformed,
+// oversized, future-dated and replayed records are rejected, which lowers
+// the score of the peer that delivered them. Merely old records (expired,
+// or superseded, which honest peers can relay late) are ignored, and so
+// are messages of an author over its rate limit: every node enforces the
+// limit at the first hop, so a flood goes no further, while an honest relay
+// whose bucket happened to be fuller than ours is not penalised for it.
 func Verdict(err error) pubsub.ValidationResult {
 	switch {
 	case err == nil:
 		return pubsub.ValidationAccept
-	case errors.Is(err, ErrStale), errors.Is(err, ErrExpired):
+	case errors.Is(err, ErrStale), errors.Is(err, ErrExpired), errors.Is(err, ErrRateLimited):
 		return pubsub.ValidationIgnore
 	default:
 		return pubsub.ValidationReject
