@@ -91,6 +91,11 @@ func run(bin string, n, runs, cliRuns, rentRuns int, settle, window time.Duratio
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	fmt.Fprintf(os.Stderr, "starting a %d-node testnet...\n", n)
 	_ = testnet.Down(dir) // a previous run that was interrupted
+	// Start from empty data dirs: leases left by an earlier run would
+	// still hold capacity.
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
 	// Production defaults (10 s heartbeats), not the testnet's faster demo pace.
 	st, err := testnet.Up(ctx, testnet.Options{Binary: bin, Dir: dir, Nodes: n, BasePort: basePort, Logger: log, HeartbeatInterval: heartbeat})
 	if err != nil {
