@@ -24,10 +24,10 @@ const (
 // OrderValidator is the GossipSub validator of OrdersTopic. Its Check
 // accepts asks, bids and cancels, and rejects (so that pubsub penalises the
 // forwarding peer) records that are oversized, forged, malformed, not
-// signed by the pubsub author, future-dated, replayed (a signer and nonce
-// already accepted from a record that has not yet expired), or whose
-// author is over its rate limit. Merely expired records are ignored (see
-// p2p.Verdict). It is safe for concurrent use.
+// signed by the pubsub author, future-dated or replayed (a signer and
+// nonce already accepted from a record that has not yet expired). Merely
+// expired records, and those of an author over its rate limit, are
+// ignored (see p2p.Verdict). It is safe for concurrent use.
 type OrderValidator struct {
 	now    func() time.Time
 	limits *authorLimits
