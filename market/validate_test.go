@@ -1,7 +1,6 @@
 package market
 
 import (
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -107,7 +106,7 @@ func TestOrderValidatorReplay(t *testing.T) {
 
 	// Once the ask has expired it is forgotten; the record itself is then
 	// merely expired, which pubsub ignores.
-	if n := v.seen.len(); n != 2 {
+	if n := v.seen.Len(); n != 2 {
 		t.Errorf("replay table holds %d entries, want 2", n)
 	}
 	clock.advance(10 * time.Minute)
@@ -119,7 +118,7 @@ func TestOrderValidatorReplay(t *testing.T) {
 	if _, err := v.Check(f.supplier, f.ask(t, func(m *pb.Ask) { m.CreatedMs, m.ExpiresMs = clock.t.UnixMilli(), clock.t.Add(time.Minute).UnixMilli() })); err != nil {
 		t.Fatal(err)
 	}
-	if n := v.seen.len(); n != 1 {
+	if n := v.seen.Len(); n != 1 {
 		t.Errorf("replay table holds %d entries after expiry, want 1", n)
 	}
 }
@@ -195,46 +194,6 @@ func TestTradeValidatorRateLimit(t *testing.T) {
 	clock.advance(time.Minute)
 	if _, err := v.Check(f.supplier, newTrade()); err != nil {
 		t.Errorf("after refill: %v", err)
-	}
-}
-
-func TestReplayTableBounded(t *testing.T) {
-	tab := newReplayTable[int](3)
-	now := testNow
-	for i, ttl := range []time.Duration{time.Minute, 3 * time.Minute, 2 * time.Minute, 4 * time.Minute} {
-		if !tab.add(i, now.Add(ttl), now) {
-			t.Fatalf("key %d refused", i)
-		}
-	}
-	if n := tab.len(); n != 3 {
-		t.Fatalf("len %d, want 3", n)
-	}
-	// Key 0, the soonest to expire, was forgotten to make room.
-	if !tab.add(0, now.Add(time.Minute), now) {
-		t.Error("key 0 still remembered")
-	}
-	// 0 pushed out 2 (expiring at 2 min); 1 and 3 remain.
-	if tab.add(1, now.Add(time.Hour), now) || tab.add(3, now.Add(time.Hour), now) {
-		t.Error("a live key was forgotten")
-	}
-	// At 3 minutes, keys 0 and 1 have expired.
-	if !tab.add(1, now.Add(time.Hour), now.Add(3*time.Minute)) {
-		t.Error("expired key 1 still remembered")
-	}
-	if n := tab.len(); n != 2 {
-		t.Errorf("len %d after expiry, want 2 (keys 1 and 3)", n)
-	}
-}
-
-func TestAuthorLimitsBounded(t *testing.T) {
-	l := newAuthorLimits(rate.Every(time.Hour), 1)
-	for i := range maxLimiters + 10 {
-		if err := l.allow(peer.ID(fmt.Sprint(i)), testNow); err != nil {
-			t.Fatalf("author %d: %v", i, err)
-		}
-	}
-	if n := len(l.m); n > maxLimiters {
-		t.Errorf("%d limiters kept, want at most %d", n, maxLimiters)
 	}
 }
 

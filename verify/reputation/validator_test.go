@@ -112,22 +112,3 @@ func TestValidatorRateLimit(t *testing.T) {
 		t.Fatalf("after a second: %v", err)
 	}
 }
-
-func TestReplayTableCapacity(t *testing.T) {
-	tab := newReplayTable(3)
-	for i := range 5 {
-		if !tab.add(nonceKey{"a", uint64(i + 1)}, testNow.Add(time.Duration(i+1)*time.Minute), testNow) {
-			t.Fatalf("key %d refused", i+1)
-		}
-	}
-	if len(tab.keys) != 3 {
-		t.Fatalf("table holds %d keys, want capacity 3", len(tab.keys))
-	}
-	// The soonest-expiring keys (1, 2) went first; 5 is still held.
-	if tab.add(nonceKey{"a", 5}, testNow.Add(time.Hour), testNow) {
-		t.Errorf("key 5 forgotten")
-	}
-	if !tab.add(nonceKey{"a", 1}, testNow.Add(time.Hour), testNow) {
-		t.Errorf("key 1 still held past capacity")
-	}
-}
