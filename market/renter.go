@@ -95,6 +95,11 @@ type RentRequest struct {
 	Exclude []peer.ID
 	// Books are nodes whose order book explains a failure to match.
 	Books []peer.ID
+	// Score gives a supplier's reputation, verified status and uptime
+	// (nil: all unknown). Quotes from suppliers below MinReputation, or
+	// failing the filter's rep, uptime or verified terms, are not taken.
+	Score         func(peer.ID) (rep float64, verified bool, uptimePct *float64)
+	MinReputation float64
 }
 
 // NoMatch is the error of a rent that made no lease: each reason says
@@ -155,6 +160,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	r.log.Debug("bid published", "bid", bidID.Short(), "filter", b.Filter)
 
 	offers, declines := r.collect(ctx, ch, req)
+	offers, shunned := r.screen(offers, req)
 	var tried []attempt
 	for _, q := range offers {
 		l, refused, err := r.proposeQuote(ctx, q)
@@ -168,7 +174,41 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 		}
 		return l, nil
 	}
-	return nil, r.explain(ctx, req, offers, declines, tried)
+	return nil, r.explain(ctx, req, offers, declines, shunned, tried)
+}
+
+// screen drops the offers of suppliers below the reputation floor or
+// failing the filter's rep, uptime and verified terms, which suppliers
+// leave to the renter.
+func (r *Renter) screen(offers []*Quote, req RentRequest) (kept, shunned []*Quote) {
+	if req.Score == nil {
+		return offers, nil
+	}
+	var terms Filter
+	for _, t := range req.Filter.Terms {
+		if slices.Contains(RenterKeys, t.Key) {
+			terms.Terms = append(terms.Terms, t)
+		}
+	}
+	for _, q := range offers {
+		rep, verified, uptime := req.Score(q.Supplier)
+		ok, _ := terms.Match(Offer{Reputation: &rep, Verified: verified, UptimePct: uptime})
+		if !ok || rep < req.MinReputation {
+			shunned = append(shunned, q)
+			continue
+		}
+		kept = append(kept, q)
+	}
+	// Among equal prices, the more reputable first.
+	sort.SliceStable(kept, func(i, j int) bool {
+		if kept[i].PriceMicros != kept[j].PriceMicros {
+			return kept[i].PriceMicros < kept[j].PriceMicros
+		}
+		ri, _, _ := req.Score(kept[i].Supplier)
+		rj, _, _ := req.Score(kept[j].Supplier)
+		return ri > rj
+	})
+	return kept, shunned
 }
 
 // collect gathers quotes until req.Wait passes, ctx ends, or enough
@@ -303,7 +343,7 @@ func (r *Renter) QueryBook(ctx context.Context, p peer.ID, models []string) ([]*
 }
 
 // explain builds the reasons why no lease was made.
-func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines []*Quote, tried []attempt) *NoMatch {
+func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines, shunned []*Quote, tried []attempt) *NoMatch {
 	var reasons []string
 	models := req.Filter.Models()
 	var asks []*Ask
@@ -321,6 +361,7 @@ func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines 
 		suppliers             map[peer.ID]bool
 		answered              map[peer.ID]bool
 		busy, dur, mismatch   int
+		shunned               int
 		priceDeclines         []int64
 		cheapestAsk, cheapest int64
 	}
@@ -365,6 +406,11 @@ func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines 
 		v := get(q.Model)
 		v.suppliers[q.Supplier], v.answered[q.Supplier] = true, true
 	}
+	for _, q := range shunned {
+		v := get(q.Model)
+		v.suppliers[q.Supplier], v.answered[q.Supplier] = true, true
+		v.shunned++
+	}
 	if len(byModel) == 0 {
 		if models != nil {
 			for _, m := range models {
@@ -393,6 +439,9 @@ func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines 
 		}
 		if v.dur > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s not lease for %s", v.dur, plural(v.dur, "does", "do"), req.Duration))
+		}
+		if v.shunned > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s below your reputation requirements (floor %.2f)", v.shunned, plural(v.shunned, "is", "are"), req.MinReputation))
 		}
 		if v.mismatch > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s other terms of the filter", v.mismatch, plural(v.mismatch, "fails", "fail")))

@@ -297,7 +297,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 			Model: m, Count: int(b.Count), DurationS: b.DurationS, MaxPrice: b.MaxPriceMicros,
 			Utilization: s.utilization(m), Competing: s.competing(m), Index: s.cfg.Index.Median(m),
 		}); {
-		case !filterAllowsExcept(b.Filter, o, "price", "free", "count"):
+		case !filterAllowsExcept(b.Filter, o, append(RenterKeys, "price", "free", "count")...):
 			q = &pb.Quote{Model: m, Decline: string(DeclineMismatch), Free: uint32(free)}
 		case free < int(b.Count):
 			q = &pb.Quote{Model: m, Decline: string(DeclineBusy), Free: uint32(free)}
@@ -307,10 +307,10 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 			q = &pb.Quote{Model: m, Decline: why, Free: uint32(free), MinPriceMicros: price}
 		default:
 			o.PriceMicros = price
-			if ok, _ := b.Filter.Match(o); !ok {
+			if !filterAllowsExcept(b.Filter, o, RenterKeys...) {
 				// Its price, or its free or total count, fails a term.
 				why := DeclinePrice
-				if !filterAllowsExcept(b.Filter, o, "price") {
+				if !filterAllowsExcept(b.Filter, o, append(RenterKeys, "price")...) {
 					why = DeclineMismatch
 				}
 				q = &pb.Quote{Model: m, Decline: string(why), Free: uint32(free), MinPriceMicros: price}
@@ -331,6 +331,11 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 	}
 	return decline
 }
+
+// RenterKeys are the filter keys a renter checks itself, from the
+// attestations it trusts: a supplier cannot vouch for its own reputation,
+// uptime or verification, so it leaves those terms of a bid to the renter.
+var RenterKeys = []string{"rep", "uptime", "verified"}
 
 // filterAllowsExcept checks f against o with the terms on keys treated as
 // met, so that each kind of failure is reported as such.

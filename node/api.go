@@ -7,12 +7,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
 // Health is the body of GET /healthz.
@@ -64,7 +66,7 @@ func (n *Node) startAPI() error {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		writeJSON(w, nonNil(MatchOffers(ps, f, n.market.book.Asks(""))))
+		writeJSON(w, nonNil(MatchOffers(ps, f, n.market.book.Asks(""), n.verify.rep)))
 	})
 	mux.HandleFunc("GET /api/v1/orders", func(w http.ResponseWriter, r *http.Request) {
 		f, err := market.ParseFilter(r.URL.Query().Get("filter"), filterModels())
@@ -91,6 +93,9 @@ func (n *Node) startAPI() error {
 			return
 		}
 		writeJSON(w, nonNil(n.market.supplier.Ledger().Capacity()))
+	})
+	mux.HandleFunc("GET /api/v1/reputation", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, n.ReputationView())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
 	// Go's profiler, for operators chasing CPU or memory use; the API
@@ -156,6 +161,14 @@ func (n *Node) Peers() []PeerState {
 		states[i].Connected = true
 		if rtt := n.net.Host.Peerstore().LatencyEWMA(id); rtt > 0 {
 			states[i].LatencyMs = float64(rtt.Microseconds()) / 1000
+		}
+	}
+	for i := range states {
+		s := n.verify.rep.Score(states[i].ID)
+		states[i].Reputation, states[i].Verified = s.Reputation, s.Verified
+		if s.Pings > 0 {
+			u := s.Uptime * 100
+			states[i].UptimePct = &u
 		}
 	}
 	return states
@@ -253,4 +266,20 @@ func overlaps(a, b []string) bool {
 		}
 	}
 	return false
+}
+
+// ReputationView is one supplier's standing as this node computes it.
+type ReputationView struct {
+	PeerID string `json:"peer_id"`
+	reputation.Score
+}
+
+// ReputationView lists every peer the node has attestations about.
+func (n *Node) ReputationView() []ReputationView {
+	out := []ReputationView{}
+	for id, s := range n.verify.rep.Scores() {
+		out = append(out, ReputationView{PeerID: id.String(), Score: s})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PeerID < out[j].PeerID })
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -43,6 +44,7 @@ type Config struct {
 	Prices            []string      // list prices, MODEL=AMOUNT per GPU-hour
 	PriceFloors       []string      // floors, MODEL=AMOUNT (default half the list price)
 	AskTTL            time.Duration // lifetime of a posted ask; renewed at half
+	Trusted           []string      // peer IDs whose attestations are pre-trusted
 
 	// Sources says where each key's value came from: "default",
 	// "file:PATH", "env:NAME" or "flag:--NAME".
@@ -149,6 +151,15 @@ func fields() []field {
 				return fmt.Errorf("%q is not a duration between 10s and %s", v[0], market.MaxOrderLifetime)
 			}
 			c.AskTTL = d
+			return nil
+		}},
+		{key: "trusted", list: true, def: nil, set: func(c *Config, v []string) error {
+			for _, s := range v {
+				if _, err := peer.Decode(s); err != nil {
+					return fmt.Errorf("%q is not a peer ID", s)
+				}
+			}
+			c.Trusted = v
 			return nil
 		}},
 		{key: "mdns", def: []string{"false"}, set: func(c *Config, v []string) error {
@@ -440,6 +451,7 @@ func (c Config) Settings() []Setting {
 		"profile_ttl": c.ProfileTTL.String(), "bootstrap_timeout": c.BootstrapTimeout.String(),
 		"conn_low": c.ConnLow, "conn_high": c.ConnHigh, "ban": c.Ban, "mdns": c.MDNS,
 		"pricing": c.Pricing, "price": c.Prices, "price_floor": c.PriceFloors, "ask_ttl": c.AskTTL.String(),
+		"trusted": c.Trusted,
 	}
 	out := []Setting{{Key: "data", Value: c.DataDir, Source: c.Sources["data"]}}
 	for _, k := range Keys() {

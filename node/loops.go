@@ -196,8 +196,16 @@ func (n *Node) fetchProfiles(ctx context.Context) {
 
 // keepProfile stores p's signed envelope until p expires, unless the store
 // already holds a newer profile of the same peer (a DHT read may return
-// an older copy than one fetched before).
+// an older copy than one fetched before). The GPU UUIDs it claims feed
+// the reputation book's conflict detection.
 func (n *Node) keepProfile(p *p2p.Profile) error {
+	if n.verify.rep != nil {
+		uuids := make([]string, 0, len(p.Gpus))
+		for _, g := range p.Gpus {
+			uuids = append(uuids, g.Uuid)
+		}
+		n.verify.rep.ObserveGPUs(p.ID, uuids)
+	}
 	if old, err := n.store.Get(ksProfiles, []byte(p.ID)); err == nil {
 		if prev, err := p2p.OpenProfile(old, n.now()); err == nil && prev.Seq > p.Seq {
 			return nil
@@ -238,6 +246,9 @@ type PeerState struct {
 	Connected   bool      `json:"connected"`
 	LatencyMs   float64   `json:"latency_ms,omitempty"`
 	Score       float64   `json:"score"` // GossipSub peer score; negative after invalid messages
+	Reputation  float64   `json:"reputation"`           // 0..1 from attestations, 0.5 unknown
+	Verified    bool      `json:"verified"`             // passed challenges of enough trusted challengers
+	UptimePct   *float64  `json:"uptime_pct,omitempty"` // from uptime pings, when any`
 	announced   uint64
 	profileSeen uint64
 }

@@ -69,6 +69,7 @@ type Node struct {
 	apiLn net.Listener
 
 	market   marketParts
+	verify   verifyParts
 	peers    *peerTable
 	fetchQ   chan peer.ID
 	advertOK chan struct{} // closed after the first successful publish
@@ -164,6 +165,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 	n.cancel = cancel
 	// The market first: the heartbeat reads the supplier's ledger.
 	if err := n.startMarket(loopCtx); err != nil {
+		return nil, err
+	}
+	if err := n.startVerify(loopCtx); err != nil {
 		return nil, err
 	}
 	n.goLoop(func() { n.advertiseLoop(loopCtx) })
@@ -270,7 +274,7 @@ func (n *Node) Close() error {
 		if n.market.supplier != nil {
 			n.market.supplier.Stopped(2 * time.Second)
 		}
-		for _, t := range []*p2p.Topic{n.market.orders, n.market.trades} {
+		for _, t := range []*p2p.Topic{n.market.orders, n.market.trades, n.verify.atts} {
 			if t != nil {
 				errs = append(errs, t.Close())
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
 // filterModels makes the filter parser check model slugs against the
@@ -57,12 +58,23 @@ func OffersFromProfile(p *p2p.Profile) []market.Offer {
 	return out
 }
 
+// addScore sets an offer's reputation, uptime and verified status.
+func addScore(o *market.Offer, s reputation.Score) {
+	r := s.Reputation
+	o.Reputation, o.Verified = &r, s.Verified
+	if s.Pings > 0 {
+		u := s.Uptime * 100
+		o.UptimePct = &u
+	}
+}
+
 // MatchOffers returns the offers of profiles that f accepts, sorted by
 // model, then region, then peer ID. asks, from an order book, add what
 // profiles do not carry: the price of each supplier's live ask for a
 // model and how many GPUs it has free. With a book (asks not nil), an
-// offer without a live ask has none free.
-func MatchOffers(ps []*p2p.Profile, f market.Filter, asks []*market.Ask) []market.Offer {
+// offer without a live ask has none free. rep, when not nil, adds each
+// supplier's reputation, uptime and verified status.
+func MatchOffers(ps []*p2p.Profile, f market.Filter, asks []*market.Ask, rep *reputation.Book) []market.Offer {
 	type key struct{ peer, model string }
 	live := map[key]*market.Ask{}
 	for _, a := range asks {
@@ -75,6 +87,9 @@ func MatchOffers(ps []*p2p.Profile, f market.Filter, asks []*market.Ask) []marke
 				o.PriceMicros, o.Free = a.PriceMicros, min(int(a.Count), o.Count)
 			} else if asks != nil {
 				o.Free = 0 // sold out, or not for sale: no live ask
+			}
+			if rep != nil {
+				addScore(&o, rep.Score(p.ID))
 			}
 			if ok, _ := f.Match(o); ok {
 				out = append(out, o)

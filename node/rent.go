@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,7 @@ type RentClient struct {
 	renter    *market.Renter
 	bootstrap []peer.AddrInfo
 	now       func() time.Time
+	log       *slog.Logger
 }
 
 // NewRentClient joins the network to rent. st, when not nil, keeps the
@@ -51,7 +53,7 @@ func NewRentClient(ctx context.Context, o LightOptions, st store.Store) (*RentCl
 		return nil, fmt.Errorf("rent: %w", err)
 	}
 	r := market.NewRenter(market.RenterConfig{Net: n, Key: o.Key, Orders: orders, Store: st, Now: o.Now, Log: o.Logger})
-	return &RentClient{net: n, orders: orders, renter: r, bootstrap: o.Bootstrap, now: o.Now}, nil
+	return &RentClient{net: n, orders: orders, renter: r, bootstrap: o.Bootstrap, now: o.Now, log: o.Logger}, nil
 }
 
 // ephemeralListen picks where a renter listens for quotes: on loopback
@@ -102,6 +104,17 @@ func (c *RentClient) asks(ctx context.Context, models []string) ([]*market.Ask, 
 // connections it opened (and so through its NAT, if any).
 func (c *RentClient) Rent(ctx context.Context, req market.RentRequest) (*market.Lease, error) {
 	req.Books = c.books()
+	if book := syncReputation(ctx, c.net, c.bootstrap, c.now, c.log); book != nil && req.Score == nil {
+		req.Score = func(p peer.ID) (float64, bool, *float64) {
+			s := book.Score(p)
+			var up *float64
+			if s.Pings > 0 {
+				u := s.Uptime * 100
+				up = &u
+			}
+			return s.Reputation, s.Verified, up
+		}
+	}
 	if asks, err := c.asks(ctx, req.Filter.Models()); err == nil {
 		c.connect(ctx, asks, req.Filter)
 	}

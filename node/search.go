@@ -13,7 +13,9 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/store"
 	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
 // LightClient is a short-lived DHT client: it joins the network through
@@ -88,6 +90,35 @@ func NewLightClient(ctx context.Context, o LightOptions) (*LightClient, error) {
 // Close leaves the network.
 func (c *LightClient) Close() error { return c.net.Close() }
 
+// reputation builds a reputation book from the attestations a bootstrap
+// node keeps, each verified here, with the bootstrap peers pre-trusted;
+// nil when no bootstrap peer answers within a second.
+func (c *LightClient) reputation(ctx context.Context) *reputation.Book {
+	return syncReputation(ctx, c.net, c.bootstrap, c.now, c.log)
+}
+
+// syncReputation is the light clients' reputation: attestations fetched
+// from the first bootstrap peer that answers, checked, and scored in
+// memory with the bootstrap peers pre-trusted.
+func syncReputation(ctx context.Context, n *p2p.Network, bootstrap []peer.AddrInfo, now func() time.Time, log *slog.Logger) *reputation.Book {
+	trusted := make([]peer.ID, 0, len(bootstrap))
+	for _, b := range bootstrap {
+		trusted = append(trusted, b.ID)
+	}
+	book, err := reputation.Open(store.NewMemory(store.WithClock(now)), n.Host.ID(), reputation.Config{Now: now, PreTrusted: trusted, Log: log})
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	for _, b := range bootstrap {
+		if _, err := reputation.FetchSync(ctx, n.Host, b.ID, book); err == nil {
+			return book
+		}
+	}
+	return nil
+}
+
 // asks fetches the live asks for models from the order book of the first
 // bootstrap peer that answers, within a second; none if none does.
 func (c *LightClient) asks(ctx context.Context, models []string) []*market.Ask {
@@ -118,9 +149,12 @@ func (c *LightClient) Search(ctx context.Context, f market.Filter) ([]market.Off
 	if len(models) == 0 {
 		return nil, nil
 	}
-	// The order book (for prices and free counts) is fetched meanwhile.
+	// The order book (for prices and free counts) and the attestations
+	// (for reputation) are fetched meanwhile.
 	booked := make(chan []*market.Ask, 1)
 	go func() { booked <- c.asks(ctx, models) }()
+	rated := make(chan *reputation.Book, 1)
+	go func() { rated <- c.reputation(ctx) }()
 	// Fetch each supplier's profile as soon as a lookup finds it, while
 	// the lookups of the other models go on.
 	var (
@@ -149,5 +183,5 @@ func (c *LightClient) Search(ctx context.Context, f market.Filter) ([]market.Off
 	if err := ctx.Err(); err != nil && len(profiles) == 0 {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	return MatchOffers(profiles, f, <-booked), nil
+	return MatchOffers(profiles, f, <-booked, <-rated), nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node"
 	"github.com/gpumesh/gpumesh/store"
+	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
 func newRentCmd(a *app) *cobra.Command {
@@ -25,6 +26,7 @@ func newRentCmd(a *app) *cobra.Command {
 		wait     time.Duration
 		askID    string
 		timeout  time.Duration
+		minRep   float64
 	)
 	cmd := &cobra.Command{
 		Use:   "rent [FILTER...] --count N --hours H --max-price P",
@@ -95,7 +97,7 @@ With --data the lease is kept in that data dir, where "gpumesh leases" lists it.
 			if askID != "" {
 				l, err = rc.TakeAsk(ctx, askID, count, duration)
 			} else {
-				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: count, Duration: duration, MaxPrice: maxMicros, Wait: wait})
+				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: count, Duration: duration, MaxPrice: maxMicros, Wait: wait, MinReputation: minRep})
 			}
 			sp.Stop()
 			var nm *market.NoMatch
@@ -115,6 +117,7 @@ With --data the lease is kept in that data dir, where "gpumesh leases" lists it.
 	fl.DurationVar(&wait, "wait", 2*time.Second, "how long to collect quotes (stops early once 3 acceptable ones are in)")
 	fl.StringVar(&askID, "ask", "", "take the posted ask with this ID (or a unique prefix of 8+ hex digits) at its price")
 	fl.DurationVar(&timeout, "timeout", 60*time.Second, "give up after this long")
+	fl.Float64Var(&minRep, "min-rep", reputation.DefaultFloor, "never lease from a supplier whose reputation (0-1, from the attestations your bootstrap peers keep, 0.5 when unknown) is below this")
 	return cmd
 }
 

@@ -89,9 +89,13 @@ func (a *app) printOffers(offers []market.Offer) error {
 		if o.PriceMicros > 0 {
 			price = market.FormatPrice(o.PriceMicros)
 		}
-		rows = append(rows, []string{shortID(o.PeerID), o.Model, fmt.Sprintf("%d/%d", o.Free, o.Count), price, strconv.Itoa(o.VRAMGiB), o.ComputeCapability, strconv.Itoa(o.TFLOPS), o.Region, strconv.FormatBool(o.Simulated), time.Since(o.SeenAt).Truncate(time.Second).String() + " ago"})
+		rep := "-"
+		if o.Reputation != nil {
+			rep = fmt.Sprintf("%.2f", *o.Reputation)
+		}
+		rows = append(rows, []string{shortID(o.PeerID), o.Model, fmt.Sprintf("%d/%d", o.Free, o.Count), price, strconv.Itoa(o.VRAMGiB), o.ComputeCapability, strconv.Itoa(o.TFLOPS), o.Region, rep, strconv.FormatBool(o.Verified), strconv.FormatBool(o.Simulated), time.Since(o.SeenAt).Truncate(time.Second).String() + " ago"})
 	}
-	a.table([]string{"PEER", "MODEL", "FREE/COUNT", "PRICE/GPU-H", "VRAM(GiB)", "CC", "TFLOPS", "REGION", "SIMULATED", "PROFILE"}, rows)
+	a.table([]string{"PEER", "MODEL", "FREE/COUNT", "PRICE/GPU-H", "VRAM(GiB)", "CC", "TFLOPS", "REGION", "REP", "VERIFIED", "SIMULATED", "PROFILE"}, rows)
 	return nil
 }
 

@@ -193,6 +193,99 @@ func (x *Attestation) GetChallengeId() []byte {
 	return nil
 }
 
+// SyncRequest asks a node for the attestations it keeps
+// (/gpumesh/attestation-sync/1.0.0), so that a light client can compute
+// reputation itself.
+type SyncRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         uint32                 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"` // at most this many (the server caps it)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRequest) Reset() {
+	*x = SyncRequest{}
+	mi := &file_attestation_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRequest) ProtoMessage() {}
+
+func (x *SyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_attestation_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
+func (*SyncRequest) Descriptor() ([]byte, []int) {
+	return file_attestation_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SyncRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// SyncResponse lists signed attestation envelopes, for the requester to
+// verify.
+type SyncResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attestations  [][]byte               `protobuf:"bytes,1,rep,name=attestations,proto3" json:"attestations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncResponse) Reset() {
+	*x = SyncResponse{}
+	mi := &file_attestation_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncResponse) ProtoMessage() {}
+
+func (x *SyncResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_attestation_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
+func (*SyncResponse) Descriptor() ([]byte, []int) {
+	return file_attestation_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SyncResponse) GetAttestations() [][]byte {
+	if x != nil {
+		return x.Attestations
+	}
+	return nil
+}
+
 var File_attestation_proto protoreflect.FileDescriptor
 
 const file_attestation_proto_rawDesc = "" +
@@ -217,7 +310,11 @@ const file_attestation_proto_rawDesc = "" +
 	"\frows_checked\x18\x0e \x01(\rR\vrowsChecked\x12\x1f\n" +
 	"\vduration_ms\x18\x0f \x01(\x03R\n" +
 	"durationMs\x12!\n" +
-	"\fchallenge_id\x18\x10 \x01(\fR\vchallengeIdB&Z$github.com/gpumesh/gpumesh/verify/pbb\x06proto3"
+	"\fchallenge_id\x18\x10 \x01(\fR\vchallengeId\"#\n" +
+	"\vSyncRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\"2\n" +
+	"\fSyncResponse\x12\"\n" +
+	"\fattestations\x18\x01 \x03(\fR\fattestationsB&Z$github.com/gpumesh/gpumesh/verify/pbb\x06proto3"
 
 var (
 	file_attestation_proto_rawDescOnce sync.Once
@@ -231,9 +328,11 @@ func file_attestation_proto_rawDescGZIP() []byte {
 	return file_attestation_proto_rawDescData
 }
 
-var file_attestation_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_attestation_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_attestation_proto_goTypes = []any{
-	(*Attestation)(nil), // 0: gpumesh.verify.v1.Attestation
+	(*Attestation)(nil),  // 0: gpumesh.verify.v1.Attestation
+	(*SyncRequest)(nil),  // 1: gpumesh.verify.v1.SyncRequest
+	(*SyncResponse)(nil), // 2: gpumesh.verify.v1.SyncResponse
 }
 var file_attestation_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -254,7 +353,7 @@ func file_attestation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_attestation_proto_rawDesc), len(file_attestation_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,86 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify/pb"
+	"github.com/gpumesh/gpumesh/verify/reputation"
+)
+
+// verifyParts are the verification pieces every node runs: the reputation
+// book fed by gossiped attestations, and the attestation topic.
+type verifyParts struct {
+	rep  *reputation.Book
+	atts *p2p.Topic
+}
+
+// trustedPeers are the node's pre-trusted attesters: itself, its
+// bootstrap peers, and those the configuration names.
+func (n *Node) trustedPeers() ([]peer.ID, error) {
+	ids := append([]peer.ID{n.id}, n.bootstrapIDs()...)
+	for _, s := range n.cfg.Trusted {
+		id, err := peer.Decode(s)
+		if err != nil {
+			return nil, fmt.Errorf("trusted: %q is not a peer ID: %w", s, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// startVerify opens the reputation book, joins the attestation topic and
+// serves attestation sync.
+func (n *Node) startVerify(ctx context.Context) error {
+	trusted, err := n.trustedPeers()
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	v := &n.verify
+	v.rep, err = reputation.Open(n.store, n.id, reputation.Config{Now: n.now, PreTrusted: trusted, Log: n.log})
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	av := reputation.NewAttestationValidator(n.now, reputation.DefaultAttestationRate, reputation.DefaultAttestationBurst)
+	if v.atts, err = p2p.JoinTopic(n.net.PubSub, n.id, reputation.AttestationTopic, av.Check, n.log); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	reputation.ServeSync(n.net.Host, v.rep)
+	n.goLoop(func() { n.readAttestations(ctx) })
+	return nil
+}
+
+func (n *Node) readAttestations(ctx context.Context) {
+	for {
+		msg, err := n.verify.atts.Next(ctx)
+		if err != nil {
+			return
+		}
+		if a, ok := msg.Value.(*reputation.Attestation); ok {
+			n.verify.rep.Add(a)
+		}
+	}
+}
+
+// Attest signs an attestation, keeps it and gossips it.
+func (n *Node) Attest(ctx context.Context, a *pb.Attestation) (*reputation.Attestation, error) {
+	raw, err := reputation.SealAttestation(a, n.key)
+	if err != nil {
+		return nil, err
+	}
+	att, err := reputation.OpenAttestation(raw, n.now())
+	if err != nil {
+		return nil, err
+	}
+	n.verify.rep.Add(att)
+	if err := n.verify.atts.Publish(ctx, raw); err != nil {
+		return att, fmt.Errorf("gossip attestation: %w", err)
+	}
+	return att, nil
+}
+
+// Reputation is the node's reputation book.
+func (n *Node) Reputation() *reputation.Book { return n.verify.rep }
