@@ -15,6 +15,8 @@ import (
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
+	vpb "github.com/gpumesh/gpumesh/verify/pb"
+	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
 // sellerConfig is a node config that sells gpus at prices.
@@ -96,7 +98,7 @@ func (m *marketNet) rent(t *testing.T, filter string, count int, maxPrice string
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: max, Wait: 1500 * time.Millisecond})
+	return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: max, Wait: 1500 * time.Millisecond, MinReputation: reputation.DefaultFloor})
 }
 
 // TestRentEndToEnd leases over a six-node network of real libp2p hosts:
@@ -391,4 +393,65 @@ func TestForgedOrdersAreDropped(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestRentAvoidsFailedSupplier: a supplier that failed a challenge of a
+// node the renter trusts (its bootstrap peer) is never picked while an
+// honest one is available, even though it is cheaper; search shows why.
+func TestRentAvoidsFailedSupplier(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		sellerConfig(t, "unset", "sim:h100-sxm:4", "eu-west", "fixed", []string{"h100-sxm=1.00"}, nil),
+		sellerConfig(t, "unset", "sim:h100-sxm:4", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
+	})
+	auditor, impostor, honest := m.nodes[0], m.nodes[1], m.nodes[2]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, v := range []struct {
+		n      *Node
+		passed bool
+	}{{impostor, false}, {honest, true}} {
+		_, err := auditor.Attest(ctx, &vpb.Attestation{
+			Subject: []byte(v.n.ID()), Kind: reputation.KindChallenge, Passed: v.passed, Reason: "test verdict",
+			Gpus: 4, Model: "h100-sxm", ChallengeId: make([]byte, 32), CreatedMs: time.Now().UnixMilli(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The verdicts reach the other nodes by gossip.
+	eventually(t, 10*time.Second, "attestations gossiped", func() bool { return honest.Reputation().Len() >= 2 })
+
+	l, err := m.rent(t, "model=h100-sxm", 1, "3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Supplier != honest.ID() {
+		t.Fatalf("leased from %s, want the honest supplier %s (the cheaper one failed a challenge)", l.Supplier, honest.ID())
+	}
+	// Search shows the standing the renter's bootstrap node reports.
+	lc, err := NewLightClient(ctx, LightOptions{Bootstrap: mustBootstrap(t, auditor), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	offers, err := lc.Search(ctx, mustFilter(t, "model=h100-sxm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range offers {
+		if o.Reputation == nil {
+			t.Fatalf("offer without reputation: %+v", o)
+		}
+		if o.PeerID == impostor.ID().String() && *o.Reputation >= reputation.DefaultFloor {
+			t.Fatalf("failed supplier at reputation %.2f", *o.Reputation)
+		}
+		if o.PeerID == honest.ID().String() && *o.Reputation <= reputation.DefaultFloor {
+			t.Fatalf("passed supplier at reputation %.2f", *o.Reputation)
+		}
+	}
+	// And a filter on reputation leaves the failed one out.
+	if got, _ := lc.Search(ctx, mustFilter(t, "model=h100-sxm rep>=0.5")); len(got) != 1 || got[0].PeerID != honest.ID().String() {
+		t.Fatalf("rep>=0.5 gives %+v", got)
+	}
 }
