@@ -1,0 +1,115 @@
+package audit
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/verify/challenge"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newHost(t *testing.T) host.Host {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+var twoT4 = []GPU{{UUID: "GPU-sim-a", Model: "t4", Simulated: true}, {UUID: "GPU-sim-b", Model: "t4", Simulated: true}}
+
+// pair starts a prover with cheat and a challenger connected to it, over
+// real libp2p hosts on loopback.
+func pair(t *testing.T, cheat string) (*Challenger, peer.ID) {
+	t.Helper()
+	c, err := challenge.ParseCheat(cheat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph, ch := newHost(t), newHost(t)
+	Serve(ProverConfig{Host: ph, GPUs: twoT4, Cheat: c, Log: quiet()})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	return NewChallenger(ch, 0, quiet()), ph.ID()
+}
+
+func challengeOnce(t *testing.T, c *Challenger, p peer.ID) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := c.Challenge(ctx, p, "t4", []string{"GPU-sim-a", "GPU-sim-b"}, true)
+	if err != nil {
+		t.Fatalf("challenge could not run: %v", err)
+	}
+	return res
+}
+
+func TestHonestProverPasses(t *testing.T) {
+	c, p := pair(t, "")
+	res := challengeOnce(t, c, p)
+	if !res.Passed || res.GPUs != 2 || res.RowsChecked != 2*challenge.RealK || res.Measured <= 0 || res.Expected <= 0 {
+		t.Fatalf("honest prover: %+v", res)
+	}
+	if res.VerifierCostRatio <= 0 || res.VerifierCostRatio >= 1 {
+		t.Fatalf("verifier cost ratio %v", res.VerifierCostRatio)
+	}
+}
+
+func TestCheatsFail(t *testing.T) {
+	for _, cheat := range []string{"wrong=0.1", "skip=0.1", "mem=0.8", "slow=3"} {
+		t.Run(cheat, func(t *testing.T) {
+			c, p := pair(t, cheat)
+			res := challengeOnce(t, c, p)
+			if res.Passed || res.GPUs != 0 || res.Reason == "" {
+				t.Fatalf("impostor %s passed: %+v", cheat, res)
+			}
+			t.Logf("%s: %s", cheat, res.Reason)
+		})
+	}
+}
+
+func TestReplayFails(t *testing.T) {
+	c, p := pair(t, "replay")
+	if res := challengeOnce(t, c, p); !res.Passed {
+		t.Fatalf("first answer of a replayer is honest work and should pass: %s", res.Reason)
+	}
+	time.Sleep(minPeerGap)
+	if res := challengeOnce(t, c, p); res.Passed {
+		t.Fatal("replayed answer passed")
+	}
+}
+
+func TestProverRefusesBadRequests(t *testing.T) {
+	c, p := pair(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A GPU count the prover does not have.
+	res, err := c.Challenge(ctx, p, "t4", []string{"GPU-sim-a"}, true)
+	if err != nil || res.Passed {
+		t.Fatalf("challenge of 1 of 2 GPUs: %+v, %v", res, err)
+	}
+	// A model it does not have.
+	time.Sleep(minPeerGap)
+	res, err = c.Challenge(ctx, p, "h100-sxm", []string{"GPU-sim-a", "GPU-sim-b"}, true)
+	if err != nil || res.Passed {
+		t.Fatalf("challenge of the wrong model: %+v, %v", res, err)
+	}
+	// Too soon after the last challenge.
+	res, err = c.Challenge(ctx, p, "t4", []string{"GPU-sim-a", "GPU-sim-b"}, true)
+	if err != nil || res.Passed || res.Reason == "" {
+		t.Fatalf("challenge within the gap: %+v, %v", res, err)
+	}
+}

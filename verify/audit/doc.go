@@ -1,0 +1,29 @@
+// Package audit runs benchmark challenges over libp2p: the prover side
+// that a supplier serves on ChallengeProtocol, and the challenger side
+// that any node (or a light client) uses to make a supplier prove every
+// GPU of a model it claims. The math is package verify/challenge; the
+// verdict is a signed attestation of package verify/reputation.
+//
+// One challenge, on one authenticated stream opened by the challenger:
+//
+//	→ ChallengeRequest  (challenge ID, model, the claimed GPU UUIDs, one
+//	                     fresh seed per GPU, sizes n, T, k)
+//	← Commit            (one Merkle root per GPU)      timed on the
+//	                                                   challenger's clock
+//	→ SweepRequest      (a seed for r, drawn after the commit)
+//	← SweepResponse     (X_T·r mod p per GPU)
+//	→ OpenRequest       (a seed for the rows, drawn after the sweep)
+//	← OpenResponse      (k rows per GPU with Merkle proofs)
+//	→ MemPrepare        (a seed: fill the claimed memory; not timed)
+//	← MemReady
+//	→ MemRequest        (σ0)
+//	← MemResponse       (chained digests per GPU)      timed
+//	→ Verdict           (the signed attestation)
+//
+// The challenger judges the commit time against the device profile of the
+// claimed model (real GPUs) or against its own measurement of the same
+// work on the same backend (simulated GPUs), checks every opened row by
+// recomputing it, and checks the memory proof's digests and deadline. The
+// prover refuses sizes other than those its own profile implies, more
+// than one challenge at a time, and peers that challenge it too often.
+package audit

@@ -1,0 +1,43 @@
+package audit
+
+import (
+	"time"
+
+	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/verify/challenge"
+)
+
+// ChallengeProtocol is the stream protocol of a benchmark challenge.
+const ChallengeProtocol = "/gpumesh/challenge/1.0.0"
+
+// Limits of the protocol.
+const (
+	maxRequest   = 64 << 10
+	maxSmallMsg  = 4 << 10
+	stepTimeout  = 2 * time.Minute // any one step, real devices included
+	minPeerGap   = 5 * time.Second // a peer may challenge us at most this often
+	memSeedBytes = 32
+)
+
+// Sizes returns the challenge sizes for a model: scaled down by scale for
+// simulated devices, the real ones otherwise. Both sides compute them, so
+// a prover never does more work than its own profile implies.
+func Sizes(profile verify.DeviceProfile, simulated bool, scale int) (challenge.Params, challenge.MemParams) {
+	if simulated {
+		return challenge.SimParams(profile, scale), challenge.SimMemParams(profile, scale)
+	}
+	return challenge.RealParams(profile), challenge.RealMemParams(profile)
+}
+
+// limits of the prover's answers, from the sizes.
+func sweepLimit(gpus int, p challenge.Params) int {
+	return gpus*(p.N*10+16) + 1024
+}
+
+func openLimit(gpus int, p challenge.Params) int {
+	return gpus*p.K*(p.N+challenge.MaxProofLen*34+16) + 1024
+}
+
+func memLimit(gpus int, m challenge.MemParams) int {
+	return gpus*m.Rounds*(m.Buffers*10+8) + 1024
+}

@@ -1,0 +1,311 @@
+package audit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/verify/challenge"
+	"github.com/gpumesh/gpumesh/verify/pb"
+)
+
+// GPU is one device a prover answers for.
+type GPU struct {
+	UUID      string
+	Model     string
+	Simulated bool
+}
+
+// ProverConfig configures the prover side.
+type ProverConfig struct {
+	Host host.Host
+	GPUs []GPU
+	// Cheat makes an impostor, for testnets: it must be zero unless every
+	// GPU is simulated (the node refuses it otherwise).
+	Cheat challenge.Cheat
+	// Scale is the simulation scale (challenge.DefaultSimScale when 0).
+	Scale int
+	Now   func() time.Time
+	Log   *slog.Logger
+}
+
+// Prover serves ChallengeProtocol for a supplier's GPUs.
+type Prover struct {
+	cfg    ProverConfig
+	prover challenge.Prover // one, so that a replaying impostor replays
+
+	mu   sync.Mutex
+	busy bool
+	last map[peer.ID]time.Time
+}
+
+// Serve installs the prover on cfg.Host.
+func Serve(cfg ProverConfig) *Prover {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Scale == 0 {
+		cfg.Scale = challenge.DefaultSimScale
+	}
+	p := &Prover{cfg: cfg, prover: challenge.NewCheatProver(cfg.Cheat, challenge.CPUOptions{}), last: map[peer.ID]time.Time{}}
+	cfg.Host.SetStreamHandler(ChallengeProtocol, func(s network.Stream) {
+		if err := p.handle(s); err != nil {
+			cfg.Log.Debug("challenge stream", "from", s.Conn().RemotePeer(), "err", err)
+			s.Reset()
+			return
+		}
+		s.Close()
+	})
+	return p
+}
+
+// admit enforces one challenge at a time and a gap per challenger.
+func (p *Prover) admit(from peer.ID) (func(), error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.cfg.Now()
+	switch {
+	case p.busy:
+		return nil, errors.New("busy with another challenge")
+	case now.Sub(p.last[from]) < minPeerGap:
+		return nil, fmt.Errorf("challenged by you less than %s ago", minPeerGap)
+	}
+	if len(p.last) > 10000 {
+		clear(p.last)
+	}
+	p.busy, p.last[from] = true, now
+	return func() {
+		p.mu.Lock()
+		p.busy = false
+		p.mu.Unlock()
+	}, nil
+}
+
+// expect checks a request against the prover's own GPUs and profile and
+// returns the sizes it implies.
+func (p *Prover) expect(req *pb.ChallengeRequest) (challenge.Params, challenge.MemParams, error) {
+	var uuids []string
+	simulated := true
+	for _, g := range p.cfg.GPUs {
+		if g.Model == req.Model {
+			uuids = append(uuids, g.UUID)
+			simulated = simulated && g.Simulated
+		}
+	}
+	prof, ok := verify.LookupProfile(req.Model)
+	switch {
+	case len(uuids) == 0 || !ok:
+		return challenge.Params{}, challenge.MemParams{}, fmt.Errorf("no %s GPUs here", req.Model)
+	case len(req.GpuUuids) != len(uuids) || !sameSet(req.GpuUuids, uuids):
+		return challenge.Params{}, challenge.MemParams{}, fmt.Errorf("challenge names %d GPUs, not the %d %s here", len(req.GpuUuids), len(uuids), req.Model)
+	case len(req.Seeds) != len(uuids):
+		return challenge.Params{}, challenge.MemParams{}, errors.New("one seed per GPU is needed")
+	case req.Simulated != simulated || (simulated && int(req.Scale) != p.cfg.Scale):
+		return challenge.Params{}, challenge.MemParams{}, fmt.Errorf("sizes for simulated=%v scale %d; this node runs simulated=%v scale %d", req.Simulated, req.Scale, simulated, p.cfg.Scale)
+	}
+	params, mem := Sizes(prof, simulated, p.cfg.Scale)
+	if int(req.N) != params.N || int(req.T) != params.T || int(req.K) != params.K {
+		return params, mem, fmt.Errorf("sizes n=%d T=%d k=%d, want n=%d T=%d k=%d", req.N, req.T, req.K, params.N, params.T, params.K)
+	}
+	for _, s := range req.Seeds {
+		if len(s) != 32 {
+			return params, mem, errors.New("a seed is not 32 bytes")
+		}
+	}
+	return params, mem, nil
+}
+
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
+
+func (p *Prover) handle(s network.Stream) error {
+	step := func() { _ = s.SetDeadline(time.Now().Add(stepTimeout)) }
+	step()
+	var req pb.ChallengeRequest
+	if err := p2p.ReadMsg(s, maxRequest, &req); err != nil {
+		return err
+	}
+	done, err := p.admit(s.Conn().RemotePeer())
+	if err != nil {
+		return p2p.WriteMsg(s, &pb.Commit{Refused: err.Error()})
+	}
+	defer done()
+	params, memParams, err := p.expect(&req)
+	if err != nil {
+		return p2p.WriteMsg(s, &pb.Commit{Refused: err.Error()})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*stepTimeout)
+	defer cancel()
+	seeds := make([][32]byte, len(req.Seeds))
+	for i, b := range req.Seeds {
+		copy(seeds[i][:], b)
+	}
+	roots, err := p.prover.Commit(ctx, seeds, params)
+	if err != nil {
+		return err
+	}
+	commit := &pb.Commit{}
+	for _, r := range roots {
+		commit.Roots = append(commit.Roots, r[:])
+	}
+	if err := p2p.WriteMsg(s, commit); err != nil {
+		return err
+	}
+
+	step()
+	var sw pb.SweepRequest
+	if err := p2p.ReadMsg(s, maxSmallMsg, &sw); err != nil {
+		return err
+	}
+	r := challenge.DrawVector(seed32(sw.RSeed), params.N)
+	sweeps := &pb.SweepResponse{}
+	for g := range seeds {
+		v, err := p.prover.Sweep(ctx, g, r)
+		if err != nil {
+			return err
+		}
+		sweeps.Gpus = append(sweeps.Gpus, &pb.SweepValues{S: v})
+	}
+	if err := p2p.WriteMsg(s, sweeps); err != nil {
+		return err
+	}
+
+	step()
+	var or pb.OpenRequest
+	if err := p2p.ReadMsg(s, maxSmallMsg, &or); err != nil {
+		return err
+	}
+	opens := &pb.OpenResponse{}
+	for g := range seeds {
+		rows, err := challenge.DrawRows(RowSeed(seed32(or.RowsSeed), g), params.N, params.K)
+		if err != nil {
+			return err
+		}
+		os, err := p.prover.Open(ctx, g, rows)
+		if err != nil {
+			return err
+		}
+		opens.Gpus = append(opens.Gpus, encodeOpenings(os))
+	}
+	if err := p2p.WriteMsg(s, opens); err != nil {
+		return err
+	}
+
+	step()
+	var prep pb.MemPrepare
+	if err := p2p.ReadMsg(s, maxSmallMsg, &prep); err != nil {
+		return err
+	}
+	mems := make([]*challenge.MemProver, len(seeds))
+	for g := range seeds {
+		if mems[g], err = challenge.NewMemProver(ctx, MemSeed(seed32(prep.Seed), g), memParams, p.cfg.Cheat.MemKept()); err != nil {
+			return p2p.WriteMsg(s, &pb.MemReady{Refused: err.Error()})
+		}
+	}
+	if err := p2p.WriteMsg(s, &pb.MemReady{}); err != nil {
+		return err
+	}
+	step()
+	var mr pb.MemRequest
+	if err := p2p.ReadMsg(s, maxSmallMsg, &mr); err != nil {
+		return err
+	}
+	memResp := &pb.MemResponse{}
+	for _, m := range mems {
+		resp, err := m.Respond(ctx, seed32(mr.Sigma0))
+		if err != nil {
+			return err
+		}
+		memResp.Gpus = append(memResp.Gpus, encodeMem(resp))
+	}
+	mems = nil // let the buffers go before the verdict arrives
+	if err := p2p.WriteMsg(s, memResp); err != nil {
+		return err
+	}
+	step()
+	var v pb.Verdict
+	_ = p2p.ReadMsg(s, maxSmallMsg, &v) // informative; the verdict is gossiped anyway
+	return nil
+}
+
+// RowSeed is the seed of GPU g's rows: SHA-256(rows_seed || g as uint32 BE).
+func RowSeed(seed [32]byte, g int) [32]byte { return subSeed(seed, g) }
+
+// MemSeed is the seed of GPU g's memory buffers, likewise.
+func MemSeed(seed [32]byte, g int) [32]byte { return subSeed(seed, g) }
+
+func subSeed(seed [32]byte, g int) [32]byte {
+	return sha256.Sum256(binary.BigEndian.AppendUint32(seed[:], uint32(g)))
+}
+
+func seed32(b []byte) [32]byte {
+	var s [32]byte
+	copy(s[:], b)
+	return s
+}
+
+func encodeOpenings(os []challenge.Opening) *pb.GPUOpenings {
+	out := &pb.GPUOpenings{}
+	for _, o := range os {
+		ro := &pb.RowOpening{Index: uint32(o.Index), Row: o.Row}
+		for _, h := range o.Proof {
+			ro.Proof = append(ro.Proof, h[:])
+		}
+		out.Rows = append(out.Rows, ro)
+	}
+	return out
+}
+
+func decodeOpenings(g *pb.GPUOpenings) ([]challenge.Opening, error) {
+	var out []challenge.Opening
+	for _, ro := range g.GetRows() {
+		o := challenge.Opening{Index: int(ro.Index), Row: ro.Row}
+		if len(ro.Proof) > challenge.MaxProofLen {
+			return nil, fmt.Errorf("proof of %d hashes: %w", len(ro.Proof), challenge.ErrMalformed)
+		}
+		for _, h := range ro.Proof {
+			if len(h) != 32 {
+				return nil, fmt.Errorf("proof hash of %d bytes: %w", len(h), challenge.ErrMalformed)
+			}
+			o.Proof = append(o.Proof, seed32(h))
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+func encodeMem(r challenge.MemResponse) *pb.MemDigests {
+	out := &pb.MemDigests{}
+	for _, d := range r.Digests {
+		out.Rounds = append(out.Rounds, &pb.RoundDigests{Digests: d})
+	}
+	return out
+}
+
+func decodeMem(m *pb.MemDigests) challenge.MemResponse {
+	var r challenge.MemResponse
+	for _, d := range m.GetRounds() {
+		r.Digests = append(r.Digests, d.Digests)
+	}
+	return r
+}
+
