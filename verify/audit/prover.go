@@ -308,4 +308,3 @@ func decodeMem(m *pb.MemDigests) challenge.MemResponse {
 	}
 	return r
 }
-
