@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gpumesh/gpumesh/market"
@@ -43,6 +44,11 @@ func (n *Node) startAPI() error {
 	}
 	if host, _, _ := net.SplitHostPort(ln.Addr().String()); !net.ParseIP(host).IsLoopback() {
 		n.log.Warn("the API listens beyond loopback", "addr", ln.Addr())
+	}
+	token, err := apiToken(n.cfg.DataDir)
+	if err != nil {
+		ln.Close()
+		return err
 	}
 	started := n.now()
 	mux := http.NewServeMux()
@@ -93,6 +99,24 @@ func (n *Node) startAPI() error {
 			return
 		}
 		writeJSON(w, nonNil(n.market.supplier.Ledger().Capacity()))
+	})
+	// Mutating endpoints need the token in DATA/api.token.
+	mux.HandleFunc("POST /api/v1/challenge", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "a bearer token (DATA/"+TokenFile+") is required", http.StatusUnauthorized)
+			return
+		}
+		id, err := peer.Decode(r.URL.Query().Get("peer"))
+		if err != nil {
+			http.Error(w, "peer: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		rep, err := n.ChallengePeer(r.Context(), id, r.URL.Query().Get("model"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		writeJSON(w, rep)
 	})
 	mux.HandleFunc("GET /api/v1/reputation", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, n.ReputationView())

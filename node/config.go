@@ -17,6 +17,7 @@ import (
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/verify/challenge"
 )
 
 // Config is a node's effective configuration. It is built from, in
@@ -45,6 +46,8 @@ type Config struct {
 	PriceFloors       []string      // floors, MODEL=AMOUNT (default half the list price)
 	AskTTL            time.Duration // lifetime of a posted ask; renewed at half
 	Trusted           []string      // peer IDs whose attestations are pre-trusted
+	AuditInterval     time.Duration // mean time between this node's challenges of others; 0 = none
+	SimCheat          string        // testnets only: make this node an impostor (slow=F, skip=F, ...)
 
 	// Sources says where each key's value came from: "default",
 	// "file:PATH", "env:NAME" or "flag:--NAME".
@@ -162,6 +165,25 @@ func fields() []field {
 			c.Trusted = v
 			return nil
 		}},
+		{key: "audit_interval", def: []string{"10m"}, set: func(c *Config, v []string) error {
+			if v[0] == "off" || v[0] == "0" {
+				c.AuditInterval = 0
+				return nil
+			}
+			d, err := time.ParseDuration(v[0])
+			if err != nil || d < 5*time.Second {
+				return fmt.Errorf("%q is not a duration of 5s or more, or off", v[0])
+			}
+			c.AuditInterval = d
+			return nil
+		}},
+		{key: "sim_cheat", def: []string{""}, set: func(c *Config, v []string) error {
+			if _, err := challenge.ParseCheat(v[0]); err != nil {
+				return err
+			}
+			c.SimCheat = v[0]
+			return nil
+		}},
 		{key: "mdns", def: []string{"false"}, set: func(c *Config, v []string) error {
 			b, err := strconv.ParseBool(v[0])
 			if err != nil {
@@ -193,6 +215,13 @@ func modelPrices(p func(*Config) *[]string) func(*Config, []string) error {
 		*p(c) = v
 		return nil
 	}
+}
+
+func auditString(d time.Duration) string {
+	if d == 0 {
+		return "off"
+	}
+	return d.String()
 }
 
 // Pricer is the pricing strategy the configuration describes.
@@ -451,7 +480,7 @@ func (c Config) Settings() []Setting {
 		"profile_ttl": c.ProfileTTL.String(), "bootstrap_timeout": c.BootstrapTimeout.String(),
 		"conn_low": c.ConnLow, "conn_high": c.ConnHigh, "ban": c.Ban, "mdns": c.MDNS,
 		"pricing": c.Pricing, "price": c.Prices, "price_floor": c.PriceFloors, "ask_ttl": c.AskTTL.String(),
-		"trusted": c.Trusted,
+		"trusted": c.Trusted, "audit_interval": auditString(c.AuditInterval), "sim_cheat": c.SimCheat,
 	}
 	out := []Setting{{Key: "data", Value: c.DataDir, Source: c.Sources["data"]}}
 	for _, k := range Keys() {

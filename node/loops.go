@@ -245,7 +245,7 @@ type PeerState struct {
 	ProfileSeq  uint64    `json:"profile_seq"`
 	Connected   bool      `json:"connected"`
 	LatencyMs   float64   `json:"latency_ms,omitempty"`
-	Score       float64   `json:"score"` // GossipSub peer score; negative after invalid messages
+	Score       float64   `json:"score"`                // GossipSub peer score; negative after invalid messages
 	Reputation  float64   `json:"reputation"`           // 0..1 from attestations, 0.5 unknown
 	Verified    bool      `json:"verified"`             // passed challenges of enough trusted challengers
 	UptimePct   *float64  `json:"uptime_pct,omitempty"` // from uptime pings, when any`

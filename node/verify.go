@@ -3,10 +3,13 @@ package node
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify/audit"
 	"github.com/gpumesh/gpumesh/verify/pb"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
@@ -16,6 +19,10 @@ import (
 type verifyParts struct {
 	rep  *reputation.Book
 	atts *p2p.Topic
+	chal *audit.Challenger
+
+	mu   sync.Mutex
+	last map[peer.ID]time.Time // when each supplier was last challenged
 }
 
 // trustedPeers are the node's pre-trusted attesters: itself, its
@@ -50,7 +57,7 @@ func (n *Node) startVerify(ctx context.Context) error {
 	}
 	reputation.ServeSync(n.net.Host, v.rep)
 	n.goLoop(func() { n.readAttestations(ctx) })
-	return nil
+	return n.startAudit(ctx)
 }
 
 func (n *Node) readAttestations(ctx context.Context) {

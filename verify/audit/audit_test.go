@@ -86,7 +86,7 @@ func TestReplayFails(t *testing.T) {
 	if res := challengeOnce(t, c, p); !res.Passed {
 		t.Fatalf("first answer of a replayer is honest work and should pass: %s", res.Reason)
 	}
-	time.Sleep(minPeerGap)
+	time.Sleep(MinPeerGap)
 	if res := challengeOnce(t, c, p); res.Passed {
 		t.Fatal("replayed answer passed")
 	}
@@ -102,7 +102,7 @@ func TestProverRefusesBadRequests(t *testing.T) {
 		t.Fatalf("challenge of 1 of 2 GPUs: %+v, %v", res, err)
 	}
 	// A model it does not have.
-	time.Sleep(minPeerGap)
+	time.Sleep(MinPeerGap)
 	res, err = c.Challenge(ctx, p, "h100-sxm", []string{"GPU-sim-a", "GPU-sim-b"}, true)
 	if err != nil || res.Passed {
 		t.Fatalf("challenge of the wrong model: %+v, %v", res, err)

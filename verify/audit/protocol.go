@@ -15,7 +15,8 @@ const (
 	maxRequest   = 64 << 10
 	maxSmallMsg  = 4 << 10
 	stepTimeout  = 2 * time.Minute // any one step, real devices included
-	minPeerGap   = 5 * time.Second // a peer may challenge us at most this often
+	// MinPeerGap is how often one peer may challenge a prover.
+	MinPeerGap   = 5 * time.Second
 	memSeedBytes = 32
 )
 

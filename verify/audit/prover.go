@@ -82,8 +82,8 @@ func (p *Prover) admit(from peer.ID) (func(), error) {
 	switch {
 	case p.busy:
 		return nil, errors.New("busy with another challenge")
-	case now.Sub(p.last[from]) < minPeerGap:
-		return nil, fmt.Errorf("challenged by you less than %s ago", minPeerGap)
+	case now.Sub(p.last[from]) < MinPeerGap:
+		return nil, fmt.Errorf("challenged by you less than %s ago", MinPeerGap)
 	}
 	if len(p.last) > 10000 {
 		clear(p.last)

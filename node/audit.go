@@ -1,0 +1,246 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify/audit"
+	"github.com/gpumesh/gpumesh/verify/challenge"
+	"github.com/gpumesh/gpumesh/verify/pb"
+	"github.com/gpumesh/gpumesh/verify/reputation"
+)
+
+// TokenFile holds the bearer token of the node API's mutating endpoints.
+const TokenFile = "api.token"
+
+// startAudit serves challenges of the node's GPUs and starts the audit
+// loop that challenges other suppliers at random times.
+func (n *Node) startAudit(ctx context.Context) error {
+	cheat, err := challenge.ParseCheat(n.cfg.SimCheat)
+	if err != nil {
+		return fmt.Errorf("node: --sim-cheat: %w", err)
+	}
+	var gpus []audit.GPU
+	allSim := true
+	for _, g := range n.gpus {
+		gpus = append(gpus, audit.GPU{UUID: g.UUID, Model: g.Model, Simulated: g.Simulated})
+		allSim = allSim && g.Simulated
+	}
+	if !cheat.Honest() && (!allSim || len(gpus) == 0) {
+		return errors.New("node: --sim-cheat is for testnets: every GPU must be simulated")
+	}
+	if !cheat.Honest() {
+		n.log.Warn("this node is a simulated impostor", "cheat", cheat.String())
+	}
+	if len(gpus) > 0 {
+		audit.Serve(audit.ProverConfig{Host: n.net.Host, GPUs: gpus, Cheat: cheat, Now: n.now, Log: n.log})
+	}
+	n.verify.chal = audit.NewChallenger(n.net.Host, 0, n.log)
+	n.verify.last = map[peer.ID]time.Time{}
+	if n.cfg.AuditInterval > 0 {
+		n.goLoop(func() { n.auditLoop(ctx) })
+	}
+	return nil
+}
+
+// auditLoop challenges one supplier at a random time in every interval,
+// the one it challenged longest ago first.
+func (n *Node) auditLoop(ctx context.Context) {
+	for {
+		wait := n.cfg.AuditInterval/2 + mrand.N(n.cfg.AuditInterval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		target := n.nextAuditTarget()
+		if target == "" {
+			continue
+		}
+		if _, err := n.ChallengePeer(ctx, target, ""); err != nil && ctx.Err() == nil {
+			n.log.Debug("audit", "peer", target, "err", err)
+		}
+	}
+}
+
+func (n *Node) nextAuditTarget() peer.ID {
+	ps, _ := n.KnownProfiles()
+	n.verify.mu.Lock()
+	defer n.verify.mu.Unlock()
+	var best peer.ID
+	var bestAt time.Time
+	for _, p := range ps {
+		if p.ID == n.id || len(p.Gpus) == 0 {
+			continue
+		}
+		at := n.verify.last[p.ID]
+		if best == "" || at.Before(bestAt) {
+			best, bestAt = p.ID, at
+		}
+	}
+	return best
+}
+
+// ChallengeReport is the outcome of challenging every model (or one) of
+// a supplier. JSON names are a contract of `gpumesh challenge --json`.
+type ChallengeReport struct {
+	PeerID            string         `json:"peer_id"`
+	Passed            bool           `json:"passed"`
+	Reason            string         `json:"reason"`
+	GPUs              int            `json:"gpus"`
+	Claimed           int            `json:"claimed"`
+	Measured          float64        `json:"measured"`
+	Expected          float64        `json:"expected"`
+	RowsChecked       int            `json:"rows_checked"`
+	VerifierCostRatio float64        `json:"verifier_cost_ratio"`
+	Attested          bool           `json:"attested"`
+	Models            []audit.Result `json:"models"`
+}
+
+// ChallengePeer challenges every GPU model of the supplier (or only
+// model), as its profile claims them, and signs and gossips one
+// attestation per model. An unreachable supplier gets an uptime
+// attestation that says so.
+func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (ChallengeReport, error) {
+	n.verify.mu.Lock()
+	n.verify.last[id] = n.now()
+	n.verify.mu.Unlock()
+	p, err := n.profileOf(ctx, id)
+	if err != nil {
+		return ChallengeReport{PeerID: id.String()}, err
+	}
+	rep, err := RunChallenges(ctx, n.verify.chal, p, model)
+	up := &pb.Attestation{Subject: []byte(id), Kind: reputation.KindUptime, CreatedMs: n.now().UnixMilli(), Passed: !errors.Is(err, audit.ErrUnreachable)}
+	if err != nil {
+		up.Reason = err.Error()
+	}
+	if _, aerr := n.Attest(ctx, trimReason(up)); aerr != nil {
+		n.log.Debug("attest uptime", "peer", id, "err", aerr)
+	}
+	if err != nil {
+		return rep, err
+	}
+	for _, r := range rep.Models {
+		if _, err := n.Attest(ctx, trimReason(r.Attestation(n.now()))); err != nil {
+			n.log.Debug("attest challenge", "peer", id, "err", err)
+			continue
+		}
+		rep.Attested = true
+	}
+	n.log.Info("challenged", "peer", id, "passed", rep.Passed, "gpus", rep.GPUs, "reason", rep.Reason)
+	return rep, nil
+}
+
+func trimReason(a *pb.Attestation) *pb.Attestation {
+	if len(a.Reason) > reputation.MaxReasonBytes {
+		a.Reason = a.Reason[:reputation.MaxReasonBytes]
+	}
+	return a
+}
+
+// profileOf returns the supplier's profile: the one the node keeps, else
+// the DHT's.
+func (n *Node) profileOf(ctx context.Context, id peer.ID) (*p2p.Profile, error) {
+	ps, _ := n.KnownProfiles()
+	for _, p := range ps {
+		if p.ID == id {
+			return p, nil
+		}
+	}
+	return n.net.FetchProfile(ctx, id, 0)
+}
+
+// RunChallenges challenges, with c, every model of profile p (or only
+// model) and sums the results up.
+func RunChallenges(ctx context.Context, c *audit.Challenger, p *p2p.Profile, model string) (ChallengeReport, error) {
+	rep := ChallengeReport{PeerID: p.ID.String(), Passed: true}
+	byModel := map[string][]string{}
+	sim := map[string]bool{}
+	for _, g := range p.Gpus {
+		if model != "" && g.Model != model {
+			continue
+		}
+		if _, seen := sim[g.Model]; !seen {
+			sim[g.Model] = true
+		}
+		byModel[g.Model] = append(byModel[g.Model], g.Uuid)
+		sim[g.Model] = sim[g.Model] && g.Simulated
+	}
+	if len(byModel) == 0 {
+		return rep, fmt.Errorf("challenge %s: its profile claims no %s GPUs", p.ID, orAll(model))
+	}
+	models := make([]string, 0, len(byModel))
+	for m := range byModel {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	var reasons []string
+	for i, m := range models {
+		if i > 0 {
+			// A prover takes one challenge per challenger at a time.
+			time.Sleep(audit.MinPeerGap)
+		}
+		r, err := c.Challenge(ctx, p.ID, m, byModel[m], sim[m])
+		if err != nil {
+			return rep, err
+		}
+		rep.Models = append(rep.Models, r)
+		rep.Claimed += r.Claimed
+		rep.GPUs += r.GPUs
+		rep.RowsChecked += r.RowsChecked
+		rep.VerifierCostRatio = max(rep.VerifierCostRatio, r.VerifierCostRatio)
+		if rep.Measured == 0 || r.Measured < rep.Measured {
+			rep.Measured, rep.Expected = r.Measured, r.Expected
+		}
+		rep.Passed = rep.Passed && r.Passed
+		reasons = append(reasons, m+": "+r.Reason)
+	}
+	rep.Reason = strings.Join(reasons, "; ")
+	return rep, nil
+}
+
+func orAll(m string) string {
+	if m == "" {
+		return "any"
+	}
+	return m
+}
+
+// apiToken returns the API token of the data dir, creating it (mode 0600)
+// on first use.
+func apiToken(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, TokenFile)
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(raw[:])
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("node: write %s: %w", path, err)
+	}
+	return tok, nil
+}
+
+// ReadToken reads the API token of a data dir, for the CLI.
+func ReadToken(dataDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, TokenFile))
+	if err != nil {
+		return "", fmt.Errorf("read the node's API token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
