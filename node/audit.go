@@ -134,7 +134,7 @@ func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (Cha
 	}
 	for _, r := range rep.Models {
 		if _, err := n.Attest(ctx, trimReason(r.Attestation(n.now()))); err != nil {
-			n.log.Debug("attest challenge", "peer", id, "err", err)
+			n.log.Warn("attest challenge", "peer", id, "err", err)
 			continue
 		}
 		rep.Attested = true

@@ -55,6 +55,9 @@ func (r Result) Attestation(now time.Time) *pb.Attestation {
 		MeasuredMilliOps: int64(r.Measured * 1e3), ExpectedMilliOps: int64(r.Expected * 1e3),
 		ChallengeId: r.id[:],
 	}
+	if id, err := peer.Decode(r.PeerID); err == nil {
+		a.Subject = []byte(id)
+	}
 	if r.Passed {
 		a.Gpus, a.GpuUuids = uint32(r.GPUs), r.UUIDs
 	}

@@ -1,0 +1,64 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumesh/gpumesh/verify/reputation"
+)
+
+// TestAuditCatchesImpostor runs real challenges between in-process nodes:
+// an honest simulated supplier passes, an impostor that corrupts rows
+// fails, the verdicts are gossiped, and the impostor falls below the
+// reputation floor on every node while the honest one rises above it.
+func TestAuditCatchesImpostor(t *testing.T) {
+	impostorCfg := sellerConfig(t, "unset", "sim:t4:2", "eu-west", "fixed", []string{"t4=0.10"}, nil)
+	impostorCfg.SimCheat = "wrong=0.2"
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		sellerConfig(t, "unset", "sim:t4:2", "eu-west", "fixed", []string{"t4=0.20"}, nil),
+		impostorCfg,
+	})
+	auditor, honest, impostor := m.nodes[0], m.nodes[1], m.nodes[2]
+	eventually(t, 20*time.Second, "auditor knows both profiles", func() bool {
+		ps, _ := auditor.KnownProfiles()
+		return len(ps) >= 2
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	rep, err := auditor.ChallengePeer(ctx, honest.ID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Passed || rep.GPUs != 2 || !rep.Attested || rep.RowsChecked == 0 || rep.VerifierCostRatio <= 0 {
+		t.Fatalf("honest supplier: %+v", rep)
+	}
+	rep, err = auditor.ChallengePeer(ctx, impostor.ID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Passed || rep.GPUs != 0 || !strings.Contains(rep.Reason, "differs") {
+		t.Fatalf("impostor: %+v", rep)
+	}
+	for _, n := range m.nodes {
+		eventually(t, 10*time.Second, "verdicts gossiped to "+n.ID().ShortString(), func() bool {
+			return n.Reputation().Score(impostor.ID()).Fails > 0 && n.Reputation().Score(honest.ID()).Passes > 0
+		})
+	}
+	// Reputation as the honest supplier's node computes it (it pre-trusts
+	// the auditor, its bootstrap peer).
+	if s := honest.Reputation().Score(impostor.ID()); s.Reputation >= reputation.DefaultFloor || s.Verified {
+		t.Fatalf("impostor's standing: %+v", s)
+	}
+	if s := impostor.Reputation().Score(honest.ID()); s.Reputation <= reputation.DefaultFloor {
+		t.Fatalf("honest supplier's standing: %+v", s)
+	}
+	// The cheaper impostor is not leased.
+	l, err := m.rent(t, "model=t4", 1, "1")
+	if err != nil || l.Supplier != honest.ID() {
+		t.Fatalf("rent: lease from %s, err %v; want the honest supplier", supplierOf(l), err)
+	}
+}
