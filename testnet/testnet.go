@@ -26,6 +26,11 @@ const (
 	DefaultDir               = "testnet/.run"
 	DefaultBinary            = "bin/gpumesh"
 
+	// AuditInterval is the nodes' mean time between challenges of other
+	// suppliers: often enough to catch the impostor in a demo, rare
+	// enough to leave the machine idle most of the time.
+	AuditInterval = 2 * time.Minute
+
 	// APIPortOffset separates a node's API port from its libp2p port.
 	APIPortOffset = 1000
 
@@ -105,6 +110,7 @@ type Profile struct {
 	Region  string           // --region
 	Pricing string           // --pricing
 	Prices  map[string]int64 // --price MODEL=AMOUNT, in micros per GPU-hour
+	Cheat   string           // --sim-cheat: the impostor of each round of five
 }
 
 // ProfileFor returns node i's hardware, region and pricing: a fixed
@@ -112,11 +118,11 @@ type Profile struct {
 // of five asks 0.05 more per GPU-hour, so that prices differ.
 func ProfileFor(i int) Profile {
 	rotation := [...]Profile{
-		{"sim:h100-sxm:8", "eu-west", "fixed", map[string]int64{"h100-sxm": 2_100_000}},
-		{"sim:rtx4090:2", "us-east", "auction", map[string]int64{"rtx4090": 450_000}},
-		{"sim:a100-80gb:4", "eu-west", "dynamic", map[string]int64{"a100-80gb": 1_400_000}},
-		{"sim:l40s:2", "ap-south", "fixed", map[string]int64{"l40s": 900_000}},
-		{"sim:h100-sxm:2,rtx4090:1", "us-east", "auction", map[string]int64{"h100-sxm": 2_400_000, "rtx4090": 500_000}},
+		{"sim:h100-sxm:8", "eu-west", "fixed", map[string]int64{"h100-sxm": 2_100_000}, ""},
+		{"sim:rtx4090:2", "us-east", "auction", map[string]int64{"rtx4090": 450_000}, ""},
+		{"sim:a100-80gb:4", "eu-west", "dynamic", map[string]int64{"a100-80gb": 1_400_000}, ""},
+		{"sim:l40s:2", "ap-south", "fixed", map[string]int64{"l40s": 900_000}, ""},
+		{"sim:h100-sxm:2,rtx4090:1", "us-east", "auction", map[string]int64{"h100-sxm": 2_400_000, "rtx4090": 500_000}, "slow=3"},
 	}
 	p := rotation[i%len(rotation)]
 	prices := make(map[string]int64, len(p.Prices))
@@ -202,6 +208,10 @@ func plan(o Options, i int, bootstrap []string) NodeInfo {
 		"--heartbeat-interval", o.HeartbeatInterval.String(),
 		"--log-level", "info",
 		"--pricing", p.Pricing,
+		"--audit-interval", AuditInterval.String(),
+	}
+	if p.Cheat != "" {
+		n.Args = append(n.Args, "--sim-cheat", p.Cheat)
 	}
 	n.Args = append(n.Args, p.priceArgs()...)
 	for _, b := range bootstrap {

@@ -338,10 +338,10 @@ func TestProfileFor(t *testing.T) {
 		i    int
 		want Profile
 	}{
-		{0, Profile{"sim:h100-sxm:8", "eu-west", "fixed", map[string]int64{"h100-sxm": 2_100_000}}},
-		{1, Profile{"sim:rtx4090:2", "us-east", "auction", map[string]int64{"rtx4090": 450_000}}},
-		{4, Profile{"sim:h100-sxm:2,rtx4090:1", "us-east", "auction", map[string]int64{"h100-sxm": 2_400_000, "rtx4090": 500_000}}},
-		{5, Profile{"sim:h100-sxm:8", "eu-west", "fixed", map[string]int64{"h100-sxm": 2_150_000}}},
+		{0, Profile{"sim:h100-sxm:8", "eu-west", "fixed", map[string]int64{"h100-sxm": 2_100_000}, ""}},
+		{1, Profile{"sim:rtx4090:2", "us-east", "auction", map[string]int64{"rtx4090": 450_000}, ""}},
+		{4, Profile{"sim:h100-sxm:2,rtx4090:1", "us-east", "auction", map[string]int64{"h100-sxm": 2_400_000, "rtx4090": 500_000}, "slow=3"}},
+		{5, Profile{"sim:h100-sxm:8", "eu-west", "fixed", map[string]int64{"h100-sxm": 2_150_000}, ""}},
 	}
 	for _, tt := range tests {
 		if got := ProfileFor(tt.i); !reflect.DeepEqual(got, tt.want) {
@@ -358,7 +358,7 @@ func TestPlan(t *testing.T) {
 		"--listen", "/ip4/127.0.0.1/tcp/40103", "--listen", "/ip4/127.0.0.1/udp/40103/quic-v1",
 		"--api", "127.0.0.1:41103", "--gpus", "sim:l40s:2", "--region", "ap-south",
 		"--heartbeat-interval", "2s", "--log-level", "info",
-		"--pricing", "fixed", "--price", "l40s=0.90",
+		"--pricing", "fixed", "--audit-interval", "2m0s", "--price", "l40s=0.90",
 		"--bootstrap", "/ip4/127.0.0.1/tcp/40100/p2p/A",
 	}
 	if !slices.Equal(n.Args, want) {

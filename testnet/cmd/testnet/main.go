@@ -249,19 +249,29 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	}
 	bs := st.BootstrapArgs()
 	api := func(i int) []string { return []string{"--api", st.Nodes[i%len(st.Nodes)].API} }
-	steps := []struct {
-		title  string
-		args   []string
-		mayErr bool // the step shows a failure on purpose
-		pause  time.Duration
-	}{
+	steps := []step{
 		{"every offer on the network (DHT profiles, prices from the order book)", append([]string{"search"}, bs...), false, 0},
 		{"H100s at 2.50 or less", append([]string{"search", "model=h100-sxm", "price<=2.50"}, bs...), false, 0},
 		{"node 0's order book", append([]string{"orders"}, api(0)...), false, 0},
-		{"rent two H100s for an hour, paying at most 2.50 per GPU-hour", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50"}, bs...), false, 500 * time.Millisecond},
+	}
+	// Node 0 challenges the impostor (a node that computes slower than
+	// the GPUs it claims) and an honest supplier; it signs and gossips
+	// both verdicts, which every renter's reputation then counts.
+	for _, i := range []int{impostor(st), honestPeer(st)} {
+		if i < 0 {
+			continue
+		}
+		steps = append(steps, step{
+			fmt.Sprintf("node 0 challenges node %d (%s)", i, ProfileNote(i)),
+			append([]string{"challenge", st.Nodes[i].PeerID, "--data", st.Nodes[0].DataDir}, api(0)...), true, 500 * time.Millisecond,
+		})
+	}
+	steps = append(steps, []step{
+		{"H100 offers with their reputation now", append([]string{"search", "model=h100-sxm"}, bs...), false, 0},
+		{"rent two H100s for an hour, paying at most 2.50 per GPU-hour (the impostor is left out)", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50"}, bs...), false, 500 * time.Millisecond},
 		{"a bid nobody can fill is told why", append([]string{"rent", "model=h100-sxm", "--count", "16", "--hours", "1", "--max-price", "1.00"}, bs...), true, 0},
 		{"the price index, from trade prints every node saw", append([]string{"prices"}, api(1)...), false, 0},
-	}
+	}...)
 	for _, step := range steps {
 		fmt.Fprintf(c.stdout, "# %s\n$ %s %s\n", step.title, filepath.Base(*bin), strings.Join(step.args, " "))
 		cmd := exec.CommandContext(ctx, *bin, step.args...)
@@ -274,6 +284,43 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		time.Sleep(step.pause)
 	}
 	return nil
+}
+
+// step is one command of the demo.
+type step struct {
+	title  string
+	args   []string
+	mayErr bool // the step shows a failure on purpose
+	pause  time.Duration
+}
+
+// impostor is the index of the testnet's first impostor, or -1.
+func impostor(st *testnet.State) int {
+	for i := range st.Nodes {
+		if testnet.ProfileFor(i).Cheat != "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// honestPeer is an honest supplier other than node 0, or -1.
+func honestPeer(st *testnet.State) int {
+	for i := 1; i < len(st.Nodes); i++ {
+		if testnet.ProfileFor(i).Cheat == "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// ProfileNote describes node i for the demo.
+func ProfileNote(i int) string {
+	p := testnet.ProfileFor(i)
+	if p.Cheat != "" {
+		return p.GPUs + ", an impostor: " + p.Cheat
+	}
+	return p.GPUs + ", honest"
 }
 
 func (c *cli) noArgs(fs *flag.FlagSet, args []string) error {
