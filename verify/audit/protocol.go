@@ -12,12 +12,11 @@ const ChallengeProtocol = "/gpumesh/challenge/1.0.0"
 
 // Limits of the protocol.
 const (
-	maxRequest   = 64 << 10
-	maxSmallMsg  = 4 << 10
-	stepTimeout  = 2 * time.Minute // any one step, real devices included
+	maxRequest  = 64 << 10
+	maxSmallMsg = 4 << 10
+	stepTimeout = 2 * time.Minute // any one step, real devices included
 	// MinPeerGap is how often one peer may challenge a prover.
-	MinPeerGap   = 5 * time.Second
-	memSeedBytes = 32
+	MinPeerGap = 5 * time.Second
 )
 
 // Sizes returns the challenge sizes for a model: scaled down by scale for

@@ -37,8 +37,10 @@ type ProverConfig struct {
 	Cheat challenge.Cheat
 	// Scale is the simulation scale (challenge.DefaultSimScale when 0).
 	Scale int
-	Now   func() time.Time
-	Log   *slog.Logger
+	// PeerGap is how often one peer may challenge (MinPeerGap when 0).
+	PeerGap time.Duration
+	Now     func() time.Time
+	Log     *slog.Logger
 }
 
 // Prover serves ChallengeProtocol for a supplier's GPUs.
@@ -62,6 +64,9 @@ func Serve(cfg ProverConfig) *Prover {
 	if cfg.Scale == 0 {
 		cfg.Scale = challenge.DefaultSimScale
 	}
+	if cfg.PeerGap == 0 {
+		cfg.PeerGap = MinPeerGap
+	}
 	p := &Prover{cfg: cfg, prover: challenge.NewCheatProver(cfg.Cheat, challenge.CPUOptions{}), last: map[peer.ID]time.Time{}}
 	cfg.Host.SetStreamHandler(ChallengeProtocol, func(s network.Stream) {
 		if err := p.handle(s); err != nil {
@@ -82,8 +87,8 @@ func (p *Prover) admit(from peer.ID) (func(), error) {
 	switch {
 	case p.busy:
 		return nil, errors.New("busy with another challenge")
-	case now.Sub(p.last[from]) < MinPeerGap:
-		return nil, fmt.Errorf("challenged by you less than %s ago", MinPeerGap)
+	case now.Sub(p.last[from]) < p.cfg.PeerGap:
+		return nil, fmt.Errorf("challenged by you less than %s ago", p.cfg.PeerGap)
 	}
 	if len(p.last) > 10000 {
 		clear(p.last)

@@ -1,0 +1,82 @@
+package audit
+
+import (
+	"context"
+	"crypto/rand"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/verify/challenge"
+)
+
+// TestDetectionRates measures, over real libp2p streams on this machine,
+// how often each cheat is caught and how often an honest simulated
+// supplier fails, while ten other simulated nodes keep the CPU busy. It
+// runs only with GPUMESH_TRIALS=N (N trials per case), e.g.
+//
+//	GPUMESH_TRIALS=200 go test -run TestDetectionRates -v -timeout 60m ./verify/audit/
+func TestDetectionRates(t *testing.T) {
+	trials, _ := strconv.Atoi(os.Getenv("GPUMESH_TRIALS"))
+	if trials <= 0 {
+		t.Skip("set GPUMESH_TRIALS=N to measure detection and false-alarm rates")
+	}
+	// Ten "other nodes": each computes simulated challenges in a loop.
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var load sync.WaitGroup
+	prof, _ := verify.LookupProfile("t4")
+	params, _ := Sizes(prof, true, challenge.DefaultSimScale)
+	for range 10 {
+		load.Add(1)
+		go func() {
+			defer load.Done()
+			p := challenge.NewCPUProver(challenge.CPUOptions{Workers: 1})
+			for ctx.Err() == nil {
+				var seed [32]byte
+				_, _ = rand.Read(seed[:])
+				_, _ = p.Commit(ctx, [][32]byte{seed}, params)
+				time.Sleep(50 * time.Millisecond) // a node is busy, not spinning
+			}
+		}()
+	}
+	defer load.Wait()
+	defer stop()
+
+	gpus := []GPU{{UUID: "GPU-sim-a", Model: "t4", Simulated: true}}
+	for _, cheat := range []string{"", "slow=2", "skip=0.1", "wrong=0.1", "mem=0.8", "replay"} {
+		c, err := challenge.ParseCheat(cheat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ph, ch := newHost(t), newHost(t)
+		Serve(ProverConfig{Host: ph, GPUs: gpus, Cheat: c, PeerGap: time.Nanosecond, Log: quiet()})
+		if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		chal := NewChallenger(ch, 0, quiet())
+		failed := 0
+		start := time.Now()
+		for range trials {
+			cctx, cancel := context.WithTimeout(ctx, time.Minute)
+			res, err := chal.Challenge(cctx, ph.ID(), "t4", []string{"GPU-sim-a"}, true)
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: %v", cheat, err)
+			}
+			if !res.Passed {
+				failed++
+			}
+		}
+		name := cheat
+		if name == "" {
+			name = "honest"
+		}
+		t.Logf("%-10s %d of %d failed (%.1f%%), %s a challenge", name, failed, trials, 100*float64(failed)/float64(trials), (time.Since(start) / time.Duration(trials)).Round(time.Millisecond))
+	}
+}
