@@ -7,11 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify"
@@ -23,6 +23,10 @@ import (
 // ErrUnreachable means the prover could not be reached or stopped
 // answering: an uptime failure, not a failed challenge.
 var ErrUnreachable = errors.New("prover unreachable")
+
+// ErrBusy means the prover declined to start now (another challenge under
+// way, or this challenger came too soon): neither a failure nor a pass.
+var ErrBusy = errors.New("prover busy")
 
 // Result is a challenge's outcome. JSON names are a contract of
 // `gpumesh challenge --json`.
@@ -64,24 +68,13 @@ func (r Result) Attestation(now time.Time) *pb.Attestation {
 	return a
 }
 
-// Challenger challenges suppliers. It keeps its own measurements of the
-// simulated work, to judge simulated devices against the same backend.
+// Challenger challenges suppliers. It judges simulated devices against its
+// own run of the same work on the same backend, made at the same time.
 type Challenger struct {
 	host  host.Host
 	scale int
 	log   *slog.Logger
-
-	mu    sync.Mutex
-	calib map[challenge.Params]calibration
 }
-
-type calibration struct {
-	perGPU, mem time.Duration
-	at          time.Time
-}
-
-// calibrationTTL is how long a measurement of the local machine is reused.
-const calibrationTTL = time.Minute
 
 // NewChallenger returns a challenger using h. scale is the simulation
 // scale the testnet runs at (challenge.DefaultSimScale when 0).
@@ -92,34 +85,67 @@ func NewChallenger(h host.Host, scale int, log *slog.Logger) *Challenger {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Challenger{host: h, scale: scale, log: log, calib: map[challenge.Params]calibration{}}
+	return &Challenger{host: h, scale: scale, log: log}
 }
 
-// measure times one honest simulated GPU and one memory proof of these
-// sizes on this machine, reusing a recent measurement.
-func (c *Challenger) measure(ctx context.Context, p challenge.Params, m challenge.MemParams) (calibration, error) {
-	c.mu.Lock()
-	cal, ok := c.calib[p]
-	c.mu.Unlock()
-	if ok && time.Since(cal.at) < calibrationTTL {
-		return cal, nil
+// ownRun is the challenger's own run of the prover's work.
+type ownRun struct {
+	took time.Duration
+	err  error
+}
+
+// sameWork computes, here, what a simulated prover of gpus GPUs computes
+// for a commit, and times it.
+func (c *Challenger) sameWork(ctx context.Context, p challenge.Params, gpus int) ownRun {
+	seeds := make([][32]byte, gpus)
+	for i := range seeds {
+		_, _ = rand.Read(seeds[i][:])
 	}
+	start := time.Now()
+	_, err := challenge.NewCPUProver(challenge.CPUOptions{}).Commit(ctx, seeds, p)
+	return ownRun{took: time.Since(start), err: err}
+}
+
+// maxRTTAllowance caps the round trip added to the memory deadline.
+const maxRTTAllowance = 250 * time.Millisecond
+
+// roundTrip measures one libp2p ping round trip to p, capped.
+func (c *Challenger) roundTrip(ctx context.Context, p peer.ID) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, maxRTTAllowance)
+	defer cancel()
+	r, ok := <-ping.Ping(ctx, c.host, p)
+	if !ok || r.Error != nil {
+		return maxRTTAllowance
+	}
+	return min(r.RTT, maxRTTAllowance)
+}
+
+// ownMem holds this machine's own copy of a simulated memory proof, to
+// time its answer beside the prover's.
+type ownMem []*challenge.MemProver
+
+func newOwnMem(ctx context.Context, m challenge.MemParams, gpus int) (ownMem, error) {
 	var seed [32]byte
 	_, _ = rand.Read(seed[:])
+	own := make(ownMem, gpus)
+	for g := range own {
+		var err error
+		if own[g], err = challenge.NewMemProver(ctx, MemSeed(seed, g), m, 1); err != nil {
+			return nil, fmt.Errorf("challenge: prepare the same memory here: %w", err)
+		}
+	}
+	return own, nil
+}
+
+// respond answers every GPU's memory proof and times it.
+func (o ownMem) respond(ctx context.Context, sigma0 [32]byte) ownRun {
 	start := time.Now()
-	if _, err := challenge.NewCPUProver(challenge.CPUOptions{}).Commit(ctx, [][32]byte{seed}, p); err != nil {
-		return cal, fmt.Errorf("calibrate: %w", err)
+	for _, m := range o {
+		if _, err := m.Respond(ctx, sigma0); err != nil {
+			return ownRun{err: err}
+		}
 	}
-	perGPU := time.Since(start)
-	mem, err := challenge.MemCalibrate(ctx, m)
-	if err != nil {
-		return cal, fmt.Errorf("calibrate memory: %w", err)
-	}
-	cal = calibration{perGPU: perGPU, mem: mem, at: time.Now()}
-	c.mu.Lock()
-	c.calib[p] = cal
-	c.mu.Unlock()
-	return cal, nil
+	return ownRun{took: time.Since(start)}
 }
 
 // Challenge makes subject prove every GPU of model that uuids lists (all
@@ -136,23 +162,18 @@ func (c *Challenger) Challenge(ctx context.Context, subject peer.ID, model strin
 		N: params.N, T: params.T, K: params.K, VerifierCostRatio: challenge.CostRatio(params)}
 	_, _ = rand.Read(res.id[:])
 	res.ChallengeID = hex.EncodeToString(res.id[:])
-	bound := challenge.RealTimeBound(prof, params)
-	memDeadline := time.Duration(len(uuids)) * challenge.MemRealDeadline(prof, memParams)
-	if simulated {
-		cal, err := c.measure(ctx, params, memParams)
-		if err != nil {
-			return res, err
-		}
-		bound = challenge.SimTimeBound(time.Duration(len(uuids)) * cal.perGPU)
-		memDeadline = challenge.MemSimDeadline(time.Duration(len(uuids)) * cal.mem)
-	}
-	if bound.Max > 0 {
-		res.Expected = gops(params, len(uuids), bound.Max)
+	var bound *challenge.TimeBound // nil: measured alongside (simulated)
+	var memDeadline time.Duration  // 0: measured alongside (simulated)
+	if !simulated {
+		b := challenge.RealTimeBound(prof, params)
+		bound = &b
+		res.Expected = gops(params, len(uuids), b.Max)
+		memDeadline = time.Duration(len(uuids)) * challenge.MemRealDeadline(prof, memParams)
 	}
 	start := time.Now()
 	err := c.run(ctx, subject, &res, params, memParams, bound, memDeadline)
 	res.DurationMs = time.Since(start).Milliseconds()
-	if err != nil && !errors.Is(err, ErrUnreachable) {
+	if err != nil && !errors.Is(err, ErrUnreachable) && !errors.Is(err, ErrBusy) {
 		res.Passed, res.Reason, res.GPUs = false, err.Error(), 0
 		return res, nil
 	}
@@ -172,7 +193,7 @@ func gops(p challenge.Params, gpus int, d time.Duration) float64 {
 
 // run is the exchange. A verification failure is returned as is; a
 // transport failure wraps ErrUnreachable.
-func (c *Challenger) run(ctx context.Context, subject peer.ID, res *Result, params challenge.Params, mp challenge.MemParams, bound challenge.TimeBound, memDeadline time.Duration) error {
+func (c *Challenger) run(ctx context.Context, subject peer.ID, res *Result, params challenge.Params, mp challenge.MemParams, bound *challenge.TimeBound, memDeadline time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, 4*stepTimeout)
 	defer cancel()
 	s, err := c.host.NewStream(ctx, subject, ChallengeProtocol)
@@ -201,18 +222,36 @@ func (c *Challenger) run(ctx context.Context, subject peer.ID, res *Result, para
 	if err := io(p2p.WriteMsg(s, req)); err != nil {
 		return err
 	}
+	// A simulated device is judged against this machine doing the same
+	// work at the same time, so that both meet the same load.
+	own := make(chan ownRun, 1)
+	if bound == nil {
+		go func() { own <- c.sameWork(ctx, params, gpus) }()
+	}
 	var commit pb.Commit
 	if err := io(p2p.ReadMsg(s, gpus*40+maxSmallMsg, &commit)); err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
-	res.CommitMs = elapsed.Milliseconds()
-	res.Measured = gops(params, gpus, elapsed)
+	if commit.Refused != "" && commit.Busy {
+		return fmt.Errorf("%w: %s", ErrBusy, commit.Refused)
+	}
 	if commit.Refused != "" {
 		return fmt.Errorf("prover refused: %s", commit.Refused)
 	}
 	if len(commit.Roots) != gpus {
 		return fmt.Errorf("%d roots for %d GPUs: %w", len(commit.Roots), gpus, challenge.ErrMalformed)
+	}
+	res.CommitMs = elapsed.Milliseconds()
+	res.Measured = gops(params, gpus, elapsed)
+	if bound == nil {
+		o := <-own
+		if o.err != nil {
+			return fmt.Errorf("challenge: measure the same work here: %w", o.err)
+		}
+		b := challenge.SimTimeBound(o.took)
+		bound = &b
+		res.Expected = gops(params, gpus, b.Max)
 	}
 	if err := bound.Check(elapsed); err != nil {
 		return err
@@ -268,10 +307,21 @@ func (c *Challenger) run(ctx context.Context, subject peer.ID, res *Result, para
 	if err := io(p2p.WriteMsg(s, &pb.MemPrepare{Seed: memSeed[:]})); err != nil {
 		return err
 	}
+	var mine ownMem
+	if memDeadline == 0 {
+		var err error
+		if mine, err = newOwnMem(ctx, mp, gpus); err != nil {
+			return err
+		}
+	}
 	var ready pb.MemReady
 	if err := io(p2p.ReadMsg(s, maxSmallMsg, &ready)); err != nil {
 		return err
 	}
+	// The memory proof is short (tens of ms for simulated devices), so the
+	// round trip counts: measure one now, under the same load, and allow
+	// it, up to maxRTTAllowance (a prover slowing its pings gains no more).
+	rtt := c.roundTrip(ctx, subject)
 	if ready.Refused != "" {
 		return fmt.Errorf("memory proof refused: %s", ready.Refused)
 	}
@@ -280,14 +330,37 @@ func (c *Challenger) run(ctx context.Context, subject peer.ID, res *Result, para
 	if err := io(p2p.WriteMsg(s, &pb.MemRequest{Sigma0: sigma0[:]})); err != nil {
 		return err
 	}
-	var mem pb.MemResponse
-	if err := io(p2p.ReadMsg(s, memLimit(gpus, mp), &mem)); err != nil {
+	ownAnswer := make(chan ownRun, 1)
+	if mine != nil {
+		var other [32]byte
+		_, _ = rand.Read(other[:])
+		go func() { ownAnswer <- mine.respond(ctx, other) }()
+	}
+	var done pb.MemDone
+	if err := io(p2p.ReadMsg(s, gpus*40+maxSmallMsg, &done)); err != nil {
 		return err
 	}
 	memElapsed := time.Since(memStart)
 	res.MemoryMs = memElapsed.Milliseconds()
-	if len(mem.Gpus) != gpus {
-		return fmt.Errorf("memory proofs for %d of %d GPUs: %w", len(mem.Gpus), gpus, challenge.ErrMalformed)
+	if mine != nil {
+		o := <-ownAnswer
+		if o.err != nil {
+			return fmt.Errorf("challenge: answer the same memory proof here: %w", o.err)
+		}
+		memDeadline = challenge.MemSimDeadline(o.took)
+	}
+	memDeadline += rtt
+	var mem pb.MemResponse
+	if err := io(p2p.ReadMsg(s, memLimit(gpus, mp), &mem)); err != nil {
+		return err
+	}
+	if len(mem.Gpus) != gpus || len(done.Commitments) != gpus {
+		return fmt.Errorf("memory proofs for %d and commitments for %d of %d GPUs: %w", len(mem.Gpus), len(done.Commitments), gpus, challenge.ErrMalformed)
+	}
+	for g := range gpus {
+		if c := memCommitment(mem.Gpus[g]); string(c[:]) != string(done.Commitments[g]) {
+			return fmt.Errorf("GPU %s: memory digests do not match the commitment sent when the clock stopped: %w", res.UUIDs[g], challenge.ErrMemDigest)
+		}
 	}
 	for g := range gpus {
 		// The deadline covers all GPUs' answers together.

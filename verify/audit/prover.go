@@ -151,9 +151,16 @@ func (p *Prover) handle(s network.Stream) error {
 	}
 	done, err := p.admit(s.Conn().RemotePeer())
 	if err != nil {
-		return p2p.WriteMsg(s, &pb.Commit{Refused: err.Error()})
+		return p2p.WriteMsg(s, &pb.Commit{Refused: err.Error(), Busy: true})
 	}
-	defer done()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			done()
+		}
+	}
+	defer release()
 	params, memParams, err := p.expect(&req)
 	if err != nil {
 		return p2p.WriteMsg(s, &pb.Commit{Refused: err.Error()})
@@ -234,22 +241,23 @@ func (p *Prover) handle(s network.Stream) error {
 	if err := p2p.ReadMsg(s, maxSmallMsg, &mr); err != nil {
 		return err
 	}
-	memResp := &pb.MemResponse{}
+	memResp, memDone := &pb.MemResponse{}, &pb.MemDone{}
 	for _, m := range mems {
 		resp, err := m.Respond(ctx, seed32(mr.Sigma0))
 		if err != nil {
 			return err
 		}
-		memResp.Gpus = append(memResp.Gpus, encodeMem(resp))
+		d := encodeMem(resp)
+		memResp.Gpus = append(memResp.Gpus, d)
+		c := memCommitment(d)
+		memDone.Commitments = append(memDone.Commitments, c[:])
 	}
-	mems = nil // let the buffers go before the verdict arrives
-	if err := p2p.WriteMsg(s, memResp); err != nil {
+	if err := p2p.WriteMsg(s, memDone); err != nil {
 		return err
 	}
-	step()
-	var v pb.Verdict
-	_ = p2p.ReadMsg(s, maxSmallMsg, &v) // informative; the verdict is gossiped anyway
-	return nil
+	mems = nil
+	release() // the next challenge may start as soon as this answer leaves
+	return p2p.WriteMsg(s, memResp)
 }
 
 // RowSeed is the seed of GPU g's rows: SHA-256(rows_seed || g as uint32 BE).
@@ -303,6 +311,21 @@ func encodeMem(r challenge.MemResponse) *pb.MemDigests {
 	for _, d := range r.Digests {
 		out.Rounds = append(out.Rounds, &pb.RoundDigests{Digests: d})
 	}
+	return out
+}
+
+// memCommitment is SHA-256 over a GPU's digests, little-endian, in order.
+func memCommitment(m *pb.MemDigests) [32]byte {
+	h := sha256.New()
+	var b [8]byte
+	for _, r := range m.GetRounds() {
+		for _, d := range r.Digests {
+			binary.LittleEndian.PutUint64(b[:], d)
+			h.Write(b[:])
+		}
+	}
+	var out [32]byte
+	h.Sum(out[:0])
 	return out
 }
 

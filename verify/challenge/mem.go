@@ -33,7 +33,7 @@ const (
 	// MemSimTolerance and MemSimSlack bound a simulated device's time
 	// against the challenger's own measurement (MemCalibrate).
 	MemSimTolerance = 2.5
-	MemSimSlack     = 20 * time.Millisecond
+	MemSimSlack     = 50 * time.Millisecond
 	// MaxMemBuffers bounds MemParams.Buffers, MaxMemRounds its Rounds.
 	MaxMemBuffers = 4096
 	MaxMemRounds  = 1 << 14

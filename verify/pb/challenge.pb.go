@@ -140,6 +140,7 @@ type Commit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Roots         [][]byte               `protobuf:"bytes,1,rep,name=roots,proto3" json:"roots,omitempty"`
 	Refused       string                 `protobuf:"bytes,2,opt,name=refused,proto3" json:"refused,omitempty"` // set instead when the prover declines
+	Busy          bool                   `protobuf:"varint,3,opt,name=busy,proto3" json:"busy,omitempty"`      // the refusal is about admission (busy, too
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -186,6 +187,13 @@ func (x *Commit) GetRefused() string {
 		return x.Refused
 	}
 	return ""
+}
+
+func (x *Commit) GetBusy() bool {
+	if x != nil {
+		return x.Busy
+	}
+	return false
 }
 
 // SweepRequest names the sweep vector: r = DrawVector(r_seed, n).
@@ -606,10 +614,11 @@ func (x *MemReady) GetRefused() string {
 	return ""
 }
 
-// MemRequest starts the timed memory proof of every GPU in turn.
+// MemRequest starts the timed memory proof of every GPU in turn. The
+// MemResponse is the last frame of a challenge.
 type MemRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sigma0        []byte                 `protobuf:"bytes,1,opt,name=sigma0,proto3" json:"sigma0,omitempty"` // 32 bytes: the first sweep seed
+	Sigma0        []byte                 `protobuf:"bytes,1,opt,name=sigma0,proto3" json:"sigma0,omitempty"` // 32 random bytes, the same for every GPU
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -651,6 +660,55 @@ func (x *MemRequest) GetSigma0() []byte {
 	return nil
 }
 
+// MemDone is sent as soon as the digests are computed: per GPU, the
+// SHA-256 of its digests (each uint64 little-endian, rounds in order). The
+// challenger stops its clock here, so that moving the digests (hundreds
+// of KiB) does not count against the deadline; the MemResponse that
+// follows must hash to these commitments.
+type MemDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Commitments   [][]byte               `protobuf:"bytes,1,rep,name=commitments,proto3" json:"commitments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemDone) Reset() {
+	*x = MemDone{}
+	mi := &file_challenge_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemDone) ProtoMessage() {}
+
+func (x *MemDone) ProtoReflect() protoreflect.Message {
+	mi := &file_challenge_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemDone.ProtoReflect.Descriptor instead.
+func (*MemDone) Descriptor() ([]byte, []int) {
+	return file_challenge_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MemDone) GetCommitments() [][]byte {
+	if x != nil {
+		return x.Commitments
+	}
+	return nil
+}
+
 type MemResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Gpus          []*MemDigests          `protobuf:"bytes,1,rep,name=gpus,proto3" json:"gpus,omitempty"`
@@ -660,7 +718,7 @@ type MemResponse struct {
 
 func (x *MemResponse) Reset() {
 	*x = MemResponse{}
-	mi := &file_challenge_proto_msgTypes[12]
+	mi := &file_challenge_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +730,7 @@ func (x *MemResponse) String() string {
 func (*MemResponse) ProtoMessage() {}
 
 func (x *MemResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_challenge_proto_msgTypes[12]
+	mi := &file_challenge_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +743,7 @@ func (x *MemResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemResponse.ProtoReflect.Descriptor instead.
 func (*MemResponse) Descriptor() ([]byte, []int) {
-	return file_challenge_proto_rawDescGZIP(), []int{12}
+	return file_challenge_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MemResponse) GetGpus() []*MemDigests {
@@ -704,7 +762,7 @@ type MemDigests struct {
 
 func (x *MemDigests) Reset() {
 	*x = MemDigests{}
-	mi := &file_challenge_proto_msgTypes[13]
+	mi := &file_challenge_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +774,7 @@ func (x *MemDigests) String() string {
 func (*MemDigests) ProtoMessage() {}
 
 func (x *MemDigests) ProtoReflect() protoreflect.Message {
-	mi := &file_challenge_proto_msgTypes[13]
+	mi := &file_challenge_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +787,7 @@ func (x *MemDigests) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemDigests.ProtoReflect.Descriptor instead.
 func (*MemDigests) Descriptor() ([]byte, []int) {
-	return file_challenge_proto_rawDescGZIP(), []int{13}
+	return file_challenge_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MemDigests) GetRounds() []*RoundDigests {
@@ -748,7 +806,7 @@ type RoundDigests struct {
 
 func (x *RoundDigests) Reset() {
 	*x = RoundDigests{}
-	mi := &file_challenge_proto_msgTypes[14]
+	mi := &file_challenge_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +818,7 @@ func (x *RoundDigests) String() string {
 func (*RoundDigests) ProtoMessage() {}
 
 func (x *RoundDigests) ProtoReflect() protoreflect.Message {
-	mi := &file_challenge_proto_msgTypes[14]
+	mi := &file_challenge_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,57 +831,12 @@ func (x *RoundDigests) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoundDigests.ProtoReflect.Descriptor instead.
 func (*RoundDigests) Descriptor() ([]byte, []int) {
-	return file_challenge_proto_rawDescGZIP(), []int{14}
+	return file_challenge_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RoundDigests) GetDigests() []uint64 {
 	if x != nil {
 		return x.Digests
-	}
-	return nil
-}
-
-// Verdict ends the stream: the challenger's signed attestation.
-type Verdict struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Attestation   []byte                 `protobuf:"bytes,1,opt,name=attestation,proto3" json:"attestation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Verdict) Reset() {
-	*x = Verdict{}
-	mi := &file_challenge_proto_msgTypes[15]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Verdict) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Verdict) ProtoMessage() {}
-
-func (x *Verdict) ProtoReflect() protoreflect.Message {
-	mi := &file_challenge_proto_msgTypes[15]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
-func (*Verdict) Descriptor() ([]byte, []int) {
-	return file_challenge_proto_rawDescGZIP(), []int{15}
-}
-
-func (x *Verdict) GetAttestation() []byte {
-	if x != nil {
-		return x.Attestation
 	}
 	return nil
 }
@@ -842,10 +855,11 @@ const file_challenge_proto_rawDesc = "" +
 	"\x01t\x18\x06 \x01(\rR\x01t\x12\f\n" +
 	"\x01k\x18\a \x01(\rR\x01k\x12\x1c\n" +
 	"\tsimulated\x18\b \x01(\bR\tsimulated\x12\x14\n" +
-	"\x05scale\x18\t \x01(\rR\x05scale\"8\n" +
+	"\x05scale\x18\t \x01(\rR\x05scale\"L\n" +
 	"\x06Commit\x12\x14\n" +
 	"\x05roots\x18\x01 \x03(\fR\x05roots\x12\x18\n" +
-	"\arefused\x18\x02 \x01(\tR\arefused\"%\n" +
+	"\arefused\x18\x02 \x01(\tR\arefused\x12\x12\n" +
+	"\x04busy\x18\x03 \x01(\bR\x04busy\"%\n" +
 	"\fSweepRequest\x12\x15\n" +
 	"\x06r_seed\x18\x01 \x01(\fR\x05rSeed\"C\n" +
 	"\rSweepResponse\x122\n" +
@@ -870,16 +884,16 @@ const file_challenge_proto_rawDesc = "" +
 	"\arefused\x18\x01 \x01(\tR\arefused\"$\n" +
 	"\n" +
 	"MemRequest\x12\x16\n" +
-	"\x06sigma0\x18\x01 \x01(\fR\x06sigma0\"@\n" +
+	"\x06sigma0\x18\x01 \x01(\fR\x06sigma0\"+\n" +
+	"\aMemDone\x12 \n" +
+	"\vcommitments\x18\x01 \x03(\fR\vcommitments\"@\n" +
 	"\vMemResponse\x121\n" +
 	"\x04gpus\x18\x01 \x03(\v2\x1d.gpumesh.verify.v1.MemDigestsR\x04gpus\"E\n" +
 	"\n" +
 	"MemDigests\x127\n" +
 	"\x06rounds\x18\x01 \x03(\v2\x1f.gpumesh.verify.v1.RoundDigestsR\x06rounds\"(\n" +
 	"\fRoundDigests\x12\x18\n" +
-	"\adigests\x18\x01 \x03(\x04R\adigests\"+\n" +
-	"\aVerdict\x12 \n" +
-	"\vattestation\x18\x01 \x01(\fR\vattestationB&Z$github.com/gpumesh/gpumesh/verify/pbb\x06proto3"
+	"\adigests\x18\x01 \x03(\x04R\adigestsB&Z$github.com/gpumesh/gpumesh/verify/pbb\x06proto3"
 
 var (
 	file_challenge_proto_rawDescOnce sync.Once
@@ -907,17 +921,17 @@ var file_challenge_proto_goTypes = []any{
 	(*MemPrepare)(nil),       // 9: gpumesh.verify.v1.MemPrepare
 	(*MemReady)(nil),         // 10: gpumesh.verify.v1.MemReady
 	(*MemRequest)(nil),       // 11: gpumesh.verify.v1.MemRequest
-	(*MemResponse)(nil),      // 12: gpumesh.verify.v1.MemResponse
-	(*MemDigests)(nil),       // 13: gpumesh.verify.v1.MemDigests
-	(*RoundDigests)(nil),     // 14: gpumesh.verify.v1.RoundDigests
-	(*Verdict)(nil),          // 15: gpumesh.verify.v1.Verdict
+	(*MemDone)(nil),          // 12: gpumesh.verify.v1.MemDone
+	(*MemResponse)(nil),      // 13: gpumesh.verify.v1.MemResponse
+	(*MemDigests)(nil),       // 14: gpumesh.verify.v1.MemDigests
+	(*RoundDigests)(nil),     // 15: gpumesh.verify.v1.RoundDigests
 }
 var file_challenge_proto_depIdxs = []int32{
 	4,  // 0: gpumesh.verify.v1.SweepResponse.gpus:type_name -> gpumesh.verify.v1.SweepValues
 	7,  // 1: gpumesh.verify.v1.OpenResponse.gpus:type_name -> gpumesh.verify.v1.GPUOpenings
 	8,  // 2: gpumesh.verify.v1.GPUOpenings.rows:type_name -> gpumesh.verify.v1.RowOpening
-	13, // 3: gpumesh.verify.v1.MemResponse.gpus:type_name -> gpumesh.verify.v1.MemDigests
-	14, // 4: gpumesh.verify.v1.MemDigests.rounds:type_name -> gpumesh.verify.v1.RoundDigests
+	14, // 3: gpumesh.verify.v1.MemResponse.gpus:type_name -> gpumesh.verify.v1.MemDigests
+	15, // 4: gpumesh.verify.v1.MemDigests.rounds:type_name -> gpumesh.verify.v1.RoundDigests
 	5,  // [5:5] is the sub-list for method output_type
 	5,  // [5:5] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
