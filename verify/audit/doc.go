@@ -17,13 +17,15 @@
 //	→ MemPrepare        (a seed: fill the claimed memory; not timed)
 //	← MemReady
 //	→ MemRequest        (σ0)
-//	← MemResponse       (chained digests per GPU)      timed
-//	→ Verdict           (the signed attestation)
+//	← MemDone           (a commitment to the digests)  timed
+//	← MemResponse       (chained digests per GPU)
 //
 // The challenger judges the commit time against the device profile of the
-// claimed model (real GPUs) or against its own measurement of the same
-// work on the same backend (simulated GPUs), checks every opened row by
-// recomputing it, and checks the memory proof's digests and deadline. The
-// prover refuses sizes other than those its own profile implies, more
-// than one challenge at a time, and peers that challenge it too often.
+// claimed model (real GPUs) or against its own run of the same work made
+// at the same time (simulated GPUs, so that both meet the same load),
+// checks every opened row by recomputing it, and checks the memory
+// proof's digests and deadline. The prover refuses sizes other than those
+// its own profile implies, more than one challenge at a time, and peers
+// that challenge it too often (those two refusals are "busy": neither a
+// pass nor a failure). The verdict is signed and gossiped by the caller.
 package audit
