@@ -50,6 +50,7 @@ testnet-status:
 # (20-node testnet: cold search, rent to lease, idle RSS and CPU).
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./p2p/ ./store/ ./market/
+	$(GO) test -run '^$$' -bench ChallengeSim -benchtime 3x ./verify/audit/
 	$(GO) run ./testnet/cmd/bench --bin $(BIN)
 
 clean:

@@ -238,8 +238,8 @@ func (r *Renter) collect(ctx context.Context, ch <-chan *Quote, req RentRequest)
 	return r.rank(offers), declines
 }
 
-// rank orders offers by price, then reputation (neutral for now), then
-// round-trip time.
+// rank orders offers by price, then round-trip time; screen then puts
+// the more reputable first among equal prices.
 func (r *Renter) rank(qs []*Quote) []*Quote {
 	rtt := func(p peer.ID) time.Duration {
 		if d := r.cfg.Net.Host.Peerstore().LatencyEWMA(p); d > 0 {

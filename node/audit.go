@@ -122,22 +122,29 @@ func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (Cha
 		return ChallengeReport{PeerID: id.String()}, err
 	}
 	rep, err := RunChallenges(ctx, n.verify.chal, p, model)
-	up := &pb.Attestation{Subject: []byte(id), Kind: reputation.KindUptime, CreatedMs: n.now().UnixMilli(), Passed: !errors.Is(err, audit.ErrUnreachable)}
+	if errors.Is(err, audit.ErrBusy) {
+		return rep, err // neither up nor down: try later
+	}
+	// The supplier answered (whatever its answers were worth) unless the
+	// challenge could not reach it.
+	up := &pb.Attestation{Subject: []byte(id), Kind: reputation.KindUptime, CreatedMs: n.now().UnixMilli(),
+		Passed: !errors.Is(err, audit.ErrUnreachable), Reason: "answered a challenge"}
 	if err != nil {
 		up.Reason = err.Error()
 	}
 	if _, aerr := n.Attest(ctx, trimReason(up)); aerr != nil {
 		n.log.Debug("attest uptime", "peer", id, "err", aerr)
 	}
-	if err != nil {
-		return rep, err
-	}
+	// Attest every model challenged, even if a later one could not be.
 	for _, r := range rep.Models {
 		if _, err := n.Attest(ctx, trimReason(r.Attestation(n.now()))); err != nil {
 			n.log.Warn("attest challenge", "peer", id, "err", err)
 			continue
 		}
 		rep.Attested = true
+	}
+	if err != nil {
+		return rep, err
 	}
 	n.log.Info("challenged", "peer", id, "passed", rep.Passed, "gpus", rep.GPUs, "reason", rep.Reason)
 	return rep, nil

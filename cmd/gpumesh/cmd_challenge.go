@@ -127,7 +127,7 @@ func (a *app) printChallenge(r node.ChallengeReport) error {
 	}
 	fmt.Fprintf(a.stdout, "%s %s: %d of %d GPUs proven", verdict, r.PeerID, r.GPUs, r.Claimed)
 	if !r.Attested {
-		fmt.Fprint(a.stdout, " (not attested: no local node)")
+		fmt.Fprint(a.stdout, " (not attested)")
 	}
 	fmt.Fprintln(a.stdout)
 	var rows [][]string
