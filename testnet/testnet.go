@@ -26,10 +26,10 @@ const (
 	DefaultDir               = "testnet/.run"
 	DefaultBinary            = "bin/gpumesh"
 
-	// AuditInterval is the nodes' mean time between challenges of other
-	// suppliers: often enough to catch the impostor in a demo, rare
+	// DefaultAuditInterval is the nodes' mean time between challenges of
+	// other suppliers: often enough to catch the impostor in a demo, rare
 	// enough to leave the machine idle most of the time.
-	AuditInterval = 2 * time.Minute
+	DefaultAuditInterval = 2 * time.Minute
 
 	// APIPortOffset separates a node's API port from its libp2p port.
 	APIPortOffset = 1000
@@ -57,6 +57,8 @@ type Options struct {
 	BasePort int
 	// HeartbeatInterval is passed to every node (default 2s).
 	HeartbeatInterval time.Duration
+	// AuditInterval is passed to every node (default 2m).
+	AuditInterval time.Duration
 	// Timeout bounds the whole start-up (default 12s a node, at least 30s).
 	Timeout time.Duration
 	// Logger reports progress; discarded when nil.
@@ -78,6 +80,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.AuditInterval == 0 {
+		o.AuditInterval = DefaultAuditInterval
 	}
 	if o.Timeout == 0 {
 		o.Timeout = max(30*time.Second, time.Duration(o.Nodes)*12*time.Second)
@@ -208,7 +213,7 @@ func plan(o Options, i int, bootstrap []string) NodeInfo {
 		"--heartbeat-interval", o.HeartbeatInterval.String(),
 		"--log-level", "info",
 		"--pricing", p.Pricing,
-		"--audit-interval", AuditInterval.String(),
+		"--audit-interval", o.AuditInterval.String(),
 	}
 	if p.Cheat != "" {
 		n.Args = append(n.Args, "--sim-cheat", p.Cheat)

@@ -351,7 +351,7 @@ func TestProfileFor(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
-	o := Options{Dir: "/run", BasePort: 40100, HeartbeatInterval: 2 * time.Second}
+	o := Options{Dir: "/run", BasePort: 40100, HeartbeatInterval: 2 * time.Second, AuditInterval: 2 * time.Minute}
 	n := plan(o, 3, []string{"/ip4/127.0.0.1/tcp/40100/p2p/A"})
 	want := []string{
 		"node", "--data", "/run/node-3",

@@ -97,7 +97,7 @@ func run(bin string, n, runs, cliRuns, rentRuns int, settle, window time.Duratio
 		return err
 	}
 	// Production defaults (10 s heartbeats), not the testnet's faster demo pace.
-	st, err := testnet.Up(ctx, testnet.Options{Binary: bin, Dir: dir, Nodes: n, BasePort: basePort, Logger: log, HeartbeatInterval: heartbeat})
+	st, err := testnet.Up(ctx, testnet.Options{Binary: bin, Dir: dir, Nodes: n, BasePort: basePort, Logger: log, HeartbeatInterval: heartbeat, AuditInterval: 10 * time.Minute})
 	if err != nil {
 		return err
 	}
