@@ -183,9 +183,9 @@ func run(bin string, n, runs, cliRuns, rentRuns int, settle, window time.Duratio
 
 // benchRent times leases from one joined renter: with the quote wait (up
 // to 2 s, or until 3 acceptable quotes are in) and taking the first
-// acceptable quote, beside three bare stream round trips (a fresh ping
-// stream each) to a node, as many as a lease needs after the bid is
-// gossiped (quote, proposal and countersignature, confirmation).
+// acceptable quote, beside three bare stream round trips to a node, as
+// many as a lease needs after the bid is gossiped (quote, proposal and
+// countersignature, confirmation).
 func benchRent(ctx context.Context, res *Results, addrs []peer.AddrInfo, runs int, log *slog.Logger) error {
 	rc, err := node.NewRentClient(ctx, node.LightOptions{Bootstrap: addrs[:2], Logger: log}, nil)
 	if err != nil {
@@ -222,18 +222,21 @@ func benchRent(ctx context.Context, res *Results, addrs []peer.AddrInfo, runs in
 	return nil
 }
 
-// streamRoundTrips opens n fresh ping streams to target in turn, one
-// round trip each, over the renter's host.
+// streamRoundTrips opens a ping stream to target and times n round
+// trips on it, opening included, over the renter's host. (One stream: the
+// ping service limits streams per peer, and a fresh one per round trip
+// trips that limit while the last is still being torn down.)
 func streamRoundTrips(ctx context.Context, rc *node.RentClient, target peer.AddrInfo, n int) (time.Duration, error) {
 	h := rc.Network().Host
 	if err := h.Connect(ctx, target); err != nil {
 		return 0, err
 	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	start := time.Now()
+	results := ping.Ping(pctx, h, target.ID)
 	for range n {
-		pctx, cancel := context.WithCancel(ctx)
-		r := <-ping.Ping(pctx, h, target.ID)
-		cancel()
+		r := <-results
 		if r.Error != nil {
 			return 0, r.Error
 		}
