@@ -88,15 +88,7 @@ func (c *RentClient) books() []peer.ID {
 
 // asks fetches the order book of the first bootstrap node that answers.
 func (c *RentClient) asks(ctx context.Context, models []string) ([]*market.Ask, error) {
-	var lastErr error
-	for _, b := range c.books() {
-		asks, err := c.renter.QueryBook(ctx, b, models)
-		if err == nil {
-			return asks, nil
-		}
-		lastErr = err
-	}
-	return nil, lastErr
+	return firstBook(ctx, c.net, c.bootstrap, models, c.now)
 }
 
 // Rent leases GPUs as req describes. Before bidding it connects to the

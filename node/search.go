@@ -124,12 +124,22 @@ func syncReputation(ctx context.Context, n *p2p.Network, bootstrap []peer.AddrIn
 func (c *LightClient) asks(ctx context.Context, models []string) []*market.Ask {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	for _, b := range c.bootstrap {
-		if asks, err := market.QueryBook(ctx, c.net.Host, b.ID, models, c.now()); err == nil {
-			return asks
+	asks, _ := firstBook(ctx, c.net, c.bootstrap, models, c.now)
+	return asks
+}
+
+// firstBook fetches the live asks for models (all when nil) from the
+// order book of the first bootstrap peer that answers; each ask is
+// checked again here.
+func firstBook(ctx context.Context, n *p2p.Network, bootstrap []peer.AddrInfo, models []string, now func() time.Time) ([]*market.Ask, error) {
+	err := ErrNoBootstrap
+	for _, b := range bootstrap {
+		var asks []*market.Ask
+		if asks, err = market.QueryBook(ctx, n.Host, b.ID, models, now()); err == nil {
+			return asks, nil
 		}
 	}
-	return nil
+	return nil, err
 }
 
 // Network exposes the client's libp2p network.

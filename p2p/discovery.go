@@ -9,7 +9,6 @@ import (
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/routing"
-	"github.com/multiformats/go-multiaddr"
 )
 
 // PublishProfile stores a sealed profile under this node's profile key and
@@ -79,22 +78,6 @@ func (n *Network) FindSuppliersAsync(ctx context.Context, models []string) <-cha
 		close(out)
 	}()
 	return out
-}
-
-func mergeAddrs(a, b []multiaddr.Multiaddr) []multiaddr.Multiaddr {
-	for _, x := range b {
-		dup := false
-		for _, y := range a {
-			if x.Equal(y) {
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			a = append(a, x)
-		}
-	}
-	return a
 }
 
 // FetchProfile gets and validates the newest profile of id from the DHT.

@@ -20,9 +20,6 @@ import (
 // StreamTimeout bounds one request-response exchange.
 const StreamTimeout = 10 * time.Second
 
-// ErrTooLargeMsg is returned for a length prefix above the limit.
-var ErrTooLargeMsg = msgio.ErrMsgTooLarge
-
 // WriteMsg writes m with its varint length prefix.
 func WriteMsg(s network.Stream, m proto.Message) error {
 	b, err := marshalDeterministic(m)

@@ -211,10 +211,7 @@ func newLeasesCmd(a *app) *cobra.Command {
 				}
 			}
 			if a.json {
-				if ls == nil {
-					ls = []node.LeaseView{}
-				}
-				return a.printJSON(ls)
+				return a.printJSON(orEmpty(ls))
 			}
 			if len(ls) == 0 {
 				fmt.Fprintln(a.stdout, "no leases")
@@ -247,10 +244,7 @@ func newPricesCmd(a *app) *cobra.Command {
 				return err
 			}
 			if a.json {
-				if ps == nil {
-					ps = []market.PricePoint{}
-				}
-				return a.printJSON(ps)
+				return a.printJSON(orEmpty(ps))
 			}
 			if len(ps) == 0 {
 				fmt.Fprintln(a.stdout, "no trades seen yet")

@@ -69,10 +69,7 @@ func newGPUsCmd(a *app) *cobra.Command {
 				return err
 			}
 			if a.json {
-				if gpus == nil {
-					gpus = []inventory.GPU{}
-				}
-				return a.printJSON(gpus)
+				return a.printJSON(orEmpty(gpus))
 			}
 			if len(gpus) == 0 {
 				fmt.Fprintln(a.stdout, "no GPUs found (no NVIDIA driver, or --gpus none); try --gpus sim:rtx4090:1 to simulate one")
@@ -145,10 +142,7 @@ func newPeersCmd(a *app) *cobra.Command {
 				return err
 			}
 			if a.json {
-				if peers == nil {
-					peers = []node.PeerState{}
-				}
-				return a.printJSON(peers)
+				return a.printJSON(orEmpty(peers))
 			}
 			var rows [][]string
 			for _, p := range peers {

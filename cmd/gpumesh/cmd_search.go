@@ -74,10 +74,7 @@ rep (0-1), uptime (%), tflops, verified, simulated.`,
 
 func (a *app) printOffers(offers []market.Offer) error {
 	if a.json {
-		if offers == nil {
-			offers = []market.Offer{}
-		}
-		return a.printJSON(offers)
+		return a.printJSON(orEmpty(offers))
 	}
 	if len(offers) == 0 {
 		fmt.Fprintln(a.stdout, "no offers match")

@@ -97,6 +97,14 @@ func (a *app) logger(cfg node.Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 }
 
+// orEmpty makes a nil list print as [] rather than null.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
 // printJSON writes v as indented JSON.
 func (a *app) printJSON(v any) error {
 	enc := json.NewEncoder(a.stdout)
