@@ -1,6 +1,7 @@
 package market
 
 import (
+	"math/bits"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -77,7 +78,44 @@ const (
 	// ConfirmWindow is how long a supplier's reservation waits for the
 	// renter's LeaseConfirm before the GPUs are released.
 	ConfirmWindow = 5 * time.Second
+
+	// MinReceiptInterval and MaxReceiptInterval bound a proposal's
+	// receipt_interval_ms; DefaultReceiptInterval applies when it is 0.
+	MinReceiptInterval     = 500
+	MaxReceiptInterval     = 300_000
+	DefaultReceiptInterval = 10 * time.Second
 )
+
+// Terms are the metering terms a lease carries in its proposal, with the
+// defaults filled in.
+type Terms struct {
+	JobSpecHash     []byte        // sha-256 of the job spec; nil: not bound
+	ReceiptInterval time.Duration // how often the supplier issues a receipt
+	CreditLimit     int64         // micros the supplier runs ahead of payment
+}
+
+// Terms gives the lease's metering terms. A zero credit limit means one
+// receipt interval's worth of the lease at its price.
+func (l *Lease) Terms() Terms {
+	p := l.Proposal.LeaseProposal
+	t := Terms{JobSpecHash: p.JobSpecHash, ReceiptInterval: time.Duration(p.ReceiptIntervalMs) * time.Millisecond, CreditLimit: p.CreditLimitMicros}
+	if t.ReceiptInterval == 0 {
+		t.ReceiptInterval = DefaultReceiptInterval
+	}
+	if t.CreditLimit == 0 {
+		t.CreditLimit = AmountMicros(l.PriceMicros, int64(t.ReceiptInterval/time.Millisecond)*int64(l.Count))
+	}
+	return t
+}
+
+// AmountMicros is what gpuMs GPU-milliseconds cost at priceMicros per
+// GPU-hour, rounded down. Metering applies it to cumulative totals, so
+// rounding never accumulates.
+func AmountMicros(priceMicros, gpuMs int64) int64 {
+	hi, lo := bits.Mul64(uint64(priceMicros), uint64(gpuMs))
+	q, _ := bits.Div64(hi, lo, 3_600_000)
+	return int64(q)
+}
 
 // The record types of the market, for p2p.Seal and p2p.Open.
 var (

@@ -274,6 +274,12 @@ func checkProposal(m *pb.LeaseProposal, renter peer.ID, now time.Time) (*Proposa
 		return nil, errf(p2p.ErrMalformed, "carries neither a quote nor an ask")
 	case len(m.Quote) > 0 && len(m.Ask) > 0:
 		return nil, errf(p2p.ErrMalformed, "carries both a quote and an ask")
+	case len(m.JobSpecHash) != 0 && len(m.JobSpecHash) != 32:
+		return nil, errf(p2p.ErrMalformed, "job_spec_hash is %d bytes, want 32 or none", len(m.JobSpecHash))
+	case m.ReceiptIntervalMs != 0 && (m.ReceiptIntervalMs < MinReceiptInterval || m.ReceiptIntervalMs > MaxReceiptInterval):
+		return nil, errf(p2p.ErrMalformed, "receipt_interval_ms %d outside %d..%d", m.ReceiptIntervalMs, MinReceiptInterval, MaxReceiptInterval)
+	case m.CreditLimitMicros < 0:
+		return nil, errf(p2p.ErrMalformed, "credit_limit_micros %d is negative", m.CreditLimitMicros)
 	}
 	p := &Proposal{LeaseProposal: m, Renter: renter}
 	if p.Supplier, err = parsePeer("supplier", m.Supplier); err != nil {

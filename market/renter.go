@@ -100,6 +100,9 @@ type RentRequest struct {
 	// failing the filter's rep, uptime or verified terms, are not taken.
 	Score         func(peer.ID) (rep float64, verified bool, uptimePct *float64)
 	MinReputation float64
+	// Terms are the metering terms put in the proposal (zero: defaults,
+	// no job spec bound).
+	Terms Terms
 }
 
 // NoMatch is the error of a rent that made no lease: each reason says
@@ -163,7 +166,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	offers, shunned := r.screen(offers, req)
 	var tried []attempt
 	for _, q := range offers {
-		l, refused, err := r.proposeQuote(ctx, q)
+		l, refused, err := r.proposeQuote(ctx, q, req.Terms)
 		if err != nil {
 			tried = append(tried, attempt{q, err.Error()})
 			continue
@@ -256,24 +259,32 @@ func (r *Renter) rank(qs []*Quote) []*Quote {
 	return qs
 }
 
-func (r *Renter) proposeQuote(ctx context.Context, q *Quote) (*Lease, string, error) {
+func (r *Renter) proposeQuote(ctx context.Context, q *Quote, t Terms) (*Lease, string, error) {
 	now := r.cfg.Now()
-	return r.propose(ctx, q.Supplier, &pb.LeaseProposal{
+	return r.propose(ctx, q.Supplier, withTerms(&pb.LeaseProposal{
 		Supplier: []byte(q.Supplier), Nonce: nonce(), CreatedMs: now.UnixMilli(),
 		ExpiresMs: now.Add(30 * time.Second).UnixMilli(), Quote: q.Raw,
 		Model: q.Model, Count: q.Count, PriceMicros: q.PriceMicros, DurationS: q.DurationS,
-	})
+	}, t))
 }
 
-// TakeAsk leases count GPUs from a posted ask at its price.
-func (r *Renter) TakeAsk(ctx context.Context, a *Ask, count int, duration time.Duration) (*Lease, error) {
+func withTerms(p *pb.LeaseProposal, t Terms) *pb.LeaseProposal {
+	p.JobSpecHash = t.JobSpecHash
+	p.ReceiptIntervalMs = uint32(t.ReceiptInterval / time.Millisecond)
+	p.CreditLimitMicros = t.CreditLimit
+	return p
+}
+
+// TakeAsk leases count GPUs from a posted ask at its price, under the
+// metering terms t (zero: defaults).
+func (r *Renter) TakeAsk(ctx context.Context, a *Ask, count int, duration time.Duration, t Terms) (*Lease, error) {
 	now := r.cfg.Now()
 	r.cfg.Net.Host.Peerstore().AddAddrs(a.Supplier, a.Addrs, peerstore.TempAddrTTL)
-	l, refused, err := r.propose(ctx, a.Supplier, &pb.LeaseProposal{
+	l, refused, err := r.propose(ctx, a.Supplier, withTerms(&pb.LeaseProposal{
 		Supplier: []byte(a.Supplier), Nonce: nonce(), CreatedMs: now.UnixMilli(),
 		ExpiresMs: now.Add(30 * time.Second).UnixMilli(), Ask: a.Raw,
 		Model: a.Model, Count: uint32(count), PriceMicros: a.PriceMicros, DurationS: uint32(duration / time.Second),
-	})
+	}, t))
 	if err != nil {
 		return nil, err
 	}

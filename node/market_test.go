@@ -223,7 +223,7 @@ func TestConcurrentProposalsNeverOverbook(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			l, err := m.rc.renter.TakeAsk(ctx, ask, 1, time.Hour)
+			l, err := m.rc.renter.TakeAsk(ctx, ask, 1, time.Hour, market.Terms{})
 			var nm *market.NoMatch
 			switch {
 			case err == nil:

@@ -165,7 +165,7 @@ func (c *RentClient) TakeAsk(ctx context.Context, prefix string, count int, dura
 	if err != nil {
 		return nil, fmt.Errorf("rent --ask %s: %w", prefix, err)
 	}
-	return c.renter.TakeAsk(ctx, a, count, duration)
+	return c.renter.TakeAsk(ctx, a, count, duration, market.Terms{})
 }
 
 // LeaseView is a lease as the CLI and the API show it.

@@ -531,21 +531,29 @@ func (x *Quote) GetMinPriceMicros() int64 {
 // LeaseProposal is the renter's signed acceptance of a quote (or of an
 // ask at its price), sent over /gpumesh/lease/1.0.0.
 type LeaseProposal struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	Renter        []byte                 `protobuf:"bytes,2,opt,name=renter,proto3" json:"renter,omitempty"`
-	Supplier      []byte                 `protobuf:"bytes,3,opt,name=supplier,proto3" json:"supplier,omitempty"`
-	Nonce         uint64                 `protobuf:"varint,4,opt,name=nonce,proto3" json:"nonce,omitempty"`
-	CreatedMs     int64                  `protobuf:"varint,5,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
-	ExpiresMs     int64                  `protobuf:"varint,6,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"` // the proposal holds until then
-	Quote         []byte                 `protobuf:"bytes,7,opt,name=quote,proto3" json:"quote,omitempty"`                           // the supplier's signed Quote envelope, or
-	Ask           []byte                 `protobuf:"bytes,8,opt,name=ask,proto3" json:"ask,omitempty"`                               // the supplier's signed Ask envelope
-	Model         string                 `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
-	Count         uint32                 `protobuf:"varint,10,opt,name=count,proto3" json:"count,omitempty"`
-	PriceMicros   int64                  `protobuf:"varint,11,opt,name=price_micros,json=priceMicros,proto3" json:"price_micros,omitempty"`
-	DurationS     uint32                 `protobuf:"varint,12,opt,name=duration_s,json=durationS,proto3" json:"duration_s,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Version     uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Renter      []byte                 `protobuf:"bytes,2,opt,name=renter,proto3" json:"renter,omitempty"`
+	Supplier    []byte                 `protobuf:"bytes,3,opt,name=supplier,proto3" json:"supplier,omitempty"`
+	Nonce       uint64                 `protobuf:"varint,4,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	CreatedMs   int64                  `protobuf:"varint,5,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	ExpiresMs   int64                  `protobuf:"varint,6,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"` // the proposal holds until then
+	Quote       []byte                 `protobuf:"bytes,7,opt,name=quote,proto3" json:"quote,omitempty"`                           // the supplier's signed Quote envelope, or
+	Ask         []byte                 `protobuf:"bytes,8,opt,name=ask,proto3" json:"ask,omitempty"`                               // the supplier's signed Ask envelope
+	Model       string                 `protobuf:"bytes,9,opt,name=model,proto3" json:"model,omitempty"`
+	Count       uint32                 `protobuf:"varint,10,opt,name=count,proto3" json:"count,omitempty"`
+	PriceMicros int64                  `protobuf:"varint,11,opt,name=price_micros,json=priceMicros,proto3" json:"price_micros,omitempty"`
+	DurationS   uint32                 `protobuf:"varint,12,opt,name=duration_s,json=durationS,proto3" json:"duration_s,omitempty"`
+	// Metering terms (docs/PROTOCOL.md Part IV). job_spec_hash is the
+	// sha-256 of the job spec the renter will run (empty: none bound yet);
+	// the supplier meters every receipt_interval_ms (0: 10 s) and stops the
+	// job when the amount it is owed passes credit_limit_micros (0: one
+	// interval's worth).
+	JobSpecHash       []byte `protobuf:"bytes,13,opt,name=job_spec_hash,json=jobSpecHash,proto3" json:"job_spec_hash,omitempty"`
+	ReceiptIntervalMs uint32 `protobuf:"varint,14,opt,name=receipt_interval_ms,json=receiptIntervalMs,proto3" json:"receipt_interval_ms,omitempty"`
+	CreditLimitMicros int64  `protobuf:"varint,15,opt,name=credit_limit_micros,json=creditLimitMicros,proto3" json:"credit_limit_micros,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *LeaseProposal) Reset() {
@@ -658,6 +666,27 @@ func (x *LeaseProposal) GetPriceMicros() int64 {
 func (x *LeaseProposal) GetDurationS() uint32 {
 	if x != nil {
 		return x.DurationS
+	}
+	return 0
+}
+
+func (x *LeaseProposal) GetJobSpecHash() []byte {
+	if x != nil {
+		return x.JobSpecHash
+	}
+	return nil
+}
+
+func (x *LeaseProposal) GetReceiptIntervalMs() uint32 {
+	if x != nil {
+		return x.ReceiptIntervalMs
+	}
+	return 0
+}
+
+func (x *LeaseProposal) GetCreditLimitMicros() int64 {
+	if x != nil {
+		return x.CreditLimitMicros
 	}
 	return 0
 }
@@ -1137,7 +1166,7 @@ const file_market_proto_rawDesc = "" +
 	"\x06region\x18\f \x01(\tR\x06region\x12\x18\n" +
 	"\adecline\x18\r \x01(\tR\adecline\x12\x12\n" +
 	"\x04free\x18\x0e \x01(\rR\x04free\x12(\n" +
-	"\x10min_price_micros\x18\x0f \x01(\x03R\x0eminPriceMicros\"\xc7\x02\n" +
+	"\x10min_price_micros\x18\x0f \x01(\x03R\x0eminPriceMicros\"\xcb\x03\n" +
 	"\rLeaseProposal\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06renter\x18\x02 \x01(\fR\x06renter\x12\x1a\n" +
@@ -1154,7 +1183,10 @@ const file_market_proto_rawDesc = "" +
 	" \x01(\rR\x05count\x12!\n" +
 	"\fprice_micros\x18\v \x01(\x03R\vpriceMicros\x12\x1d\n" +
 	"\n" +
-	"duration_s\x18\f \x01(\rR\tdurationS\"\xce\x02\n" +
+	"duration_s\x18\f \x01(\rR\tdurationS\x12\"\n" +
+	"\rjob_spec_hash\x18\r \x01(\fR\vjobSpecHash\x12.\n" +
+	"\x13receipt_interval_ms\x18\x0e \x01(\rR\x11receiptIntervalMs\x12.\n" +
+	"\x13credit_limit_micros\x18\x0f \x01(\x03R\x11creditLimitMicros\"\xce\x02\n" +
 	"\x05Lease\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x1a\n" +
 	"\bproposal\x18\x02 \x01(\fR\bproposal\x12\x1a\n" +
