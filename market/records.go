@@ -8,7 +8,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -20,47 +19,37 @@ import (
 
 // SealAsk signs an ask; it sets Version and Supplier.
 func SealAsk(a *pb.Ask, key crypto.PrivKey) ([]byte, error) {
-	return seal(AskType, a, key, func(m *pb.Ask, id []byte) { m.Version, m.Supplier = p2p.RecordVersion, id })
+	return p2p.SealFilled(AskType, a, key, func(m *pb.Ask, id []byte) { m.Version, m.Supplier = p2p.RecordVersion, id })
 }
 
 // SealBid signs a bid; it sets Version and Renter.
 func SealBid(b *pb.Bid, key crypto.PrivKey) ([]byte, error) {
-	return seal(BidType, b, key, func(m *pb.Bid, id []byte) { m.Version, m.Renter = p2p.RecordVersion, id })
+	return p2p.SealFilled(BidType, b, key, func(m *pb.Bid, id []byte) { m.Version, m.Renter = p2p.RecordVersion, id })
 }
 
 // SealCancel signs a cancel; it sets Version and Signer.
 func SealCancel(c *pb.Cancel, key crypto.PrivKey) ([]byte, error) {
-	return seal(CancelType, c, key, func(m *pb.Cancel, id []byte) { m.Version, m.Signer = p2p.RecordVersion, id })
+	return p2p.SealFilled(CancelType, c, key, func(m *pb.Cancel, id []byte) { m.Version, m.Signer = p2p.RecordVersion, id })
 }
 
 // SealQuote signs a quote or decline; it sets Version and Supplier.
 func SealQuote(q *pb.Quote, key crypto.PrivKey) ([]byte, error) {
-	return seal(QuoteType, q, key, func(m *pb.Quote, id []byte) { m.Version, m.Supplier = p2p.RecordVersion, id })
+	return p2p.SealFilled(QuoteType, q, key, func(m *pb.Quote, id []byte) { m.Version, m.Supplier = p2p.RecordVersion, id })
 }
 
 // SealProposal signs a lease proposal; it sets Version and Renter.
 func SealProposal(p *pb.LeaseProposal, key crypto.PrivKey) ([]byte, error) {
-	return seal(ProposalType, p, key, func(m *pb.LeaseProposal, id []byte) { m.Version, m.Renter = p2p.RecordVersion, id })
+	return p2p.SealFilled(ProposalType, p, key, func(m *pb.LeaseProposal, id []byte) { m.Version, m.Renter = p2p.RecordVersion, id })
 }
 
 // SealLease countersigns a lease; it sets Version and Supplier.
 func SealLease(l *pb.Lease, key crypto.PrivKey) ([]byte, error) {
-	return seal(LeaseType, l, key, func(m *pb.Lease, id []byte) { m.Version, m.Supplier = p2p.RecordVersion, id })
+	return p2p.SealFilled(LeaseType, l, key, func(m *pb.Lease, id []byte) { m.Version, m.Supplier = p2p.RecordVersion, id })
 }
 
 // SealTradePrint signs a trade print; it sets Version and Supplier.
 func SealTradePrint(t *pb.TradePrint, key crypto.PrivKey) ([]byte, error) {
-	return seal(TradeType, t, key, func(m *pb.TradePrint, id []byte) { m.Version, m.Supplier = p2p.RecordVersion, id })
-}
-
-func seal[M proto.Message](rt p2p.RecordType, msg M, key crypto.PrivKey, fill func(M, []byte)) ([]byte, error) {
-	id, err := peer.IDFromPrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("seal %s: peer id: %w", rt.Domain, err)
-	}
-	c := proto.Clone(msg).(M)
-	fill(c, []byte(id))
-	return p2p.Seal(rt, c, key)
+	return p2p.SealFilled(TradeType, t, key, func(m *pb.TradePrint, id []byte) { m.Version, m.Supplier = p2p.RecordVersion, id })
 }
 
 // Opening. Each Open function checks a signed envelope as of now — size,
@@ -72,7 +61,7 @@ func seal[M proto.Message](rt p2p.RecordType, msg M, key crypto.PrivKey, fill fu
 // OpenAsk verifies and decodes a signed ask.
 func OpenAsk(data []byte, now time.Time) (*Ask, error) {
 	m := &pb.Ask{}
-	signer, err := open(AskType, data, m, func() []byte { return m.Supplier })
+	signer, err := p2p.OpenAuthored(AskType, data, m, func() []byte { return m.Supplier })
 	if err != nil {
 		return nil, fmt.Errorf("ask: %w", err)
 	}
@@ -111,7 +100,7 @@ func checkAsk(m *pb.Ask, now time.Time) ([]ma.Multiaddr, error) {
 // OpenBid verifies and decodes a signed bid, parsing its filter.
 func OpenBid(data []byte, now time.Time) (*Bid, error) {
 	m := &pb.Bid{}
-	signer, err := open(BidType, data, m, func() []byte { return m.Renter })
+	signer, err := p2p.OpenAuthored(BidType, data, m, func() []byte { return m.Renter })
 	if err != nil {
 		return nil, fmt.Errorf("bid: %w", err)
 	}
@@ -155,7 +144,7 @@ func checkBid(m *pb.Bid, now time.Time) (*Bid, error) {
 // order is the signer's is for the order book to check.
 func OpenCancel(data []byte, now time.Time) (*Cancel, error) {
 	m := &pb.Cancel{}
-	signer, err := open(CancelType, data, m, func() []byte { return m.Signer })
+	signer, err := p2p.OpenAuthored(CancelType, data, m, func() []byte { return m.Signer })
 	if err != nil {
 		return nil, fmt.Errorf("cancel: %w", err)
 	}
@@ -174,7 +163,7 @@ func OpenCancel(data []byte, now time.Time) (*Cancel, error) {
 // OpenQuote verifies and decodes a signed quote or decline.
 func OpenQuote(data []byte, now time.Time) (*Quote, error) {
 	m := &pb.Quote{}
-	signer, err := open(QuoteType, data, m, func() []byte { return m.Supplier })
+	signer, err := p2p.OpenAuthored(QuoteType, data, m, func() []byte { return m.Supplier })
 	if err != nil {
 		return nil, fmt.Errorf("quote: %w", err)
 	}
@@ -242,7 +231,7 @@ func OpenProposal(data []byte, now time.Time) (*Proposal, error) {
 // the lease was made.
 func openProposal(data []byte, now time.Time, atCreation bool) (*Proposal, error) {
 	m := &pb.LeaseProposal{}
-	signer, err := open(ProposalType, data, m, func() []byte { return m.Renter })
+	signer, err := p2p.OpenAuthored(ProposalType, data, m, func() []byte { return m.Renter })
 	if err != nil {
 		return nil, fmt.Errorf("proposal: %w", err)
 	}
@@ -345,7 +334,7 @@ func agreesWithAsk(m *pb.LeaseProposal, supplier peer.ID, a *Ask) error {
 // The returned Lease's ID is its lease_id, the proposal's ID.
 func OpenLease(data []byte, now time.Time) (*Lease, error) {
 	m := &pb.Lease{}
-	signer, err := open(LeaseType, data, m, func() []byte { return m.Supplier })
+	signer, err := p2p.OpenAuthored(LeaseType, data, m, func() []byte { return m.Supplier })
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
@@ -417,7 +406,7 @@ func checkLease(m *pb.Lease, supplier peer.ID, now time.Time) (*Lease, error) {
 // the lease's supplier and made after the lease started.
 func OpenTradePrint(data []byte, now time.Time) (*TradePrint, error) {
 	m := &pb.TradePrint{}
-	signer, err := open(TradeType, data, m, func() []byte { return m.Supplier })
+	signer, err := p2p.OpenAuthored(TradeType, data, m, func() []byte { return m.Supplier })
 	if err != nil {
 		return nil, fmt.Errorf("trade print: %w", err)
 	}
@@ -449,16 +438,6 @@ func checkTradePrint(m *pb.TradePrint, supplier peer.ID, now time.Time) (*TradeP
 
 // open checks a record's envelope and that the peer its author field names
 // is its signer.
-func open(rt p2p.RecordType, data []byte, msg proto.Message, author func() []byte) (peer.ID, error) {
-	signer, err := p2p.Open(rt, data, msg)
-	if err != nil {
-		return "", err
-	}
-	if err := p2p.CheckSigner(author(), signer); err != nil {
-		return "", err
-	}
-	return signer, nil
-}
 
 // errf wraps sentinel with a description of what failed.
 func errf(sentinel error, format string, args ...any) error {

@@ -89,6 +89,32 @@ func Open(rt RecordType, data []byte, msg proto.Message) (peer.ID, error) {
 	return signer, nil
 }
 
+// SealFilled signs a copy of msg after fill has set its version and author
+// fields; fill gets the binary peer ID of key. Records that name their
+// author use it, so that the author field is the signer by construction.
+func SealFilled[M proto.Message](rt RecordType, msg M, key crypto.PrivKey, fill func(m M, id []byte)) ([]byte, error) {
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("seal %s: peer id: %w", rt.Domain, err)
+	}
+	c := proto.Clone(msg).(M)
+	fill(c, []byte(id))
+	return Seal(rt, c, key)
+}
+
+// OpenAuthored opens an envelope (Open) and checks that the author field
+// the record names, read by author after decoding, is the signer.
+func OpenAuthored(rt RecordType, data []byte, msg proto.Message, author func() []byte) (peer.ID, error) {
+	signer, err := Open(rt, data, msg)
+	if err != nil {
+		return "", err
+	}
+	if err := CheckSigner(author(), signer); err != nil {
+		return "", err
+	}
+	return signer, nil
+}
+
 // CheckSigner checks that the peer ID bytes a record names (its author
 // field) are the signer's.
 func CheckSigner(named []byte, signer peer.ID) error {
