@@ -1,0 +1,326 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Paths of WorkDir and CheckpointDir inside a container.
+const (
+	containerWork       = "/work"
+	containerCheckpoint = "/checkpoint"
+)
+
+// containerRuntime runs jobs with the docker or podman client.
+type containerRuntime struct {
+	name string // "docker" or "podman"
+	bin  string
+	log  *slog.Logger
+}
+
+func newContainerRuntime(name string, o Options) (Runtime, error) {
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		return nil, fmt.Errorf("runtime %s: %w: %v", name, ErrUnavailable, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := exec.CommandContext(ctx, bin, "info").Output(); err != nil {
+		var msg string
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = ": " + trimOutput(ee.Stderr)
+		}
+		return nil, fmt.Errorf("runtime %s: %w: %s info: %v%s", name, ErrUnavailable, bin, err, msg)
+	}
+	return &containerRuntime{name: name, bin: bin, log: o.Log.With("runtime", name)}, nil
+}
+
+func (c *containerRuntime) Name() string { return c.name }
+
+// Start runs s.Image with "<bin> run --rm"; the client is the process.
+func (c *containerRuntime) Start(ctx context.Context, s Spec) (Process, error) {
+	prefix := fmt.Sprintf("job %s attempt %d", s.JobID, s.Attempt)
+	if err := validateContainer(&s); err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	if err := os.Mkdir(filepath.Join(s.WorkDir, "tmp"), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("%s: tmp dir: %w", prefix, err)
+	}
+	var user string
+	if s.RunAs != "" {
+		u, err := resolveUser(s.RunAs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", prefix, err)
+		}
+		for _, d := range []string{s.WorkDir, s.CheckpointDir} {
+			if err := chownTree(d, u); err != nil {
+				return nil, fmt.Errorf("%s: %w", prefix, err)
+			}
+		}
+		user = fmt.Sprintf("%d:%d", u.uid, u.gid)
+	}
+
+	// The environment goes through a file only the node can read, not
+	// through argv, which every local user can see.
+	envFile, err := os.CreateTemp("", "gpumesh-env-*")
+	if err != nil {
+		return nil, fmt.Errorf("%s: env file: %w", prefix, err)
+	}
+	_, werr := envFile.WriteString(strings.Join(containerEnv(s), "\n") + "\n")
+	if err := errors.Join(werr, envFile.Close()); err != nil {
+		os.Remove(envFile.Name())
+		return nil, fmt.Errorf("%s: env file: %w", prefix, err)
+	}
+
+	name := containerName(s)
+	cmd := exec.Command(c.bin, containerArgs(c.name, s, name, envFile.Name(), user)...)
+	cmd.Stdout, cmd.Stderr = s.Stdout, s.Stderr
+	cmd.SysProcAttr = containerAttr()
+	if err := cmd.Start(); err != nil {
+		os.Remove(envFile.Name())
+		return nil, fmt.Errorf("%s: start %s: %w", prefix, c.bin, err)
+	}
+	p := &containerProc{rt: c, name: name, cmd: cmd, envFile: envFile.Name(), done: make(chan struct{})}
+	go p.wait()
+	c.log.Debug("job started", "job", short(s.JobID), "attempt", s.Attempt, "container", name, "image", s.Image, "client_pid", cmd.Process.Pid)
+	return p, nil
+}
+
+// validateContainer is validate plus what the client's flags and env
+// file cannot carry.
+func validateContainer(s *Spec) error {
+	if err := validate(s); err != nil {
+		return err
+	}
+	if s.Image == "" {
+		return fmt.Errorf("%w: no image", ErrInvalidSpec)
+	}
+	for _, d := range []string{s.WorkDir, s.CheckpointDir} {
+		if strings.ContainsAny(d, ":,\n") {
+			return fmt.Errorf("%w: %s: a container volume path cannot contain ':' or ','", ErrInvalidSpec, d)
+		}
+	}
+	for i, kv := range s.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.ContainsAny(kv, "\n\r") || strings.ContainsAny(k, " \t#") {
+			return fmt.Errorf("%w: env[%d] %.40s: a container env entry cannot hold a newline, or blanks or '#' in its name", ErrInvalidSpec, i, k)
+		}
+	}
+	return nil
+}
+
+// containerName is the container's name: gpumesh-<id>-<attempt>.
+func containerName(s Spec) string {
+	return fmt.Sprintf("gpumesh-%s-%d", strings.ToLower(s.JobID), s.Attempt)
+}
+
+// containerEnv is the job's environment in the container. The image's
+// PATH stays unless the renter sets one. CUDA_VISIBLE_DEVICES is set to
+// GPU UUIDs (which mean the same inside); plain indices are left to the
+// container, which renumbers its GPUs from 0.
+func containerEnv(s Spec) []string {
+	fixed := [][2]string{{"HOME", containerWork}}
+	switch {
+	case len(s.GPUs) == 0:
+		fixed = append(fixed, [2]string{"CUDA_VISIBLE_DEVICES", ""})
+	case allUUIDs(s.GPUs):
+		fixed = append(fixed, [2]string{"CUDA_VISIBLE_DEVICES", strings.Join(s.GPUs, ",")})
+	}
+	fixed = append(fixed,
+		[2]string{"CHECKPOINT_DIR", containerCheckpoint},
+		[2]string{"JOB_ATTEMPT", strconv.Itoa(s.Attempt)},
+		[2]string{"GPUMESH_JOB_ID", s.JobID})
+	return jobEnv([][2]string{{"TMPDIR", containerWork + "/tmp"}}, s.Env, fixed)
+}
+
+func allUUIDs(gpus []string) bool {
+	for _, g := range gpus {
+		if !strings.HasPrefix(g, "GPU-") && !strings.HasPrefix(g, "MIG-") {
+			return false
+		}
+	}
+	return true
+}
+
+// containerArgs is the client's argv after the binary.
+func containerArgs(runtime string, s Spec, name, envFile, user string) []string {
+	a := []string{"run", "--rm", "--name", name,
+		"--label", "gpumesh.job=" + s.JobID, "--label", "gpumesh.attempt=" + strconv.Itoa(s.Attempt),
+		"--workdir", containerWork,
+		"--volume", s.WorkDir + ":" + containerWork,
+		"--volume", s.CheckpointDir + ":" + containerCheckpoint,
+		"--env-file", envFile,
+		"--security-opt", "no-new-privileges", "--cap-drop", "ALL",
+	}
+	if user != "" {
+		a = append(a, "--user", user)
+	}
+	l := s.Limits
+	if l.MemoryBytes > 0 {
+		m := strconv.FormatInt(l.MemoryBytes, 10)
+		a = append(a, "--memory", m, "--memory-swap", m)
+	}
+	if l.Procs > 0 {
+		a = append(a, "--pids-limit", strconv.FormatInt(l.Procs, 10))
+	}
+	if l.CPUSeconds > 0 {
+		a = append(a, "--ulimit", fmt.Sprintf("cpu=%d:%d", l.CPUSeconds, l.CPUSeconds+1))
+	}
+	if l.FileBytes > 0 {
+		a = append(a, "--ulimit", fmt.Sprintf("fsize=%d:%d", l.FileBytes, l.FileBytes))
+	}
+	n := l.OpenFiles
+	if n == 0 {
+		n = 1024
+	}
+	a = append(a, "--ulimit", fmt.Sprintf("nofile=%d:%d", n, n))
+	if len(s.GPUs) > 0 {
+		if runtime == "podman" {
+			for _, g := range s.GPUs {
+				a = append(a, "--device", "nvidia.com/gpu="+g) // CDI
+			}
+		} else {
+			// The value is CSV: quote it so the commas stay inside.
+			a = append(a, "--gpus", `"device=`+strings.Join(s.GPUs, ",")+`"`)
+		}
+	}
+	a = append(a, s.Image)
+	return append(a, s.Argv...)
+}
+
+// containerProc is a job run by the docker or podman client.
+type containerProc struct {
+	rt      *containerRuntime
+	name    string
+	cmd     *exec.Cmd
+	envFile string
+	done    chan struct{}
+
+	mu  sync.Mutex
+	res Result
+}
+
+func (p *containerProc) wait() {
+	err := p.cmd.Wait()
+	res := resultOfContainer(p.cmd.ProcessState, err)
+	os.Remove(p.envFile)
+	p.mu.Lock()
+	p.res = res
+	p.mu.Unlock()
+	close(p.done)
+}
+
+// resultOfContainer: the client exits with the container's code (125 for
+// its own errors, 137 when the container was killed ...). CPU time and
+// memory are the client's, not the container's.
+func resultOfContainer(st *os.ProcessState, werr error) Result {
+	var res Result
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) {
+		res.Err = fmt.Errorf("wait: %w", werr)
+	}
+	if st == nil {
+		res.ExitCode = -1
+		return res
+	}
+	res.ExitCode = st.ExitCode()
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.Signal = ws.Signal().String()
+	}
+	return res
+}
+
+func (p *containerProc) Pid() int              { return p.cmd.Process.Pid }
+func (p *containerProc) Done() <-chan struct{} { return p.done }
+
+func (p *containerProc) Result() Result {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.res
+}
+
+// ctl runs "<bin> <args...>" with a timeout.
+func (p *containerProc) ctl(timeout time.Duration, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, p.rt.bin, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", p.rt.name, strings.Join(args, " "), err, trimOutput(out))
+	}
+	return nil
+}
+
+func (p *containerProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *containerProc) Pause() error {
+	if p.exited() {
+		return fmt.Errorf("pause %s: %w", p.name, ErrExited)
+	}
+	return p.ctl(time.Minute, "pause", p.name)
+}
+
+func (p *containerProc) Resume() error {
+	if p.exited() {
+		return fmt.Errorf("resume %s: %w", p.name, ErrExited)
+	}
+	return p.ctl(time.Minute, "unpause", p.name)
+}
+
+// Stop is "<bin> stop -t grace", then kill (container and client) if the
+// client has not exited 30 seconds later.
+func (p *containerProc) Stop(grace time.Duration) error {
+	if p.exited() {
+		return nil
+	}
+	secs := int(math.Ceil(grace.Seconds()))
+	// A paused container does not stop; unpausing one that is not paused
+	// fails harmlessly.
+	_ = p.ctl(time.Minute, "unpause", p.name)
+	err := p.ctl(grace+time.Minute, "stop", "-t", strconv.Itoa(secs), p.name)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(30 * time.Second):
+	}
+	kerr := p.ctl(time.Minute, "kill", p.name)
+	_ = KillGroup(p.cmd.Process.Pid)
+	<-p.done
+	if err != nil && kerr != nil {
+		return errors.Join(err, kerr)
+	}
+	return nil
+}
+
+// trimOutput shortens a command's output for an error message.
+func trimOutput(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:] // the last line says what went wrong
+	}
+	if len(b) > 400 {
+		b = append(b[:400:400], "..."...)
+	}
+	return string(b)
+}

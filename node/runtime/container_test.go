@@ -1,0 +1,85 @@
+package runtime
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestContainerArgs(t *testing.T) {
+	base := Spec{JobID: "ABC123", Attempt: 2, Argv: []string{"python", "train.py"}, WorkDir: "/d/work", CheckpointDir: "/d/ck", Image: "img:1"}
+	common := []string{"run", "--rm", "--name", "gpumesh-abc123-2",
+		"--label", "gpumesh.job=ABC123", "--label", "gpumesh.attempt=2",
+		"--workdir", "/work", "--volume", "/d/work:/work", "--volume", "/d/ck:/checkpoint",
+		"--env-file", "/e", "--security-opt", "no-new-privileges", "--cap-drop", "ALL"}
+	for _, tc := range []struct {
+		name    string
+		runtime string
+		change  func(*Spec)
+		user    string
+		want    []string
+	}{
+		{"minimal", "docker", func(*Spec) {}, "",
+			[]string{"--ulimit", "nofile=1024:1024", "img:1", "python", "train.py"}},
+		{"limits, user and gpus", "docker", func(s *Spec) {
+			s.Limits = Limits{MemoryBytes: 1 << 30, CPUSeconds: 10, Procs: 50, FileBytes: 1 << 20, OpenFiles: 99}
+			s.GPUs = []string{"GPU-a", "GPU-b"}
+		}, "65534:65534",
+			[]string{"--user", "65534:65534", "--memory", "1073741824", "--memory-swap", "1073741824", "--pids-limit", "50",
+				"--ulimit", "cpu=10:11", "--ulimit", "fsize=1048576:1048576", "--ulimit", "nofile=99:99",
+				"--gpus", `"device=GPU-a,GPU-b"`, "img:1", "python", "train.py"}},
+		{"podman gpus by CDI", "podman", func(s *Spec) { s.GPUs = []string{"GPU-a", "GPU-b"} }, "",
+			[]string{"--ulimit", "nofile=1024:1024", "--device", "nvidia.com/gpu=GPU-a", "--device", "nvidia.com/gpu=GPU-b", "img:1", "python", "train.py"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base
+			tc.change(&s)
+			got := containerArgs(tc.runtime, s, containerName(s), "/e", tc.user)
+			want := append(append([]string{}, common...), tc.want...)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("args:\n got %q\nwant %q", got, want)
+			}
+		})
+	}
+}
+
+func TestContainerEnv(t *testing.T) {
+	s := Spec{JobID: "ab", Attempt: 3, Env: []string{"PATH=/opt/bin", "CHECKPOINT_DIR=/evil", "A=1"}}
+	got := containerEnv(s)
+	want := []string{"TMPDIR=/work/tmp", "PATH=/opt/bin", "CHECKPOINT_DIR=/checkpoint", "A=1", "HOME=/work",
+		"CUDA_VISIBLE_DEVICES=", "JOB_ATTEMPT=3", "GPUMESH_JOB_ID=ab"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("env:\n got %q\nwant %q", got, want)
+	}
+	s.GPUs = []string{"GPU-x"}
+	if env := strings.Join(containerEnv(s), " "); !strings.Contains(env, "CUDA_VISIBLE_DEVICES=GPU-x") {
+		t.Errorf("env %s: want the GPU UUID", env)
+	}
+	s.GPUs = []string{"0"}
+	if env := strings.Join(containerEnv(s), " "); strings.Contains(env, "CUDA_VISIBLE_DEVICES") {
+		t.Errorf("env %s: a host index means nothing in the container", env)
+	}
+}
+
+func TestValidateContainer(t *testing.T) {
+	dir := t.TempDir()
+	ok := Spec{JobID: "ab", Argv: []string{"x"}, WorkDir: dir, CheckpointDir: dir, Image: "img"}
+	for _, tc := range []struct {
+		name   string
+		change func(*Spec)
+	}{
+		{"no image", func(s *Spec) { s.Image = "" }},
+		{"newline in env", func(s *Spec) { s.Env = []string{"A=b\nC=d"} }},
+		{"comment name", func(s *Spec) { s.Env = []string{"#A=b"} }},
+	} {
+		s := ok
+		tc.change(&s)
+		if err := validateContainer(&s); !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("%s: err = %v, want ErrInvalidSpec", tc.name, err)
+		}
+	}
+	if err := validateContainer(&ok); err != nil {
+		t.Errorf("valid spec: %v", err)
+	}
+}

@@ -1,0 +1,121 @@
+// Package runtime runs a renter's job on a supplier node: as a sandboxed
+// process ("process", the default) or in a container ("docker",
+// "podman").
+//
+// A [Runtime] starts one attempt of a job from a [Spec] and returns a
+// [Process] to pause, resume, stop and wait for. [New] picks the runtime
+// by name. Every binary that starts jobs must call [MaybeShim] first thing
+// in main (and in the TestMain of every package whose tests start jobs).
+//
+// # The process runtime
+//
+// Start re-executes the node's own binary (/proc/self/exe) as a shim, with
+// nothing in its environment but a marker; the configuration comes over a
+// pipe. The child starts in a new process group (so Pause and Stop reach
+// the whole tree), with the parent-death signal set to SIGKILL (a job
+// whose node died is no longer metered), and in a new mount namespace; a
+// node that is not root also gets a new user namespace that maps only its
+// own uid and gid (to 0). The shim then, in this order:
+//
+//   - makes every mount private, so nothing it does reaches the node;
+//   - makes every mount read-only (per mount, never the filesystem itself);
+//   - covers each [Spec.Hide] path: a directory with an empty read-only
+//     tmpfs of mode 000, anything else with an empty read-only file of
+//     mode 000. Reading fails with "permission denied", listing shows
+//     nothing. The node hides its key, its API token, its store and the
+//     whole jobs directory, for instance;
+//   - covers every ancestor of WorkDir or CheckpointDir that the job's user
+//     could not search anyway, the same way;
+//   - mounts a private writable tmpfs on /tmp and /dev/shm (sized
+//     MemoryBytes when set), instead of the host's shared ones;
+//   - puts WorkDir and CheckpointDir back, writable, where the job expects
+//     them: both were opened before anything was covered, and a hidden
+//     directory above them (the jobs directory) gets the way down to them
+//     recreated inside its tmpfs. So a Hide entry may contain WorkDir; one
+//     that equals it is an error;
+//   - sets the rlimits (below), PR_SET_NO_NEW_PRIVS, empties the capability
+//     bounding set, changes to RunAs (setgroups, setgid, setuid) when set,
+//     drops every capability, sets the parent-death signal again (a change
+//     of user clears it), changes to WorkDir and marks every descriptor
+//     above stderr close-on-exec;
+//   - execs argv[0], looked up in the job's PATH. When that fails it prints
+//     why on stderr and exits 127, like a shell.
+//
+// The job's environment is exactly PATH (a fixed default), HOME=WorkDir,
+// LANG=C.UTF-8 and TMPDIR=WorkDir/tmp, then the renter's Env (which may
+// replace PATH, LANG and TMPDIR), then HOME again, CUDA_VISIBLE_DEVICES
+// (the GPUs, comma-joined; "" for none), CHECKPOINT_DIR, JOB_ATTEMPT and
+// GPUMESH_JOB_ID, which the renter cannot change. Nothing of the node's
+// environment reaches the job.
+//
+// The job's stdout and stderr go through pipes to Spec.Stdout and
+// Spec.Stderr (one pipe when they are the same writer, so the order
+// holds). When the job's main process exits, whatever it left running in
+// its group (and cgroup) is killed, the pipes are drained and Done closes.
+// Result comes from wait4: exit code or signal, user+sys CPU time of the
+// tree, and the largest resident set.
+//
+// If the shim cannot set the sandbox up, Start fails and nothing runs. A
+// node that is not root and cannot create a user namespace (disabled, or
+// restricted as on Ubuntu 24.04) runs jobs without a mount namespace,
+// logging a warning: Hide then protects nothing.
+//
+// # Limits
+//
+// [Limits] become rlimits, which every process of the job inherits and
+// which it cannot raise: RLIMIT_AS (MemoryBytes; not for jobs with GPUs,
+// since CUDA reserves far more address space than it uses), RLIMIT_CPU
+// (CPUSeconds; SIGXCPU at the limit, SIGKILL a second later, counted per
+// process), RLIMIT_NPROC (Procs; only with RunAs, and counted over every
+// process of that user), RLIMIT_FSIZE (FileBytes; SIGXFSZ on a larger
+// write), RLIMIT_NOFILE (OpenFiles, 1024 by default) and RLIMIT_CORE 0.
+//
+// With cgroup v2 (Options.CgroupRoot, default /sys/fs/cgroup, has
+// cgroup.controllers, is a cgroup2 mount and is writable) each attempt
+// also runs in <root>/gpumesh/job-<id>-<attempt>, which it is started
+// directly into (clone3 CLONE_INTO_CGROUP). That adds memory.max (with
+// swap off) for the whole tree, GPU jobs included, and pids.max; Pause
+// also freezes the cgroup, the end of a job kills everything in it
+// (processes that left the process group with setsid included), the CPU
+// time counts every process the job ever had, and the cgroup is removed
+// afterwards. Without cgroup v2 the runtime logs why and relies on
+// rlimits and the process group.
+//
+// # What the sandbox does not protect
+//
+//   - The kernel and the GPU driver are shared: a kernel or driver exploit
+//     is an escape. GPU memory is not cleared by this package.
+//   - The network is the host's: jobs reach localhost services, the local
+//     network and any cloud metadata endpoint.
+//   - Processes are visible: there is no PID namespace. Jobs that run as
+//     the same user can see, signal and ptrace each other and read each
+//     other's files through /proc/<pid>/root and /cwd; run concurrent jobs
+//     of different renters as different users.
+//   - A job with RunAs "" on a root node runs as uid 0 without
+//     capabilities. It cannot undo the mounts, write the filesystem or
+//     read the node's /proc entries, but it can read every root-owned file
+//     that is not hidden, and services that trust uid 0 over a socket
+//     (D-Bus, systemd, docker.sock) still do. That is not a security
+//     boundary: set RunAs on a root node.
+//   - Files readable by the job's user outside Hide stay readable (the
+//     filesystem is read-only, not invisible).
+//   - Without cgroup v2, GPU jobs have no memory limit and a job that calls
+//     setsid leaves its process group: Stop, Pause and the end of the job
+//     miss it (KillGroup too).
+//
+// # Containers
+//
+// "docker" and "podman" run Spec.Image with "<bin> run --rm" named
+// gpumesh-<id>-<attempt>: WorkDir on /work (the cwd and HOME),
+// CheckpointDir on /checkpoint, all capabilities dropped,
+// no-new-privileges, the limits as --memory, --pids-limit and --ulimit,
+// the GPUs as --gpus device=... (docker) or CDI devices nvidia.com/gpu=...
+// (podman), RunAs as --user. The environment goes through an env file
+// readable by the node only, not through argv. The Process is the client:
+// Pause and Resume are "pause"/"unpause", Stop is "stop -t grace" then
+// "kill"; CPU time and memory in the Result are the client's. Hide does
+// not apply (the container sees only its image and the two volumes). New
+// fails with [ErrUnavailable] when the binary is missing or "<bin> info"
+// fails. If the node dies, the container outlives the client: remove
+// leftover gpumesh-* containers at start-up.
+package runtime

@@ -1,0 +1,511 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// drainTimeout bounds how long Done waits for the job's output pipes
+// after its group is killed: only a process that escaped the group (and
+// the cgroup) can still hold them.
+const drainTimeout = 10 * time.Second
+
+// processRuntime runs jobs as sandboxed processes on this machine.
+type processRuntime struct {
+	log  *slog.Logger
+	cg   *cgroupRoot // nil: no cgroup v2
+	root bool        // the node runs as root
+	// noUserNS is set once a user namespace has failed: later jobs start
+	// without a mount namespace at once.
+	noUserNS atomic.Bool
+	warnRoot sync.Once
+}
+
+func newProcessRuntime(o Options) (Runtime, error) {
+	r := &processRuntime{log: o.Log.With("runtime", "process"), root: os.Geteuid() == 0}
+	cg, why := detectCgroup(o.CgroupRoot)
+	if cg == nil {
+		r.log.Info("cgroup v2 not used: jobs are bounded by rlimits only", "reason", why)
+	} else {
+		r.cg = cg
+		r.log.Info("cgroup v2 used for jobs", "root", cg.root)
+	}
+	return r, nil
+}
+
+func (r *processRuntime) Name() string { return "process" }
+
+// Start starts s as a sandboxed process (see the package comment).
+func (r *processRuntime) Start(ctx context.Context, s Spec) (Process, error) {
+	if os.Getenv(shimEnv) != "" {
+		return nil, errors.New("runtime: this process was started as a job shim but main (or TestMain) did not call runtime.MaybeShim first")
+	}
+	prefix := fmt.Sprintf("job %s attempt %d", s.JobID, s.Attempt)
+	if err := validate(&s); err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	log := r.log.With("job", short(s.JobID), "attempt", s.Attempt)
+	in := planInput{uid: os.Geteuid(), gid: os.Getegid()}
+	in.groups, _ = os.Getgroups()
+	if s.RunAs != "" {
+		if !r.root {
+			return nil, fmt.Errorf("%s: run as %q: %w: the node does not run as root", prefix, s.RunAs, errors.ErrUnsupported)
+		}
+		u, err := resolveUser(s.RunAs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", prefix, err)
+		}
+		in.runAs, in.uid, in.gid, in.groups = &u, u.uid, u.gid, nil
+	} else if r.root {
+		r.warnRoot.Do(func() {
+			r.log.Warn("jobs run as root (without capabilities): they can read every root-owned file that is not hidden; set a user to run jobs as")
+		})
+	}
+	if err := os.Mkdir(filepath.Join(s.WorkDir, "tmp"), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("%s: tmp dir: %w", prefix, err)
+	}
+	if in.runAs != nil {
+		for _, d := range []string{s.WorkDir, s.CheckpointDir} {
+			if err := chownTree(d, *in.runAs); err != nil {
+				return nil, fmt.Errorf("%s: %w", prefix, err)
+			}
+		}
+	}
+
+	cfg, notes, err := buildPlan(s, in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	for _, n := range notes {
+		log.Debug("sandbox", "note", n)
+	}
+
+	useCgroup := r.cg != nil
+	userns := !r.root && !r.noUserNS.Load()
+	for {
+		var cg *jobCgroup
+		if useCgroup {
+			cg, err = r.cg.create(fmt.Sprintf("job-%s-%d", s.JobID, s.Attempt), s.Limits, log)
+			if err != nil {
+				log.Warn("job runs without a cgroup", "err", err)
+			}
+		}
+		in.memoryByCgroup = cg != nil && cg.memory
+		cfg.Rlimits, notes = rlimits(s, in, nil)
+		for _, n := range notes {
+			log.Info("sandbox", "note", n)
+		}
+		cfg.Namespace = r.root || userns
+		p, err := r.launch(ctx, &s, cfg, userns, cg, log)
+		if err == nil {
+			return p, nil
+		}
+		var se *shimError
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("%s: %w", prefix, err)
+		case cg != nil && errors.As(err, &se) && se.stage == "start":
+			log.Warn("cannot start the job in its cgroup; starting it without", "err", err)
+			useCgroup = false
+		case userns && errors.As(err, &se) && (se.stage == stageNamespace || se.stage == "start" && usernsRefused(err)):
+			log.Warn("user namespaces do not work here: jobs run WITHOUT a mount namespace, so hidden paths are readable and the filesystem is writable for them", "err", err)
+			r.noUserNS.Store(true)
+			userns = false
+		default:
+			return nil, fmt.Errorf("%s: %w", prefix, err)
+		}
+	}
+}
+
+// usernsRefused reports whether a failed clone looks like the kernel
+// refusing a user namespace, rather than, say, running out of processes.
+func usernsRefused(err error) bool {
+	for _, e := range []error{unix.EPERM, unix.EACCES, unix.EINVAL, unix.ENOSPC, unix.EUSERS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// shimError is a failure to start the shim (stage "start") or one the
+// shim reported.
+type shimError struct {
+	stage string
+	err   error
+}
+
+func (e *shimError) Error() string {
+	if e.stage == "start" {
+		return e.err.Error()
+	}
+	return fmt.Sprintf("sandbox %s: %v", e.stage, e.err)
+}
+
+func (e *shimError) Unwrap() error { return e.err }
+
+// launch starts one shim and waits until it has exec'd the job (or
+// failed). On failure everything it started is gone, cg included.
+func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, userns bool, cg *jobCgroup, log *slog.Logger) (*process, error) {
+	cfg.NodePID = os.Getpid()
+	var closers []*os.File
+	closeAll := func() {
+		for _, f := range closers {
+			f.Close()
+		}
+	}
+	pipe := func() (rd, wr *os.File, err error) {
+		rd, wr, err = os.Pipe()
+		if err == nil {
+			closers = append(closers, rd, wr)
+		}
+		return rd, wr, err
+	}
+	cfgR, cfgW, err1 := pipe()
+	stR, stW, err2 := pipe()
+	outR, outW, err3 := pipe()
+	errR, errW := outR, outW
+	var err4 error
+	if !sameWriter(s.Stdout, s.Stderr) {
+		errR, errW, err4 = pipe()
+	}
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		closeAll()
+		if cg != nil {
+			_ = cg.remove()
+		}
+		return nil, fmt.Errorf("pipes: %w", err)
+	}
+
+	attr := &syscall.SysProcAttr{
+		Setpgid:   true,            // Stop and Pause reach the whole tree
+		Pdeathsig: syscall.SIGKILL, // no node, no metering: no job
+	}
+	if cfg.Namespace {
+		attr.Cloneflags |= syscall.CLONE_NEWNS
+	}
+	if userns {
+		attr.Cloneflags |= syscall.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	if cg != nil {
+		attr.UseCgroupFD = true
+		attr.CgroupFD = int(cg.dir.Fd())
+	}
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe", // this very binary, even if replaced on disk
+		Args:        []string{"gpumesh-job-shim"},
+		Env:         []string{shimEnv + "=" + shimEnvValue},
+		Stdout:      outW,
+		Stderr:      errW,
+		ExtraFiles:  []*os.File{cfgR, stW}, // configFD, statusFD
+		SysProcAttr: attr,
+	}
+	done := make(chan struct{})
+	if err := startOnLockedThread(cmd, done); err != nil {
+		closeAll()
+		if cg != nil {
+			_ = cg.remove()
+		}
+		return nil, &shimError{stage: "start", err: fmt.Errorf("start shim: %w", err)}
+	}
+	// The child has its copies now.
+	cfgR.Close()
+	stW.Close()
+	outW.Close()
+	if errW != outW {
+		errW.Close()
+	}
+
+	p := &process{
+		log:  log,
+		cmd:  cmd,
+		pid:  cmd.Process.Pid,
+		cg:   cg,
+		done: done,
+	}
+	p.copy(outR, s.Stdout)
+	if errR != outR {
+		p.copy(errR, s.Stderr)
+	}
+	go func() {
+		b, _ := json.Marshal(cfg)
+		_, _ = cfgW.Write(b)
+		cfgW.Close()
+	}()
+	type report struct {
+		ready bool
+		fatal *shimError
+		warns []string
+	}
+	reports := make(chan report, 1)
+	go func() {
+		var rep report
+		sc := bufio.NewScanner(stR)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var m shimMsg
+			if json.Unmarshal(sc.Bytes(), &m) != nil {
+				continue
+			}
+			switch {
+			case m.Fatal != "":
+				rep.fatal = &shimError{stage: m.Stage, err: errors.New(m.Fatal)}
+			case m.Warn != "":
+				rep.warns = append(rep.warns, m.Warn)
+			case m.Ready:
+				rep.ready = true
+			}
+		}
+		stR.Close()
+		reports <- rep
+	}()
+	go p.wait()
+
+	var rep report
+	select {
+	case rep = <-reports:
+	case <-ctx.Done():
+		_ = p.live(func() error { return p.signal(unix.SIGKILL) })
+		<-p.done
+		return nil, fmt.Errorf("start: %w", ctx.Err())
+	}
+	for _, w := range rep.warns {
+		log.Warn("sandbox", "warning", w)
+	}
+	switch {
+	case rep.fatal != nil:
+		<-p.done
+		return nil, rep.fatal
+	case !rep.ready:
+		<-p.done
+		res := p.Result()
+		return nil, fmt.Errorf("the job shim never reported (exit %d %s); does main (or TestMain) call runtime.MaybeShim first?", res.ExitCode, res.Signal)
+	}
+	log.Debug("job started", "pid", p.pid, "namespace", cfg.Namespace, "userns", userns, "cgroup", cg != nil, "run_as", s.RunAs)
+	return p, nil
+}
+
+// startOnLockedThread starts cmd from an OS thread that lives until done
+// is closed. The parent-death signal fires when the *thread* that forked
+// the child exits, and the Go runtime may end a thread; this one it
+// cannot.
+func startOnLockedThread(cmd *exec.Cmd, done <-chan struct{}) error {
+	started := make(chan error)
+	go func() {
+		goruntime.LockOSThread()
+		defer goruntime.UnlockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			<-done
+		}
+	}()
+	return <-started
+}
+
+// process is a job started by processRuntime.
+type process struct {
+	log    *slog.Logger
+	cmd    *exec.Cmd
+	pid    int // also the process group id
+	cg     *jobCgroup
+	copies sync.WaitGroup
+	pipes  []*os.File
+	done   chan struct{}
+
+	mu     sync.Mutex
+	exited bool   // the leader has exited: the group may no longer be signalled
+	res    Result // set before done is closed
+}
+
+// copy drains rd into w until EOF.
+func (p *process) copy(rd *os.File, w io.Writer) {
+	p.pipes = append(p.pipes, rd)
+	p.copies.Add(1)
+	go func() {
+		defer p.copies.Done()
+		_, _ = io.Copy(w, rd)
+	}()
+}
+
+// wait waits for the leader, kills what it left behind, reaps it, drains
+// the output and closes done.
+func (p *process) wait() {
+	// Wait without reaping: while the leader is a zombie its pid, and so
+	// the group id, cannot be reused, and the group can be killed safely.
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	p.mu.Lock()
+	p.exited = true
+	_ = unix.Kill(-p.pid, unix.SIGKILL) // the job is over: so is everything it started
+	if p.cg != nil {
+		p.cg.kill()
+	}
+	p.mu.Unlock()
+	werr := p.cmd.Wait()
+
+	drained := make(chan struct{})
+	go func() {
+		p.copies.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(drainTimeout):
+		p.log.Warn("job output still open after the job ended; closing it", "pid", p.pid)
+		for _, f := range p.pipes {
+			f.Close()
+		}
+		<-drained
+	}
+	for _, f := range p.pipes {
+		f.Close()
+	}
+
+	res := resultOf(p.cmd.ProcessState, werr)
+	if p.cg != nil {
+		res.CPUTime = max(res.CPUTime, p.cg.cpuTime())
+		if err := p.cg.remove(); err != nil {
+			p.log.Warn("job cgroup", "err", err)
+		}
+	}
+	p.log.Debug("job ended", "pid", p.pid, "exit", res.ExitCode, "signal", res.Signal, "cpu", res.CPUTime, "err", res.Err)
+	p.mu.Lock()
+	p.res = res
+	p.mu.Unlock()
+	close(p.done)
+}
+
+// resultOf turns a wait into a Result.
+func resultOf(st *os.ProcessState, werr error) Result {
+	var res Result
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) {
+		res.Err = fmt.Errorf("wait: %w", werr)
+	}
+	if st == nil {
+		res.ExitCode = -1
+		return res
+	}
+	res.ExitCode = st.ExitCode()
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.ExitCode = -1
+		res.Signal = ws.Signal().String()
+	}
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		res.CPUTime = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		res.MaxRSS = ru.Maxrss * 1024
+	}
+	return res
+}
+
+func (p *process) Pid() int              { return p.pid }
+func (p *process) Done() <-chan struct{} { return p.done }
+
+func (p *process) Result() Result {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.res
+}
+
+// live runs fn under p.mu unless the leader has exited: until then its
+// pid (the group id) cannot be reused and the cgroup is still there.
+func (p *process) live(fn func() error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited {
+		return fmt.Errorf("job %d: %w", p.pid, ErrExited)
+	}
+	return fn()
+}
+
+// signal sends sig to the whole group.
+func (p *process) signal(sig unix.Signal) error {
+	if err := unix.Kill(-p.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("signal job group %d with %v: %w", p.pid, sig, err)
+	}
+	return nil
+}
+
+func (p *process) Pause() error {
+	return p.live(func() error {
+		err := p.signal(unix.SIGSTOP)
+		if p.cg != nil {
+			err = errors.Join(err, p.cg.freeze(true))
+		}
+		return err
+	})
+}
+
+func (p *process) Resume() error {
+	return p.live(func() error {
+		var err error
+		if p.cg != nil {
+			err = p.cg.freeze(false)
+		}
+		return errors.Join(err, p.signal(unix.SIGCONT))
+	})
+}
+
+func (p *process) Stop(grace time.Duration) error {
+	err := p.live(func() error {
+		err := p.signal(unix.SIGTERM)
+		// A paused job must run to see SIGTERM.
+		if p.cg != nil {
+			err = errors.Join(err, p.cg.freeze(false))
+		}
+		return errors.Join(err, p.signal(unix.SIGCONT))
+	})
+	if errors.Is(err, ErrExited) {
+		err = nil
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return err
+	case <-t.C:
+	}
+	kerr := p.live(func() error {
+		err := p.signal(unix.SIGKILL)
+		if p.cg != nil {
+			p.cg.kill()
+		}
+		return err
+	})
+	if errors.Is(kerr, ErrExited) {
+		kerr = nil
+	}
+	<-p.done
+	return errors.Join(err, kerr)
+}
+
+// containerAttr is the SysProcAttr of a docker/podman client.
+func containerAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

@@ -1,0 +1,329 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var (
+	// ErrUnavailable is returned, wrapped, by New when a runtime cannot be
+	// used on this machine (no docker binary, no engine behind it ...).
+	ErrUnavailable = errors.New("runtime unavailable")
+	// ErrInvalidSpec is returned, wrapped, by Start when the Spec itself is
+	// wrong (bad env entry, relative path, ...): retrying will not help.
+	ErrInvalidSpec = errors.New("invalid job spec")
+	// ErrExited is returned, wrapped, by Pause and Resume once the job has
+	// exited.
+	ErrExited = errors.New("job has exited")
+)
+
+// Limits bound a job. Zero fields mean "no limit of that kind".
+type Limits struct {
+	// MemoryBytes is RLIMIT_AS and, with cgroup v2, memory.max (swap off).
+	// RLIMIT_AS is not applied to jobs with GPUs: CUDA reserves address
+	// space far beyond what it uses, so only memory.max bounds those.
+	MemoryBytes int64
+	// CPUSeconds is RLIMIT_CPU: SIGXCPU at the limit, SIGKILL one CPU
+	// second later. It counts per process, not for the whole tree.
+	CPUSeconds int64
+	// Procs is RLIMIT_NPROC (only effective with RunAs, and counted over
+	// every process of that user) and, with cgroup v2, pids.max.
+	Procs int64
+	// FileBytes is RLIMIT_FSIZE: the largest file the job may write.
+	FileBytes int64
+	// OpenFiles is RLIMIT_NOFILE (1024 when 0).
+	OpenFiles int64
+}
+
+// Spec is one attempt of a job, as the supplier's executor hands it over.
+type Spec struct {
+	JobID   string   // hex id, used in names (cgroup, container)
+	Attempt int      // 0, 1, ... exported as JOB_ATTEMPT
+	Argv    []string // argv[0] is looked up in the job's PATH
+	Env     []string // the renter's KEY=VALUE pairs: no '=' in KEY, no NUL
+	// WorkDir is absolute and exists: the job's cwd and HOME. TMPDIR is
+	// WorkDir/tmp, created by Start.
+	WorkDir string
+	// CheckpointDir is absolute and exists; exported as CHECKPOINT_DIR.
+	CheckpointDir string
+	// GPUs are exported as CUDA_VISIBLE_DEVICES, comma-joined; none
+	// exports CUDA_VISIBLE_DEVICES="" (no GPU).
+	GPUs   []string
+	Limits Limits
+	// RunAs is "" (the node's own user) or a user name or "uid:gid". When
+	// set, WorkDir and CheckpointDir are chowned (recursively) to it. It
+	// needs the node to run as root.
+	RunAs string
+	// Hide lists absolute paths the job must not read: a directory is
+	// covered by an empty read-only tmpfs, anything else by an empty,
+	// mode 000, read-only file. A hidden directory may contain WorkDir
+	// and CheckpointDir (those stay usable); a missing path is skipped.
+	Hide []string
+	// Image is the container image, for docker and podman only.
+	Image string
+	// Stdout and Stderr receive the job's output (io.Discard when nil).
+	// When they are the same writer, one pipe carries both, in order.
+	Stdout, Stderr io.Writer
+}
+
+// Result is how a job ended.
+type Result struct {
+	ExitCode int           // -1 when killed by a signal
+	Signal   string        // e.g. "killed"; "" when it exited
+	Err      error         // start or wait failure, nil otherwise
+	CPUTime  time.Duration // user+sys of the process tree, as rusage (or the cgroup) reports
+	MaxRSS   int64         // bytes, of the largest process
+}
+
+// Process is one running job.
+type Process interface {
+	// Pid is the job's pid, which is also its process group id (for
+	// KillGroup after a node restart).
+	Pid() int
+	// Done is closed when the job (its group leader) has exited, whatever
+	// it left behind has been killed and its output is drained.
+	Done() <-chan struct{}
+	// Result is valid after Done.
+	Result() Result
+	// Pause stops the whole job (SIGSTOP to the group, and the cgroup
+	// freezer when there is one).
+	Pause() error
+	// Resume undoes Pause.
+	Resume() error
+	// Stop sends SIGTERM to the group, SIGKILL after grace, and returns
+	// after Done.
+	Stop(grace time.Duration) error
+}
+
+// Runtime starts jobs.
+type Runtime interface {
+	// Name is "process", "docker" or "podman".
+	Name() string
+	// Start starts one attempt of a job. ctx bounds only the start: once
+	// Start has returned, cancelling it does nothing to the job.
+	Start(ctx context.Context, s Spec) (Process, error)
+}
+
+// Options configure New.
+type Options struct {
+	// Log receives the runtime's logs; slog.Default when nil.
+	Log *slog.Logger
+	// CgroupRoot is where cgroup v2 is mounted (default /sys/fs/cgroup).
+	// cgroup v2 is used only when <root>/cgroup.controllers exists, the
+	// directory is a cgroup2 mount and it is writable; jobs then run in
+	// <root>/gpumesh/job-<id>-<attempt>.
+	CgroupRoot string
+}
+
+func (o Options) withDefaults() Options {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.CgroupRoot == "" {
+		o.CgroupRoot = "/sys/fs/cgroup"
+	}
+	return o
+}
+
+// New returns the runtime called name: "process" (or ""), "docker" or
+// "podman". docker and podman return an error wrapping ErrUnavailable when
+// the binary is missing or "<bin> info" fails.
+func New(name string, o Options) (Runtime, error) {
+	o = o.withDefaults()
+	switch name {
+	case "", "process":
+		return newProcessRuntime(o)
+	case "docker", "podman":
+		return newContainerRuntime(name, o)
+	default:
+		return nil, fmt.Errorf("runtime %q: unknown; want process, docker or podman", name)
+	}
+}
+
+// jobIDForm is what Spec.JobID must look like: it names cgroups and
+// containers.
+var jobIDForm = regexp.MustCompile(`^[0-9a-fA-F]{1,128}$`)
+
+// validate checks what every runtime needs from a Spec. Errors wrap
+// ErrInvalidSpec.
+func validate(s *Spec) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidSpec, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !jobIDForm.MatchString(s.JobID):
+		return bad("job id %q: want 1 to 128 hex digits", s.JobID)
+	case s.Attempt < 0:
+		return bad("attempt %d: want >= 0", s.Attempt)
+	case len(s.Argv) == 0 || s.Argv[0] == "":
+		return bad("empty argv")
+	}
+	for i, a := range s.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return bad("argv[%d] contains NUL", i)
+		}
+	}
+	for i, kv := range s.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok:
+			return bad("env[%d]: want KEY=VALUE, got no '='", i)
+		case k == "":
+			return bad("env[%d]: empty name", i)
+		case strings.IndexByte(kv, 0) >= 0:
+			return bad("env[%d] %s: contains NUL", i, k)
+		}
+	}
+	for _, d := range []struct{ name, path string }{{"work dir", s.WorkDir}, {"checkpoint dir", s.CheckpointDir}} {
+		if !filepath.IsAbs(d.path) {
+			return bad("%s %q: want an absolute path", d.name, d.path)
+		}
+		fi, err := os.Stat(d.path)
+		if err != nil {
+			return bad("%s: %v", d.name, err)
+		}
+		if !fi.IsDir() {
+			return bad("%s %s: not a directory", d.name, d.path)
+		}
+	}
+	for i, g := range s.GPUs {
+		if g == "" || strings.ContainsAny(g, ",\x00\n\"") {
+			return bad("gpu[%d] %q: want a device index or UUID", i, g)
+		}
+	}
+	for _, h := range s.Hide {
+		if !filepath.IsAbs(h) || strings.IndexByte(h, 0) >= 0 {
+			return bad("hide %q: want an absolute path", h)
+		}
+		if filepath.Clean(h) == "/" {
+			return bad("hide /: would hide everything")
+		}
+	}
+	l := s.Limits
+	if l.MemoryBytes < 0 || l.CPUSeconds < 0 || l.Procs < 0 || l.FileBytes < 0 || l.OpenFiles < 0 {
+		return bad("negative limit in %+v", l)
+	}
+	if s.Stdout == nil {
+		s.Stdout = io.Discard
+	}
+	if s.Stderr == nil {
+		s.Stderr = io.Discard
+	}
+	return nil
+}
+
+// jobUser is a resolved RunAs.
+type jobUser struct {
+	uid, gid int
+}
+
+// resolveUser resolves RunAs: "uid:gid" or a user name known to this
+// machine.
+func resolveUser(runAs string) (jobUser, error) {
+	if u, g, ok := strings.Cut(runAs, ":"); ok {
+		uid, err1 := strconv.ParseUint(u, 10, 31)
+		gid, err2 := strconv.ParseUint(g, 10, 31)
+		if err1 != nil || err2 != nil {
+			return jobUser{}, fmt.Errorf("%w: run as %q: want a user name or uid:gid", ErrInvalidSpec, runAs)
+		}
+		return jobUser{uid: int(uid), gid: int(gid)}, nil
+	}
+	u, err := user.Lookup(runAs)
+	if err != nil {
+		return jobUser{}, fmt.Errorf("%w: run as %q: %v", ErrInvalidSpec, runAs, err)
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err1 != nil || err2 != nil {
+		return jobUser{}, fmt.Errorf("%w: run as %q: non-numeric uid %q or gid %q", ErrInvalidSpec, runAs, u.Uid, u.Gid)
+	}
+	return jobUser{uid: uid, gid: gid}, nil
+}
+
+// chownTree hands dir and everything below it to u. Symlinks are changed
+// themselves, never followed.
+func chownTree(dir string, u jobUser) error {
+	return filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := os.Lchown(p, u.uid, u.gid); err != nil {
+			return fmt.Errorf("chown %s to %d:%d: %w", p, u.uid, u.gid, err)
+		}
+		return nil
+	})
+}
+
+// DefaultPath is the PATH a job starts with (the renter may replace it).
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// envBuilder keeps KEY=VALUE pairs in first-set order, last value winning.
+type envBuilder struct {
+	order []string
+	vals  map[string]string
+}
+
+func (b *envBuilder) set(k, v string) {
+	if b.vals == nil {
+		b.vals = map[string]string{}
+	}
+	if _, ok := b.vals[k]; !ok {
+		b.order = append(b.order, k)
+	}
+	b.vals[k] = v
+}
+
+func (b *envBuilder) list() []string {
+	out := make([]string, 0, len(b.order))
+	for _, k := range b.order {
+		out = append(out, k+"="+b.vals[k])
+	}
+	return out
+}
+
+// jobEnv is the complete environment of a job: defaults (which the
+// renter may replace), then the renter's Env, then fixed (which the
+// renter may not).
+func jobEnv(defaults [][2]string, renter []string, fixed [][2]string) []string {
+	var b envBuilder
+	for _, kv := range defaults {
+		b.set(kv[0], kv[1])
+	}
+	for _, kv := range renter {
+		k, v, _ := strings.Cut(kv, "=")
+		b.set(k, v)
+	}
+	for _, kv := range fixed {
+		b.set(kv[0], kv[1])
+	}
+	return b.list()
+}
+
+// sameWriter reports whether a and b are the same writer, without
+// panicking on writers that are not comparable.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
+
+// short is a job id cut for log lines.
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,503 @@
+package runtime
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The node starts a shim as /proc/self/exe with only shimEnv=shimEnvValue
+// in its environment, the config pipe on configFD and the status pipe on
+// statusFD.
+const (
+	shimEnv      = "GPUMESH_JOB_SHIM"
+	shimEnvValue = "1"
+	configFD     = 3
+	statusFD     = 4
+	// maxConfig bounds what the shim reads from the config pipe.
+	maxConfig = 64 << 20
+)
+
+// Exit codes of the shim itself.
+const (
+	exitSetup    = 126 // the sandbox could not be set up (reported on the status pipe)
+	exitNotFound = 127 // argv[0] not found or not executable
+)
+
+// shimMsg is one line the shim writes on the status pipe. The node reads
+// lines until EOF, which comes when the job has been exec'd (the pipe is
+// close-on-exec) or the shim has exited.
+type shimMsg struct {
+	Warn  string `json:"warn,omitempty"`
+	Fatal string `json:"fatal,omitempty"`
+	Stage string `json:"stage,omitempty"` // with Fatal: which step failed
+	Ready bool   `json:"ready,omitempty"` // sandbox done, exec follows
+}
+
+// Stages a fatal error can come from. stageNamespace means the mount
+// namespace is unusable, so a node that is not root may retry without.
+const (
+	stageConfig    = "config"
+	stageNamespace = "namespace"
+	stageMounts    = "mounts"
+	stageUser      = "user"
+)
+
+// MaybeShim must be the first thing main (and the TestMain of every package
+// whose tests start jobs) calls. When the process was started by the
+// runtime as a job shim it sets up the sandbox and execs the job, never
+// returning; otherwise it returns at once.
+func MaybeShim() {
+	if os.Getenv(shimEnv) != shimEnvValue {
+		return
+	}
+	// Capabilities, the bounding set and the parent-death signal belong
+	// to a thread: set them on the thread that execs the job.
+	goruntime.LockOSThread()
+	os.Exit(runShim())
+}
+
+// runShim returns only on failure, with the exit code.
+func runShim() int {
+	unix.CloseOnExec(configFD)
+	unix.CloseOnExec(statusFD)
+	status := os.NewFile(statusFD, "gpumesh-shim-status")
+	say := func(m shimMsg) {
+		b, _ := json.Marshal(m)
+		_, _ = status.Write(append(b, '\n'))
+	}
+	warn := func(format string, args ...any) { say(shimMsg{Warn: fmt.Sprintf(format, args...)}) }
+	fatal := func(stage string, err error) int {
+		say(shimMsg{Fatal: err.Error(), Stage: stage})
+		fmt.Fprintf(os.Stderr, "gpumesh: job sandbox: %s: %v\n", stage, err)
+		return exitSetup
+	}
+
+	cfgFile := os.NewFile(configFD, "gpumesh-shim-config")
+	data, err := io.ReadAll(io.LimitReader(cfgFile, maxConfig))
+	cfgFile.Close()
+	if err != nil {
+		return fatal(stageConfig, fmt.Errorf("read config: %w", err))
+	}
+	var cfg shimConfig
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return fatal(stageConfig, fmt.Errorf("decode config: %w", err))
+	}
+	if len(cfg.Argv) == 0 {
+		return fatal(stageConfig, errors.New("empty argv"))
+	}
+
+	if cfg.Namespace {
+		if stage, err := setupMounts(&cfg, warn); err != nil {
+			return fatal(stage, err)
+		}
+	}
+	// Most limits now, while raising a hard limit is still allowed.
+	// RLIMIT_NPROC after the change of user: it counts the shim's threads,
+	// and a user over it at setuid cannot exec. RLIMIT_AS last: the shim
+	// is a Go program with a large address space.
+	var asLimit, nprocLimit *rlimit
+	for i, r := range cfg.Rlimits {
+		switch r.Resource {
+		case unix.RLIMIT_AS:
+			asLimit = &cfg.Rlimits[i]
+		case unix.RLIMIT_NPROC:
+			nprocLimit = &cfg.Rlimits[i]
+		default:
+			if err := setRlimit(r); err != nil {
+				warn("%v", err)
+			}
+		}
+	}
+	if err := dropPrivileges(&cfg, warn); err != nil {
+		return fatal(stageUser, err)
+	}
+	if nprocLimit != nil {
+		if err := setRlimit(*nprocLimit); err != nil {
+			warn("%v", err)
+		}
+	}
+	if err := os.Chdir(cfg.Dir); err != nil {
+		return fatal(stageUser, fmt.Errorf("enter work dir: %w", err))
+	}
+	// Nothing of the shim's may reach the job: every descriptor above
+	// stderr (the status pipe included) closes on exec.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		cloexecAll()
+	}
+
+	path, lookErr := lookPath(cfg.Argv[0], cfg.Env)
+	say(shimMsg{Ready: true})
+	if lookErr != nil {
+		fmt.Fprintf(os.Stderr, "gpumesh: job: %v\n", lookErr)
+		return exitNotFound
+	}
+	if asLimit != nil {
+		if err := setRlimit(*asLimit); err != nil {
+			fmt.Fprintf(os.Stderr, "gpumesh: job: %v\n", err)
+		}
+	}
+	err = syscall.Exec(path, cfg.Argv, cfg.Env)
+	// Only reached when exec failed.
+	os.Stderr.WriteString("gpumesh: job: exec " + path + ": " + err.Error() + "\n")
+	return exitNotFound
+}
+
+// setupMounts builds the job's view of the filesystem in the shim's new
+// mount namespace. It returns the failing stage with its error.
+func setupMounts(cfg *shimConfig, warn func(string, ...any)) (string, error) {
+	// Nothing done here may reach the node's namespace.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return stageNamespace, fmt.Errorf("make / private: %w", err)
+	}
+	// Hold the dirs the job needs before anything covers them.
+	keep := make([]int, len(cfg.Keep))
+	for i, p := range cfg.Keep {
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return stageMounts, fmt.Errorf("open %s: %w", p, err)
+		}
+		keep[i] = fd
+	}
+	readOnlyAll(warn)
+	if err := coverFiles(cfg, warn); err != nil {
+		return stageMounts, err
+	}
+	var relock []int // covers to make read-only once WorkDir is back
+	for _, c := range cfg.Covers {
+		switch c.Kind {
+		case coverDir:
+			opts := fmt.Sprintf("mode=%04o,size=%d,nr_inodes=%d", c.Mode, 64<<10, 1024)
+			if err := unix.Mount("gpumesh-hidden", c.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+					continue // gone since the node looked, or under another cover
+				}
+				return stageMounts, fmt.Errorf("hide %s: %w", c.Path, err)
+			}
+			fd, err := unix.Open(c.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return stageMounts, fmt.Errorf("hide %s: %w", c.Path, err)
+			}
+			relock = append(relock, fd)
+		case coverScratch:
+			opts := fmt.Sprintf("mode=%04o", c.Mode)
+			if c.Size > 0 {
+				opts += fmt.Sprintf(",size=%d", c.Size)
+			}
+			if err := unix.Mount("gpumesh-scratch", c.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+				return stageMounts, fmt.Errorf("private %s: %w", c.Path, err)
+			}
+		}
+	}
+	// Put WorkDir and CheckpointDir back (writable) where the job expects
+	// them, recreating the way down inside any cover above them.
+	old := unix.Umask(0)
+	defer unix.Umask(old)
+	for i, p := range cfg.Keep {
+		var want, got unix.Stat_t
+		if err := unix.Fstat(keep[i], &want); err != nil {
+			return stageMounts, fmt.Errorf("stat %s: %w", p, err)
+		}
+		if err := unix.Stat(p, &got); err != nil || got.Dev != want.Dev || got.Ino != want.Ino {
+			if err := os.MkdirAll(p, 0o711); err != nil {
+				return stageMounts, fmt.Errorf("recreate %s: %w", p, err)
+			}
+		}
+		src := "/proc/self/fd/" + strconv.Itoa(keep[i])
+		if err := unix.Mount(src, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return stageMounts, fmt.Errorf("bind %s: %w", p, err)
+		}
+		if err := remount(p, false, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+			warn("make %s writable: %v", p, err)
+		}
+		unix.Close(keep[i])
+	}
+	for _, fd := range relock {
+		p := "/proc/self/fd/" + strconv.Itoa(fd)
+		if err := remount(p, true, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+			warn("make hidden dir read-only: %v", err)
+		}
+		unix.Close(fd)
+	}
+	return "", nil
+}
+
+// coverFiles puts an empty, mode 000, read-only file over every file
+// cover. The empty file lives on a small tmpfs mounted for the moment on
+// a directory none of them is under.
+func coverFiles(cfg *shimConfig, warn func(string, ...any)) error {
+	var files []cover
+	for _, c := range cfg.Covers {
+		if c.Kind == coverFile {
+			files = append(files, c)
+		}
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	stage := ""
+	for _, d := range append([]string{"/dev/shm", "/tmp", "/mnt", "/run"}, cfg.Keep...) {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		clear := true
+		for _, f := range files {
+			if f.Path == d || under(f.Path, d) {
+				clear = false
+				break
+			}
+		}
+		if clear {
+			stage = d
+			break
+		}
+	}
+	if stage == "" {
+		return errors.New("hide files: no directory to stage the empty file on")
+	}
+	if err := unix.Mount("gpumesh-stage", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,size=4k,nr_inodes=8"); err != nil {
+		return fmt.Errorf("hide files: stage on %s: %w", stage, err)
+	}
+	empty := filepath.Join(stage, "empty")
+	fd, err := unix.Open(empty, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fd)
+		err = unix.Chmod(empty, 0)
+	}
+	if err != nil {
+		return fmt.Errorf("hide files: create empty file: %w", err)
+	}
+	for _, f := range files {
+		if err := unix.Mount(empty, f.Path, "", unix.MS_BIND, ""); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return fmt.Errorf("hide %s: %w", f.Path, err)
+		}
+		if err := remount(f.Path, true, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
+			warn("make hidden file %s read-only: %v", f.Path, err)
+		}
+	}
+	if err := unix.Unmount(stage, unix.MNT_DETACH); err != nil {
+		warn("unmount stage %s: %v", stage, err)
+	}
+	return nil
+}
+
+// readOnlyAll makes every mount of the namespace read-only. Per-mount
+// flags only (MS_BIND): the filesystems stay writable for everyone else.
+// Mounts the shim cannot reach are left alone: the job cannot reach them
+// either.
+func readOnlyAll(warn func(string, ...any)) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		warn("read mountinfo: %v; the filesystem stays writable", err)
+		return
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMount(f[4])
+		if err := remount(mp, true, 0); err != nil && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.ENOENT) {
+			warn("make %s read-only: %v", mp, err)
+		}
+	}
+}
+
+// remount changes the read-only flag of the mount at p, keeping its other
+// flags (which a user namespace may not clear) and adding extra.
+func remount(p string, readOnly bool, extra uintptr) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != nil {
+		return err
+	}
+	if readOnly && st.Flags&unix.ST_RDONLY != 0 && extra == 0 {
+		return nil
+	}
+	flags := unix.MS_BIND | unix.MS_REMOUNT | mountFlags(st.Flags) | extra
+	if readOnly {
+		flags |= unix.MS_RDONLY
+	}
+	return unix.Mount("", p, "", flags, "")
+}
+
+// stNoSymfollow is ST_NOSYMFOLLOW (Linux 5.10), which x/sys lacks.
+const stNoSymfollow = 0x2000
+
+// mountFlags maps statfs flags to the mount flags a bind remount must
+// repeat.
+func mountFlags(st int64) uintptr {
+	var m uintptr
+	for _, f := range []struct {
+		st int64
+		ms uintptr
+	}{
+		{unix.ST_NOSUID, unix.MS_NOSUID},
+		{unix.ST_NODEV, unix.MS_NODEV},
+		{unix.ST_NOEXEC, unix.MS_NOEXEC},
+		{unix.ST_NOATIME, unix.MS_NOATIME},
+		{unix.ST_NODIRATIME, unix.MS_NODIRATIME},
+		{unix.ST_RELATIME, unix.MS_RELATIME},
+		{stNoSymfollow, unix.MS_NOSYMFOLLOW},
+	} {
+		if st&f.st != 0 {
+			m |= f.ms
+		}
+	}
+	if st&(unix.ST_NOATIME|unix.ST_RELATIME) == 0 {
+		m |= unix.MS_STRICTATIME
+	}
+	return m
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space ...).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// dropPrivileges leaves the shim with no capabilities, unable to gain any,
+// as RunAs when set, and dying with the node.
+func dropPrivileges(cfg *shimConfig, warn func(string, ...any)) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	// Empty the bounding set first: it needs CAP_SETPCAP. Without it (a
+	// node that is not root, no namespace) there is nothing to drop.
+	for c := 0; c <= 63; c++ {
+		err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0)
+		if errors.Is(err, unix.EINVAL) {
+			break // past the last capability
+		}
+		if err != nil && !errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	if u := cfg.User; u != nil {
+		if err := syscall.Setgroups([]int{u.GID}); err != nil {
+			return fmt.Errorf("setgroups %d: %w", u.GID, err)
+		}
+		if err := syscall.Setgid(u.GID); err != nil {
+			return fmt.Errorf("setgid %d: %w", u.GID, err)
+		}
+		if err := syscall.Setuid(u.UID); err != nil {
+			return fmt.Errorf("setuid %d: %w", u.UID, err)
+		}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var none [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &none[0]); err != nil {
+		return fmt.Errorf("drop capabilities: %w", err)
+	}
+	// A change of user clears the parent-death signal: set it again, and
+	// make sure the node did not die before it was set.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		warn("parent-death signal: %v", err)
+	}
+	if cfg.NodePID != 0 && unix.Getppid() != cfg.NodePID {
+		return errors.New("the node exited")
+	}
+	return nil
+}
+
+// setRlimit applies r, lowering it to the current hard limit when raising
+// that is not allowed.
+func setRlimit(r rlimit) error {
+	lim := syscall.Rlimit{Cur: r.Cur, Max: r.Max}
+	err := syscall.Setrlimit(r.Resource, &lim)
+	if errors.Is(err, unix.EPERM) {
+		var cur syscall.Rlimit
+		if syscall.Getrlimit(r.Resource, &cur) == nil && cur.Max < lim.Max {
+			lim.Max = cur.Max
+			lim.Cur = min(lim.Cur, cur.Max)
+			err = syscall.Setrlimit(r.Resource, &lim)
+			if err == nil {
+				return fmt.Errorf("rlimit %s: lowered to the node's hard limit %d", r.Name, cur.Max)
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("rlimit %s %d: %w", r.Name, r.Cur, err)
+	}
+	return nil
+}
+
+// cloexecAll marks every descriptor above stderr close-on-exec, for
+// kernels without close_range.
+func cloexecAll() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+}
+
+// lookPath finds file in the PATH of env, as the job's user, in the job's
+// view of the filesystem.
+func lookPath(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		if err := executable(file); err != nil {
+			return "", fmt.Errorf("%s: %w", file, err)
+		}
+		return file, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, file)
+		if executable(p) == nil {
+			if !filepath.IsAbs(p) && !strings.HasPrefix(p, ".") {
+				p = "./" + p
+			}
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: command not found in PATH=%s", file, path)
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return errors.New("is a directory")
+	}
+	return unix.Access(p, unix.X_OK)
+}
