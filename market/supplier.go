@@ -108,6 +108,15 @@ func NewSupplier(cfg SupplierConfig) (*Supplier, error) {
 // Ledger is the supplier's capacity ledger.
 func (s *Supplier) Ledger() *Ledger { return s.ledger }
 
+// CapacityChanged tells the supplier that capacity was released outside a
+// lease's natural end (a job ended early), so its asks are re-posted.
+func (s *Supplier) CapacityChanged() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
 // Run posts and renews the supplier's asks until ctx ends, then cancels
 // them.
 func (s *Supplier) Run(ctx context.Context) {
@@ -533,4 +542,26 @@ func nonce() uint64 {
 			return n
 		}
 	}
+}
+
+// GetLease returns the lease with this ID kept in s, validated again, or
+// an error wrapping store.ErrNotFound.
+func GetLease(s store.Store, id ID, now time.Time) (StoredLease, error) {
+	b, err := s.Get(ksLeases, id[:])
+	if err != nil {
+		return StoredLease{}, fmt.Errorf("lease %s: %w", id.Short(), err)
+	}
+	rec, err := (store.JSONCodec[LeaseRecord]{}).Unmarshal(b)
+	if err != nil {
+		return StoredLease{}, fmt.Errorf("lease %s: decode: %w", id.Short(), err)
+	}
+	l, err := OpenLease(rec.Envelope, now)
+	if err != nil {
+		return StoredLease{}, err
+	}
+	state := rec.State
+	if state == "pending" && !now.Before(time.UnixMilli(l.ConfirmByMs)) {
+		state = "lapsed"
+	}
+	return StoredLease{Lease: l, State: state, Role: rec.Role}, nil
 }

@@ -101,11 +101,17 @@ func (n *Node) startAPI() error {
 		writeJSON(w, nonNil(n.market.supplier.Ledger().Capacity()))
 	})
 	// Mutating endpoints need the token in DATA/api.token.
-	mux.HandleFunc("POST /api/v1/challenge", func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+token {
-			http.Error(w, "a bearer token (DATA/"+TokenFile+") is required", http.StatusUnauthorized)
-			return
+	auth := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer "+token {
+				http.Error(w, "a bearer token (DATA/"+TokenFile+") is required", http.StatusUnauthorized)
+				return
+			}
+			h(w, r)
 		}
+	}
+	n.jobRoutes(mux, auth)
+	mux.HandleFunc("POST /api/v1/challenge", auth(func(w http.ResponseWriter, r *http.Request) {
 		id, err := peer.Decode(r.URL.Query().Get("peer"))
 		if err != nil {
 			http.Error(w, "peer: "+err.Error(), http.StatusBadRequest)
@@ -117,7 +123,7 @@ func (n *Node) startAPI() error {
 			return
 		}
 		writeJSON(w, rep)
-	})
+	}))
 	mux.HandleFunc("GET /api/v1/reputation", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, n.ReputationView())
 	})

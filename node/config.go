@@ -48,6 +48,9 @@ type Config struct {
 	Trusted           []string      // peer IDs whose attestations are pre-trusted
 	AuditInterval     time.Duration // mean time between this node's challenges of others; 0 = none
 	SimCheat          string        // testnets only: make this node an impostor (slow=F, skip=F, ...)
+	Runtimes          []string      // job runtimes a supplier offers: process, docker, podman
+	JobUser           string        // user that jobs run as ("": the node's own)
+	HaltGrace         time.Duration // how long a job waits, paused, for an unpaid renter
 
 	// Sources says where each key's value came from: "default",
 	// "file:PATH", "env:NAME" or "flag:--NAME".
@@ -182,6 +185,27 @@ func fields() []field {
 				return err
 			}
 			c.SimCheat = v[0]
+			return nil
+		}},
+		{key: "runtime", list: true, def: []string{"process"}, set: func(c *Config, v []string) error {
+			for _, r := range v {
+				if r != "process" && r != "docker" && r != "podman" {
+					return fmt.Errorf("%q is not a job runtime: want process, docker or podman", r)
+				}
+			}
+			c.Runtimes = v
+			return nil
+		}},
+		{key: "job_user", def: []string{""}, set: func(c *Config, v []string) error {
+			c.JobUser = v[0]
+			return nil
+		}},
+		{key: "halt_grace", def: []string{"2m"}, set: func(c *Config, v []string) error {
+			d, err := time.ParseDuration(v[0])
+			if err != nil || d < time.Second {
+				return fmt.Errorf("%q is not a duration of 1s or more", v[0])
+			}
+			c.HaltGrace = d
 			return nil
 		}},
 		{key: "mdns", def: []string{"false"}, set: func(c *Config, v []string) error {
@@ -481,6 +505,7 @@ func (c Config) Settings() []Setting {
 		"conn_low": c.ConnLow, "conn_high": c.ConnHigh, "ban": c.Ban, "mdns": c.MDNS,
 		"pricing": c.Pricing, "price": c.Prices, "price_floor": c.PriceFloors, "ask_ttl": c.AskTTL.String(),
 		"trusted": c.Trusted, "audit_interval": auditString(c.AuditInterval), "sim_cheat": c.SimCheat,
+		"runtime": c.Runtimes, "job_user": c.JobUser, "halt_grace": c.HaltGrace.String(),
 	}
 	out := []Setting{{Key: "data", Value: c.DataDir, Source: c.Sources["data"]}}
 	for _, k := range Keys() {

@@ -70,6 +70,7 @@ type Node struct {
 
 	market   marketParts
 	verify   verifyParts
+	jobs     jobParts
 	peers    *peerTable
 	fetchQ   chan peer.ID
 	advertOK chan struct{} // closed after the first successful publish
@@ -168,6 +169,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 		return nil, err
 	}
 	if err := n.startVerify(loopCtx); err != nil {
+		return nil, err
+	}
+	if err := n.startJobs(loopCtx); err != nil {
 		return nil, err
 	}
 	n.goLoop(func() { n.advertiseLoop(loopCtx) })
@@ -269,6 +273,9 @@ func (n *Node) Close() error {
 			errs = append(errs, n.api.Shutdown(ctx))
 			cancel()
 		}
+		// Jobs first: the executor's final receipts and the controller's
+		// last writes go to the store, which closes last.
+		errs = append(errs, n.closeJobs())
 		// Give the supplier a moment to cancel its asks while the
 		// network is still up.
 		if n.market.supplier != nil {

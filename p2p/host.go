@@ -206,6 +206,9 @@ func New(cfg Config) (*Network, error) {
 	for _, b := range cfg.Bootstrap {
 		cm.Protect(b.ID, "bootstrap")
 	}
+	if cfg.Mode == ModeServer && len(cfg.Bootstrap) > 0 {
+		go n.keepBootstrap(ctx)
+	}
 	if cfg.MDNS {
 		n.mdns = mdns.NewMdnsService(h, "gpumesh", mdnsNotifee{n})
 		if err := n.mdns.Start(); err != nil {
@@ -392,6 +395,34 @@ func (n *Network) Bootstrap(ctx context.Context, timeout time.Duration) error {
 		return fmt.Errorf("p2p: dht bootstrap: %w", err)
 	}
 	return nil
+}
+
+// KeepBootstrapEvery is how often a node checks that it is connected to
+// its bootstrap peers, and dials those it lost (a bootstrap node that
+// restarted does not dial anyone back by itself).
+const KeepBootstrapEvery = 10 * time.Second
+
+// keepBootstrap redials lost bootstrap peers until ctx ends.
+func (n *Network) keepBootstrap(ctx context.Context) {
+	t := time.NewTicker(KeepBootstrapEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, ai := range n.cfg.Bootstrap {
+			if ai.ID == n.Host.ID() || n.Host.Network().Connectedness(ai.ID) == network.Connected {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := n.Host.Connect(cctx, ai); err == nil {
+				n.log.Info("reconnected to bootstrap peer", "peer", ai.ID)
+			}
+			cancel()
+		}
+	}
 }
 
 // waitRoutingTable waits until identify has told the DHT that at least one

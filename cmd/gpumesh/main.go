@@ -12,9 +12,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	jobruntime "github.com/gpumesh/gpumesh/node/runtime"
 )
 
 func main() {
+	// A job's sandbox shim is this binary re-executed: it sets the
+	// sandbox up and execs the job, never returning.
+	jobruntime.MaybeShim()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -44,5 +49,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ue) || isFlagError(err) {
 		return 2
 	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
 	return 1
 }
+
+// exitError ends the command with a status of its own, silently (e.g. a
+// followed job's exit code).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return silentError{e.err} }

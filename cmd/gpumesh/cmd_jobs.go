@@ -1,0 +1,426 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/job"
+	"github.com/gpumesh/gpumesh/verify/reputation"
+)
+
+// nodeClient talks to the local node's API with its token: jobs are run,
+// paid for and followed by the renter's own node, never by the CLI.
+type nodeClient struct {
+	base  string
+	token string
+}
+
+func (a *app) nodeClient(cmd *cobra.Command) (*nodeClient, error) {
+	cfg, err := a.loadConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.API == "off" {
+		return nil, usageError{errors.New("the node's API is off; jobs are driven through it")}
+	}
+	token, err := node.ReadToken(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("no node token in %s: %w; start `gpumesh node` with this --data first: it runs, pays for and follows your jobs", cfg.DataDir, err)
+	}
+	return &nodeClient{base: "http://" + cfg.API, token: token}, nil
+}
+
+// do sends a request and decodes a JSON answer into out (unless nil).
+func (c *nodeClient) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the node's API at %s: %w; is `gpumesh node` running? (pass --api HOST:PORT)", c.base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusConflict {
+		var nm struct {
+			Error   string   `json:"error"`
+			Reasons []string `json:"reasons"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&nm) == nil {
+			return &market.NoMatch{Reasons: nm.Reasons}
+		}
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("node API %s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// follow copies the job's log to w from offset from until the job ends.
+func (c *nodeClient) follow(ctx context.Context, id string, from int64, follow bool, w io.Writer) error {
+	u := fmt.Sprintf("%s/api/v1/jobs/%s/logs?from=%d", c.base, url.PathEscape(id), from)
+	if follow {
+		u += "&follow=1"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach the node's API at %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("node API: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	_, err = io.Copy(w, resp.Body)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func newRunCmd(a *app) *cobra.Command {
+	var (
+		jr       node.JobRequest
+		minRep   float64
+		every    time.Duration
+		interval time.Duration
+		files    []string
+		detach   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run [FILTER...] --count N --max-price P [--hours H] [--checkpoint-every DUR] [--detach] -- CMD [ARGS...]",
+		Short: "Rent GPUs and run a job on them, followed and paid for by your local node",
+		Long: `Run rents COUNT GPUs matching FILTER (as rent does), sends the job to the supplier and
+follows its output until it ends, exiting with the job's exit code.
+
+The job belongs to your local node (gpumesh node with the same --data), not to this terminal:
+the node checks and pays each usage receipt, pulls the job's checkpoints (files the job writes
+in $CHECKPOINT_DIR), and, when the supplier is lost, rents again elsewhere and restarts the job
+from its last checkpoint with $JOB_ATTEMPT one higher. With --detach it returns at once;
+follow later with "gpumesh logs -f JOB".`,
+		Example: `  gpumesh run model=h100-sxm --count 1 --max-price 2.50 -- python train.py --epochs 3
+  gpumesh run --count 2 --max-price 3 --checkpoint-every 1m --file train.py --detach --json -- python train.py`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a.quiet = true
+			dash := cmd.ArgsLenAtDash()
+			if dash < 0 || dash == len(args) {
+				return usageError{errors.New("give the command to run after --, e.g. gpumesh run --count 1 --max-price 2 -- nvidia-smi")}
+			}
+			jr.Filter, jr.Argv = strings.Join(args[:dash], " "), args[dash:]
+			if cmd.Flags().Changed("min-rep") {
+				jr.MinRep = &minRep
+			}
+			if every > 0 {
+				jr.CheckpointEvery = every.String()
+			}
+			if interval > 0 {
+				jr.ReceiptInterval = interval.String()
+			}
+			for _, f := range files {
+				local, remote, ok := strings.Cut(f, ":")
+				if !ok {
+					remote = local[strings.LastIndex(local, "/")+1:]
+				}
+				data, err := os.ReadFile(local)
+				if err != nil {
+					return usageError{fmt.Errorf("--file %s: %w", f, err)}
+				}
+				fi, _ := os.Stat(local)
+				jr.Files = append(jr.Files, node.JobFile{Path: remote, Mode: uint32(fi.Mode().Perm()), Data: data})
+			}
+			if jr.MaxPrice == "" {
+				return usageError{errors.New("--max-price is required (per GPU-hour, e.g. 2.50)")}
+			}
+			if _, err := jr.ToRequest(); err != nil {
+				return usageError{err}
+			}
+			c, err := a.nodeClient(cmd)
+			if err != nil {
+				return err
+			}
+			sp := a.spin("renting and starting the job")
+			var v job.View
+			err = c.do(cmd.Context(), http.MethodPost, "/api/v1/jobs", jr, &v)
+			sp.Stop()
+			var nm *market.NoMatch
+			if errors.As(err, &nm) {
+				return a.printNoMatch(nm)
+			}
+			if err != nil {
+				return err
+			}
+			if detach {
+				if a.json {
+					return a.printJSON(struct {
+						JobID    string `json:"job_id"`
+						LeaseID  string `json:"lease_id"`
+						Supplier string `json:"supplier"`
+						State    string `json:"state"`
+						Attempt  uint32 `json:"attempt"`
+					}{v.JobID, v.LeaseID, v.Supplier, v.State, v.Attempt})
+				}
+				fmt.Fprintf(a.stdout, "job %s running on %s (lease %s)\nfollow it: gpumesh logs -f %s\n", v.JobID, v.Supplier, short(v.LeaseID), v.JobID[:12])
+				return nil
+			}
+			fmt.Fprintf(a.stderr, "gpumesh: job %s on %s (lease %s); Ctrl-C detaches, the job goes on\n", v.JobID[:12], shortID(v.Supplier), short(v.LeaseID))
+			return a.followToEnd(cmd.Context(), c, v.JobID)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&jr.Count, "count", 1, "GPUs to rent, all from one supplier")
+	fl.Float64Var(&jr.Hours, "hours", 1, "lease length in hours (the job is stopped when it ends)")
+	fl.StringVar(&jr.MaxPrice, "max-price", "", "highest price per GPU-hour you accept, e.g. 2.50")
+	fl.Float64Var(&minRep, "min-rep", reputation.DefaultFloor, "never lease from a supplier whose reputation is below this")
+	fl.DurationVar(&every, "checkpoint-every", 0, "how often your node pulls the job's checkpoint (default 30s)")
+	fl.DurationVar(&interval, "receipt-interval", 0, "how often the supplier bills (default 10s)")
+	fl.StringVar(&jr.CreditLimit, "credit-limit", "", "how far the supplier may run ahead of your payments (default one interval's worth)")
+	fl.StringVar(&jr.Restart, "restart", "never", "restart the job after its own failures: never, on-failure or on-failure:N")
+	fl.StringArrayVar(&jr.Env, "env", nil, "environment variable NAME=VALUE for the job (repeatable)")
+	fl.StringArrayVar(&files, "file", nil, "input file LOCAL[:PATH] copied into the job's working dir (repeatable)")
+	fl.StringVar(&jr.Runtime, "runtime", "", "process (default), docker or podman (with --image)")
+	fl.StringVar(&jr.Image, "image", "", "container image, with --runtime docker|podman")
+	fl.BoolVar(&detach, "detach", false, "return once the job runs; your node goes on following it")
+	fl.String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	return cmd
+}
+
+// followToEnd prints the job's output until it ends and returns its exit
+// status as the command's.
+func (a *app) followToEnd(ctx context.Context, c *nodeClient, id string) error {
+	if err := c.follow(ctx, id, 0, true, a.stdout); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(a.stderr, "gpumesh: detached; the job goes on (gpumesh logs -f %s)\n", id[:12])
+		return nil
+	}
+	var v job.View
+	if err := c.do(context.Background(), http.MethodGet, "/api/v1/jobs/"+id, nil, &v); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "gpumesh: job %s %s after %d attempt(s), paid %s\n", id[:12], v.State, len(v.Attempts), market.FormatPrice(v.PaidMicros))
+	switch v.State {
+	case job.StateSucceeded:
+		return nil
+	case job.StateFailed:
+		code := v.ExitCode
+		if code == 0 {
+			code = 1
+		}
+		return exitError{code, fmt.Errorf("job %s failed: %s", id[:12], v.Message)}
+	}
+	return exitError{1, fmt.Errorf("job %s %s: %s", id[:12], v.State, v.Message)}
+}
+
+func newJobsCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "jobs [JOB]",
+		Short: "List your node's jobs (or show one) with their state, attempt and supplier",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.nodeClient(cmd)
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				var v job.View
+				if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/jobs/"+url.PathEscape(args[0]), nil, &v); err != nil {
+					return err
+				}
+				if a.json {
+					return a.printJSON(v)
+				}
+				a.printJob(v)
+				return nil
+			}
+			var vs []job.View
+			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/jobs", nil, &vs); err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(orEmpty(vs))
+			}
+			if len(vs) == 0 {
+				fmt.Fprintln(a.stdout, "no jobs")
+				return nil
+			}
+			var rows [][]string
+			for _, v := range vs {
+				rows = append(rows, []string{v.JobID[:12], v.State, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), market.FormatPrice(v.PaidMicros), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
+			}
+			a.table([]string{"JOB", "STATE", "ATTEMPT", "SUPPLIER", "PAID", "COMMAND", "CREATED"}, rows)
+			return nil
+		},
+	}
+	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	return cmd
+}
+
+func (a *app) printJob(v job.View) {
+	fmt.Fprintf(a.stdout, "job       %s\nstate     %s", v.JobID, v.State)
+	if v.Message != "" {
+		fmt.Fprintf(a.stdout, " (%s)", v.Message)
+	}
+	fmt.Fprintf(a.stdout, "\ncommand   %s\npaid      %s\nfailovers %d, restarts %d\n", strings.Join(v.Argv, " "), market.FormatPrice(v.PaidMicros), v.Failovers, v.Restarts)
+	var rows [][]string
+	for _, at := range v.Attempts {
+		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome), strconv.Itoa(at.Receipts), market.FormatPrice(at.PaidMicros), strconv.FormatBool(at.Settled), short(at.Checkpoint)})
+	}
+	a.table([]string{"ATTEMPT", "SUPPLIER", "LEASE", "OUTCOME", "RECEIPTS", "PAID", "SETTLED", "RESUMED FROM"}, rows)
+}
+
+func short(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return orDash(s)
+}
+
+func newLogsCmd(a *app) *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs JOB",
+		Short: "Print a job's output, all attempts in order; -f follows it until the job ends",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.nodeClient(cmd)
+			if err != nil {
+				return err
+			}
+			return c.follow(cmd.Context(), args[0], 0, follow, a.stdout)
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output as it arrives, until the job ends")
+	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	return cmd
+}
+
+func newStopCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "stop JOB",
+		Short: "Stop a job: its supplier ends the process, then both sides settle the bill",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.nodeClient(cmd)
+			if err != nil {
+				return err
+			}
+			var v job.View
+			if err := c.do(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+url.PathEscape(args[0])+"/stop", nil, &v); err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(v)
+			}
+			fmt.Fprintf(a.stdout, "asked %s to stop job %s\n", shortID(v.Supplier), v.JobID[:12])
+			return nil
+		},
+	}
+	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	return cmd
+}
+
+func newReceiptsCmd(a *app) *cobra.Command {
+	var (
+		lease  string
+		verify bool
+	)
+	cmd := &cobra.Command{
+		Use:   "receipts [--lease ID] [--verify]",
+		Short: "Show the usage receipts your node keeps, per lease; --verify re-checks every signature, the hash chain and the sum",
+		Long: `Receipts lists, per lease, the signed usage receipts your node holds (as renter or supplier), the
+GPU-seconds and the amount they bill, and what was paid. Every report is verified from the
+stored records: each receipt's and voucher's signature, the receipts' hash chain and sequence,
+that no receipt bills more than wall-clock time × GPUs, the cumulative amounts, and the
+settlement statement. With --verify the command exits 1 when any lease has a problem.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := a.nodeClient(cmd)
+			if err != nil {
+				return err
+			}
+			var reps []settle.Report
+			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/receipts?lease="+url.QueryEscape(lease), nil, &reps); err != nil {
+				return err
+			}
+			bad := 0
+			for _, r := range reps {
+				if !r.Valid {
+					bad++
+				}
+			}
+			if a.json {
+				var err error
+				if lease != "" && len(reps) == 1 {
+					err = a.printJSON(reps[0])
+				} else {
+					err = a.printJSON(orEmpty(reps))
+				}
+				if err == nil && verify && bad > 0 {
+					err = silentError{fmt.Errorf("%d lease(s) with problems", bad)}
+				}
+				return err
+			}
+			if len(reps) == 0 {
+				fmt.Fprintln(a.stdout, "no receipts")
+				return nil
+			}
+			var rows [][]string
+			for _, r := range reps {
+				valid := "valid"
+				if !r.Valid {
+					valid = "INVALID"
+				}
+				rows = append(rows, []string{short(r.LeaseID), r.Role, strconv.Itoa(r.Receipts), fmt.Sprintf("%.1f", r.GPUSeconds), market.FormatPrice(r.AmountMicros), market.FormatPrice(r.PaidMicros), strconv.FormatBool(r.Settled), valid})
+			}
+			a.table([]string{"LEASE", "ROLE", "RECEIPTS", "GPU-SECONDS", "BILLED", "PAID", "SETTLED", "CHECK"}, rows)
+			for _, r := range reps {
+				for _, p := range r.Problems {
+					fmt.Fprintf(a.stdout, "  %s: %s\n", short(r.LeaseID), p)
+				}
+			}
+			if verify && bad > 0 {
+				return silentError{fmt.Errorf("%d lease(s) with problems", bad)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&lease, "lease", "", "only the lease with this ID (or ID prefix)")
+	cmd.Flags().BoolVar(&verify, "verify", false, "exit 1 when any bill fails verification")
+	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	return cmd
+}

@@ -1,0 +1,561 @@
+package job
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/node/job/pb"
+	"github.com/gpumesh/gpumesh/store"
+)
+
+var ksJobs = store.MustKeyspace("renter-jobs") // job ID -> jobRecord (JSON)
+
+// Renter-side job states, beyond the attempt states.
+const (
+	StateRenting    = "renting"
+	StateRecovering = "recovering"
+)
+
+// ErrNoJob is returned for a job ID this node does not have.
+var ErrNoJob = errors.New("no such job")
+
+// Request is what the renter asks to run.
+type Request struct {
+	Spec            *pb.JobSpec // JobId is drawn when empty
+	Filter          string      // filter language: which GPUs
+	Count           int
+	Duration        time.Duration // lease length
+	MaxPrice        int64         // micros per GPU-hour
+	MinReputation   float64
+	ReceiptInterval time.Duration // 0: market default
+	CreditLimit     int64         // 0: one interval's worth
+}
+
+// AttemptView is one attempt of a job.
+type AttemptView struct {
+	Attempt      uint32 `json:"attempt"`
+	LeaseID      string `json:"lease_id"`
+	Supplier     string `json:"supplier"`
+	Outcome      string `json:"outcome"`
+	Checkpoint   string `json:"resumed_from,omitempty"`
+	PaidMicros   int64  `json:"paid_micros"`
+	Receipts     int    `json:"receipts"`
+	Settled      bool   `json:"settled"`
+	LogBytes     int64  `json:"log_bytes"`
+	StartedAtUTC string `json:"started_at,omitempty"`
+	// StartMs is the time from the countersigned lease to the supplier's
+	// word that the job's process runs (0 when unknown).
+	StartMs float64 `json:"start_ms"`
+}
+
+// View is a job as `gpumesh jobs` shows it.
+type View struct {
+	JobID      string        `json:"job_id"`
+	State      string        `json:"state"`
+	Attempt    uint32        `json:"attempt"`
+	Supplier   string        `json:"supplier"`
+	LeaseID    string        `json:"lease_id"`
+	ExitCode   int           `json:"exit_code"`
+	Message    string        `json:"message,omitempty"`
+	Argv       []string      `json:"argv"`
+	Checkpoint string        `json:"checkpoint,omitempty"`
+	Failovers  int           `json:"failovers"`
+	Restarts   int           `json:"restarts"`
+	PaidMicros int64         `json:"paid_micros"`
+	Attempts   []AttemptView `json:"attempts"`
+	Created    time.Time     `json:"created"`
+	Updated    time.Time     `json:"updated"`
+}
+
+// attemptRec is the durable record of one attempt.
+type attemptRec struct {
+	Attempt    uint32    `json:"attempt"`
+	Lease      []byte    `json:"lease"` // the countersigned lease envelope
+	Supplier   string    `json:"supplier"`
+	Started    bool      `json:"started"` // the supplier accepted the start
+	Outcome    string    `json:"outcome"`
+	Checkpoint string    `json:"checkpoint,omitempty"`
+	Settled    bool      `json:"settled"`
+	Fenced     bool      `json:"fenced"`               // the supplier was told to stop its copy
+	At         time.Time `json:"at"`                   // when the lease was made
+	RunningAt  time.Time `json:"running_at,omitempty"` // when the supplier said the process runs
+}
+
+// jobRecord is the renter's durable record of a job.
+type jobRecord struct {
+	ID         string       `json:"id"`
+	Spec       []byte       `json:"spec"`
+	Filter     string       `json:"filter"`
+	Count      int          `json:"count"`
+	Duration   int64        `json:"duration_ms"`
+	MaxPrice   int64        `json:"max_price"`
+	MinRep     float64      `json:"min_rep"`
+	Interval   int64        `json:"interval_ms"`
+	Credit     int64        `json:"credit"`
+	State      string       `json:"state"`
+	ExitCode   int          `json:"exit_code"`
+	Message    string       `json:"message"`
+	Attempts   []attemptRec `json:"attempts"`
+	Checkpoint string       `json:"checkpoint,omitempty"` // hash of the last pulled checkpoint
+	CheckAt    time.Time    `json:"checkpoint_at"`
+	Failovers  int          `json:"failovers"`
+	Restarts   int          `json:"restarts"`
+	StopAsked  string       `json:"stop_asked,omitempty"`
+	Created    time.Time    `json:"created"`
+	Updated    time.Time    `json:"updated"`
+}
+
+func (j *jobRecord) cur() *attemptRec {
+	if len(j.Attempts) == 0 {
+		return nil
+	}
+	return &j.Attempts[len(j.Attempts)-1]
+}
+
+func (j *jobRecord) finished() bool {
+	switch j.State {
+	case StateSucceeded, StateFailed, StateStopped:
+		return true
+	}
+	return false
+}
+
+// ControllerConfig configures a Controller. Fields without a default note
+// are required.
+type ControllerConfig struct {
+	Host   host.Host
+	Key    crypto.PrivKey
+	Store  store.Store
+	Ledger *settle.Ledger
+	// DataDir is the node's data dir: job logs and checkpoints are kept
+	// under DataDir/renter-jobs.
+	DataDir string
+	// Rent makes a lease (the node's market renter with its reputation
+	// screening).
+	Rent func(ctx context.Context, req market.RentRequest) (*market.Lease, error)
+	// Online reports whether this node still reaches the network without
+	// the given peer, so a renter that lost its own connection does not
+	// blame the supplier (nil: always).
+	Online func(ctx context.Context, without peer.ID) bool
+	// LostAfter is how long a supplier may stay silent or unreachable
+	// before its attempt is given up (default 3 receipt intervals, at
+	// least 3 s).
+	LostAfter time.Duration
+	// RetryBudget bounds failovers per job (default 3).
+	RetryBudget int
+	// Connect reaches a supplier, finding its addresses when this node
+	// does not know them (after a restart); nil: dial what the peerstore
+	// knows.
+	Connect func(ctx context.Context, p peer.ID) error
+	Now     func() time.Time
+	Log     *slog.Logger
+}
+
+// Controller is the renter side of jobs. It runs inside the renter's node,
+// which pays for and follows every job it started, whether or not a
+// terminal watches it.
+type Controller struct {
+	cfg ControllerConfig
+	log *slog.Logger
+
+	mu      sync.Mutex
+	jobs    map[string]*jobState
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	started bool
+}
+
+// jobState is a job in memory: its record and what follows it.
+type jobState struct {
+	mu      sync.Mutex
+	rec     jobRecord
+	spec    *Spec
+	conn    *clientSession // the attached session, if any
+	changed chan struct{}  // closed and replaced on every change (logs, state)
+	logs    map[uint32]*logFile
+}
+
+func (js *jobState) notify() {
+	close(js.changed)
+	js.changed = make(chan struct{})
+}
+
+// NewController loads the jobs kept in the store. Run drives them.
+func NewController(cfg ControllerConfig) (*Controller, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.RetryBudget == 0 {
+		cfg.RetryBudget = 3
+	}
+	if cfg.Connect == nil {
+		cfg.Connect = func(ctx context.Context, p peer.ID) error {
+			return cfg.Host.Connect(ctx, peer.AddrInfo{ID: p})
+		}
+	}
+	if cfg.Online == nil {
+		cfg.Online = func(context.Context, peer.ID) bool { return true }
+	}
+	c := &Controller{cfg: cfg, log: cfg.Log.With("sub", "renter-jobs"), jobs: map[string]*jobState{}}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	codec := store.JSONCodec[jobRecord]{}
+	err := cfg.Store.Iterate(ksJobs, nil, func(_, v []byte) error {
+		rec, err := codec.Unmarshal(v)
+		if err != nil {
+			return nil
+		}
+		spec, err := DecodeSpec(rec.Spec)
+		if err != nil {
+			c.log.Warn("kept job has a bad spec", "job", rec.ID, "err", err)
+			return nil
+		}
+		c.jobs[rec.ID] = &jobState{rec: rec, spec: spec, changed: make(chan struct{}), logs: map[uint32]*logFile{}}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("controller: load jobs: %w", err)
+	}
+	return c, nil
+}
+
+// Start drives every unfinished job kept in the store, until Close.
+func (c *Controller) Start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return
+	}
+	c.started = true
+	for _, js := range c.jobs {
+		js.mu.Lock()
+		done := js.rec.finished() && c.allSettled(&js.rec)
+		js.mu.Unlock()
+		if !done {
+			c.goDrive(js)
+		}
+	}
+}
+
+func (c *Controller) allSettled(r *jobRecord) bool {
+	for _, a := range r.Attempts {
+		if !a.Settled && a.Started && a.Outcome != "lost" {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Controller) goDrive(js *jobState) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.drive(c.ctx, js)
+	}()
+}
+
+// Close stops following jobs (they keep running on their suppliers,
+// which pause them when payment stops) and closes their logs.
+func (c *Controller) Close() error {
+	c.cancel()
+	c.mu.Lock()
+	jobs := make([]*jobState, 0, len(c.jobs))
+	for _, js := range c.jobs {
+		jobs = append(jobs, js)
+	}
+	c.mu.Unlock()
+	for _, js := range jobs {
+		js.mu.Lock()
+		if js.conn != nil {
+			js.conn.close()
+		}
+		js.mu.Unlock()
+	}
+	c.wg.Wait()
+	for _, js := range jobs {
+		for _, l := range js.logs {
+			l.Close()
+		}
+	}
+	return nil
+}
+
+func (c *Controller) jobDir(id string) string { return filepath.Join(c.cfg.DataDir, "renter-jobs", id) }
+
+// save keeps js's record durably. The caller holds js.mu.
+func (c *Controller) save(js *jobState) error {
+	js.rec.Updated = c.cfg.Now().UTC()
+	b, err := store.JSONCodec[jobRecord]{}.Marshal(js.rec)
+	if err != nil {
+		return err
+	}
+	id, _ := hex.DecodeString(js.rec.ID)
+	if err := c.cfg.Store.Put(ksJobs, id, b); err != nil {
+		return fmt.Errorf("keep job %s: %w", js.rec.ID, err)
+	}
+	js.notify()
+	return nil
+}
+
+// Submit rents GPUs for req and starts the job's first attempt. It
+// returns once the supplier has started the process; the node then
+// follows the job on its own.
+func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
+	m := req.Spec
+	if len(m.JobId) == 0 {
+		m.JobId = NewJobID()
+	}
+	if m.Gpus == 0 {
+		m.Gpus = uint32(req.Count)
+	}
+	spec, err := EncodeSpec(m)
+	if err != nil {
+		return View{}, err
+	}
+	if int(spec.Gpus) != req.Count {
+		return View{}, fmt.Errorf("the spec asks for %d GPUs but %d are rented", spec.Gpus, req.Count)
+	}
+	if err := os.MkdirAll(c.jobDir(spec.ID()), 0o700); err != nil {
+		return View{}, fmt.Errorf("job dir: %w", err)
+	}
+	now := c.cfg.Now().UTC()
+	js := &jobState{rec: jobRecord{
+		ID: spec.ID(), Spec: spec.Raw, Filter: req.Filter, Count: req.Count, Duration: req.Duration.Milliseconds(),
+		MaxPrice: req.MaxPrice, MinRep: req.MinReputation, Interval: req.ReceiptInterval.Milliseconds(),
+		Credit: req.CreditLimit, State: StateRenting, Created: now,
+	}, spec: spec, changed: make(chan struct{}), logs: map[uint32]*logFile{}}
+	js.mu.Lock()
+	err = c.save(js)
+	js.mu.Unlock()
+	if err != nil {
+		return View{}, err
+	}
+	c.mu.Lock()
+	c.jobs[js.rec.ID] = js
+	c.mu.Unlock()
+	if err := c.rentAttempt(ctx, js, nil); err != nil {
+		js.mu.Lock()
+		js.rec.State, js.rec.Message = StateFailed, err.Error()
+		_ = c.save(js)
+		js.mu.Unlock()
+		return c.view(js), err
+	}
+	if err := c.connect(ctx, js); err != nil {
+		c.log.Warn("first start failed; the node retries", "job", js.rec.ID, "err", err)
+	}
+	c.goDrive(js)
+	return c.view(js), nil
+}
+
+// rentAttempt leases GPUs for the job's next attempt, excluding lost
+// suppliers, and records the attempt.
+func (c *Controller) rentAttempt(ctx context.Context, js *jobState, exclude []peer.ID) error {
+	js.mu.Lock()
+	rec := js.rec
+	js.mu.Unlock()
+	f, err := market.ParseFilter(rec.Filter)
+	if err != nil {
+		return err
+	}
+	l, err := c.cfg.Rent(ctx, market.RentRequest{
+		Filter: f, Count: rec.Count, Duration: time.Duration(rec.Duration) * time.Millisecond, MaxPrice: rec.MaxPrice,
+		MinReputation: rec.MinRep, Exclude: exclude,
+		Terms: market.Terms{JobSpecHash: js.spec.Hash[:], ReceiptInterval: time.Duration(rec.Interval) * time.Millisecond, CreditLimit: rec.Credit},
+	})
+	if err != nil {
+		return fmt.Errorf("rent: %w", err)
+	}
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	next := uint32(1)
+	if cur := js.rec.cur(); cur != nil {
+		next = cur.Attempt + 1
+	}
+	js.rec.Attempts = append(js.rec.Attempts, attemptRec{Attempt: next, Lease: l.Raw, Supplier: l.Supplier.String(), Checkpoint: js.rec.Checkpoint, At: c.cfg.Now().UTC()})
+	js.rec.State = StateStarting
+	c.log.Info("job leased", "job", js.rec.ID[:8], "attempt", next, "lease", l.ID.Short(), "supplier", l.Supplier)
+	return c.save(js)
+}
+
+// Jobs lists the jobs, newest first.
+func (c *Controller) Jobs() []View {
+	c.mu.Lock()
+	all := make([]*jobState, 0, len(c.jobs))
+	for _, js := range c.jobs {
+		all = append(all, js)
+	}
+	c.mu.Unlock()
+	out := make([]View, 0, len(all))
+	for _, js := range all {
+		out = append(out, c.view(js))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
+	return out
+}
+
+// Job gives one job by ID or unique ID prefix.
+func (c *Controller) Job(id string) (View, error) {
+	js, err := c.find(id)
+	if err != nil {
+		return View{}, err
+	}
+	return c.view(js), nil
+}
+
+func (c *Controller) find(id string) (*jobState, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if js := c.jobs[id]; js != nil {
+		return js, nil
+	}
+	var found *jobState
+	for k, js := range c.jobs {
+		if len(id) >= 4 && len(k) >= len(id) && k[:len(id)] == id {
+			if found != nil {
+				return nil, fmt.Errorf("job prefix %q is ambiguous", id)
+			}
+			found = js
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoJob, id)
+	}
+	return found, nil
+}
+
+func (c *Controller) view(js *jobState) View {
+	js.mu.Lock()
+	r := js.rec
+	js.mu.Unlock()
+	v := View{
+		JobID: r.ID, State: r.State, ExitCode: r.ExitCode, Message: r.Message, Argv: js.spec.Argv,
+		Checkpoint: r.Checkpoint, Failovers: r.Failovers, Restarts: r.Restarts, Created: r.Created, Updated: r.Updated,
+	}
+	for _, a := range r.Attempts {
+		l, err := market.OpenLease(a.Lease, c.cfg.Now())
+		av := AttemptView{Attempt: a.Attempt, Supplier: a.Supplier, Outcome: a.Outcome, Checkpoint: a.Checkpoint, Settled: a.Settled, StartedAtUTC: a.At.Format(time.RFC3339)}
+		if !a.RunningAt.IsZero() {
+			av.StartMs = float64(a.RunningAt.Sub(a.At).Microseconds()) / 1000
+		}
+		if err == nil {
+			av.LeaseID = l.ID.String()
+			if p, err := settle.NewPayer(c.cfg.Ledger, c.cfg.Key, settle.TermsOf(l, js.spec.JobId)); err == nil {
+				av.PaidMicros = p.Paid()
+				if last := p.Last(); last != nil {
+					av.Receipts = int(last.Seq)
+				}
+			}
+		}
+		if fi, err := os.Stat(c.logPath(r.ID, a.Attempt)); err == nil {
+			av.LogBytes = fi.Size()
+		}
+		v.PaidMicros += av.PaidMicros
+		v.Attempts = append(v.Attempts, av)
+	}
+	if n := len(v.Attempts); n > 0 {
+		cur := v.Attempts[n-1]
+		v.Attempt, v.Supplier, v.LeaseID = cur.Attempt, cur.Supplier, cur.LeaseID
+	}
+	return v
+}
+
+func (c *Controller) logPath(id string, attempt uint32) string {
+	return filepath.Join(c.jobDir(id), fmt.Sprintf("attempt-%d.log", attempt))
+}
+
+func (c *Controller) checkpointPath(id, hash string) string {
+	return filepath.Join(c.jobDir(id), "checkpoint-"+hash+".tar")
+}
+
+// Stop asks the job's supplier to stop it.
+func (c *Controller) Stop(id, why string) (View, error) {
+	js, err := c.find(id)
+	if err != nil {
+		return View{}, err
+	}
+	js.mu.Lock()
+	if js.rec.finished() {
+		js.mu.Unlock()
+		return c.view(js), nil
+	}
+	if why == "" {
+		why = "stopped by the renter"
+	}
+	js.rec.StopAsked = why
+	err = c.save(js)
+	conn := js.conn
+	js.mu.Unlock()
+	if err != nil {
+		return View{}, err
+	}
+	if conn != nil {
+		conn.send(&pb.ClientFrame{Body: &pb.ClientFrame_Stop{Stop: why}})
+	}
+	return c.view(js), nil
+}
+
+// Logs writes the job's output, all attempts in order, to w from byte
+// offset from of the whole; with follow it keeps writing as output
+// arrives until the job is over or ctx ends. It returns the offset after
+// the last byte written.
+func (c *Controller) Logs(ctx context.Context, id string, from int64, follow bool, w io.Writer) (int64, error) {
+	js, err := c.find(id)
+	if err != nil {
+		return from, err
+	}
+	off := from
+	for {
+		js.mu.Lock()
+		changed := js.changed
+		attempts := make([]uint32, 0, len(js.rec.Attempts))
+		for _, a := range js.rec.Attempts {
+			attempts = append(attempts, a.Attempt)
+		}
+		over := js.rec.finished()
+		js.mu.Unlock()
+		base := int64(0)
+		for _, a := range attempts {
+			b, err := os.ReadFile(c.logPath(js.rec.ID, a))
+			if err != nil && !os.IsNotExist(err) {
+				return off, err
+			}
+			if end := base + int64(len(b)); off < end {
+				if _, err := w.Write(b[off-base:]); err != nil {
+					return off, err
+				}
+				off = end
+			}
+			base += int64(len(b))
+		}
+		if f, ok := w.(interface{ Flush() }); ok {
+			f.Flush()
+		}
+		if !follow || over {
+			return off, nil
+		}
+		select {
+		case <-ctx.Done():
+			return off, nil
+		case <-changed:
+		case <-time.After(2 * time.Second):
+		}
+	}
+}

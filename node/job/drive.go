@@ -1,0 +1,581 @@
+package job
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/node/job/pb"
+	"github.com/gpumesh/gpumesh/p2p"
+)
+
+// refusal is a supplier's Welcome refusing a Hello.
+type refusal struct{ reason string }
+
+func (r *refusal) Error() string { return "supplier refused: " + r.reason }
+
+// clientSession is the renter's end of a session stream.
+type clientSession struct {
+	st   network.Stream
+	mu   sync.Mutex
+	dead bool
+}
+
+func (cs *clientSession) send(f *pb.ClientFrame) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.dead {
+		return false
+	}
+	_ = cs.st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
+	if err := p2p.WriteMsg(cs.st, f); err != nil {
+		cs.dead = true
+		cs.st.Reset()
+		return false
+	}
+	return true
+}
+
+func (cs *clientSession) close() {
+	cs.mu.Lock()
+	cs.dead = true
+	cs.mu.Unlock()
+	cs.st.Reset()
+}
+
+// attemptCtx is what following one attempt needs.
+type attemptCtx struct {
+	attempt uint32
+	lease   *market.Lease
+	payer   *settle.Payer
+	log     *logFile
+}
+
+func (c *Controller) current(js *jobState) (*attemptCtx, error) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	cur := js.rec.cur()
+	if cur == nil {
+		return nil, errors.New("no attempt")
+	}
+	l, err := market.OpenLease(cur.Lease, c.cfg.Now())
+	if err != nil {
+		return nil, fmt.Errorf("kept lease: %w", err)
+	}
+	p, err := settle.NewPayer(c.cfg.Ledger, c.cfg.Key, settle.TermsOf(l, js.spec.JobId))
+	if err != nil {
+		return nil, err
+	}
+	lf := js.logs[cur.Attempt]
+	if lf == nil {
+		if lf, err = openLog(c.logPath(js.rec.ID, cur.Attempt)); err != nil {
+			return nil, err
+		}
+		js.logs[cur.Attempt] = lf
+	}
+	return &attemptCtx{attempt: cur.Attempt, lease: l, payer: p, log: lf}, nil
+}
+
+// connect opens a session to the current attempt's supplier: a start when
+// the supplier has not accepted one yet, an attach otherwise.
+func (c *Controller) connect(ctx context.Context, js *jobState) error {
+	ac, err := c.current(js)
+	if err != nil {
+		return err
+	}
+	js.mu.Lock()
+	cur := *js.rec.cur()
+	stop := js.rec.StopAsked
+	js.mu.Unlock()
+	h := &pb.Hello{Attempt: ac.attempt}
+	if !cur.Started {
+		h.Lease, h.Spec = ac.lease.Raw, js.spec.Raw
+		if cur.Checkpoint != "" {
+			archive, err := os.ReadFile(c.checkpointPath(js.rec.ID, cur.Checkpoint))
+			if err != nil {
+				return fmt.Errorf("checkpoint to resume from: %w", err)
+			}
+			sum := sha256.Sum256(archive)
+			h.Checkpoint, h.CheckpointHash = archive, sum[:]
+		}
+	} else {
+		h.LeaseId, h.LogOffset = ac.lease.ID[:], uint64(ac.log.Size())
+	}
+	dctx, cancel := context.WithTimeout(ctx, p2p.StreamTimeout)
+	defer cancel()
+	if err := c.cfg.Connect(dctx, ac.lease.Supplier); err != nil {
+		return fmt.Errorf("reach %s: %w", ac.lease.Supplier, err)
+	}
+	st, err := c.cfg.Host.NewStream(dctx, ac.lease.Supplier, SessionProtocol)
+	if err != nil {
+		return fmt.Errorf("open session to %s: %w", ac.lease.Supplier, err)
+	}
+	_ = st.SetDeadline(time.Now().Add(time.Minute))
+	var w pb.Welcome
+	if err := p2p.WriteMsg(st, h); err != nil {
+		st.Reset()
+		return fmt.Errorf("send hello: %w", err)
+	}
+	if err := p2p.ReadMsg(st, 4096, &w); err != nil {
+		st.Reset()
+		return fmt.Errorf("read welcome: %w", err)
+	}
+	if w.Refused != "" {
+		st.Close()
+		return &refusal{w.Refused}
+	}
+	_ = st.SetDeadline(time.Time{})
+	cs := &clientSession{st: st}
+	js.mu.Lock()
+	if old := js.conn; old != nil {
+		old.close()
+	}
+	js.conn = cs
+	started := !js.rec.cur().Started
+	if started {
+		js.rec.cur().Started, js.rec.cur().RunningAt = true, c.cfg.Now().UTC()
+	}
+	if js.rec.State == StateStarting || js.rec.State == StateRecovering || js.rec.State == StateRenting {
+		js.rec.State = StateRunning
+	}
+	err = c.save(js)
+	js.mu.Unlock()
+	if started {
+		c.log.Info("job started on supplier", "job", js.rec.ID[:8], "attempt", ac.attempt, "supplier", ac.lease.Supplier)
+	}
+	if stop != "" {
+		cs.send(&pb.ClientFrame{Body: &pb.ClientFrame_Stop{Stop: stop}})
+	}
+	return err
+}
+
+// drive follows a job to its end: attempt after attempt, through
+// failovers and restarts.
+func (c *Controller) drive(ctx context.Context, js *jobState) {
+	backoff := time.Second
+	var lostSince time.Time
+	for ctx.Err() == nil {
+		js.mu.Lock()
+		done := js.rec.finished() && c.allSettled(&js.rec)
+		needLease := js.rec.cur() == nil || js.rec.State == StateRecovering && js.rec.cur().Outcome != ""
+		js.mu.Unlock()
+		if done {
+			return
+		}
+		if needLease {
+			if err := c.recover(ctx, js); err != nil {
+				c.log.Warn("no new lease yet", "job", js.rec.ID[:8], "err", err)
+				sleep(ctx, 5*time.Second)
+			}
+			continue
+		}
+		js.mu.Lock()
+		conn := js.conn
+		js.mu.Unlock()
+		if conn == nil {
+			if err := c.connect(ctx, js); err != nil {
+				var ref *refusal
+				if errors.As(err, &ref) {
+					c.attemptOver(ctx, js, StateInterrupted, ref.reason)
+					continue
+				}
+				if lostSince.IsZero() {
+					lostSince = c.cfg.Now()
+				}
+				if c.cfg.Now().Sub(lostSince) >= c.lostAfter(js) {
+					c.maybeFailover(ctx, js, err)
+					lostSince = time.Time{}
+					continue
+				}
+				sleep(ctx, backoff)
+				backoff = min(backoff*2, 5*time.Second)
+				continue
+			}
+		}
+		lostSince, backoff = time.Time{}, time.Second
+		final, err := c.follow(ctx, js)
+		js.mu.Lock()
+		if js.conn != nil {
+			js.conn.close()
+			js.conn = nil
+		}
+		js.mu.Unlock()
+		if final != "" {
+			c.attemptOver(ctx, js, final, "")
+			continue
+		}
+		if ctx.Err() == nil {
+			c.log.Info("lost the session with the supplier", "job", js.rec.ID[:8], "err", err)
+			lostSince = c.cfg.Now()
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func (c *Controller) lostAfter(js *jobState) time.Duration {
+	if c.cfg.LostAfter > 0 {
+		return c.cfg.LostAfter
+	}
+	js.mu.Lock()
+	iv := time.Duration(js.rec.Interval) * time.Millisecond
+	js.mu.Unlock()
+	if iv == 0 {
+		iv = market.DefaultReceiptInterval
+	}
+	return max(3*iv, 3*time.Second)
+}
+
+// maybeFailover gives up the current supplier, unless it is this node
+// that lost the network.
+func (c *Controller) maybeFailover(ctx context.Context, js *jobState, cause error) {
+	ac, err := c.current(js)
+	if err != nil {
+		return
+	}
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	online := c.cfg.Online(octx, ac.lease.Supplier)
+	cancel()
+	if !online {
+		c.log.Warn("supplier unreachable but so is the rest of the network; waiting", "job", js.rec.ID[:8])
+		return
+	}
+	c.log.Warn("supplier lost; failing over", "job", js.rec.ID[:8], "supplier", ac.lease.Supplier, "cause", cause)
+	c.attemptOver(ctx, js, "lost", cause.Error())
+}
+
+// follow reads the session until the attempt ends (its final state) or
+// the session breaks (error).
+func (c *Controller) follow(ctx context.Context, js *jobState) (string, error) {
+	ac, err := c.current(js)
+	if err != nil {
+		return "", err
+	}
+	js.mu.Lock()
+	cs := js.conn
+	every := time.Duration(js.spec.CheckpointEveryS) * time.Second
+	js.mu.Unlock()
+	if cs == nil {
+		return "", errors.New("not attached")
+	}
+	if every == 0 {
+		every = DefaultCheckpointEvery
+	}
+	stop := context.AfterFunc(ctx, cs.close)
+	defer stop()
+	silence := c.lostAfter(js)
+	final, settled := "", false
+	var finalAt time.Time
+	for {
+		_ = cs.st.SetReadDeadline(time.Now().Add(silence))
+		var f pb.ServerFrame
+		if err := p2p.ReadMsg(cs.st, MaxFrameSize, &f); err != nil {
+			if final != "" {
+				return final, nil
+			}
+			return "", err
+		}
+		switch b := f.Body.(type) {
+		case *pb.ServerFrame_Status:
+			c.onStatus(js, ac, b.Status)
+		case *pb.ServerFrame_Log:
+			if b.Log.Attempt == ac.attempt {
+				appendLog(ac.log, b.Log)
+				js.mu.Lock()
+				js.notify()
+				js.mu.Unlock()
+			}
+		case *pb.ServerFrame_Receipt:
+			r, done, err := c.onReceipt(ctx, js, ac, cs, b.Receipt, every)
+			if err != nil {
+				if errors.Is(err, settle.ErrEvidence) {
+					return "", err // a cheating supplier: fail over
+				}
+				continue
+			}
+			if done {
+				final, finalAt = r.State, c.cfg.Now()
+				c.sendStatement(js, ac, cs, final)
+			}
+		case *pb.ServerFrame_Settlement:
+			if err := ac.payer.Settle(b.Settlement); err != nil {
+				c.log.Warn("settlement refused", "job", js.rec.ID[:8], "err", err)
+				continue
+			}
+			settled = true
+			js.mu.Lock()
+			js.rec.cur().Settled = true
+			_ = c.save(js)
+			js.mu.Unlock()
+		}
+		if final != "" && (settled || c.cfg.Now().Sub(finalAt) > p2p.StreamTimeout) {
+			return final, nil
+		}
+	}
+}
+
+func appendLog(lf *logFile, l *pb.Log) {
+	size := lf.Size()
+	data := l.Data
+	switch off := int64(l.Offset); {
+	case off+int64(len(data)) <= size:
+		return // already have it
+	case off < size:
+		data = data[size-off:]
+	}
+	_, _ = lf.Write(data)
+}
+
+func (c *Controller) onStatus(js *jobState, ac *attemptCtx, s *pb.Status) {
+	if s.Attempt != ac.attempt {
+		return
+	}
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	switch s.State {
+	case StateRunning, StateHalted:
+		if js.rec.State != s.State && !js.rec.finished() {
+			js.rec.State = s.State
+			_ = c.save(js)
+		}
+	}
+	if Ended(s.State) {
+		js.rec.ExitCode, js.rec.Message = int(s.ExitCode), s.Message
+		_ = c.save(js)
+	}
+}
+
+// onReceipt checks, keeps and pays a receipt, then pulls a new checkpoint
+// when the receipt announces one. done is true for the attempt's final
+// receipt.
+func (c *Controller) onReceipt(ctx context.Context, js *jobState, ac *attemptCtx, cs *clientSession, raw []byte, every time.Duration) (*settle.Receipt, bool, error) {
+	voucher, err := ac.payer.Accept(raw, ac.attempt, c.cfg.Now())
+	if err != nil {
+		c.log.Warn("receipt refused", "job", js.rec.ID[:8], "attempt", ac.attempt, "err", err)
+		return nil, false, err
+	}
+	r, err := settle.OpenReceipt(raw)
+	if err != nil {
+		return nil, false, err
+	}
+	cs.send(&pb.ClientFrame{Body: &pb.ClientFrame_Voucher{Voucher: voucher}})
+	if len(r.CheckpointHash) == 32 {
+		h := hex.EncodeToString(r.CheckpointHash)
+		js.mu.Lock()
+		due := h != js.rec.Checkpoint && (r.Final || c.cfg.Now().Sub(js.rec.CheckAt) >= every)
+		js.mu.Unlock()
+		if due {
+			if err := c.pullCheckpoint(ctx, js, ac); err != nil {
+				c.log.Warn("checkpoint not pulled", "job", js.rec.ID[:8], "err", err)
+			}
+		}
+	}
+	return r, r.Final, nil
+}
+
+// pullCheckpoint fetches the attempt's checkpoint archive and keeps it
+// durably; the job's record then names it as the one to resume from.
+func (c *Controller) pullCheckpoint(ctx context.Context, js *jobState, ac *attemptCtx) error {
+	js.mu.Lock()
+	have, _ := hex.DecodeString(js.rec.Checkpoint)
+	js.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	st, err := c.cfg.Host.NewStream(ctx, ac.lease.Supplier, CheckpointProtocol)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	_ = st.SetDeadline(time.Now().Add(time.Minute))
+	if err := p2p.WriteMsg(st, &pb.CheckpointRequest{LeaseId: ac.lease.ID[:], Attempt: ac.attempt, Have: have}); err != nil {
+		return err
+	}
+	var h pb.CheckpointHeader
+	if err := p2p.ReadMsg(st, 1024, &h); err != nil {
+		return err
+	}
+	switch {
+	case h.Refused != "":
+		return &refusal{h.Refused}
+	case h.Unchanged:
+		return nil
+	case h.Size > MaxCheckpointSize || len(h.Hash) != 32:
+		return fmt.Errorf("checkpoint header: size %d, hash %d bytes", h.Size, len(h.Hash))
+	}
+	archive, err := p2p.ReadRaw(st, MaxCheckpointSize)
+	if err != nil {
+		return err
+	}
+	if sum := sha256.Sum256(archive); string(sum[:]) != string(h.Hash) || uint64(len(archive)) != h.Size {
+		return errors.New("checkpoint archive does not match its header")
+	}
+	hash := hex.EncodeToString(h.Hash)
+	if err := writeFileSync(c.checkpointPath(js.rec.ID, hash), archive); err != nil {
+		return fmt.Errorf("keep checkpoint: %w", err)
+	}
+	js.mu.Lock()
+	old := js.rec.Checkpoint
+	js.rec.Checkpoint, js.rec.CheckAt = hash, c.cfg.Now().UTC()
+	err = c.save(js)
+	js.mu.Unlock()
+	if err == nil && old != "" && old != hash {
+		if !c.checkpointInUse(js, old) {
+			_ = os.Remove(c.checkpointPath(js.rec.ID, old))
+		}
+	}
+	c.log.Info("checkpoint pulled", "job", js.rec.ID[:8], "attempt", ac.attempt, "bytes", len(archive), "hash", hash[:12])
+	return err
+}
+
+func (c *Controller) checkpointInUse(js *jobState, hash string) bool {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	for _, a := range js.rec.Attempts {
+		if a.Checkpoint == hash && !a.Started {
+			return true
+		}
+	}
+	return false
+}
+
+// sendStatement signs and sends the statement of a finished attempt.
+func (c *Controller) sendStatement(js *jobState, ac *attemptCtx, cs *clientSession, outcome string) {
+	raw, err := ac.payer.Statement(outcome, c.cfg.Now())
+	if err != nil {
+		c.log.Warn("statement", "job", js.rec.ID[:8], "err", err)
+		return
+	}
+	cs.send(&pb.ClientFrame{Body: &pb.ClientFrame_Statement{Statement: raw}})
+}
+
+// attemptOver records how the current attempt ended and decides what
+// comes next: the job is over, restarts under its policy, or moves to
+// another supplier.
+func (c *Controller) attemptOver(ctx context.Context, js *jobState, outcome, why string) {
+	js.mu.Lock()
+	cur := js.rec.cur()
+	if cur == nil || cur.Outcome != "" {
+		js.mu.Unlock()
+		return
+	}
+	cur.Outcome = outcome
+	code := js.rec.ExitCode
+	stopAsked := js.rec.StopAsked != ""
+	switch {
+	case outcome == StateSucceeded:
+		js.rec.State = StateSucceeded
+	case stopAsked:
+		js.rec.State, js.rec.Message = StateStopped, js.rec.StopAsked
+	case outcome == StateFailed:
+		if js.spec.Retries(code, js.rec.Restarts) {
+			js.rec.Restarts++
+			js.rec.State = StateRecovering
+		} else {
+			js.rec.State = StateFailed
+		}
+	default:
+		// Infrastructure: lost, interrupted, expired, halted or stopped
+		// by the supplier. Retried within the budget.
+		js.rec.Failovers++
+		if js.rec.Failovers > c.cfg.RetryBudget {
+			js.rec.State = StateFailed
+			js.rec.Message = fmt.Sprintf("gave up after %d failovers: %s %s", c.cfg.RetryBudget, outcome, why)
+		} else {
+			js.rec.State = StateRecovering
+			if why != "" {
+				js.rec.Message = outcome + ": " + why
+			}
+		}
+	}
+	_ = c.save(js)
+	state := js.rec.State
+	js.mu.Unlock()
+	c.log.Info("attempt over", "job", js.rec.ID[:8], "outcome", outcome, "job_state", state)
+	if outcome == "lost" {
+		if ac, err := c.current(js); err == nil {
+			if _, err := ac.payer.Statement("failed-over", c.cfg.Now()); err != nil {
+				c.log.Debug("statement of a lost attempt", "err", err)
+			}
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				c.fence(c.ctx, ac.lease, ac.attempt)
+			}()
+		}
+	}
+}
+
+// recover leases GPUs for the next attempt: on the same lease when the
+// job's own failure is retried and the lease has time left, else from
+// another supplier, excluding those lost before.
+func (c *Controller) recover(ctx context.Context, js *jobState) error {
+	js.mu.Lock()
+	var exclude []peer.ID
+	for _, a := range js.rec.Attempts {
+		if a.Outcome != StateFailed && a.Outcome != StateSucceeded {
+			if id, err := peer.Decode(a.Supplier); err == nil {
+				exclude = append(exclude, id)
+			}
+		}
+	}
+	cur := js.rec.cur()
+	var reuse []byte
+	if cur != nil && cur.Outcome == StateFailed {
+		if l, err := market.OpenLease(cur.Lease, c.cfg.Now()); err == nil && c.cfg.Now().Add(time.Minute).Before(l.End()) {
+			reuse = cur.Lease
+		}
+	}
+	if reuse != nil {
+		js.rec.Attempts = append(js.rec.Attempts, attemptRec{Attempt: cur.Attempt + 1, Lease: reuse, Supplier: cur.Supplier, Checkpoint: js.rec.Checkpoint, At: c.cfg.Now().UTC()})
+		js.rec.State = StateStarting
+		err := c.save(js)
+		js.mu.Unlock()
+		return err
+	}
+	js.mu.Unlock()
+	return c.rentAttempt(ctx, js, exclude)
+}
+
+// fence tells a supplier given up on to stop its copy of the attempt, if
+// it comes back while its lease lasts.
+func (c *Controller) fence(ctx context.Context, l *market.Lease, attempt uint32) {
+	giveUp := c.cfg.Now().Add(FenceFor)
+	for ctx.Err() == nil && c.cfg.Now().Before(l.End()) && c.cfg.Now().Before(giveUp) {
+		dctx, cancel := context.WithTimeout(ctx, p2p.StreamTimeout)
+		err := c.cfg.Connect(dctx, l.Supplier)
+		var st network.Stream
+		if err == nil {
+			st, err = c.cfg.Host.NewStream(dctx, l.Supplier, SessionProtocol)
+		}
+		cancel()
+		if err == nil {
+			_ = st.SetDeadline(time.Now().Add(p2p.StreamTimeout))
+			var w pb.Welcome
+			err = p2p.WriteMsg(st, &pb.Hello{LeaseId: l.ID[:], Attempt: attempt, Fence: "the job moved to another supplier"})
+			if err == nil {
+				err = p2p.ReadMsg(st, 4096, &w)
+			}
+			st.Reset()
+			if err == nil {
+				c.log.Info("fenced the lost supplier's attempt", "lease", l.ID.Short(), "attempt", attempt, "answer", w.State+w.Refused)
+				return
+			}
+		}
+		sleep(ctx, 10*time.Second)
+	}
+}

@@ -1,0 +1,105 @@
+package job
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"os"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gpumesh/gpumesh/node/job/pb"
+)
+
+func tarWith(t testing.TB, name string, data []byte) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write(data)
+	tw.Close()
+	return b.Bytes()
+}
+
+func tarLink(t testing.TB) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	if err := tw.WriteHeader(&tar.Header{Name: "l", Linkname: "/etc/shadow", Typeflag: tar.TypeSymlink}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Close()
+	return b.Bytes()
+}
+
+// FuzzDecodeSpec: any bytes decode to a valid spec or a clear error, and
+// a decoded spec re-encodes to the same bytes.
+func FuzzDecodeSpec(f *testing.F) {
+	s, _ := EncodeSpec(validSpec())
+	f.Add(s.Raw)
+	f.Add([]byte{})
+	f.Add([]byte{0x0a, 0xff})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		spec, err := DecodeSpec(raw)
+		if err != nil {
+			return
+		}
+		again, err := EncodeSpec(spec.JobSpec)
+		if err != nil || !bytes.Equal(again.Raw, raw) {
+			t.Fatalf("decoded spec does not re-encode to itself: %v", err)
+		}
+	})
+}
+
+// FuzzUnpackCheckpoint: no archive writes outside its folder or panics.
+func FuzzUnpackCheckpoint(f *testing.F) {
+	f.Add(tarWith(f, "step", []byte("3")))
+	f.Add(tarWith(f, "../x", []byte("3")))
+	f.Add(tarLink(f))
+	f.Fuzz(func(t *testing.T, archive []byte) {
+		root := t.TempDir()
+		dir := root + "/in"
+		_ = UnpackCheckpoint(archive, sha256.Sum256(archive), dir)
+		// Nothing may appear beside the folder.
+		entries, _ := readDirNames(root)
+		for _, e := range entries {
+			if e != "in" {
+				t.Fatalf("archive wrote %q outside its folder", e)
+			}
+		}
+	})
+}
+
+// FuzzSessionFrames: the session's messages decode or fail cleanly, and a
+// Hello's spec goes through DecodeSpec's checks.
+func FuzzSessionFrames(f *testing.F) {
+	s, _ := EncodeSpec(validSpec())
+	hello, _ := proto.Marshal(&pb.Hello{Lease: []byte{1}, Attempt: 1, Spec: s.Raw})
+	sf, _ := proto.Marshal(&pb.ServerFrame{Body: &pb.ServerFrame_Log{Log: &pb.Log{Attempt: 1, Offset: 9, Data: []byte("hi")}}})
+	cf, _ := proto.Marshal(&pb.ClientFrame{Body: &pb.ClientFrame_Stop{Stop: "why"}})
+	for _, b := range [][]byte{hello, sf, cf, {}} {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var h pb.Hello
+		if proto.Unmarshal(raw, &h) == nil && len(h.Spec) > 0 {
+			_, _ = DecodeSpec(h.Spec)
+		}
+		var s pb.ServerFrame
+		_ = proto.Unmarshal(raw, &s)
+		var c pb.ClientFrame
+		_ = proto.Unmarshal(raw, &c)
+		var req pb.CheckpointRequest
+		_ = proto.Unmarshal(raw, &req)
+	})
+}
+
+func readDirNames(dir string) ([]string, error) {
+	es, err := os.ReadDir(dir)
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out, err
+}

@@ -1,0 +1,400 @@
+package job
+
+import (
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/node/job/pb"
+	"github.com/gpumesh/gpumesh/node/runtime"
+	"github.com/gpumesh/gpumesh/p2p"
+)
+
+// run is one attempt on the supplier.
+type run struct {
+	e       *Executor
+	lease   *market.Lease
+	terms   market.Terms
+	spec    *Spec
+	attempt uint32
+	dir     string
+	cpDir   string
+	log     *logFile
+	meter   *settle.Meter
+	proc    runtime.Process
+	started time.Time
+	logger  *slog.Logger
+	paid    chan struct{} // a voucher came in
+	done    chan struct{} // closed after the final receipt
+
+	mu        sync.Mutex
+	rec       runRecord
+	state     string
+	exitCode  int
+	message   string
+	endState  string // set by stop: the state the attempt ends in
+	sess      *session
+	paused    bool
+	pausedAt  time.Time     // start of the unbilled paused time not yet metered
+	haltedAt  time.Time     // when the current pause began
+	pausedFor time.Duration // paused time inside the current interval
+	settled   bool
+	cpArchive []byte
+	cpHash    [32]byte
+	cpFinger  [32]byte
+}
+
+// State is the attempt's state now.
+func (r *run) State() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state
+}
+
+func (r *run) setState(s string, code int, msg string) {
+	r.mu.Lock()
+	r.state, r.exitCode, r.message = s, code, msg
+	sess := r.sess
+	r.mu.Unlock()
+	if Ended(s) || s == StateRunning || s == StateHalted {
+		r.rec.State, r.rec.ExitCode, r.rec.Updated = s, code, r.e.cfg.Now().UTC()
+		if err := r.e.saveRecord(r.lease.ID, r.rec); err != nil {
+			r.logger.Warn("keep job state", "err", err)
+		}
+	}
+	if sess != nil {
+		sess.send(r.status())
+	}
+}
+
+func (r *run) status() *pb.ServerFrame {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return &pb.ServerFrame{Body: &pb.ServerFrame_Status{Status: &pb.Status{
+		Attempt: r.attempt, State: r.state, ExitCode: int32(r.exitCode), Message: r.message, TimeMs: r.e.cfg.Now().UnixMilli(),
+	}}}
+}
+
+// stop ends a running attempt in state end (stopped, fenced, interrupted,
+// expired, or halted for lack of payment).
+func (r *run) stop(end, why string) {
+	r.mu.Lock()
+	if r.endState != "" || Ended(r.state) {
+		r.mu.Unlock()
+		return
+	}
+	r.endState, r.message = end, why
+	r.mu.Unlock()
+	r.logger.Info("stopping job", "as", end, "why", why)
+	go func() { _ = r.proc.Stop(r.e.cfg.StopGrace) }()
+}
+
+// checkpoint is the archive and hash announced in the last receipt.
+func (r *run) checkpoint() ([]byte, [32]byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cpArchive, r.cpHash
+}
+
+// refreshCheckpoint re-archives the checkpoint folder when it changed.
+func (r *run) refreshCheckpoint() []byte {
+	f := fingerprint(r.cpDir)
+	r.mu.Lock()
+	same, hash := f == r.cpFinger, r.cpHash
+	r.mu.Unlock()
+	if !same {
+		archive, h, err := PackCheckpoint(r.cpDir)
+		if err != nil {
+			r.logger.Warn("checkpoint not archived", "err", err)
+		} else {
+			r.mu.Lock()
+			r.cpArchive, r.cpHash, r.cpFinger, hash = archive, h, f, h
+			r.mu.Unlock()
+		}
+	}
+	if hash == ([32]byte{}) {
+		return nil
+	}
+	return hash[:]
+}
+
+// meterLoop issues a receipt every interval until the attempt ends, and
+// enforces the lease: its end time and its credit limit.
+func (r *run) meterLoop() {
+	interval := r.terms.ReceiptInterval
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	last := r.started
+	expire := time.NewTimer(time.Until(r.lease.End()))
+	defer expire.Stop()
+	for {
+		select {
+		case <-r.proc.Done():
+			r.finish(last)
+			return
+		case <-expire.C:
+			r.stop(StateExpired, "the lease ended")
+		case <-r.paid:
+			r.mu.Lock()
+			resume := r.paused && !r.meter.OverCredit() && r.endState == ""
+			if resume {
+				r.paused = false
+				r.pausedFor += r.e.cfg.Now().Sub(r.pausedAt)
+			}
+			r.mu.Unlock()
+			if resume {
+				if err := r.proc.Resume(); err != nil {
+					r.logger.Warn("resume", "err", err)
+				}
+				r.logger.Info("payment caught up; job resumed")
+				r.setState(StateRunning, 0, "")
+			}
+		case <-t.C:
+			now := r.e.cfg.Now()
+			r.receipt(last, now, false, StateRunning, 0)
+			last = now
+			r.enforceCredit(now)
+		}
+	}
+}
+
+// activeMs is the GPU time of [from, to] not spent paused, times GPUs.
+func (r *run) gpuMs(from, to time.Time) int64 {
+	r.mu.Lock()
+	paused := r.pausedFor
+	if r.paused {
+		paused += to.Sub(maxTime(r.pausedAt, from))
+		r.pausedAt = to
+	}
+	r.pausedFor = 0
+	r.mu.Unlock()
+	active := to.Sub(from) - paused
+	if active < 0 {
+		active = 0
+	}
+	return int64(active/time.Millisecond) * int64(r.lease.Count)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// receipt issues (durably) and sends the receipt of [from, to].
+func (r *run) receipt(from, to time.Time, final bool, state string, code int) {
+	cp := r.refreshCheckpoint()
+	rc, err := r.meter.Issue(r.attempt, from, to, r.gpuMs(from, to), r.util(), cp, final, state)
+	if err != nil {
+		r.logger.Error("receipt not issued", "err", err)
+		return
+	}
+	r.mu.Lock()
+	sess := r.sess
+	r.mu.Unlock()
+	if sess != nil {
+		sess.send(&pb.ServerFrame{Body: &pb.ServerFrame_Receipt{Receipt: rc.Raw}})
+	}
+}
+
+// util is a stand-in for GPU utilisation where NVML gives none: 0.
+func (r *run) util() uint32 { return 0 }
+
+// enforceCredit pauses the job while the renter owes more than the credit
+// limit, and stops it when the pause outlasts the halt grace.
+func (r *run) enforceCredit(now time.Time) {
+	over := r.meter.OverCredit()
+	r.mu.Lock()
+	paused, since := r.paused, r.haltedAt
+	if over && !paused && r.endState == "" {
+		r.paused, r.pausedAt, r.haltedAt = true, now, now
+	}
+	r.mu.Unlock()
+	switch {
+	case over && !paused:
+		if err := r.proc.Pause(); err != nil {
+			r.logger.Warn("pause", "err", err)
+		}
+		r.logger.Info("renter behind on payment; job paused", "owed", r.meter.Owed(), "credit_limit", r.terms.CreditLimit)
+		r.setState(StateHalted, 0, "waiting for payment")
+	case paused && now.Sub(since) >= r.e.cfg.HaltGrace:
+		r.stop(StateStopped, "the renter stopped paying")
+	}
+}
+
+// finish issues the final receipt once the process is gone.
+func (r *run) finish(last time.Time) {
+	res := r.proc.Result()
+	r.mu.Lock()
+	end := r.endState
+	if r.paused {
+		r.paused = false
+	}
+	r.mu.Unlock()
+	state, msg := StateSucceeded, ""
+	switch {
+	case end != "":
+		state = end
+		r.mu.Lock()
+		msg = r.message
+		r.mu.Unlock()
+	case res.Err != nil:
+		state, msg = StateFailed, res.Err.Error()
+	case res.ExitCode != 0:
+		state, msg = StateFailed, "exit code "+itoa(res.ExitCode)
+		if res.Signal != "" {
+			msg = "killed by signal " + res.Signal
+		}
+	}
+	r.receipt(last, r.e.cfg.Now(), true, state, res.ExitCode)
+	r.setState(state, res.ExitCode, msg)
+	r.logger.Info("job ended", "state", state, "exit_code", res.ExitCode, "cpu", res.CPUTime)
+	close(r.done)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// attach makes st the attempt's session: it resends the receipts not yet
+// paid, the log from logOffset and the status, then serves the renter's
+// frames until the stream ends.
+func (r *run) attach(st network.Stream, logOffset uint64) {
+	s := newSession(st)
+	r.mu.Lock()
+	old := r.sess
+	r.sess = s
+	r.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	_ = st.SetReadDeadline(time.Time{})
+	s.send(r.status())
+	for _, rc := range r.meter.Unacked() {
+		s.send(&pb.ServerFrame{Body: &pb.ServerFrame_Receipt{Receipt: rc.Raw}})
+	}
+	go r.pumpLogs(s, int64(logOffset))
+	defer func() {
+		r.mu.Lock()
+		if r.sess == s {
+			r.sess = nil
+		}
+		r.mu.Unlock()
+		s.close()
+	}()
+	for {
+		var f pb.ClientFrame
+		if err := p2p.ReadMsg(st, MaxFrameSize, &f); err != nil {
+			return
+		}
+		switch b := f.Body.(type) {
+		case *pb.ClientFrame_Voucher:
+			if _, err := r.meter.Accept(b.Voucher, r.e.cfg.Now()); err != nil {
+				r.logger.Warn("voucher refused", "err", err)
+				if errors.Is(err, settle.ErrEvidence) {
+					return
+				}
+				continue
+			}
+			select {
+			case r.paid <- struct{}{}:
+			default:
+			}
+		case *pb.ClientFrame_Stop:
+			r.stop(StateStopped, "the renter stopped it: "+b.Stop)
+		case *pb.ClientFrame_Statement:
+			r.countersign(s, b.Statement)
+		}
+	}
+}
+
+// countersign answers the renter's statement once the attempt is over.
+func (r *run) countersign(s *session, stmt []byte) {
+	select {
+	case <-r.done:
+	default:
+		r.logger.Warn("statement before the job ended; ignored")
+		return
+	}
+	raw, err := r.meter.Countersign(stmt, r.e.cfg.Now())
+	if err != nil {
+		r.logger.Warn("statement refused", "err", err)
+		return
+	}
+	s.send(&pb.ServerFrame{Body: &pb.ServerFrame_Settlement{Settlement: raw}})
+	r.mu.Lock()
+	first := !r.settled
+	r.settled = true
+	r.mu.Unlock()
+	if first {
+		r.logger.Info("settled")
+		if r.e.cfg.Release != nil {
+			r.e.cfg.Release(r.lease.ID)
+		}
+	}
+}
+
+// pumpLogs sends the log from off as it grows, until the session ends.
+func (r *run) pumpLogs(s *session, off int64) {
+	for {
+		b, changed, err := r.log.ReadAt(off, LogChunk)
+		if err != nil {
+			return
+		}
+		if len(b) > 0 {
+			if !s.send(&pb.ServerFrame{Body: &pb.ServerFrame_Log{Log: &pb.Log{Attempt: r.attempt, Offset: uint64(off), Data: b}}}) {
+				return
+			}
+			off += int64(len(b))
+			continue
+		}
+		select {
+		case <-changed:
+		case <-s.closed:
+			return
+		}
+	}
+}
+
+// session is the renter's stream while it is attached: one writer at a
+// time, each write bounded.
+type session struct {
+	st     network.Stream
+	mu     sync.Mutex
+	dead   bool
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newSession(st network.Stream) *session {
+	return &session{st: st, closed: make(chan struct{})}
+}
+
+func (s *session) send(f *pb.ServerFrame) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
+		return false
+	}
+	_ = s.st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
+	if err := p2p.WriteMsg(s.st, f); err != nil {
+		s.dead = true
+		s.st.Reset()
+		s.once.Do(func() { close(s.closed) })
+		return false
+	}
+	return true
+}
+
+func (s *session) close() {
+	s.mu.Lock()
+	s.dead = true
+	s.mu.Unlock()
+	s.once.Do(func() { close(s.closed) })
+	_ = s.st.Close()
+}

@@ -1,0 +1,186 @@
+package job
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gpumesh/gpumesh/node/job/pb"
+	"github.com/gpumesh/gpumesh/p2p"
+)
+
+func validSpec() *pb.JobSpec {
+	return &pb.JobSpec{
+		JobId: bytes.Repeat([]byte{7}, 16), Argv: []string{"python", "train.py"}, Gpus: 2,
+		Env:     []*pb.EnvVar{{Name: "EPOCHS", Value: "3"}},
+		Files:   []*pb.File{{Path: "train.py", Data: []byte("print(1)")}, {Path: "data/a.txt", Mode: 0o600}},
+		Restart: &pb.Restart{Policy: "on-failure", MaxRestarts: 2, ExitCodes: []int32{3}},
+		Limits:  &pb.Limits{MemoryBytes: 1 << 30},
+	}
+}
+
+func TestSpecRoundTripAndHash(t *testing.T) {
+	s, err := EncodeSpec(validSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := DecodeSpec(s.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Hash != sha256.Sum256(s.Raw) || again.Hash != s.Hash || again.ID() != strings.Repeat("07", 16) {
+		t.Fatalf("hash or id differ: %x %x", again.Hash, s.Hash)
+	}
+	// The same spec encodes to the same bytes: the lease's hash is stable.
+	s2, _ := EncodeSpec(validSpec())
+	if !bytes.Equal(s.Raw, s2.Raw) {
+		t.Fatal("encoding is not deterministic")
+	}
+}
+
+func TestSpecRejects(t *testing.T) {
+	cases := map[string]func(*pb.JobSpec){
+		"no argv":           func(m *pb.JobSpec) { m.Argv = nil },
+		"empty argv0":       func(m *pb.JobSpec) { m.Argv = []string{""} },
+		"NUL in arg":        func(m *pb.JobSpec) { m.Argv = append(m.Argv, "a\x00b") },
+		"short job id":      func(m *pb.JobSpec) { m.JobId = []byte{1} },
+		"no gpus":           func(m *pb.JobSpec) { m.Gpus = 0 },
+		"env with =":        func(m *pb.JobSpec) { m.Env = []*pb.EnvVar{{Name: "A=B", Value: "x"}} },
+		"absolute file":     func(m *pb.JobSpec) { m.Files = []*pb.File{{Path: "/etc/passwd"}} },
+		"escaping file":     func(m *pb.JobSpec) { m.Files = []*pb.File{{Path: "../x"}} },
+		"unclean file":      func(m *pb.JobSpec) { m.Files = []*pb.File{{Path: "a/../b"}} },
+		"repeated file":     func(m *pb.JobSpec) { m.Files = []*pb.File{{Path: "a"}, {Path: "a"}} },
+		"setuid mode":       func(m *pb.JobSpec) { m.Files = []*pb.File{{Path: "a", Mode: 0o4755}} },
+		"unknown runtime":   func(m *pb.JobSpec) { m.Runtime = "lxc" },
+		"image w/o runtime": func(m *pb.JobSpec) { m.Image = "ubuntu" },
+		"docker w/o image":  func(m *pb.JobSpec) { m.Runtime = "docker" },
+		"bad policy":        func(m *pb.JobSpec) { m.Restart = &pb.Restart{Policy: "always"} },
+		"negative limit":    func(m *pb.JobSpec) { m.Limits = &pb.Limits{CpuSeconds: -1} },
+		"too many args":     func(m *pb.JobSpec) { m.Argv = make([]string, MaxArgs+1); m.Argv[0] = "x" },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := validSpec()
+			mutate(m)
+			if _, err := EncodeSpec(m); !errors.Is(err, p2p.ErrMalformed) {
+				t.Fatalf("err = %v, want ErrMalformed", err)
+			}
+		})
+	}
+	if _, err := DecodeSpec(make([]byte, MaxSpecSize+1)); !errors.Is(err, p2p.ErrTooLarge) {
+		t.Fatalf("oversized: %v", err)
+	}
+	if _, err := DecodeSpec([]byte{0xff, 0xff}); !errors.Is(err, p2p.ErrMalformed) {
+		t.Fatalf("garbage: %v", err)
+	}
+	// A version other than the one this code knows.
+	m := validSpec()
+	m.Version = 9
+	raw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if _, err := DecodeSpec(raw); !errors.Is(err, p2p.ErrMalformed) {
+		t.Fatalf("version 9: %v", err)
+	}
+	// The same spec in a non-canonical encoding (a field repeated) would
+	// hash differently: refused.
+	s, _ := EncodeSpec(validSpec())
+	dup := append(append([]byte(nil), s.Raw...), s.Raw[:2]...)
+	if _, err := DecodeSpec(dup); err == nil {
+		t.Fatal("a non-canonical encoding was accepted")
+	}
+}
+
+func TestRetries(t *testing.T) {
+	s, _ := EncodeSpec(validSpec())
+	for _, c := range []struct {
+		code, restarts int
+		want           bool
+	}{{3, 0, true}, {3, 1, true}, {3, 2, false}, {4, 0, false}, {0, 0, false}} {
+		if got := s.Retries(c.code, c.restarts); got != c.want {
+			t.Errorf("Retries(%d, %d) = %v, want %v", c.code, c.restarts, got, c.want)
+		}
+	}
+	m := validSpec()
+	m.Restart = nil
+	never, _ := EncodeSpec(m)
+	if never.Retries(1, 0) {
+		t.Error("no policy retried a failure")
+	}
+}
+
+func TestCheckpointRoundTrip(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(src, "step"), []byte("12"), 0o644)
+	os.WriteFile(filepath.Join(src, "sub", "weights.bin"), bytes.Repeat([]byte{9}, 100_000), 0o600)
+	os.Symlink("/etc/passwd", filepath.Join(src, "link")) // not archived
+	a, h, err := PackCheckpoint(src)
+	if err != nil || len(a) == 0 {
+		t.Fatalf("pack: %v", err)
+	}
+	a2, h2, _ := PackCheckpoint(src)
+	if h != h2 || !bytes.Equal(a, a2) {
+		t.Fatal("packing the same folder twice gave different archives")
+	}
+	if err := UnpackCheckpoint(a, h, dst); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "sub", "weights.bin")); len(b) != 100_000 {
+		t.Fatalf("unpacked %d bytes", len(b))
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "link")); !os.IsNotExist(err) {
+		t.Fatal("a symlink was carried over")
+	}
+	if err := UnpackCheckpoint(a, [32]byte{1}, t.TempDir()); err == nil {
+		t.Fatal("a wrong hash was accepted")
+	}
+	if a, h, err := PackCheckpoint(t.TempDir()); err != nil || a != nil || h != ([32]byte{}) {
+		t.Fatalf("empty folder: %v %d", err, len(a))
+	}
+}
+
+func TestCheckpointRejectsEscapes(t *testing.T) {
+	for _, name := range []string{"../evil", "/abs", "a/../../b"} {
+		a := tarWith(t, name, []byte("x"))
+		dir := t.TempDir()
+		if err := UnpackCheckpoint(a, sha256.Sum256(a), filepath.Join(dir, "in")); err == nil {
+			t.Errorf("entry %q was unpacked", name)
+		}
+	}
+	link := tarLink(t)
+	if err := UnpackCheckpoint(link, sha256.Sum256(link), t.TempDir()); err == nil {
+		t.Error("a symlink entry was unpacked")
+	}
+	big := make([]byte, MaxCheckpointSize+1)
+	if err := UnpackCheckpoint(big, sha256.Sum256(big), t.TempDir()); !errors.Is(err, ErrCheckpointTooLarge) {
+		t.Errorf("oversized archive: %v", err)
+	}
+}
+
+func TestLogFileCap(t *testing.T) {
+	lf, err := openLog(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	for i := 0; i < MaxLogSize/len(chunk)+3; i++ {
+		if _, err := lf.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := lf.Size(); s < MaxLogSize || s > MaxLogSize+200 {
+		t.Fatalf("log size %d, want about %d", s, MaxLogSize)
+	}
+	tail, _, err := lf.ReadAt(MaxLogSize-10, 1000)
+	if err != nil || !bytes.Contains(tail, []byte("log limit")) {
+		t.Fatalf("no note of the drop: %q %v", tail, err)
+	}
+}

@@ -1,0 +1,285 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+	"golang.org/x/time/rate"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/node/job"
+	"github.com/gpumesh/gpumesh/node/runtime"
+	"github.com/gpumesh/gpumesh/p2p"
+)
+
+// EvidenceTopic gossips signed evidence of equivocation in metering
+// (docs/PROTOCOL.md Part IV).
+const EvidenceTopic = "/gpumesh/evidence/1.0.0"
+
+const (
+	evidenceRate  = rate.Limit(1)
+	evidenceBurst = 10
+)
+
+// jobParts are the job pieces every node runs: the settlement ledger, the
+// renter-side controller, the evidence topic and, on a node that sells,
+// the executor.
+type jobParts struct {
+	ledger   *settle.Ledger
+	renter   *market.Renter
+	ctrl     *job.Controller
+	exec     *job.Executor
+	evidence *p2p.Topic
+}
+
+// startJobs opens the settlement ledger, joins the evidence topic, starts
+// the executor when the node sells and the controller always, and resumes
+// the jobs this node was following when it stopped.
+func (n *Node) startJobs(ctx context.Context) error {
+	j := &n.jobs
+	var err error
+	if j.ledger, err = settle.OpenLedger(n.store); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	ev := newEvidenceValidator(n.now)
+	if j.evidence, err = p2p.JoinTopic(n.net.PubSub, n.id, EvidenceTopic, ev.check, n.log); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	j.ledger.OnEvidence(func(raw []byte) {
+		// Gossip only what this node found; others' evidence came by
+		// gossip already.
+		if e, err := settle.OpenEvidence(raw); err != nil || e.Reporter != n.id {
+			return
+		}
+		pctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := j.evidence.Publish(pctx, raw); err != nil {
+			n.log.Warn("gossip evidence", "err", err)
+		}
+	})
+	n.goLoop(func() { n.readEvidence(ctx) })
+
+	if n.market.supplier != nil {
+		rts := map[string]runtime.Runtime{}
+		for _, name := range n.cfg.Runtimes {
+			rt, err := runtime.New(name, runtime.Options{Log: n.log.With("sub", "runtime")})
+			if err != nil {
+				n.log.Warn("job runtime not offered", "runtime", name, "err", err)
+				continue
+			}
+			rts[name] = rt
+		}
+		if rts["process"] == nil {
+			rt, err := runtime.New("process", runtime.Options{Log: n.log.With("sub", "runtime")})
+			if err != nil {
+				return fmt.Errorf("node: %w", err)
+			}
+			rts["process"] = rt
+		}
+		sup := n.market.supplier
+		j.exec, err = job.NewExecutor(job.ExecutorConfig{
+			Host: n.net.Host, Key: n.key, Store: n.store, Ledger: j.ledger, Runtimes: rts,
+			DataDir: n.cfg.DataDir, RunAs: n.jobUser(), HaltGrace: n.cfg.HaltGrace,
+			Hide: []string{filepath.Join(n.cfg.DataDir, KeyFile), filepath.Join(n.cfg.DataDir, TokenFile), storeDir(n.cfg.DataDir), filepath.Join(n.cfg.DataDir, "renter-jobs")},
+			Lease: func(id market.ID) (*market.Lease, error) {
+				// A renter starts its job right after confirming the lease;
+				// the confirmation may still be on its way here.
+				deadline := n.now().Add(market.ConfirmWindow)
+				for {
+					sl, err := market.GetLease(n.store, id, n.now())
+					if err != nil {
+						return nil, err
+					}
+					switch {
+					case sl.Role != "supplier":
+						return nil, fmt.Errorf("lease %s was not made by this supplier", id.Short())
+					case sl.State == "confirmed":
+						return sl.Lease, nil
+					case sl.State != "pending" || n.now().After(deadline):
+						return nil, fmt.Errorf("lease %s is %s, not confirmed", id.Short(), sl.State)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			},
+			Release: func(id market.ID) {
+				if err := sup.Ledger().Release(id); err == nil {
+					sup.CapacityChanged()
+				}
+			},
+			Now: n.now, Log: n.log,
+		})
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+	}
+
+	j.renter = market.NewRenter(market.RenterConfig{Net: n.net, Key: n.key, Orders: n.market.orders, Store: n.store, Now: n.now, Log: n.log})
+	j.ctrl, err = job.NewController(job.ControllerConfig{
+		Host: n.net.Host, Key: n.key, Store: n.store, Ledger: j.ledger, DataDir: n.cfg.DataDir,
+		Rent: n.rent, Online: n.online, Connect: n.connectPeer, Now: n.now, Log: n.log,
+	})
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	j.ctrl.Start()
+	return nil
+}
+
+// jobUser is who jobs run as: job_user when set; else, on a node running
+// as root, the unprivileged "nobody" (a root job, even without
+// capabilities, could read every file the sandbox does not hide); else the
+// node's own user.
+func (n *Node) jobUser() string {
+	if n.cfg.JobUser != "" || os.Geteuid() != 0 {
+		return n.cfg.JobUser
+	}
+	if _, err := user.Lookup("nobody"); err != nil {
+		n.log.Warn("the node runs as root and there is no user nobody: jobs run as root; set job_user", "err", err)
+		return ""
+	}
+	return "nobody"
+}
+
+// closeJobs stops the controller (jobs keep running on their suppliers)
+// and the executor (attempts here are stopped; their renters fail over).
+func (n *Node) closeJobs() error {
+	var errs []error
+	if n.jobs.ctrl != nil {
+		errs = append(errs, n.jobs.ctrl.Close())
+	}
+	if n.jobs.exec != nil {
+		errs = append(errs, n.jobs.exec.Close())
+	}
+	if n.jobs.evidence != nil {
+		errs = append(errs, n.jobs.evidence.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Jobs is the node's renter-side job controller.
+func (n *Node) Jobs() *job.Controller { return n.jobs.ctrl }
+
+// Ledger is the node's settlement ledger.
+func (n *Node) Ledger() *settle.Ledger { return n.jobs.ledger }
+
+// rent leases GPUs for a job the way `gpumesh rent` does: screened by this
+// node's reputation book, explained from its bootstrap peers' books.
+func (n *Node) rent(ctx context.Context, req market.RentRequest) (*market.Lease, error) {
+	req.Books = n.bootstrapIDs()
+	// A node never rents from itself: its renter and supplier share one
+	// fate, which failover exists to avoid.
+	req.Exclude = append(req.Exclude, n.id)
+	if req.Score == nil {
+		req.Score = func(p peer.ID) (float64, bool, *float64) {
+			s := n.verify.rep.Score(p)
+			var up *float64
+			if s.Pings > 0 {
+				u := s.Uptime * 100
+				up = &u
+			}
+			return s.Reputation, s.Verified, up
+		}
+	}
+	return n.jobs.renter.Rent(ctx, req)
+}
+
+// connectPeer connects to p, looking its addresses up in the DHT when the
+// peerstore has none (e.g. after this node restarted).
+func (n *Node) connectPeer(ctx context.Context, p peer.ID) error {
+	h := n.net.Host
+	if h.Network().Connectedness(p) == network.Connected {
+		return nil
+	}
+	if len(h.Peerstore().Addrs(p)) == 0 {
+		ai, err := n.net.DHT.FindPeer(ctx, p)
+		if err != nil {
+			return fmt.Errorf("find %s: %w", p, err)
+		}
+		h.Peerstore().AddAddrs(p, ai.Addrs, peerstore.TempAddrTTL)
+	}
+	return h.Connect(ctx, peer.AddrInfo{ID: p})
+}
+
+// online reports whether this node still reaches some peer other than
+// without: a bootstrap peer first, else any connected peer.
+func (n *Node) online(ctx context.Context, without peer.ID) bool {
+	var cands []peer.ID
+	for _, id := range n.bootstrapIDs() {
+		if id != without && id != n.id {
+			cands = append(cands, id)
+		}
+	}
+	for _, id := range n.net.Host.Network().Peers() {
+		if id != without && len(cands) < 8 {
+			cands = append(cands, id)
+		}
+	}
+	for _, id := range cands {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		res := <-ping.Ping(pctx, n.net.Host, id)
+		cancel()
+		if res.Error == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) readEvidence(ctx context.Context) {
+	for {
+		msg, err := n.jobs.evidence.Next(ctx)
+		if err != nil {
+			return
+		}
+		if raw, ok := msg.Value.([]byte); ok {
+			if err := n.jobs.ledger.AddEvidence(raw, n.now()); err != nil {
+				n.log.Debug("evidence not kept", "err", err)
+			}
+		}
+	}
+}
+
+// evidenceValidator checks gossiped evidence: size, the reporter's rate,
+// the claim itself (settle.OpenEvidence), that the publisher is the
+// reporter, and that it was not seen before.
+type evidenceValidator struct {
+	now    func() time.Time
+	limits *p2p.AuthorLimits
+	seen   *p2p.ReplayTable[[32]byte]
+}
+
+func newEvidenceValidator(now func() time.Time) *evidenceValidator {
+	return &evidenceValidator{now: now, limits: p2p.NewAuthorLimits(evidenceRate, evidenceBurst, 4096), seen: p2p.NewReplayTable[[32]byte](16384)}
+}
+
+func (v *evidenceValidator) check(author peer.ID, data []byte) (any, error) {
+	now := v.now()
+	if len(data) > settle.MaxEvidenceSize {
+		return nil, fmt.Errorf("evidence from %s: %d bytes: %w", author, len(data), p2p.ErrTooLarge)
+	}
+	if err := v.limits.Allow(author, now); err != nil {
+		return nil, fmt.Errorf("evidence from %s: %w", author, err)
+	}
+	e, err := settle.OpenEvidence(data)
+	if err != nil {
+		return nil, err
+	}
+	if e.Reporter != author {
+		return nil, fmt.Errorf("evidence: %w: reported by %s, published by %s", p2p.ErrSignerMismatch, e.Reporter, author)
+	}
+	if !v.seen.Add(sha256.Sum256(data), now.Add(24*time.Hour), now) {
+		return nil, fmt.Errorf("evidence: %w: already seen", p2p.ErrStale)
+	}
+	return data, nil
+}
