@@ -283,6 +283,119 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.stdout)
 		time.Sleep(step.pause)
 	}
+	return c.jobDemo(ctx, st, *bin)
+}
+
+// demoJob counts to 30, one step every 0.3 s, keeping its place in
+// $CHECKPOINT_DIR (written by rename, so a checkpoint is never torn) and
+// resuming from there.
+const demoJob = `s=0
+[ -f "$CHECKPOINT_DIR/step" ] && s=$(cat "$CHECKPOINT_DIR/step")
+echo "attempt $JOB_ATTEMPT starts at step $s on GPU $CUDA_VISIBLE_DEVICES"
+while [ "$s" -lt 30 ]; do
+  s=$((s+1))
+  echo "$s" > "$CHECKPOINT_DIR/step.tmp" && mv "$CHECKPOINT_DIR/step.tmp" "$CHECKPOINT_DIR/step"
+  echo "step $s"
+  sleep 0.3
+done
+echo "done: $(cat input.txt)"
+`
+
+// jobDemo runs a job from node 0 (the renter's own node pays and follows
+// it), kills its supplier with SIGKILL midway, and shows the job finish on
+// another supplier from its last checkpoint, with a bill that verifies.
+func (c *cli) jobDemo(ctx context.Context, st *testnet.State, bin string) error {
+	data := []string{"--data", st.Nodes[0].DataDir, "--api", st.Nodes[0].API}
+	script := filepath.Join(st.Dir, "demo-job.sh")
+	input := filepath.Join(st.Dir, "demo-input.txt")
+	if err := os.WriteFile(script, []byte(demoJob), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(input, []byte("input file delivered"), 0o644); err != nil {
+		return err
+	}
+	gm := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Stderr = c.stdout
+		cmd.WaitDelay = 2 * time.Second
+		return cmd.Output()
+	}
+	show := func(title string, mayErr bool, args ...string) error {
+		fmt.Fprintf(c.stdout, "# %s\n$ %s %s\n", title, filepath.Base(bin), strings.Join(args, " "))
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Stdout, cmd.Stderr = c.stdout, c.stdout
+		cmd.WaitDelay = 2 * time.Second
+		err := cmd.Run()
+		fmt.Fprintln(c.stdout)
+		if err != nil && !mayErr {
+			return fmt.Errorf("testnet: demo: %s %s: %w", bin, strings.Join(args, " "), err)
+		}
+		return nil
+	}
+	runArgs := append([]string{"run", "vram>=24", "--count", "1", "--max-price", "1.50", "--hours", "1",
+		"--receipt-interval", "1s", "--checkpoint-every", "1s", "--file", script + ":job.sh", "--file", input + ":input.txt",
+		"--detach", "--json"}, data...)
+	runArgs = append(runArgs, "--", "sh", "job.sh")
+	fmt.Fprintf(c.stdout, "# node 0 rents a GPU with 24 GiB or more and runs a job on it; node 0 pays each receipt and pulls checkpoints\n$ %s %s\n", filepath.Base(bin), strings.Join(runArgs, " "))
+	out, err := gm(runArgs...)
+	c.stdout.Write(out)
+	fmt.Fprintln(c.stdout)
+	if err != nil {
+		return fmt.Errorf("testnet: demo: run: %w", err)
+	}
+	var started struct {
+		JobID    string `json:"job_id"`
+		Supplier string `json:"supplier"`
+	}
+	if err := json.Unmarshal(out, &started); err != nil {
+		return fmt.Errorf("testnet: demo: run printed %q: %w", out, err)
+	}
+	victim := -1
+	for i, n := range st.Nodes {
+		if n.PeerID == started.Supplier {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		return fmt.Errorf("testnet: demo: the job's supplier %s is not a testnet node", started.Supplier)
+	}
+	// Wait until node 0 holds a checkpoint from step 8 or later.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var v struct {
+			Checkpoint string `json:"checkpoint"`
+		}
+		if b, err := gm(append([]string{"jobs", started.JobID, "--json"}, data...)...); err == nil && json.Unmarshal(b, &v) == nil && v.Checkpoint != "" {
+			if logs, err := gm(append([]string{"logs", started.JobID}, data...)...); err == nil && strings.Contains(string(logs), "step 8\n") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.New("testnet: demo: the job made no checkpoint within 60 s")
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	fmt.Fprintf(c.stdout, "# the job's supplier, node %d, dies: kill -9 %d\n\n", victim, st.Nodes[victim].PID)
+	if err := syscall.Kill(st.Nodes[victim].PID, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("testnet: demo: kill node %d: %w", victim, err)
+	}
+	if err := show("node 0 notices, rents elsewhere and resumes from the last checkpoint (JOB_ATTEMPT=2); follow the output to the end", false,
+		append([]string{"logs", "-f", started.JobID}, data...)...); err != nil {
+		return err
+	}
+	if err := show("the job's attempts and what each was paid", false, append([]string{"jobs", started.JobID}, data...)...); err != nil {
+		return err
+	}
+	if err := show("the bill: every receipt and voucher signature, the hash chains and the sums, checked", false,
+		append([]string{"receipts", "--verify"}, data...)...); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "# node %d comes back (its copy of the job died with it and is closed as interrupted)\n", victim)
+	info, err := testnet.Restart(ctx, st.Dir, victim)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "node %d restarted as pid %d\n", victim, info.PID)
 	return nil
 }
 
