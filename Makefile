@@ -47,9 +47,11 @@ testnet-status:
 	$(TESTNET) status
 
 # Micro-benchmarks beside their baselines, then the network harness
-# (20-node testnet: cold search, rent to lease, idle RSS and CPU).
+# (20-node testnet: cold search, rent to lease, lease to running job, idle
+# RSS and CPU).
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./p2p/ ./store/ ./market/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./market/settle/
 	$(GO) test -run '^$$' -bench ChallengeSim -benchtime 3x ./verify/audit/
 	$(GO) run ./testnet/cmd/bench --bin $(BIN)
 

@@ -162,3 +162,32 @@ func TestRentUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestJobCommandsUsageErrors(t *testing.T) {
+	data := t.TempDir()
+	tests := []struct {
+		name     string
+		args     []string
+		code     int
+		inStderr string
+	}{
+		{"run without a command", []string{"run", "--data", data, "--max-price", "1"}, 2, "give the command to run after --"},
+		{"run without a price", []string{"run", "--data", data, "--", "true"}, 2, "--max-price is required"},
+		{"run with a bad filter", []string{"run", "--data", data, "vram>>2", "--max-price", "1", "--", "true"}, 2, "vram>>2"},
+		{"run with a bad restart", []string{"run", "--data", data, "--max-price", "1", "--restart", "always", "--", "true"}, 2, "restart"},
+		{"run with a bad env", []string{"run", "--data", data, "--max-price", "1", "--env", "NOEQUALS", "--", "true"}, 2, "NAME=VALUE"},
+		{"run with a missing file", []string{"run", "--data", data, "--max-price", "1", "--file", "/no/such", "--", "true"}, 2, "--file"},
+		{"run without a node", []string{"run", "--data", data, "--max-price", "1", "--", "true"}, 1, "start `gpumesh node`"},
+		{"jobs without a node", []string{"jobs", "--data", data}, 1, "start `gpumesh node`"},
+		{"logs needs a job", []string{"logs", "--data", data}, 2, "accepts 1 arg"},
+		{"receipts without a node", []string{"receipts", "--data", data}, 1, "start `gpumesh node`"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := gm(t, tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.inStderr) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, stderr, tt.code, tt.inStderr)
+			}
+		})
+	}
+}

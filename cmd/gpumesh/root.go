@@ -55,7 +55,7 @@ Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" a
 }
 
 func isFlagError(err error) bool {
-	return strings.Contains(err.Error(), "unknown flag") || strings.Contains(err.Error(), "unknown command")
+	return strings.Contains(err.Error(), "unknown flag") || strings.Contains(err.Error(), "unknown command") || strings.Contains(err.Error(), " arg(s), received ")
 }
 
 // loadConfig builds the effective configuration from defaults, the config

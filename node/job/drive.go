@@ -163,7 +163,7 @@ func (c *Controller) connect(ctx context.Context, js *jobState) error {
 // failovers and restarts.
 func (c *Controller) drive(ctx context.Context, js *jobState) {
 	backoff := time.Second
-	var lostSince time.Time
+	var lostSince, rentFailing time.Time
 	for ctx.Err() == nil {
 		js.mu.Lock()
 		done := js.rec.finished() && c.allSettled(&js.rec)
@@ -173,10 +173,23 @@ func (c *Controller) drive(ctx context.Context, js *jobState) {
 			return
 		}
 		if needLease {
-			if err := c.recover(ctx, js); err != nil {
-				c.log.Warn("no new lease yet", "job", js.rec.ID[:8], "err", err)
-				sleep(ctx, 5*time.Second)
+			err := c.recover(ctx, js)
+			if err == nil {
+				rentFailing = time.Time{}
+				continue
 			}
+			c.log.Warn("no new lease yet", "job", js.rec.ID[:8], "err", err)
+			if rentFailing.IsZero() {
+				rentFailing = c.cfg.Now()
+			}
+			if c.cfg.Now().Sub(rentFailing) >= RentFor {
+				js.mu.Lock()
+				js.rec.State, js.rec.Message = StateFailed, fmt.Sprintf("no supplier to continue on for %s: %v", RentFor, err)
+				_ = c.save(js)
+				js.mu.Unlock()
+				return
+			}
+			sleep(ctx, 5*time.Second)
 			continue
 		}
 		js.mu.Lock()
@@ -212,6 +225,12 @@ func (c *Controller) drive(ctx context.Context, js *jobState) {
 		js.mu.Unlock()
 		if final != "" {
 			c.attemptOver(ctx, js, final, "")
+			continue
+		}
+		if errors.Is(err, settle.ErrEvidence) {
+			// A supplier caught signing conflicting or inflated receipts
+			// is not waited for.
+			c.attemptOver(ctx, js, "lost", "evidence against the supplier: "+err.Error())
 			continue
 		}
 		if ctx.Err() == nil {

@@ -70,4 +70,7 @@ const (
 	// supplier to stop its copy of an attempt (it stops by itself once
 	// unpaid past the credit limit and its halt grace).
 	FenceFor = 10 * time.Minute
+	// RentFor is how long the renter keeps trying to rent for the next
+	// attempt before the job fails.
+	RentFor = 5 * time.Minute
 )

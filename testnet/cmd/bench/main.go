@@ -14,12 +14,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +36,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/testnet"
 )
 
@@ -43,6 +46,7 @@ func main() {
 	runs := flag.Int("runs", 40, "cold searches (and baseline round trips) to time")
 	cliRuns := flag.Int("cli-runs", 10, "searches to time as whole CLI processes")
 	rentRuns := flag.Int("rent-runs", 25, "leases to time, each way (with the quote wait, and taking the first quote)")
+	jobRuns := flag.Int("job-runs", 15, "jobs to start from node 0, timing countersigned lease to running process")
 	settle := flag.Duration("settle", 60*time.Second, "idle time before measuring a node's footprint")
 	window := flag.Duration("window", 30*time.Second, "CPU measurement window")
 	dir := flag.String("dir", ".bench/testnet", "testnet state dir")
@@ -50,7 +54,7 @@ func main() {
 	out := flag.String("out", ".bench/network.json", "where to write the results")
 	hb := flag.Duration("heartbeat", 10*time.Second, "heartbeat interval of the testnet's nodes")
 	flag.Parse()
-	if err := run(*bin, *nodes, *runs, *cliRuns, *rentRuns, *settle, *window, *dir, *basePort, *out, *hb); err != nil {
+	if err := run(*bin, *nodes, *runs, *cliRuns, *rentRuns, *jobRuns, *settle, *window, *dir, *basePort, *out, *hb); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -84,9 +88,16 @@ type Results struct {
 	StreamRTP99   float64   `json:"baseline_3_stream_round_trips_p99_ms"`
 	RentRatioP50  float64   `json:"rent_first_over_baseline_p50"`
 	RentRatioP99  float64   `json:"rent_first_over_baseline_p99"`
+	JobRuns       int       `json:"job_runs"`
+	JobStartP50   float64   `json:"lease_to_running_p50_ms"`
+	JobStartP99   float64   `json:"lease_to_running_p99_ms"`
+	ExecP50       float64   `json:"baseline_exec_p50_ms"`
+	ExecP99       float64   `json:"baseline_exec_p99_ms"`
+	JobRatioP50   float64   `json:"lease_to_running_over_exec_p50"`
+	JobRatioP99   float64   `json:"lease_to_running_over_exec_p99"`
 }
 
-func run(bin string, n, runs, cliRuns, rentRuns int, settle, window time.Duration, dir string, basePort int, out string, heartbeat time.Duration) error {
+func run(bin string, n, runs, cliRuns, rentRuns, jobRuns int, settle, window time.Duration, dir string, basePort int, out string, heartbeat time.Duration) error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	fmt.Fprintf(os.Stderr, "starting a %d-node testnet...\n", n)
@@ -146,6 +157,9 @@ func run(bin string, n, runs, cliRuns, rentRuns int, settle, window time.Duratio
 	res.CLIP50Ms, res.CLIP99Ms = ms(pct(cli, 50)), ms(pct(cli, 99))
 
 	if err := benchRent(ctx, &res, addrs, rentRuns, quiet); err != nil {
+		return err
+	}
+	if err := benchJobStart(ctx, &res, st.Nodes[0], jobRuns); err != nil {
 		return err
 	}
 
@@ -339,6 +353,48 @@ func report(r Results) {
 	fmt.Printf("%-44s %10.1f %10.1f\n", "baseline: 3 bare stream round trips", r.StreamRTP50, r.StreamRTP99)
 	fmt.Printf("%-44s %9.2fx %9.2fx\n", "ratio first-quote rent / baseline", r.RentRatioP50, r.RentRatioP99)
 	fmt.Printf("leases made: %d each way\n\n", r.RentRuns)
+	fmt.Printf("%-44s %10.1f %10.1f\n", "countersigned lease -> job process running", r.JobStartP50, r.JobStartP99)
+	fmt.Printf("%-44s %10.1f %10.1f\n", "baseline: fork/exec of the same command", r.ExecP50, r.ExecP99)
+	fmt.Printf("%-44s %9.2fx %9.2fx\n", "ratio job start / baseline", r.JobRatioP50, r.JobRatioP99)
+	fmt.Printf("jobs started: %d (each: spec over libp2p, lease check, sandbox, exec)\n\n", r.JobRuns)
 	fmt.Printf("idle node after %s: RSS mean %.1f MiB, max %.1f MiB; CPU mean %.2f%%, max %.2f%% of one core\n",
 		r.IdleAfter, r.IdleRSSMeanMB, r.IdleRSSMaxMB, r.IdleCPUMean, r.IdleCPUMax)
+}
+
+// benchJobStart runs jobs from node 0 through its API and reads, for each,
+// the time from the countersigned lease to the supplier's word that the
+// process runs (spec sent and checked, working dir, sandbox shim, exec),
+// beside a plain fork/exec of the same command in this process.
+func benchJobStart(ctx context.Context, res *Results, renter testnet.NodeInfo, runs int) error {
+	token, err := node.ReadToken(renter.DataDir)
+	if err != nil {
+		return err
+	}
+	var starts, execs []time.Duration
+	for i := range runs {
+		t0 := time.Now()
+		if err := exec.CommandContext(ctx, "true").Run(); err != nil {
+			return fmt.Errorf("baseline exec: %w", err)
+		}
+		execs = append(execs, time.Since(t0))
+		body, _ := json.Marshal(node.JobRequest{Filter: "vram>=24", Count: 1, MaxPrice: "3.00", Argv: []string{"true"}})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+renter.API+"/api/v1/jobs", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return fmt.Errorf("job %d: %w", i, err)
+		}
+		var v job.View
+		err = json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || len(v.Attempts) == 0 || v.Attempts[0].StartMs <= 0 {
+			return fmt.Errorf("job %d: %s: %v (%+v)", i, resp.Status, err, v)
+		}
+		starts = append(starts, time.Duration(v.Attempts[0].StartMs*float64(time.Millisecond)))
+	}
+	res.JobRuns = runs
+	res.JobStartP50, res.JobStartP99 = ms(pct(starts, 50)), ms(pct(starts, 99))
+	res.ExecP50, res.ExecP99 = ms(pct(execs, 50)), ms(pct(execs, 99))
+	res.JobRatioP50, res.JobRatioP99 = res.JobStartP50/res.ExecP50, res.JobStartP99/res.ExecP99
+	return nil
 }
