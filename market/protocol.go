@@ -94,8 +94,10 @@ type Terms struct {
 	CreditLimit     int64         // micros the supplier runs ahead of payment
 }
 
-// Terms gives the lease's metering terms. A zero credit limit means one
-// receipt interval's worth of the lease at its price.
+// Terms gives the lease's metering terms. A zero credit limit means two
+// receipt intervals' worth of the lease at its price: the receipt just
+// issued and one more, so that a voucher in flight, a tick a little late
+// or rounding never pauses a renter that pays.
 func (l *Lease) Terms() Terms {
 	p := l.Proposal.LeaseProposal
 	t := Terms{JobSpecHash: p.JobSpecHash, ReceiptInterval: time.Duration(p.ReceiptIntervalMs) * time.Millisecond, CreditLimit: p.CreditLimitMicros}
@@ -103,7 +105,7 @@ func (l *Lease) Terms() Terms {
 		t.ReceiptInterval = DefaultReceiptInterval
 	}
 	if t.CreditLimit == 0 {
-		t.CreditLimit = AmountMicros(l.PriceMicros, int64(t.ReceiptInterval/time.Millisecond)*int64(l.Count))
+		t.CreditLimit = AmountMicros(l.PriceMicros, 2*int64(t.ReceiptInterval/time.Millisecond)*int64(l.Count))
 	}
 	return t
 }

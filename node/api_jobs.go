@@ -26,7 +26,7 @@ type JobRequest struct {
 	MaxPrice        string     `json:"max_price"`        // per GPU-hour, e.g. "2.50"
 	MinRep          *float64   `json:"min_rep"`          // default reputation.DefaultFloor
 	ReceiptInterval string     `json:"receipt_interval"` // e.g. "10s"; "" market default
-	CreditLimit     string     `json:"credit_limit"`     // amount; "" one interval's worth
+	CreditLimit     string     `json:"credit_limit"`     // amount; "" two intervals' worth
 	Argv            []string   `json:"argv"`
 	Env             []string   `json:"env"` // NAME=VALUE
 	Files           []JobFile  `json:"files"`
@@ -69,8 +69,10 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 		req.MinReputation = *r.MinRep
 	}
 	if r.ReceiptInterval != "" {
-		if req.ReceiptInterval, err = time.ParseDuration(r.ReceiptInterval); err != nil {
-			return job.Request{}, fmt.Errorf("receipt_interval: %w", err)
+		req.ReceiptInterval, err = time.ParseDuration(r.ReceiptInterval)
+		lo, hi := market.MinReceiptInterval*time.Millisecond, market.MaxReceiptInterval*time.Millisecond
+		if err != nil || req.ReceiptInterval < lo || req.ReceiptInterval > hi {
+			return job.Request{}, fmt.Errorf("receipt_interval %q: want a duration from %s to %s", r.ReceiptInterval, lo, hi)
 		}
 	}
 	if r.CreditLimit != "" {

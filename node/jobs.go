@@ -27,6 +27,9 @@ import (
 // (docs/PROTOCOL.md Part IV).
 const EvidenceTopic = "/gpumesh/evidence/1.0.0"
 
+// EvidenceGossipAge is how long after its creation evidence is gossiped.
+const EvidenceGossipAge = 24 * time.Hour
+
 const (
 	evidenceRate  = rate.Limit(1)
 	evidenceBurst = 10
@@ -278,7 +281,15 @@ func (v *evidenceValidator) check(author peer.ID, data []byte) (any, error) {
 	if e.Reporter != author {
 		return nil, fmt.Errorf("evidence: %w: reported by %s, published by %s", p2p.ErrSignerMismatch, e.Reporter, author)
 	}
-	if !v.seen.Add(sha256.Sum256(data), now.Add(24*time.Hour), now) {
+	// Evidence is gossiped for a day after it was made, and remembered
+	// that long, so that none goes round twice.
+	switch created := time.UnixMilli(e.CreatedMs); {
+	case created.After(now.Add(p2p.ClockSkew)):
+		return nil, fmt.Errorf("evidence: %w: created %s", p2p.ErrFutureDated, created.UTC().Format(time.RFC3339))
+	case now.Sub(created) > EvidenceGossipAge:
+		return nil, fmt.Errorf("evidence: %w: created %s, gossiped for %s only", p2p.ErrStale, created.UTC().Format(time.RFC3339), EvidenceGossipAge)
+	}
+	if !v.seen.Add(sha256.Sum256(data), now.Add(EvidenceGossipAge+p2p.ClockSkew), now) {
 		return nil, fmt.Errorf("evidence: %w: already seen", p2p.ErrStale)
 	}
 	return data, nil

@@ -361,3 +361,41 @@ func TestJobSpecMustMatchLease(t *testing.T) {
 		t.Fatalf("the right spec was refused: %q", r)
 	}
 }
+
+// TestJobRestartsOnItsOwnFailure: under restart=on-failure a job that
+// exits non-zero runs again as attempt 2, on a lease of its own, from the
+// checkpoint of attempt 1; every lease settles.
+func TestJobRestartsOnItsOwnFailure(t *testing.T) {
+	jn := startJobNet(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	maxP, _ := market.ParsePrice("1.00")
+	script := `echo "attempt $JOB_ATTEMPT saw: $(cat "$CHECKPOINT_DIR/note" 2>/dev/null)"
+echo "from attempt $JOB_ATTEMPT" > "$CHECKPOINT_DIR/note"
+sleep 1.5
+[ "$JOB_ATTEMPT" = 1 ] && exit 3
+echo ok`
+	v, err := jn.renter.Jobs().Submit(ctx, job.Request{
+		Spec:   &pb.JobSpec{Argv: []string{"sh", "-c", script}, CheckpointEveryS: 1, Restart: &pb.Restart{Policy: "on-failure", MaxRestarts: 1, ExitCodes: []int32{3}}},
+		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5, ReceiptInterval: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the job to succeed on its second attempt", func() bool {
+		v = jobView(t, jn.renter, v.JobID)
+		return v.State == job.StateSucceeded && settledEverywhere(v)
+	})
+	if v.Restarts != 1 || v.Failovers != 0 || len(v.Attempts) != 2 || v.Attempts[0].Outcome != job.StateFailed || v.Attempts[0].LeaseID == v.Attempts[1].LeaseID {
+		t.Fatalf("job after a restart: %+v", v)
+	}
+	logs := jobLogs(t, jn.renter, v.JobID)
+	if !strings.Contains(logs, "attempt 2 saw: from attempt 1") || !strings.HasSuffix(logs, "ok\n") {
+		t.Fatalf("attempt 2 did not resume from attempt 1's checkpoint:\n%s", logs)
+	}
+	for _, a := range v.Attempts {
+		if rep := verifyBill(t, jn.renter.Ledger(), a.LeaseID); !rep.Settled {
+			t.Fatalf("lease of attempt %d not settled: %+v", a.Attempt, rep)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"bytes"
 	"fmt"
 	"regexp"
 	"time"
@@ -79,6 +80,13 @@ func Open(rt RecordType, data []byte, msg proto.Message) (peer.ID, error) {
 	if string(env.PayloadType) != rt.PayloadType {
 		return "", fmt.Errorf("%w: payload type %q, want %q", ErrBadEnvelope, env.PayloadType, rt.PayloadType)
 	}
+	// The signature covers the payload, not the envelope's own encoding:
+	// accept only the canonical encoding, so that one signed record has
+	// one envelope, one hash and one ID (else anyone could re-wrap a
+	// record into a "different" one, e.g. to forge equivocation).
+	if canon, err := env.Marshal(); err != nil || !bytes.Equal(canon, data) {
+		return "", fmt.Errorf("%w: envelope not in canonical encoding", ErrBadEnvelope)
+	}
 	if env.PublicKey.Type() != crypto.Ed25519 {
 		return "", fmt.Errorf("%w: signed with a %s key; gpumesh identities are Ed25519", ErrBadEnvelope, env.PublicKey.Type())
 	}
@@ -151,18 +159,6 @@ func SealHeartbeat(h *pb.Heartbeat, key crypto.PrivKey) ([]byte, error) {
 	return Seal(HeartbeatType, h, key)
 }
 
-// openNamed opens a record and checks that the peer it names is its signer.
-func openNamed(rt RecordType, data []byte, msg proto.Message, named func() []byte) (peer.ID, error) {
-	signer, err := Open(rt, data, msg)
-	if err != nil {
-		return "", err
-	}
-	if err := CheckSigner(named(), signer); err != nil {
-		return "", err
-	}
-	return signer, nil
-}
-
 // Profile is a validated supplier profile.
 type Profile struct {
 	*pb.Profile
@@ -181,7 +177,7 @@ func (p *Profile) Expires() time.Time { return time.UnixMilli(p.ExpiresAtMs) }
 // OpenProfile verifies and decodes a signed profile envelope as of now.
 func OpenProfile(data []byte, now time.Time) (*Profile, error) {
 	p := &pb.Profile{}
-	id, err := openNamed(ProfileType, data, p, func() []byte { return p.PeerId })
+	id, err := OpenAuthored(ProfileType, data, p, func() []byte { return p.PeerId })
 	if err != nil {
 		return nil, fmt.Errorf("profile: %w", err)
 	}
@@ -263,7 +259,7 @@ func (h *Heartbeat) Time() time.Time { return time.UnixMilli(h.TimeMs) }
 // It does not check replay; HeartbeatValidator does, since that needs state.
 func OpenHeartbeat(data []byte, now time.Time) (*Heartbeat, error) {
 	h := &pb.Heartbeat{}
-	id, err := openNamed(HeartbeatType, data, h, func() []byte { return h.PeerId })
+	id, err := OpenAuthored(HeartbeatType, data, h, func() []byte { return h.PeerId })
 	if err != nil {
 		return nil, fmt.Errorf("heartbeat: %w", err)
 	}

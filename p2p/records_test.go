@@ -206,3 +206,21 @@ func TestProfileKeyRoundTrip(t *testing.T) {
 		t.Fatalf("ModelCID(h100-sxm) = %s, want %s", got, want)
 	}
 }
+
+// TestOpenRefusesNonCanonicalEnvelopes: the signature covers only the
+// payload, so bytes added to the envelope around it (an unknown field)
+// must not make a second, differently-hashed copy of the same record.
+func TestOpenRefusesNonCanonicalEnvelopes(t *testing.T) {
+	now := time.Now()
+	raw, err := SealHeartbeat(&pb.Heartbeat{Seq: 1, TimeMs: now.UnixMilli(), ProfileSeq: 1}, newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenHeartbeat(raw, now); err != nil {
+		t.Fatalf("canonical envelope: %v", err)
+	}
+	padded := append(append([]byte(nil), raw...), 0x78, 0x00) // field 15 = 0
+	if _, err := OpenHeartbeat(padded, now); !errors.Is(err, ErrBadEnvelope) {
+		t.Fatalf("re-wrapped envelope: err = %v, want ErrBadEnvelope", err)
+	}
+}

@@ -207,7 +207,7 @@ follow later with "gpumesh logs -f JOB".`,
 	fl.Float64Var(&minRep, "min-rep", reputation.DefaultFloor, "never lease from a supplier whose reputation is below this")
 	fl.DurationVar(&every, "checkpoint-every", 0, "how often your node pulls the job's checkpoint (default 30s)")
 	fl.DurationVar(&interval, "receipt-interval", 0, "how often the supplier bills (default 10s)")
-	fl.StringVar(&jr.CreditLimit, "credit-limit", "", "how far the supplier may run ahead of your payments (default one interval's worth)")
+	fl.StringVar(&jr.CreditLimit, "credit-limit", "", "how far the supplier may run ahead of your payments (default two intervals' worth)")
 	fl.StringVar(&jr.Restart, "restart", "never", "restart the job after its own failures: never, on-failure or on-failure:N")
 	fl.StringArrayVar(&jr.Env, "env", nil, "environment variable NAME=VALUE for the job (repeatable)")
 	fl.StringArrayVar(&files, "file", nil, "input file LOCAL[:PATH] copied into the job's working dir (repeatable)")

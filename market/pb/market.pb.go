@@ -547,8 +547,8 @@ type LeaseProposal struct {
 	// Metering terms (docs/PROTOCOL.md Part IV). job_spec_hash is the
 	// sha-256 of the job spec the renter will run (empty: none bound yet);
 	// the supplier meters every receipt_interval_ms (0: 10 s) and stops the
-	// job when the amount it is owed passes credit_limit_micros (0: one
-	// interval's worth).
+	// job when the amount it is owed passes credit_limit_micros (0: two
+	// intervals' worth).
 	JobSpecHash       []byte `protobuf:"bytes,13,opt,name=job_spec_hash,json=jobSpecHash,proto3" json:"job_spec_hash,omitempty"`
 	ReceiptIntervalMs uint32 `protobuf:"varint,14,opt,name=receipt_interval_ms,json=receiptIntervalMs,proto3" json:"receipt_interval_ms,omitempty"`
 	CreditLimitMicros int64  `protobuf:"varint,15,opt,name=credit_limit_micros,json=creditLimitMicros,proto3" json:"credit_limit_micros,omitempty"`

@@ -64,6 +64,10 @@ const (
 	OutcomeFailedOver = "failed-over"
 	OutcomeExpired    = "expired"
 	OutcomeHalted     = "halted"
+	// OutcomeInterrupted: the supplier restarted under the job.
+	OutcomeInterrupted = "interrupted"
+	// OutcomeFenced: the renter moved the job to another supplier.
+	OutcomeFenced = "fenced"
 )
 
 // StateRunning is the state of a receipt that is not final.
@@ -103,7 +107,7 @@ var (
 // validOutcome reports whether s is one of the outcomes.
 func validOutcome(s string) bool {
 	switch s {
-	case OutcomeSucceeded, OutcomeFailed, OutcomeStopped, OutcomeFailedOver, OutcomeExpired, OutcomeHalted:
+	case OutcomeSucceeded, OutcomeFailed, OutcomeStopped, OutcomeFailedOver, OutcomeExpired, OutcomeHalted, OutcomeInterrupted, OutcomeFenced:
 		return true
 	}
 	return false

@@ -448,6 +448,7 @@ func (c *Controller) view(js *jobState) View {
 	v := View{
 		JobID: r.ID, State: r.State, ExitCode: r.ExitCode, Message: r.Message, Argv: js.spec.Argv,
 		Checkpoint: r.Checkpoint, Failovers: r.Failovers, Restarts: r.Restarts, Created: r.Created, Updated: r.Updated,
+		Attempts: []AttemptView{},
 	}
 	for _, a := range r.Attempts {
 		l, err := market.OpenLease(a.Lease, c.cfg.Now())

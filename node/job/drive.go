@@ -166,7 +166,7 @@ func (c *Controller) drive(ctx context.Context, js *jobState) {
 	var lostSince, rentFailing time.Time
 	for ctx.Err() == nil {
 		js.mu.Lock()
-		done := js.rec.finished() && c.allSettled(&js.rec)
+		done := js.rec.finished() && (c.allSettled(&js.rec) || c.cfg.Now().Sub(js.rec.Updated) > SettleFor)
 		needLease := js.rec.cur() == nil || js.rec.State == StateRecovering && js.rec.cur().Outcome != ""
 		js.mu.Unlock()
 		if done {
@@ -312,6 +312,12 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (string, error) {
 		switch b := f.Body.(type) {
 		case *pb.ServerFrame_Status:
 			c.onStatus(js, ac, b.Status)
+			// Reattached to an attempt that ended while this node was
+			// away, its final receipt already paid: state the bill again.
+			if last := ac.payer.Last(); Ended(b.Status.State) && final == "" && last != nil && last.Final && b.Status.Attempt == ac.attempt {
+				final, finalAt = last.State, c.cfg.Now()
+				c.sendStatement(js, ac, cs, final)
+			}
 		case *pb.ServerFrame_Log:
 			if b.Log.Attempt == ac.attempt {
 				appendLog(ac.log, b.Log)
@@ -354,6 +360,8 @@ func appendLog(lf *logFile, l *pb.Log) {
 	switch off := int64(l.Offset); {
 	case off+int64(len(data)) <= size:
 		return // already have it
+	case off > size:
+		return // a gap (never sent by a conforming supplier): the next attach resends from size
 	case off < size:
 		data = data[size-off:]
 	}
@@ -539,9 +547,9 @@ func (c *Controller) attemptOver(ctx context.Context, js *jobState, outcome, why
 	}
 }
 
-// recover leases GPUs for the next attempt: on the same lease when the
-// job's own failure is retried and the lease has time left, else from
-// another supplier, excluding those lost before.
+// recover leases GPUs for the next attempt, excluding the suppliers lost
+// before (a job's own failure does not exclude its supplier). Every
+// attempt has a lease of its own, settled when the attempt ends.
 func (c *Controller) recover(ctx context.Context, js *jobState) error {
 	js.mu.Lock()
 	var exclude []peer.ID
@@ -551,20 +559,6 @@ func (c *Controller) recover(ctx context.Context, js *jobState) error {
 				exclude = append(exclude, id)
 			}
 		}
-	}
-	cur := js.rec.cur()
-	var reuse []byte
-	if cur != nil && cur.Outcome == StateFailed {
-		if l, err := market.OpenLease(cur.Lease, c.cfg.Now()); err == nil && c.cfg.Now().Add(time.Minute).Before(l.End()) {
-			reuse = cur.Lease
-		}
-	}
-	if reuse != nil {
-		js.rec.Attempts = append(js.rec.Attempts, attemptRec{Attempt: cur.Attempt + 1, Lease: reuse, Supplier: cur.Supplier, Checkpoint: js.rec.Checkpoint, At: c.cfg.Now().UTC()})
-		js.rec.State = StateStarting
-		err := c.save(js)
-		js.mu.Unlock()
-		return err
 	}
 	js.mu.Unlock()
 	return c.rentAttempt(ctx, js, exclude)

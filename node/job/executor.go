@@ -205,7 +205,7 @@ func (e *Executor) Running() int {
 
 // handleSession serves one renter's session stream.
 func (e *Executor) handleSession(st network.Stream) {
-	_ = st.SetReadDeadline(time.Now().Add(p2p.StreamTimeout))
+	_ = st.SetReadDeadline(time.Now().Add(HelloTimeout))
 	var h pb.Hello
 	if err := p2p.ReadMsg(st, MaxHelloSize, &h); err != nil {
 		e.log.Debug("job session: bad hello", "peer", st.Conn().RemotePeer(), "err", err)

@@ -73,4 +73,9 @@ const (
 	// RentFor is how long the renter keeps trying to rent for the next
 	// attempt before the job fails.
 	RentFor = 5 * time.Minute
+	// SettleFor is how long a finished job's node keeps trying to settle
+	// its attempts with their suppliers.
+	SettleFor = 10 * time.Minute
+	// HelloTimeout bounds reading a Hello, which may carry a checkpoint.
+	HelloTimeout = 2 * time.Minute
 )

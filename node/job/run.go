@@ -188,8 +188,15 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// receipt issues (durably) and sends the receipt of [from, to].
+// receipt issues (durably) and sends the receipt of [from, to]; nothing
+// past the lease's end is billed.
 func (r *run) receipt(from, to time.Time, final bool, state string, code int) {
+	if end := r.lease.End(); to.After(end) {
+		to = end
+	}
+	if from.After(to) {
+		from = to
+	}
 	cp := r.refreshCheckpoint()
 	rc, err := r.meter.Issue(r.attempt, from, to, r.gpuMs(from, to), r.util(), cp, final, state)
 	if err != nil {
@@ -257,6 +264,11 @@ func (r *run) finish(last time.Time) {
 	r.setState(state, res.ExitCode, msg)
 	r.logger.Info("job ended", "state", state, "exit_code", res.ExitCode, "cpu", res.CPUTime)
 	close(r.done)
+	// One attempt per lease: its GPUs are free again whether or not the
+	// renter comes back to settle.
+	if r.e.cfg.Release != nil {
+		r.e.cfg.Release(r.lease.ID)
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -315,10 +327,12 @@ func (r *run) attach(st network.Stream, logOffset uint64) {
 
 // countersign answers the renter's statement once the attempt is over.
 func (r *run) countersign(s *session, stmt []byte) {
+	// The final receipt goes out just before the attempt is marked done:
+	// a statement may overtake that by a moment.
 	select {
 	case <-r.done:
-	default:
-		r.logger.Warn("statement before the job ended; ignored")
+	case <-time.After(p2p.StreamTimeout):
+		r.logger.Warn("statement for a job that has not ended; ignored")
 		return
 	}
 	raw, err := r.meter.Countersign(stmt, r.e.cfg.Now())
@@ -333,9 +347,6 @@ func (r *run) countersign(s *session, stmt []byte) {
 	r.mu.Unlock()
 	if first {
 		r.logger.Info("settled")
-		if r.e.cfg.Release != nil {
-			r.e.cfg.Release(r.lease.ID)
-		}
 	}
 }
 

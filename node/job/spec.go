@@ -72,7 +72,7 @@ func malformed(format string, args ...any) error {
 func checkSpec(m *pb.JobSpec) error {
 	switch {
 	case m.Version != SpecVersion:
-		return malformed("version %d, want %d", m.Version, SpecVersion)
+		return fmt.Errorf("%w: job spec version %d, want %d", p2p.ErrUnsupported, m.Version, SpecVersion)
 	case len(m.JobId) != 16:
 		return malformed("job_id is %d bytes, want 16", len(m.JobId))
 	case len(m.Argv) == 0:

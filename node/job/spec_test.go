@@ -83,7 +83,7 @@ func TestSpecRejects(t *testing.T) {
 	m := validSpec()
 	m.Version = 9
 	raw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(m)
-	if _, err := DecodeSpec(raw); !errors.Is(err, p2p.ErrMalformed) {
+	if _, err := DecodeSpec(raw); !errors.Is(err, p2p.ErrUnsupported) {
 		t.Fatalf("version 9: %v", err)
 	}
 	// The same spec in a non-canonical encoding (a field repeated) would

@@ -48,7 +48,7 @@ type Limits struct {
 // Spec is one attempt of a job, as the supplier's executor hands it over.
 type Spec struct {
 	JobID   string   // hex id, used in names (cgroup, container)
-	Attempt int      // 0, 1, ... exported as JOB_ATTEMPT
+	Attempt int      // 1, 2, ... exported as JOB_ATTEMPT
 	Argv    []string // argv[0] is looked up in the job's PATH
 	Env     []string // the renter's KEY=VALUE pairs: no '=' in KEY, no NUL
 	// WorkDir is absolute and exists: the job's cwd and HOME. TMPDIR is

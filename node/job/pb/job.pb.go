@@ -684,7 +684,7 @@ func (*ServerFrame_Settlement) isServerFrame_Body() {}
 type Status struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Attempt       uint32                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"` // starting | running | halted | succeeded | failed | stopped | expired | interrupted
+	State         string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"` // starting | running | halted | succeeded | failed | stopped | expired | interrupted | fenced
 	ExitCode      int32                  `protobuf:"varint,3,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
 	TimeMs        int64                  `protobuf:"varint,5,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
