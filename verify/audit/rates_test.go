@@ -5,9 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,27 +28,27 @@ func TestDetectionRates(t *testing.T) {
 	if trials <= 0 {
 		t.Skip("set GPUMESH_TRIALS=N to measure detection and false-alarm rates")
 	}
-	// Ten "other nodes": each computes simulated challenges in a loop.
+	// Ten other nodes, each a process of its own (this test binary in
+	// load mode), compute simulated challenges in a loop, as busy nodes
+	// of a testnet on the same machine would.
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	var load sync.WaitGroup
-	prof, _ := verify.LookupProfile("t4")
-	params, _ := Sizes(prof, true, challenge.DefaultSimScale)
+	var load []*exec.Cmd
 	for range 10 {
-		load.Add(1)
-		go func() {
-			defer load.Done()
-			p := challenge.NewCPUProver(challenge.CPUOptions{Workers: 1})
-			for ctx.Err() == nil {
-				var seed [32]byte
-				_, _ = rand.Read(seed[:])
-				_, _ = p.Commit(ctx, [][32]byte{seed}, params)
-				time.Sleep(50 * time.Millisecond) // a node is busy, not spinning
-			}
-		}()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestLoadNode$")
+		cmd.Env = append(os.Environ(), "GPUMESH_LOAD_NODE=1")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		load = append(load, cmd)
 	}
-	defer load.Wait()
-	defer stop()
+	defer func() {
+		for _, cmd := range load {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	time.Sleep(time.Second) // let the load start
 
 	gpus := []GPU{{UUID: "GPU-sim-a", Model: "t4", Simulated: true}}
 	cheats := []string{"", "slow=2", "skip=0.1", "wrong=0.1", "mem=0.8", "replay"}
@@ -98,5 +98,23 @@ func TestDetectionRates(t *testing.T) {
 			name = "honest"
 		}
 		t.Logf("%-10s %d of %d failed (%.1f%%), %s a challenge", name, failed, trials, 100*float64(failed)/float64(trials), (time.Since(start) / time.Duration(trials)).Round(time.Millisecond))
+	}
+}
+
+// TestLoadNode is one loading node of TestDetectionRates: it computes
+// simulated challenges of a T4 with one worker, with a short pause after
+// each, until it is killed. It runs only in that role.
+func TestLoadNode(t *testing.T) {
+	if os.Getenv("GPUMESH_LOAD_NODE") != "1" {
+		t.Skip("a load process of TestDetectionRates")
+	}
+	prof, _ := verify.LookupProfile("t4")
+	params, _ := Sizes(prof, true, challenge.DefaultSimScale)
+	p := challenge.NewCPUProver(challenge.CPUOptions{Workers: 1})
+	for {
+		var seed [32]byte
+		_, _ = rand.Read(seed[:])
+		_, _ = p.Commit(context.Background(), [][32]byte{seed}, params)
+		time.Sleep(50 * time.Millisecond) // a node is busy, not spinning
 	}
 }
