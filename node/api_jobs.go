@@ -31,6 +31,7 @@ type JobRequest struct {
 	Env             []string   `json:"env"` // NAME=VALUE
 	Files           []JobFile  `json:"files"`
 	CheckpointEvery string     `json:"checkpoint_every"` // e.g. "30s"
+	CheckpointDir   string     `json:"checkpoint_dir"`   // in the working dir; "" a folder of its own
 	Restart         string     `json:"restart"`          // never | on-failure[:N]
 	Limits          *pb.Limits `json:"limits"`
 	Runtime         string     `json:"runtime"`
@@ -80,7 +81,7 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 			return job.Request{}, fmt.Errorf("credit_limit %q: want an amount, e.g. 0.05", r.CreditLimit)
 		}
 	}
-	spec := &pb.JobSpec{Argv: r.Argv, Gpus: uint32(r.Count), Limits: r.Limits, Runtime: r.Runtime, Image: r.Image}
+	spec := &pb.JobSpec{Argv: r.Argv, Gpus: uint32(r.Count), Limits: r.Limits, Runtime: r.Runtime, Image: r.Image, CheckpointDir: r.CheckpointDir}
 	for _, e := range r.Env {
 		name, value, ok := strings.Cut(e, "=")
 		if !ok {

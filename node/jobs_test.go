@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
+	spb "github.com/gpumesh/gpumesh/market/settle/pb"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -364,19 +368,22 @@ func TestJobSpecMustMatchLease(t *testing.T) {
 
 // TestJobRestartsOnItsOwnFailure: under restart=on-failure a job that
 // exits non-zero runs again as attempt 2, on a lease of its own, from the
-// checkpoint of attempt 1; every lease settles.
+// checkpoint of attempt 1 (kept in a checkpoint_dir inside its working
+// dir); every lease settles.
 func TestJobRestartsOnItsOwnFailure(t *testing.T) {
 	jn := startJobNet(t, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxP, _ := market.ParsePrice("1.00")
 	script := `echo "attempt $JOB_ATTEMPT saw: $(cat "$CHECKPOINT_DIR/note" 2>/dev/null)"
+[ "$CHECKPOINT_DIR" = "$HOME/state/ckpt" ] || echo "CHECKPOINT_DIR is $CHECKPOINT_DIR, not in the working dir"
 echo "from attempt $JOB_ATTEMPT" > "$CHECKPOINT_DIR/note"
 sleep 1.5
 [ "$JOB_ATTEMPT" = 1 ] && exit 3
 echo ok`
 	v, err := jn.renter.Jobs().Submit(ctx, job.Request{
-		Spec:   &pb.JobSpec{Argv: []string{"sh", "-c", script}, CheckpointEveryS: 1, Restart: &pb.Restart{Policy: "on-failure", MaxRestarts: 1, ExitCodes: []int32{3}}},
+		Spec: &pb.JobSpec{Argv: []string{"sh", "-c", script}, CheckpointEveryS: 1, CheckpointDir: "state/ckpt",
+			Restart: &pb.Restart{Policy: "on-failure", MaxRestarts: 1, ExitCodes: []int32{3}}},
 		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5, ReceiptInterval: 500 * time.Millisecond,
 	})
 	if err != nil {
@@ -390,7 +397,7 @@ echo ok`
 		t.Fatalf("job after a restart: %+v", v)
 	}
 	logs := jobLogs(t, jn.renter, v.JobID)
-	if !strings.Contains(logs, "attempt 2 saw: from attempt 1") || !strings.HasSuffix(logs, "ok\n") {
+	if !strings.Contains(logs, "attempt 2 saw: from attempt 1") || !strings.HasSuffix(logs, "ok\n") || strings.Contains(logs, "not in the working dir") {
 		t.Fatalf("attempt 2 did not resume from attempt 1's checkpoint:\n%s", logs)
 	}
 	for _, a := range v.Attempts {
@@ -399,3 +406,121 @@ echo ok`
 		}
 	}
 }
+
+// TestJobKilledAtLeaseEnd: a job still running when its lease ends is
+// stopped by its supplier, and no receipt bills past the lease's end.
+func TestJobKilledAtLeaseEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a one-minute lease to end")
+	}
+	jn := startJobNet(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	maxP, _ := market.ParsePrice("1.00")
+	v, err := jn.renter.Jobs().Submit(ctx, job.Request{
+		Spec:   &pb.JobSpec{Argv: []string{"sleep", "600"}},
+		Filter: "model=rtx4090", Count: 1, Duration: market.MinDuration, MaxPrice: maxP, MinReputation: 0.5, ReceiptInterval: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := v.LeaseID
+	eventually(t, 100*time.Second, "the supplier to stop the job at the lease's end", func() bool {
+		for _, r := range jn.cheap.jobs.exec.Runs() {
+			if r.LeaseID == first {
+				return r.State == job.StateExpired
+			}
+		}
+		return false
+	})
+	// The renter's node counts the expiry as an infrastructure failure
+	// and moves on; stop the job there.
+	if _, err := jn.renter.Jobs().Stop(v.JobID, "test over"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := market.GetLease(jn.cheap.store, mustID(t, first), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcpts, err := jn.cheap.Ledger().Receipts(l.ID)
+	if err != nil || len(rcpts) == 0 {
+		t.Fatalf("receipts: %v (%d)", err, len(rcpts))
+	}
+	last := rcpts[len(rcpts)-1]
+	if !last.Final || last.State != job.StateExpired || last.EndMs > l.EndMs {
+		t.Fatalf("last receipt: final %v, state %q, ends %d ms after the lease", last.Final, last.State, last.EndMs-l.EndMs)
+	}
+	if rep := verifyBill(t, jn.cheap.Ledger(), first); rep.GPUSeconds > 61 {
+		t.Fatalf("billed %.1f GPU-seconds on a one-minute lease of one GPU", rep.GPUSeconds)
+	}
+}
+
+func mustID(t *testing.T, s string) market.ID {
+	t.Helper()
+	id, err := market.ParseID(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestEvidenceGossip: evidence a node finds is gossiped and kept by the
+// others; forged evidence (two receipts signed by different keys) is
+// refused at the first hop and kept nowhere.
+func TestEvidenceGossip(t *testing.T) {
+	root := t.TempDir()
+	a := startNode(t, func() Config {
+		c := testConfig(t, filepath.Join(root, "a"), "none", "eu-west", nil)
+		c.AuditInterval = 0
+		return c
+	}())
+	b := startNode(t, func() Config {
+		c := testConfig(t, filepath.Join(root, "b"), "none", "eu-west", bootstrapOf(a))
+		c.AuditInterval = 0
+		return c
+	}())
+	cheat, other, renter := newTestKey(t), newTestKey(t), newTestKey(t)
+	rid, _ := peer.IDFromPrivateKey(renter)
+	receipt := func(key crypto.PrivKey, gpuMs int64) []byte {
+		raw, err := settle.SealReceipt(&spb.Receipt{
+			Renter: []byte(rid), LeaseId: make([]byte, 32), JobId: make([]byte, 16), Attempt: 1, Seq: 1,
+			StartMs: 1_800_000_000_000, EndMs: 1_800_000_001_000, Gpus: 1, GpuMs: gpuMs, CumGpuMs: gpuMs,
+			PriceMicros: 3_600_000, CumAmountMicros: market.AmountMicros(3_600_000, gpuMs), State: "running",
+		}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	evidence := func(x, y []byte) []byte {
+		raw, err := settle.SealEvidence(&spb.Evidence{Kind: settle.KindReceiptEquivocation, A: x, B: y, CreatedMs: time.Now().UnixMilli()}, a.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	// Wait until a and b are in each other's evidence-topic mesh.
+	eventually(t, 20*time.Second, "a and b connected", func() bool {
+		return len(b.Network().Host.Network().Peers()) > 0
+	})
+	time.Sleep(2 * time.Second)
+	forged := evidence(receipt(cheat, 1000), receipt(other, 900))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.jobs.evidence.Publish(ctx, forged); err == nil {
+		t.Fatal("forged evidence was published")
+	}
+	if err := a.Ledger().AddEvidence(evidence(receipt(cheat, 1000), receipt(cheat, 900)), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the evidence at b", func() bool {
+		es, err := b.Ledger().Evidence()
+		return err == nil && len(es) == 1
+	})
+	es, _ := b.Ledger().Evidence()
+	cid, _ := peer.IDFromPrivateKey(cheat)
+	if es[0].Accused != cid || es[0].Reporter != a.ID() {
+		t.Fatalf("evidence at b accuses %s, reported by %s", es[0].Accused, es[0].Reporter)
+	}
+}
+

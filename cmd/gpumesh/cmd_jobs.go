@@ -144,10 +144,10 @@ follow later with "gpumesh logs -f JOB".`,
 			if cmd.Flags().Changed("min-rep") {
 				jr.MinRep = &minRep
 			}
-			if every > 0 {
+			if every != 0 {
 				jr.CheckpointEvery = every.String()
 			}
-			if interval > 0 {
+			if interval != 0 {
 				jr.ReceiptInterval = interval.String()
 			}
 			for _, f := range files {
@@ -206,6 +206,7 @@ follow later with "gpumesh logs -f JOB".`,
 	fl.StringVar(&jr.MaxPrice, "max-price", "", "highest price per GPU-hour you accept, e.g. 2.50")
 	fl.Float64Var(&minRep, "min-rep", reputation.DefaultFloor, "never lease from a supplier whose reputation is below this")
 	fl.DurationVar(&every, "checkpoint-every", 0, "how often your node pulls the job's checkpoint (default 30s)")
+	fl.StringVar(&jr.CheckpointDir, "checkpoint-dir", "", "where in its working dir the job keeps checkpoints (default: a folder of its own); the job finds it in $CHECKPOINT_DIR")
 	fl.DurationVar(&interval, "receipt-interval", 0, "how often the supplier bills (default 10s)")
 	fl.StringVar(&jr.CreditLimit, "credit-limit", "", "how far the supplier may run ahead of your payments (default two intervals' worth)")
 	fl.StringVar(&jr.Restart, "restart", "never", "restart the job after its own failures: never, on-failure or on-failure:N")

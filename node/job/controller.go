@@ -116,6 +116,7 @@ type jobRecord struct {
 	Failovers  int          `json:"failovers"`
 	Restarts   int          `json:"restarts"`
 	StopAsked  string       `json:"stop_asked,omitempty"`
+	FinishedAt time.Time    `json:"finished_at,omitempty"` // when the job reached its final state
 	Created    time.Time    `json:"created"`
 	Updated    time.Time    `json:"updated"`
 }
@@ -247,7 +248,7 @@ func (c *Controller) Start() {
 	c.started = true
 	for _, js := range c.jobs {
 		js.mu.Lock()
-		done := js.rec.finished() && c.allSettled(&js.rec)
+		done := js.rec.finished() && (c.allSettled(&js.rec) || c.settleGaveUp(&js.rec))
 		js.mu.Unlock()
 		if !done {
 			c.goDrive(js)
@@ -255,13 +256,26 @@ func (c *Controller) Start() {
 	}
 }
 
+// allSettled reports whether every attempt that can still be settled is:
+// those that ended while their supplier served them. A lost, interrupted
+// or fenced attempt is stated by the renter alone.
 func (c *Controller) allSettled(r *jobRecord) bool {
 	for _, a := range r.Attempts {
-		if !a.Settled && a.Started && a.Outcome != "lost" {
+		switch a.Outcome {
+		case "lost", StateInterrupted, StateFenced:
+			continue
+		}
+		if a.Started && !a.Settled {
 			return false
 		}
 	}
 	return true
+}
+
+// settleGaveUp reports whether a finished job has tried to settle for
+// SettleFor already.
+func (c *Controller) settleGaveUp(r *jobRecord) bool {
+	return r.finished() && !r.FinishedAt.IsZero() && c.cfg.Now().Sub(r.FinishedAt) > SettleFor
 }
 
 func (c *Controller) goDrive(js *jobState) {
@@ -353,7 +367,7 @@ func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
 	c.mu.Unlock()
 	if err := c.rentAttempt(ctx, js, nil); err != nil {
 		js.mu.Lock()
-		js.rec.State, js.rec.Message = StateFailed, err.Error()
+		js.rec.State, js.rec.Message, js.rec.FinishedAt = StateFailed, err.Error(), c.cfg.Now().UTC()
 		_ = c.save(js)
 		js.mu.Unlock()
 		return c.view(js), err

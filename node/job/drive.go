@@ -120,7 +120,7 @@ func (c *Controller) connect(ctx context.Context, js *jobState) error {
 	if err != nil {
 		return fmt.Errorf("open session to %s: %w", ac.lease.Supplier, err)
 	}
-	_ = st.SetDeadline(time.Now().Add(time.Minute))
+	_ = st.SetDeadline(time.Now().Add(HelloTimeout))
 	var w pb.Welcome
 	if err := p2p.WriteMsg(st, h); err != nil {
 		st.Reset()
@@ -166,7 +166,7 @@ func (c *Controller) drive(ctx context.Context, js *jobState) {
 	var lostSince, rentFailing time.Time
 	for ctx.Err() == nil {
 		js.mu.Lock()
-		done := js.rec.finished() && (c.allSettled(&js.rec) || c.cfg.Now().Sub(js.rec.Updated) > SettleFor)
+		done := js.rec.finished() && (c.allSettled(&js.rec) || c.settleGaveUp(&js.rec))
 		needLease := js.rec.cur() == nil || js.rec.State == StateRecovering && js.rec.cur().Outcome != ""
 		js.mu.Unlock()
 		if done {
@@ -185,6 +185,7 @@ func (c *Controller) drive(ctx context.Context, js *jobState) {
 			if c.cfg.Now().Sub(rentFailing) >= RentFor {
 				js.mu.Lock()
 				js.rec.State, js.rec.Message = StateFailed, fmt.Sprintf("no supplier to continue on for %s: %v", RentFor, err)
+				js.rec.FinishedAt = c.cfg.Now().UTC()
 				_ = c.save(js)
 				js.mu.Unlock()
 				return
@@ -200,6 +201,8 @@ func (c *Controller) drive(ctx context.Context, js *jobState) {
 				var ref *refusal
 				if errors.As(err, &ref) {
 					c.attemptOver(ctx, js, StateInterrupted, ref.reason)
+					sleep(ctx, backoff) // an ended attempt that cannot settle is retried until SettleFor
+					backoff = min(backoff*2, 5*time.Second)
 					continue
 				}
 				if lostSince.IsZero() {
@@ -528,6 +531,9 @@ func (c *Controller) attemptOver(ctx context.Context, js *jobState, outcome, why
 				js.rec.Message = outcome + ": " + why
 			}
 		}
+	}
+	if js.rec.finished() && js.rec.FinishedAt.IsZero() {
+		js.rec.FinishedAt = c.cfg.Now().UTC()
 	}
 	_ = c.save(js)
 	state := js.rec.State

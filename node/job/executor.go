@@ -174,6 +174,9 @@ func (e *Executor) recover() error {
 		if _, err := m.Issue(rec.Attempt, now, now, 0, 0, nil, true, StateInterrupted); err != nil {
 			e.log.Warn("final receipt of interrupted job", "lease", id.Short(), "err", err)
 		}
+		if e.cfg.Release != nil {
+			e.cfg.Release(id)
+		}
 		e.log.Info("job interrupted by a restart of this node", "lease", id.Short(), "attempt", rec.Attempt)
 	}
 	return nil
@@ -299,10 +302,9 @@ func (e *Executor) welcome(from peer.ID, h *pb.Hello) (*run, string) {
 			return old, "" // a repeated start: attach to it
 		case h.Attempt < old.attempt:
 			return nil, fmt.Sprintf("attempt %d is stale: attempt %d ran on this lease", h.Attempt, old.attempt)
-		case !Ended(old.State()):
-			return nil, fmt.Sprintf("attempt %d still runs on this lease; stop it first", old.attempt)
+		default:
+			return nil, fmt.Sprintf("attempt %d ran on this lease; every attempt needs a lease of its own", old.attempt)
 		}
-		old.log.Close()
 	}
 	r, err := e.start(l, spec, h.Attempt, h.Checkpoint, cp)
 	if err != nil {
@@ -324,6 +326,9 @@ func runtimeName(s *Spec) string {
 func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint []byte, cpHash [32]byte) (*run, error) {
 	dir := filepath.Join(e.cfg.DataDir, "jobs", spec.ID(), fmt.Sprint(attempt))
 	work, cpDir := filepath.Join(dir, "work"), filepath.Join(dir, "checkpoint")
+	if spec.CheckpointDir != "" {
+		cpDir = filepath.Join(work, filepath.FromSlash(spec.CheckpointDir))
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}

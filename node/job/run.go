@@ -164,7 +164,7 @@ func (r *run) meterLoop() {
 	}
 }
 
-// activeMs is the GPU time of [from, to] not spent paused, times GPUs.
+// gpuMs is the time of [from, to] not spent paused, times the leased GPUs.
 func (r *run) gpuMs(from, to time.Time) int64 {
 	r.mu.Lock()
 	paused := r.pausedFor

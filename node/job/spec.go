@@ -44,7 +44,8 @@ func EncodeSpec(m *pb.JobSpec) (*Spec, error) {
 }
 
 // DecodeSpec decodes and validates an encoded spec. Every error wraps
-// p2p.ErrTooLarge or p2p.ErrMalformed and says which field is wrong.
+// p2p.ErrTooLarge, p2p.ErrUnsupported or p2p.ErrMalformed and says which
+// field is wrong.
 func DecodeSpec(raw []byte) (*Spec, error) {
 	if len(raw) > MaxSpecSize {
 		return nil, fmt.Errorf("job spec: %w: %d bytes, limit %d", p2p.ErrTooLarge, len(raw), MaxSpecSize)
@@ -105,6 +106,14 @@ func checkSpec(m *pb.JobSpec) error {
 			return malformed("file %q: mode %o has bits other than permissions", f.Path, f.Mode)
 		}
 		seen[f.Path] = true
+	}
+	if m.CheckpointDir != "" && !localPath(m.CheckpointDir) {
+		return malformed("checkpoint_dir %q is not a clean relative path", m.CheckpointDir)
+	}
+	for _, f := range m.Files {
+		if m.CheckpointDir != "" && (f.Path == m.CheckpointDir || strings.HasPrefix(f.Path, m.CheckpointDir+"/")) {
+			return malformed("file %q lies in checkpoint_dir %q", f.Path, m.CheckpointDir)
+		}
 	}
 	switch m.Runtime {
 	case "", "process":

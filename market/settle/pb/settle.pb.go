@@ -339,7 +339,7 @@ type Statement struct {
 	CumGpuMs         int64                  `protobuf:"varint,9,opt,name=cum_gpu_ms,json=cumGpuMs,proto3" json:"cum_gpu_ms,omitempty"`                         // cum_gpu_ms of receipt final_seq
 	TotalMicros      int64                  `protobuf:"varint,10,opt,name=total_micros,json=totalMicros,proto3" json:"total_micros,omitempty"`                 // cum_amount_micros of receipt final_seq
 	FinalVoucherHash []byte                 `protobuf:"bytes,11,opt,name=final_voucher_hash,json=finalVoucherHash,proto3" json:"final_voucher_hash,omitempty"` // hash of the best voucher; empty: none
-	Outcome          string                 `protobuf:"bytes,12,opt,name=outcome,proto3" json:"outcome,omitempty"`                                             // succeeded | failed | stopped | failed-over | expired | halted
+	Outcome          string                 `protobuf:"bytes,12,opt,name=outcome,proto3" json:"outcome,omitempty"`                                             // succeeded | failed | stopped | failed-over | expired | halted | interrupted | fenced
 	CreatedMs        int64                  `protobuf:"varint,13,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache

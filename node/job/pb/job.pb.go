@@ -41,8 +41,12 @@ type JobSpec struct {
 	Limits           *Limits                `protobuf:"bytes,9,opt,name=limits,proto3" json:"limits,omitempty"`
 	Runtime          string                 `protobuf:"bytes,10,opt,name=runtime,proto3" json:"runtime,omitempty"` // "" or "process"; "docker" | "podman" with image
 	Image            string                 `protobuf:"bytes,11,opt,name=image,proto3" json:"image,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// checkpoint_dir is where in the working dir the job keeps its
+	// checkpoints (clean relative path); "": a folder of its own beside the
+	// working dir. Either way the job finds it in $CHECKPOINT_DIR.
+	CheckpointDir string `protobuf:"bytes,12,opt,name=checkpoint_dir,json=checkpointDir,proto3" json:"checkpoint_dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
@@ -148,6 +152,13 @@ func (x *JobSpec) GetRuntime() string {
 func (x *JobSpec) GetImage() string {
 	if x != nil {
 		return x.Image
+	}
+	return ""
+}
+
+func (x *JobSpec) GetCheckpointDir() string {
+	if x != nil {
+		return x.CheckpointDir
 	}
 	return ""
 }
@@ -1052,7 +1063,7 @@ var File_job_proto protoreflect.FileDescriptor
 
 const file_job_proto_rawDesc = "" +
 	"\n" +
-	"\tjob.proto\x12\x0egpumesh.job.v1\"\xf9\x02\n" +
+	"\tjob.proto\x12\x0egpumesh.job.v1\"\xa0\x03\n" +
 	"\aJobSpec\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\fR\x05jobId\x12\x12\n" +
@@ -1065,7 +1076,8 @@ const file_job_proto_rawDesc = "" +
 	"\x06limits\x18\t \x01(\v2\x16.gpumesh.job.v1.LimitsR\x06limits\x12\x18\n" +
 	"\aruntime\x18\n" +
 	" \x01(\tR\aruntime\x12\x14\n" +
-	"\x05image\x18\v \x01(\tR\x05image\"2\n" +
+	"\x05image\x18\v \x01(\tR\x05image\x12%\n" +
+	"\x0echeckpoint_dir\x18\f \x01(\tR\rcheckpointDir\"2\n" +
 	"\x06EnvVar\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"B\n" +
