@@ -523,4 +523,3 @@ func TestEvidenceGossip(t *testing.T) {
 		t.Fatalf("evidence at b accuses %s, reported by %s", es[0].Accused, es[0].Reporter)
 	}
 }
-
