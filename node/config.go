@@ -51,6 +51,7 @@ type Config struct {
 	Runtimes          []string      // job runtimes a supplier offers: process, docker, podman
 	JobUser           string        // user that jobs run as ("": the node's own)
 	HaltGrace         time.Duration // how long a job waits, paused, for an unpaid renter
+	UnsandboxedJobs   bool          // a node without user namespaces may run jobs unhidden
 
 	// Sources says where each key's value came from: "default",
 	// "file:PATH", "env:NAME" or "flag:--NAME".
@@ -206,6 +207,14 @@ func fields() []field {
 				return fmt.Errorf("%q is not a duration of 1s or more", v[0])
 			}
 			c.HaltGrace = d
+			return nil
+		}},
+		{key: "unsandboxed_jobs", def: []string{"false"}, set: func(c *Config, v []string) error {
+			b, err := strconv.ParseBool(v[0])
+			if err != nil {
+				return fmt.Errorf("%q is not true or false", v[0])
+			}
+			c.UnsandboxedJobs = b
 			return nil
 		}},
 		{key: "mdns", def: []string{"false"}, set: func(c *Config, v []string) error {
@@ -505,7 +514,7 @@ func (c Config) Settings() []Setting {
 		"conn_low": c.ConnLow, "conn_high": c.ConnHigh, "ban": c.Ban, "mdns": c.MDNS,
 		"pricing": c.Pricing, "price": c.Prices, "price_floor": c.PriceFloors, "ask_ttl": c.AskTTL.String(),
 		"trusted": c.Trusted, "audit_interval": auditString(c.AuditInterval), "sim_cheat": c.SimCheat,
-		"runtime": c.Runtimes, "job_user": c.JobUser, "halt_grace": c.HaltGrace.String(),
+		"runtime": c.Runtimes, "job_user": c.JobUser, "halt_grace": c.HaltGrace.String(), "unsandboxed_jobs": c.UnsandboxedJobs,
 	}
 	out := []Setting{{Key: "data", Value: c.DataDir, Source: c.Sources["data"]}}
 	for _, k := range Keys() {

@@ -76,7 +76,7 @@ func (n *Node) startJobs(ctx context.Context) error {
 	if n.market.supplier != nil {
 		rts := map[string]runtime.Runtime{}
 		for _, name := range n.cfg.Runtimes {
-			rt, err := runtime.New(name, runtime.Options{Log: n.log.With("sub", "runtime")})
+			rt, err := runtime.New(name, runtime.Options{Log: n.log.With("sub", "runtime"), AllowUnsandboxed: n.cfg.UnsandboxedJobs})
 			if err != nil {
 				n.log.Warn("job runtime not offered", "runtime", name, "err", err)
 				continue
@@ -84,7 +84,7 @@ func (n *Node) startJobs(ctx context.Context) error {
 			rts[name] = rt
 		}
 		if rts["process"] == nil {
-			rt, err := runtime.New("process", runtime.Options{Log: n.log.With("sub", "runtime")})
+			rt, err := runtime.New("process", runtime.Options{Log: n.log.With("sub", "runtime"), AllowUnsandboxed: n.cfg.UnsandboxedJobs})
 			if err != nil {
 				return fmt.Errorf("node: %w", err)
 			}

@@ -51,6 +51,7 @@ func newNodeCmd(a *app) *cobra.Command {
 	f.String("audit-interval", "", "mean time between this node's challenges of other suppliers, or off (default 10m)")
 	f.StringSlice("runtime", nil, "job runtimes this supplier offers: process, docker, podman (default process)")
 	f.String("job-user", "", "user that renters' jobs run as (default: the node's own user)")
+	f.Bool("unsandboxed-jobs", false, "on a node that is not root and cannot create user namespaces, run jobs anyway, without hiding the node's key and store from them")
 	f.String("halt-grace", "", "how long a job stays paused for an unpaid renter before it is stopped (default 2m)")
 	f.String("sim-cheat", "", "testnets only, all GPUs simulated: answer challenges as an impostor: slow=F, skip=F, wrong=F, mem=F or replay")
 	f.StringArray("trusted", nil, "peer ID whose attestations are pre-trusted (repeatable; itself and its bootstrap peers always are)")

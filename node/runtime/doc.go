@@ -57,8 +57,9 @@
 //
 // If the shim cannot set the sandbox up, Start fails and nothing runs. A
 // node that is not root and cannot create a user namespace (disabled, or
-// restricted as on Ubuntu 24.04) runs jobs without a mount namespace,
-// logging a warning: Hide then protects nothing.
+// restricted as on Ubuntu 24.04) refuses jobs with ErrUnavailable, unless
+// Options.AllowUnsandboxed is set: then it runs them without a mount
+// namespace, logging a warning, and Hide protects nothing.
 //
 // # Limits
 //

@@ -5,6 +5,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -34,13 +35,20 @@ func (l *lockedBuffer) String() string {
 // TestWithoutNamespace runs the shim the way a node that is not root and
 // has no user namespaces does: no mount namespace, the rest unchanged.
 func TestWithoutNamespace(t *testing.T) {
-	r := &processRuntime{log: slog.New(slog.DiscardHandler)}
+	r := &processRuntime{log: slog.New(slog.DiscardHandler), allowBare: true}
 	r.noUserNS.Store(true)
 	work, ck := filepath.Join(t.TempDir(), "w"), filepath.Join(t.TempDir(), "c")
 	for _, d := range []string{work, ck} {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Without AllowUnsandboxed, a node that is not root and has no user
+	// namespace refuses jobs rather than run them unhidden.
+	strict := &processRuntime{log: slog.New(slog.DiscardHandler)}
+	strict.noUserNS.Store(true)
+	if _, err := strict.Start(context.Background(), Spec{JobID: "ab", Argv: []string{"true"}, WorkDir: work, CheckpointDir: ck}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("no user namespace, not allowed: err = %v, want ErrUnavailable", err)
 	}
 	var out lockedBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

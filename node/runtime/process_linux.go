@@ -32,12 +32,13 @@ type processRuntime struct {
 	root bool        // the node runs as root
 	// noUserNS is set once a user namespace has failed: later jobs start
 	// without a mount namespace at once.
-	noUserNS atomic.Bool
-	warnRoot sync.Once
+	noUserNS  atomic.Bool
+	warnRoot  sync.Once
+	allowBare bool // Options.AllowUnsandboxed
 }
 
 func newProcessRuntime(o Options) (Runtime, error) {
-	r := &processRuntime{log: o.Log.With("runtime", "process"), root: os.Geteuid() == 0}
+	r := &processRuntime{log: o.Log.With("runtime", "process"), root: os.Geteuid() == 0, allowBare: o.AllowUnsandboxed}
 	cg, why := detectCgroup(o.CgroupRoot)
 	if cg == nil {
 		r.log.Info("cgroup v2 not used: jobs are bounded by rlimits only", "reason", why)
@@ -100,6 +101,9 @@ func (r *processRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 
 	useCgroup := r.cg != nil
 	userns := !r.root && !r.noUserNS.Load()
+	if !r.root && r.noUserNS.Load() && !r.allowBare {
+		return nil, fmt.Errorf("%s: %w: user namespaces do not work here, and without one the job could read the node's key and store; run the node as root, enable user namespaces, or allow unsandboxed jobs", prefix, ErrUnavailable)
+	}
 	for {
 		var cg *jobCgroup
 		if useCgroup {
@@ -126,8 +130,11 @@ func (r *processRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 			log.Warn("cannot start the job in its cgroup; starting it without", "err", err)
 			useCgroup = false
 		case userns && errors.As(err, &se) && (se.stage == stageNamespace || se.stage == "start" && usernsRefused(err)):
-			log.Warn("user namespaces do not work here: jobs run WITHOUT a mount namespace, so hidden paths are readable and the filesystem is writable for them", "err", err)
 			r.noUserNS.Store(true)
+			if !r.allowBare {
+				return nil, fmt.Errorf("%s: %w: user namespaces do not work here (%v), and without one the job could read the node's key and store; run the node as root, enable user namespaces, or allow unsandboxed jobs", prefix, ErrUnavailable, err)
+			}
+			log.Warn("user namespaces do not work here: jobs run WITHOUT a mount namespace, so hidden paths are readable and the filesystem is writable for them", "err", err)
 			userns = false
 		default:
 			return nil, fmt.Errorf("%s: %w", prefix, err)

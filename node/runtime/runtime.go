@@ -123,6 +123,10 @@ type Options struct {
 	// directory is a cgroup2 mount and it is writable; jobs then run in
 	// <root>/gpumesh/job-<id>-<attempt>.
 	CgroupRoot string
+	// AllowUnsandboxed lets a node that is not root and cannot create a
+	// user namespace run jobs without a mount namespace, where nothing in
+	// Hide is hidden. Without it such a node refuses jobs (ErrUnavailable).
+	AllowUnsandboxed bool
 }
 
 func (o Options) withDefaults() Options {
