@@ -209,22 +209,20 @@ func fields() []field {
 			c.HaltGrace = d
 			return nil
 		}},
-		{key: "unsandboxed_jobs", def: []string{"false"}, set: func(c *Config, v []string) error {
-			b, err := strconv.ParseBool(v[0])
-			if err != nil {
-				return fmt.Errorf("%q is not true or false", v[0])
-			}
-			c.UnsandboxedJobs = b
-			return nil
-		}},
-		{key: "mdns", def: []string{"false"}, set: func(c *Config, v []string) error {
-			b, err := strconv.ParseBool(v[0])
-			if err != nil {
-				return fmt.Errorf("%q is not true or false", v[0])
-			}
-			c.MDNS = b
-			return nil
-		}},
+		{key: "unsandboxed_jobs", def: []string{"false"}, set: boolKey(func(c *Config) *bool { return &c.UnsandboxedJobs })},
+		{key: "mdns", def: []string{"false"}, set: boolKey(func(c *Config) *bool { return &c.MDNS })},
+	}
+}
+
+// boolKey sets a boolean key.
+func boolKey(field func(*Config) *bool) func(*Config, []string) error {
+	return func(c *Config, v []string) error {
+		b, err := strconv.ParseBool(v[0])
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v[0])
+		}
+		*field(c) = b
+		return nil
 	}
 }
 
