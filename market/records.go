@@ -87,9 +87,9 @@ func checkAsk(m *pb.Ask, now time.Time) ([]ma.Multiaddr, error) {
 	case err != nil:
 		return nil, err
 	case m.MinDurationS > m.MaxDurationS:
-		return nil, errf(p2p.ErrMalformed, "min_duration_s %d above max_duration_s %d", m.MinDurationS, m.MaxDurationS)
+		return nil, p2p.Errf(p2p.ErrMalformed, "min_duration_s %d above max_duration_s %d", m.MinDurationS, m.MaxDurationS)
 	case !validPricing(m.Pricing):
-		return nil, errf(p2p.ErrMalformed, "pricing %q is not fixed, auction or dynamic", m.Pricing)
+		return nil, p2p.Errf(p2p.ErrMalformed, "pricing %q is not fixed, auction or dynamic", m.Pricing)
 	}
 	if err := cmp.Or(checkRegion(m.Region), checkModel(m.Model)); err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func checkBid(m *pb.Bid, now time.Time) (*Bid, error) {
 	case err != nil:
 		return nil, err
 	case len(m.Filter) > MaxBidFilterBytes:
-		return nil, errf(p2p.ErrMalformed, "filter is %d bytes (limit %d)", len(m.Filter), MaxBidFilterBytes)
+		return nil, p2p.Errf(p2p.ErrMalformed, "filter is %d bytes (limit %d)", len(m.Filter), MaxBidFilterBytes)
 	}
 	addrs, err := parseAddrs(m.Addrs, 1)
 	if err != nil {
@@ -135,7 +135,7 @@ func checkBid(m *pb.Bid, now time.Time) (*Bid, error) {
 	// slug is accepted here; matching decides what it means.
 	f, err := ParseFilter(m.Filter)
 	if err != nil {
-		return nil, errf(p2p.ErrMalformed, "%v", err)
+		return nil, p2p.Errf(p2p.ErrMalformed, "%v", err)
 	}
 	return &Bid{Bid: m, Filter: f, Addrs: addrs}, nil
 }
@@ -193,7 +193,7 @@ func checkQuote(m *pb.Quote, now time.Time) (*Quote, error) {
 	if q.BidID, err = parseID("bid_id", m.BidId); err != nil {
 		return nil, err
 	}
-	if q.Renter, err = parsePeer("renter", m.Renter); err != nil {
+	if q.Renter, err = p2p.ParsePeer("renter", m.Renter); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -210,7 +210,7 @@ func checkTerms(m *pb.Quote) error {
 			checkDuration("duration_s", m.DurationS),
 		)
 	case !Decline(m.Decline).Valid():
-		return errf(p2p.ErrMalformed, "decline %q is not a reason code", m.Decline)
+		return p2p.Errf(p2p.ErrMalformed, "decline %q is not a reason code", m.Decline)
 	case m.DurationS != 0:
 		if err := checkDuration("duration_s", m.DurationS); err != nil {
 			return err
@@ -260,18 +260,18 @@ func checkProposal(m *pb.LeaseProposal, renter peer.ID, now time.Time) (*Proposa
 	case err != nil:
 		return nil, err
 	case len(m.Quote) == 0 && len(m.Ask) == 0:
-		return nil, errf(p2p.ErrMalformed, "carries neither a quote nor an ask")
+		return nil, p2p.Errf(p2p.ErrMalformed, "carries neither a quote nor an ask")
 	case len(m.Quote) > 0 && len(m.Ask) > 0:
-		return nil, errf(p2p.ErrMalformed, "carries both a quote and an ask")
+		return nil, p2p.Errf(p2p.ErrMalformed, "carries both a quote and an ask")
 	case len(m.JobSpecHash) != 0 && len(m.JobSpecHash) != 32:
-		return nil, errf(p2p.ErrMalformed, "job_spec_hash is %d bytes, want 32 or none", len(m.JobSpecHash))
+		return nil, p2p.Errf(p2p.ErrMalformed, "job_spec_hash is %d bytes, want 32 or none", len(m.JobSpecHash))
 	case m.ReceiptIntervalMs != 0 && (m.ReceiptIntervalMs < MinReceiptInterval || m.ReceiptIntervalMs > MaxReceiptInterval):
-		return nil, errf(p2p.ErrMalformed, "receipt_interval_ms %d outside %d..%d", m.ReceiptIntervalMs, MinReceiptInterval, MaxReceiptInterval)
+		return nil, p2p.Errf(p2p.ErrMalformed, "receipt_interval_ms %d outside %d..%d", m.ReceiptIntervalMs, MinReceiptInterval, MaxReceiptInterval)
 	case m.CreditLimitMicros < 0:
-		return nil, errf(p2p.ErrMalformed, "credit_limit_micros %d is negative", m.CreditLimitMicros)
+		return nil, p2p.Errf(p2p.ErrMalformed, "credit_limit_micros %d is negative", m.CreditLimitMicros)
 	}
 	p := &Proposal{LeaseProposal: m, Renter: renter}
-	if p.Supplier, err = parsePeer("supplier", m.Supplier); err != nil {
+	if p.Supplier, err = p2p.ParsePeer("supplier", m.Supplier); err != nil {
 		return nil, err
 	}
 	if len(m.Quote) > 0 {
@@ -293,19 +293,19 @@ func checkProposal(m *pb.LeaseProposal, renter peer.ID, now time.Time) (*Proposa
 func agreesWithQuote(m *pb.LeaseProposal, supplier, renter peer.ID, q *Quote) error {
 	switch {
 	case q.Supplier != supplier:
-		return errf(ErrMismatch, "quote %s signed by %s, proposal names supplier %s", q.ID.Short(), q.Supplier, supplier)
+		return p2p.Errf(ErrMismatch, "quote %s signed by %s, proposal names supplier %s", q.ID.Short(), q.Supplier, supplier)
 	case q.Decline != "":
-		return errf(ErrMismatch, "quote %s is a decline (%s), not an offer", q.ID.Short(), q.Decline)
+		return p2p.Errf(ErrMismatch, "quote %s is a decline (%s), not an offer", q.ID.Short(), q.Decline)
 	case q.Renter != renter:
-		return errf(ErrMismatch, "quote %s is addressed to %s, not to the proposing renter %s", q.ID.Short(), q.Renter, renter)
+		return p2p.Errf(ErrMismatch, "quote %s is addressed to %s, not to the proposing renter %s", q.ID.Short(), q.Renter, renter)
 	case m.Model != q.Model:
-		return errf(ErrMismatch, "model %q, quote has %q", m.Model, q.Model)
+		return p2p.Errf(ErrMismatch, "model %q, quote has %q", m.Model, q.Model)
 	case m.Count != q.Count:
-		return errf(ErrMismatch, "count %d, quote has %d", m.Count, q.Count)
+		return p2p.Errf(ErrMismatch, "count %d, quote has %d", m.Count, q.Count)
 	case m.PriceMicros != q.PriceMicros:
-		return errf(ErrMismatch, "price_micros %d, quote has %d", m.PriceMicros, q.PriceMicros)
+		return p2p.Errf(ErrMismatch, "price_micros %d, quote has %d", m.PriceMicros, q.PriceMicros)
 	case m.DurationS != q.DurationS:
-		return errf(ErrMismatch, "duration_s %d, quote has %d", m.DurationS, q.DurationS)
+		return p2p.Errf(ErrMismatch, "duration_s %d, quote has %d", m.DurationS, q.DurationS)
 	}
 	return nil
 }
@@ -313,15 +313,15 @@ func agreesWithQuote(m *pb.LeaseProposal, supplier, renter peer.ID, q *Quote) er
 func agreesWithAsk(m *pb.LeaseProposal, supplier peer.ID, a *Ask) error {
 	switch {
 	case a.Supplier != supplier:
-		return errf(ErrMismatch, "ask %s signed by %s, proposal names supplier %s", a.ID.Short(), a.Supplier, supplier)
+		return p2p.Errf(ErrMismatch, "ask %s signed by %s, proposal names supplier %s", a.ID.Short(), a.Supplier, supplier)
 	case m.Model != a.Model:
-		return errf(ErrMismatch, "model %q, ask has %q", m.Model, a.Model)
+		return p2p.Errf(ErrMismatch, "model %q, ask has %q", m.Model, a.Model)
 	case m.Count > a.Count:
-		return errf(ErrMismatch, "count %d, ask offers %d", m.Count, a.Count)
+		return p2p.Errf(ErrMismatch, "count %d, ask offers %d", m.Count, a.Count)
 	case m.PriceMicros != a.PriceMicros:
-		return errf(ErrMismatch, "price_micros %d, ask has %d", m.PriceMicros, a.PriceMicros)
+		return p2p.Errf(ErrMismatch, "price_micros %d, ask has %d", m.PriceMicros, a.PriceMicros)
 	case m.DurationS < a.MinDurationS || m.DurationS > a.MaxDurationS:
-		return errf(ErrMismatch, "duration_s %d outside the ask's %d..%d", m.DurationS, a.MinDurationS, a.MaxDurationS)
+		return p2p.Errf(ErrMismatch, "duration_s %d outside the ask's %d..%d", m.DurationS, a.MinDurationS, a.MaxDurationS)
 	}
 	return nil
 }
@@ -349,13 +349,13 @@ func OpenLease(data []byte, now time.Time) (*Lease, error) {
 func checkLease(m *pb.Lease, supplier peer.ID, now time.Time) (*Lease, error) {
 	switch start := time.UnixMilli(m.StartMs); {
 	case m.Version != p2p.RecordVersion:
-		return nil, errf(p2p.ErrUnsupported, "version %d", m.Version)
+		return nil, p2p.Errf(p2p.ErrUnsupported, "version %d", m.Version)
 	case m.StartMs <= 0 || m.EndMs <= m.StartMs:
-		return nil, errf(p2p.ErrMalformed, "start_ms %d, end_ms %d: not a positive interval", m.StartMs, m.EndMs)
+		return nil, p2p.Errf(p2p.ErrMalformed, "start_ms %d, end_ms %d: not a positive interval", m.StartMs, m.EndMs)
 	case m.ConfirmByMs < m.StartMs:
-		return nil, errf(p2p.ErrMalformed, "confirm_by_ms %d before start_ms %d", m.ConfirmByMs, m.StartMs)
+		return nil, p2p.Errf(p2p.ErrMalformed, "confirm_by_ms %d before start_ms %d", m.ConfirmByMs, m.StartMs)
 	case start.After(now.Add(p2p.ClockSkew)):
-		return nil, errf(p2p.ErrFutureDated, "starts %s", start.UTC().Format(time.RFC3339))
+		return nil, p2p.Errf(p2p.ErrFutureDated, "starts %s", start.UTC().Format(time.RFC3339))
 	}
 	err := cmp.Or(
 		checkCount("count", m.Count),
@@ -370,7 +370,7 @@ func checkLease(m *pb.Lease, supplier peer.ID, now time.Time) (*Lease, error) {
 	if l.ID, err = parseID("lease_id", m.LeaseId); err != nil {
 		return nil, err
 	}
-	if l.Renter, err = parsePeer("renter", m.Renter); err != nil {
+	if l.Renter, err = p2p.ParsePeer("renter", m.Renter); err != nil {
 		return nil, err
 	}
 	p, err := openProposal(m.Proposal, now, true)
@@ -382,21 +382,21 @@ func checkLease(m *pb.Lease, supplier peer.ID, now time.Time) (*Lease, error) {
 	proposalEnd := time.UnixMilli(p.ExpiresMs).Add(p2p.ClockSkew)
 	switch start := time.UnixMilli(m.StartMs); {
 	case l.ID != p.ID:
-		return nil, errf(ErrMismatch, "lease_id %s is not the proposal's ID %s", l.ID.Short(), p.ID.Short())
+		return nil, p2p.Errf(ErrMismatch, "lease_id %s is not the proposal's ID %s", l.ID.Short(), p.ID.Short())
 	case p.Supplier != supplier:
-		return nil, errf(ErrMismatch, "countersigned by %s, proposal names supplier %s", supplier, p.Supplier)
+		return nil, p2p.Errf(ErrMismatch, "countersigned by %s, proposal names supplier %s", supplier, p.Supplier)
 	case p.Renter != l.Renter:
-		return nil, errf(ErrMismatch, "renter %s, proposal signed by %s", l.Renter, p.Renter)
+		return nil, p2p.Errf(ErrMismatch, "renter %s, proposal signed by %s", l.Renter, p.Renter)
 	case m.Model != p.Model:
-		return nil, errf(ErrMismatch, "model %q, proposal has %q", m.Model, p.Model)
+		return nil, p2p.Errf(ErrMismatch, "model %q, proposal has %q", m.Model, p.Model)
 	case m.Count != p.Count:
-		return nil, errf(ErrMismatch, "count %d, proposal has %d", m.Count, p.Count)
+		return nil, p2p.Errf(ErrMismatch, "count %d, proposal has %d", m.Count, p.Count)
 	case m.PriceMicros != p.PriceMicros:
-		return nil, errf(ErrMismatch, "price_micros %d, proposal has %d", m.PriceMicros, p.PriceMicros)
+		return nil, p2p.Errf(ErrMismatch, "price_micros %d, proposal has %d", m.PriceMicros, p.PriceMicros)
 	case m.EndMs-m.StartMs != int64(p.DurationS)*1000:
-		return nil, errf(ErrMismatch, "end_ms - start_ms = %d ms, proposal's duration is %d s", m.EndMs-m.StartMs, p.DurationS)
+		return nil, p2p.Errf(ErrMismatch, "end_ms - start_ms = %d ms, proposal's duration is %d s", m.EndMs-m.StartMs, p.DurationS)
 	case start.Before(proposalStart) || !start.Before(proposalEnd):
-		return nil, errf(ErrMismatch, "starts %s, outside the proposal's validity", start.UTC().Format(time.RFC3339))
+		return nil, p2p.Errf(ErrMismatch, "starts %s, outside the proposal's validity", start.UTC().Format(time.RFC3339))
 	}
 	return l, nil
 }
@@ -429,9 +429,9 @@ func checkTradePrint(m *pb.TradePrint, supplier peer.ID, now time.Time) (*TradeP
 	}
 	switch {
 	case l.Supplier != supplier:
-		return nil, errf(ErrMismatch, "signed by %s, lease supplier is %s", supplier, l.Supplier)
+		return nil, p2p.Errf(ErrMismatch, "signed by %s, lease supplier is %s", supplier, l.Supplier)
 	case time.UnixMilli(m.CreatedMs).Before(l.Start().Add(-p2p.ClockSkew)):
-		return nil, errf(ErrMismatch, "created %s, before its lease starts at %s", time.UnixMilli(m.CreatedMs).UTC().Format(time.RFC3339), l.Start().UTC().Format(time.RFC3339))
+		return nil, p2p.Errf(ErrMismatch, "created %s, before its lease starts at %s", time.UnixMilli(m.CreatedMs).UTC().Format(time.RFC3339), l.Start().UTC().Format(time.RFC3339))
 	}
 	return &TradePrint{TradePrint: m, Supplier: supplier, Lease: l}, nil
 }
@@ -439,18 +439,13 @@ func checkTradePrint(m *pb.TradePrint, supplier peer.ID, now time.Time) (*TradeP
 // open checks a record's envelope and that the peer its author field names
 // is its signer.
 
-// errf wraps sentinel with a description of what failed.
-func errf(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
-}
-
 // checkHeader checks the schema version and the nonce.
 func checkHeader(version uint32, nonce uint64) error {
 	switch {
 	case version != p2p.RecordVersion:
-		return errf(p2p.ErrUnsupported, "version %d", version)
+		return p2p.Errf(p2p.ErrUnsupported, "version %d", version)
 	case nonce == 0:
-		return errf(p2p.ErrMalformed, "nonce is 0")
+		return p2p.Errf(p2p.ErrMalformed, "nonce is 0")
 	}
 	return nil
 }
@@ -460,11 +455,11 @@ func checkHeader(version uint32, nonce uint64) error {
 func checkWindow(createdMs, expiresMs int64, now time.Time) error {
 	switch {
 	case createdMs <= 0:
-		return errf(p2p.ErrMalformed, "created_ms %d", createdMs)
+		return p2p.Errf(p2p.ErrMalformed, "created_ms %d", createdMs)
 	case expiresMs <= createdMs:
-		return errf(p2p.ErrMalformed, "expires_ms %d not after created_ms %d", expiresMs, createdMs)
+		return p2p.Errf(p2p.ErrMalformed, "expires_ms %d not after created_ms %d", expiresMs, createdMs)
 	case expiresMs-createdMs > MaxOrderLifetime.Milliseconds():
-		return errf(p2p.ErrMalformed, "lifetime %s over %s", time.Duration(expiresMs-createdMs)*time.Millisecond, MaxOrderLifetime)
+		return p2p.Errf(p2p.ErrMalformed, "lifetime %s over %s", time.Duration(expiresMs-createdMs)*time.Millisecond, MaxOrderLifetime)
 	}
 	return checkTimes(time.UnixMilli(createdMs), time.UnixMilli(expiresMs), now)
 }
@@ -473,7 +468,7 @@ func checkWindow(createdMs, expiresMs int64, now time.Time) error {
 // cancel, a trade print): it holds for MaxOrderLifetime after created.
 func checkRecent(createdMs int64, now time.Time) error {
 	if createdMs <= 0 {
-		return errf(p2p.ErrMalformed, "created_ms %d", createdMs)
+		return p2p.Errf(p2p.ErrMalformed, "created_ms %d", createdMs)
 	}
 	created := time.UnixMilli(createdMs)
 	return checkTimes(created, created.Add(MaxOrderLifetime), now)
@@ -482,51 +477,51 @@ func checkRecent(createdMs int64, now time.Time) error {
 func checkTimes(created, expires, now time.Time) error {
 	switch {
 	case created.After(now.Add(p2p.ClockSkew)):
-		return errf(p2p.ErrFutureDated, "created %s", created.UTC().Format(time.RFC3339))
+		return p2p.Errf(p2p.ErrFutureDated, "created %s", created.UTC().Format(time.RFC3339))
 	case !now.Before(expires):
-		return errf(p2p.ErrExpired, "at %s", expires.UTC().Format(time.RFC3339))
+		return p2p.Errf(p2p.ErrExpired, "at %s", expires.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
 
 func checkCount(field string, n uint32) error {
 	if n == 0 || n > MaxCount {
-		return errf(p2p.ErrMalformed, "%s %d not in 1..%d", field, n, MaxCount)
+		return p2p.Errf(p2p.ErrMalformed, "%s %d not in 1..%d", field, n, MaxCount)
 	}
 	return nil
 }
 
 func checkCountMax(field string, n uint32) error {
 	if n > MaxCount {
-		return errf(p2p.ErrMalformed, "%s %d over %d", field, n, MaxCount)
+		return p2p.Errf(p2p.ErrMalformed, "%s %d over %d", field, n, MaxCount)
 	}
 	return nil
 }
 
 func checkPrice(field string, p int64) error {
 	if p <= 0 || p > MaxPriceMicros {
-		return errf(p2p.ErrMalformed, "%s %d not in 1..%d", field, p, int64(MaxPriceMicros))
+		return p2p.Errf(p2p.ErrMalformed, "%s %d not in 1..%d", field, p, int64(MaxPriceMicros))
 	}
 	return nil
 }
 
 func checkPriceMax(field string, p int64) error {
 	if p < 0 || p > MaxPriceMicros {
-		return errf(p2p.ErrMalformed, "%s %d not in 0..%d", field, p, int64(MaxPriceMicros))
+		return p2p.Errf(p2p.ErrMalformed, "%s %d not in 0..%d", field, p, int64(MaxPriceMicros))
 	}
 	return nil
 }
 
 func checkDuration(field string, s uint32) error {
 	if d := time.Duration(s) * time.Second; d < MinDuration || d > MaxDuration {
-		return errf(p2p.ErrMalformed, "%s %d not within %s..%s", field, s, MinDuration, MaxDuration)
+		return p2p.Errf(p2p.ErrMalformed, "%s %d not within %s..%s", field, s, MinDuration, MaxDuration)
 	}
 	return nil
 }
 
 func checkRegion(s string) error {
 	if len(s) > MaxRegionBytes {
-		return errf(p2p.ErrMalformed, "region is %d bytes (limit %d)", len(s), MaxRegionBytes)
+		return p2p.Errf(p2p.ErrMalformed, "region is %d bytes (limit %d)", len(s), MaxRegionBytes)
 	}
 	return nil
 }
@@ -539,7 +534,7 @@ func checkModel(s string) error {
 		ok = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0
 	}
 	if !ok {
-		return errf(p2p.ErrMalformed, "model %q is not a model slug", s)
+		return p2p.Errf(p2p.ErrMalformed, "model %q is not a model slug", s)
 	}
 	return nil
 }
@@ -549,12 +544,12 @@ func checkUUIDs(uuids []string, count uint32) error {
 		return nil
 	}
 	if len(uuids) != int(count) {
-		return errf(p2p.ErrMalformed, "%d gpu_uuids for count %d", len(uuids), count)
+		return p2p.Errf(p2p.ErrMalformed, "%d gpu_uuids for count %d", len(uuids), count)
 	}
 	seen := make(map[string]bool, len(uuids))
 	for i, u := range uuids {
 		if u == "" || len(u) > MaxUUIDBytes || seen[u] {
-			return errf(p2p.ErrMalformed, "gpu_uuids[%d] %q empty, too long or repeated", i, u)
+			return p2p.Errf(p2p.ErrMalformed, "gpu_uuids[%d] %q empty, too long or repeated", i, u)
 		}
 		seen[u] = true
 	}
@@ -563,31 +558,23 @@ func checkUUIDs(uuids []string, count uint32) error {
 
 func parseAddrs(raw [][]byte, least int) ([]ma.Multiaddr, error) {
 	if len(raw) < least || len(raw) > MaxAddrs {
-		return nil, errf(p2p.ErrMalformed, "%d addrs, want %d..%d", len(raw), least, MaxAddrs)
+		return nil, p2p.Errf(p2p.ErrMalformed, "%d addrs, want %d..%d", len(raw), least, MaxAddrs)
 	}
 	addrs := make([]ma.Multiaddr, 0, len(raw))
 	for i, b := range raw {
 		a, err := ma.NewMultiaddrBytes(b)
 		if err != nil {
-			return nil, errf(p2p.ErrMalformed, "addrs[%d]: %v", i, err)
+			return nil, p2p.Errf(p2p.ErrMalformed, "addrs[%d]: %v", i, err)
 		}
 		addrs = append(addrs, a)
 	}
 	return addrs, nil
 }
 
-func parsePeer(field string, b []byte) (peer.ID, error) {
-	id, err := peer.IDFromBytes(b)
-	if err != nil {
-		return "", errf(p2p.ErrMalformed, "%s: %v", field, err)
-	}
-	return id, nil
-}
-
 func parseID(field string, b []byte) (ID, error) {
 	var id ID
 	if len(b) != len(id) {
-		return id, errf(p2p.ErrMalformed, "%s is %d bytes, want %d", field, len(b), len(id))
+		return id, p2p.Errf(p2p.ErrMalformed, "%s is %d bytes, want %d", field, len(b), len(id))
 	}
 	copy(id[:], b)
 	return id, nil

@@ -344,6 +344,20 @@ func (r *Renter) propose(ctx context.Context, supplier peer.ID, p *pb.LeasePropo
 		return nil, "", fmt.Errorf("lease %s: confirm: %w", l.ID.Short(), err)
 	}
 	_ = st.CloseWrite()
+	// The supplier answers once the confirmed lease is kept on its side,
+	// so that anything the renter does next with the lease (start a job)
+	// finds it there.
+	var ok pb.LeaseConfirmed
+	if err := p2p.ReadMsg(st, 1024, &ok); err != nil {
+		st.Reset()
+		return nil, "", fmt.Errorf("lease %s: no word from %s that it kept the lease: %w", l.ID.Short(), supplier, err)
+	}
+	if ok.Refused != "" {
+		if r.cfg.Store != nil {
+			_ = saveLease(r.cfg.Store, l.ID, resp.Lease, "lapsed", "renter", r.cfg.Now())
+		}
+		return nil, ok.Refused, nil
+	}
 	return l, "", nil
 }
 
@@ -369,12 +383,12 @@ func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines,
 	}
 	// Group what we know by model: suppliers with a live ask, and answers.
 	type view struct {
-		suppliers             map[peer.ID]bool
-		answered              map[peer.ID]bool
-		busy, dur, mismatch   int
-		shunned               int
-		priceDeclines         []int64
-		cheapestAsk, cheapest int64
+		suppliers           map[peer.ID]bool
+		answered            map[peer.ID]bool
+		busy, dur, mismatch int
+		shunned             int
+		priceDeclines       []int64
+		cheapestAsk         int64
 	}
 	byModel := map[string]*view{}
 	get := func(m string) *view {

@@ -432,14 +432,20 @@ func (s *Supplier) handleLease(st network.Stream) error {
 		_ = saveLease(s.cfg.Store, p.ID, leaseRaw, "lapsed", "supplier", s.cfg.Now())
 		return nil
 	}
+	_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
 	end := time.UnixMilli(l.EndMs)
 	if _, err := s.ledger.Confirm(p.ID, end); err != nil {
 		s.log.Warn("confirm came too late", "lease", p.ID.Short(), "err", err)
 		_ = saveLease(s.cfg.Store, p.ID, leaseRaw, "lapsed", "supplier", s.cfg.Now())
-		return nil
+		return p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the confirmation came after the reservation lapsed"})
 	}
 	if err := saveLease(s.cfg.Store, p.ID, leaseRaw, "confirmed", "supplier", s.cfg.Now()); err != nil {
 		s.log.Error("persist confirmed lease", "lease", p.ID.Short(), "err", err)
+		_ = s.ledger.Release(p.ID)
+		return p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the supplier could not keep the lease"})
+	}
+	if err := p2p.WriteMsg(st, &pb.LeaseConfirmed{}); err != nil {
+		s.log.Debug("tell the renter the lease is kept", "lease", p.ID.Short(), "err", err)
 	}
 	s.log.Info("leased", "lease", p.ID.Short(), "renter", p.Renter, "model", p.Model, "count", p.Count, "price", FormatPrice(p.PriceMicros))
 	s.publishTrade(leaseRaw)

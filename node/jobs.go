@@ -96,24 +96,16 @@ func (n *Node) startJobs(ctx context.Context) error {
 			DataDir: n.cfg.DataDir, RunAs: n.jobUser(), HaltGrace: n.cfg.HaltGrace,
 			Hide: []string{filepath.Join(n.cfg.DataDir, KeyFile), filepath.Join(n.cfg.DataDir, TokenFile), storeDir(n.cfg.DataDir), filepath.Join(n.cfg.DataDir, "renter-jobs")},
 			Lease: func(id market.ID) (*market.Lease, error) {
-				// A renter starts its job right after confirming the lease;
-				// the confirmation may still be on its way here.
-				deadline := n.now().Add(market.ConfirmWindow)
-				for {
-					sl, err := market.GetLease(n.store, id, n.now())
-					if err != nil {
-						return nil, err
-					}
-					switch {
-					case sl.Role != "supplier":
-						return nil, fmt.Errorf("lease %s was not made by this supplier", id.Short())
-					case sl.State == "confirmed":
-						return sl.Lease, nil
-					case sl.State != "pending" || n.now().After(deadline):
-						return nil, fmt.Errorf("lease %s is %s, not confirmed", id.Short(), sl.State)
-					}
-					time.Sleep(50 * time.Millisecond)
+				sl, err := market.GetLease(n.store, id, n.now())
+				switch {
+				case err != nil:
+					return nil, err
+				case sl.Role != "supplier":
+					return nil, fmt.Errorf("lease %s was not made by this supplier", id.Short())
+				case sl.State != "confirmed":
+					return nil, fmt.Errorf("lease %s is %s, not confirmed", id.Short(), sl.State)
 				}
+				return sl.Lease, nil
 			},
 			Release: func(id market.ID) {
 				if err := sup.Ledger().Release(id); err == nil {

@@ -1,6 +1,11 @@
 package p2p
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
 
 // Validation failures. Each rejected record wraps exactly one of these, so a
 // caller can tell a forgery from a stale record with errors.Is.
@@ -17,3 +22,19 @@ var (
 	ErrNoBootstrapPeers = errors.New("no bootstrap peer reachable")
 	ErrRateLimited      = errors.New("sender over its rate limit")
 )
+
+// Errf wraps sentinel (one of the errors above, or a package's own) with
+// a description of what failed, for record checks.
+func Errf(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+}
+
+// ParsePeer reads the binary peer ID in a record's field, or fails with
+// ErrMalformed naming the field.
+func ParsePeer(field string, b []byte) (peer.ID, error) {
+	id, err := peer.IDFromBytes(b)
+	if err != nil {
+		return "", Errf(ErrMalformed, "%s: %v", field, err)
+	}
+	return id, nil
+}

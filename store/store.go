@@ -55,13 +55,6 @@ func MustKeyspace(name string) Keyspace {
 // Name returns the keyspace's name.
 func (k Keyspace) Name() string { return k.name }
 
-// prefix returns name + 0x00, the prefix of every key in k.
-func (k Keyspace) prefix() []byte {
-	p := make([]byte, len(k.name)+1)
-	copy(p, k.name)
-	return p
-}
-
 // fullKey returns name + 0x00 + key in a new slice.
 func (k Keyspace) fullKey(key []byte) []byte {
 	fk := make([]byte, len(k.name)+1+len(key))

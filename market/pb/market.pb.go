@@ -1003,6 +1003,53 @@ func (x *LeaseConfirm) GetLeaseId() []byte {
 	return nil
 }
 
+// LeaseConfirmed is the supplier's answer to LeaseConfirm, sent once the
+// confirmed lease is kept: from then on the supplier honours it (a job
+// may start on it at once).
+type LeaseConfirmed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Refused       string                 `protobuf:"bytes,1,opt,name=refused,proto3" json:"refused,omitempty"` // why the lease was not confirmed; empty when it was
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseConfirmed) Reset() {
+	*x = LeaseConfirmed{}
+	mi := &file_market_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseConfirmed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseConfirmed) ProtoMessage() {}
+
+func (x *LeaseConfirmed) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseConfirmed.ProtoReflect.Descriptor instead.
+func (*LeaseConfirmed) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *LeaseConfirmed) GetRefused() string {
+	if x != nil {
+		return x.Refused
+	}
+	return ""
+}
+
 // BookRequest asks a node for the asks in its order book
 // (/gpumesh/orderbook/1.0.0).
 type BookRequest struct {
@@ -1015,7 +1062,7 @@ type BookRequest struct {
 
 func (x *BookRequest) Reset() {
 	*x = BookRequest{}
-	mi := &file_market_proto_msgTypes[9]
+	mi := &file_market_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1074,7 @@ func (x *BookRequest) String() string {
 func (*BookRequest) ProtoMessage() {}
 
 func (x *BookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[9]
+	mi := &file_market_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1087,7 @@ func (x *BookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BookRequest.ProtoReflect.Descriptor instead.
 func (*BookRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{9}
+	return file_market_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BookRequest) GetModels() []string {
@@ -1067,7 +1114,7 @@ type BookResponse struct {
 
 func (x *BookResponse) Reset() {
 	*x = BookResponse{}
-	mi := &file_market_proto_msgTypes[10]
+	mi := &file_market_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1126,7 @@ func (x *BookResponse) String() string {
 func (*BookResponse) ProtoMessage() {}
 
 func (x *BookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[10]
+	mi := &file_market_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1139,7 @@ func (x *BookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BookResponse.ProtoReflect.Descriptor instead.
 func (*BookResponse) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{10}
+	return file_market_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BookResponse) GetAsks() [][]byte {
@@ -1213,7 +1260,9 @@ const file_market_proto_rawDesc = "" +
 	"\x05lease\x18\x01 \x01(\fR\x05lease\x12\x18\n" +
 	"\arefused\x18\x02 \x01(\tR\arefused\")\n" +
 	"\fLeaseConfirm\x12\x19\n" +
-	"\blease_id\x18\x01 \x01(\fR\aleaseId\";\n" +
+	"\blease_id\x18\x01 \x01(\fR\aleaseId\"*\n" +
+	"\x0eLeaseConfirmed\x12\x18\n" +
+	"\arefused\x18\x01 \x01(\tR\arefused\";\n" +
 	"\vBookRequest\x12\x16\n" +
 	"\x06models\x18\x01 \x03(\tR\x06models\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"\"\n" +
@@ -1232,19 +1281,20 @@ func file_market_proto_rawDescGZIP() []byte {
 	return file_market_proto_rawDescData
 }
 
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_market_proto_goTypes = []any{
-	(*Ask)(nil),           // 0: gpumesh.market.v1.Ask
-	(*Bid)(nil),           // 1: gpumesh.market.v1.Bid
-	(*Cancel)(nil),        // 2: gpumesh.market.v1.Cancel
-	(*Quote)(nil),         // 3: gpumesh.market.v1.Quote
-	(*LeaseProposal)(nil), // 4: gpumesh.market.v1.LeaseProposal
-	(*Lease)(nil),         // 5: gpumesh.market.v1.Lease
-	(*TradePrint)(nil),    // 6: gpumesh.market.v1.TradePrint
-	(*LeaseResponse)(nil), // 7: gpumesh.market.v1.LeaseResponse
-	(*LeaseConfirm)(nil),  // 8: gpumesh.market.v1.LeaseConfirm
-	(*BookRequest)(nil),   // 9: gpumesh.market.v1.BookRequest
-	(*BookResponse)(nil),  // 10: gpumesh.market.v1.BookResponse
+	(*Ask)(nil),            // 0: gpumesh.market.v1.Ask
+	(*Bid)(nil),            // 1: gpumesh.market.v1.Bid
+	(*Cancel)(nil),         // 2: gpumesh.market.v1.Cancel
+	(*Quote)(nil),          // 3: gpumesh.market.v1.Quote
+	(*LeaseProposal)(nil),  // 4: gpumesh.market.v1.LeaseProposal
+	(*Lease)(nil),          // 5: gpumesh.market.v1.Lease
+	(*TradePrint)(nil),     // 6: gpumesh.market.v1.TradePrint
+	(*LeaseResponse)(nil),  // 7: gpumesh.market.v1.LeaseResponse
+	(*LeaseConfirm)(nil),   // 8: gpumesh.market.v1.LeaseConfirm
+	(*LeaseConfirmed)(nil), // 9: gpumesh.market.v1.LeaseConfirmed
+	(*BookRequest)(nil),    // 10: gpumesh.market.v1.BookRequest
+	(*BookResponse)(nil),   // 11: gpumesh.market.v1.BookResponse
 }
 var file_market_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -1265,7 +1315,7 @@ func file_market_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

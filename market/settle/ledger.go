@@ -1,6 +1,7 @@
 package settle
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle/pb"
@@ -67,7 +69,7 @@ func claim[M *Meter | *Payer](l *Ledger, lease market.ID, mk func() (M, error)) 
 			return m, nil
 		}
 		var zero M
-		return zero, errf(market.ErrMismatch, "lease %s is in use in another role", lease.Short())
+		return zero, p2p.Errf(market.ErrMismatch, "lease %s is in use in another role", lease.Short())
 	}
 	m, err := mk()
 	if err != nil {
@@ -90,6 +92,28 @@ func (l *Ledger) release(lease market.ID, m any) {
 
 // keepTerms stores the role and terms of a lease, or checks them against
 // those stored.
+// adopt checks terms t, that key is the party's of role in them (the
+// supplier's for a Meter, the renter's for a Payer), and keeps the terms
+// with the lease. It returns t with its own copy of the job ID.
+func (l *Ledger) adopt(role string, key crypto.PrivKey, t Terms) (Terms, error) {
+	if err := t.check(); err != nil {
+		return t, err
+	}
+	t.JobID = bytes.Clone(t.JobID)
+	want, verb := t.Supplier, "supplied"
+	if role == RoleRenter {
+		want, verb = t.Renter, "rented"
+	}
+	self, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return t, fmt.Errorf("key: %w", err)
+	}
+	if self != want {
+		return t, fmt.Errorf("%w: key is %s's, lease %s is %s by %s", p2p.ErrSignerMismatch, self, t.LeaseID.Short(), verb, want)
+	}
+	return t, l.keepTerms(role, t)
+}
+
 func (l *Ledger) keepTerms(role string, t Terms) error {
 	want := metaOf(role, t)
 	metas := store.NewTyped(l.s, ksLeases, store.JSONCodec[leaseMeta]{})
@@ -100,7 +124,7 @@ func (l *Ledger) keepTerms(role string, t Terms) error {
 	case err != nil:
 		return err
 	case got != want:
-		return errf(market.ErrMismatch, "lease %s is kept as %+v, not %+v", t.LeaseID.Short(), got, want)
+		return p2p.Errf(market.ErrMismatch, "lease %s is kept as %+v, not %+v", t.LeaseID.Short(), got, want)
 	}
 	return nil
 }
@@ -181,6 +205,22 @@ func (l *Ledger) bestVoucher(lease market.ID) (raw []byte, at time.Time, err err
 	return v[8:], time.UnixMilli(int64(binary.BigEndian.Uint64(v))), nil
 }
 
+// Paid reads, from the best voucher kept for lease, the amount paid and
+// the nonce of that voucher (a gpumesh renter numbers its vouchers as the
+// receipts they acknowledge, so it counts the receipts paid). It opens no
+// Meter or Payer: it is for showing a lease, not for acting on it.
+func (l *Ledger) Paid(lease market.ID) (nonce uint64, paidMicros int64, err error) {
+	raw, _, err := l.bestVoucher(lease)
+	if err != nil || raw == nil {
+		return 0, 0, err
+	}
+	v, err := OpenVoucher(raw)
+	if err != nil {
+		return 0, 0, fmt.Errorf("settle: lease %s: kept voucher: %w", lease.Short(), err)
+	}
+	return v.Nonce, v.CumAmountMicros, nil
+}
+
 // bestEntry is the value kept under ksVouchers.
 func bestEntry(raw []byte, at time.Time) []byte {
 	return append(binary.BigEndian.AppendUint64(nil, uint64(at.UnixMilli())), raw...)
@@ -247,7 +287,7 @@ func (l *Ledger) AddEvidence(raw []byte, now time.Time) error {
 		return err
 	}
 	if created := time.UnixMilli(e.CreatedMs); created.After(now.Add(p2p.ClockSkew)) {
-		return errf(p2p.ErrFutureDated, "evidence %s created %s", market.ID(e.Hash).Short(), created.UTC().Format(time.RFC3339))
+		return p2p.Errf(p2p.ErrFutureDated, "evidence %s created %s", market.ID(e.Hash).Short(), created.UTC().Format(time.RFC3339))
 	}
 	fresh, err := l.putEvidence(raw)
 	if err != nil {

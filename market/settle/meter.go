@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle/pb"
@@ -43,18 +42,8 @@ type Meter struct {
 // is in use in led, it returns that one. The terms are kept with the
 // lease and must not change.
 func NewMeter(led *Ledger, key crypto.PrivKey, t Terms) (*Meter, error) {
-	if err := t.check(); err != nil {
-		return nil, fmt.Errorf("settle: meter: %w", err)
-	}
-	t.JobID = bytes.Clone(t.JobID)
-	self, err := peer.IDFromPrivateKey(key)
+	t, err := led.adopt(RoleSupplier, key, t)
 	if err != nil {
-		return nil, fmt.Errorf("settle: meter: key: %w", err)
-	}
-	if self != t.Supplier {
-		return nil, fmt.Errorf("settle: meter: %w: key is %s's, lease %s is supplied by %s", p2p.ErrSignerMismatch, self, t.LeaseID.Short(), t.Supplier)
-	}
-	if err := led.keepTerms(RoleSupplier, t); err != nil {
 		return nil, fmt.Errorf("settle: meter: %w", err)
 	}
 	m, err := claim(led, t.LeaseID, func() (*Meter, error) {
@@ -162,27 +151,27 @@ func (m *Meter) issue(attempt uint32, start, end time.Time, gpuMs int64, util ui
 	case m.settled != nil:
 		return nil, ErrSettled
 	case attempt == 0:
-		return nil, errf(p2p.ErrMalformed, "attempt 0")
+		return nil, p2p.Errf(p2p.ErrMalformed, "attempt 0")
 	case last != nil && attempt < last.Attempt:
-		return nil, errf(ErrStaleAttempt, "attempt %d, seq %d was attempt %d", attempt, last.Seq, last.Attempt)
+		return nil, p2p.Errf(ErrStaleAttempt, "attempt %d, seq %d was attempt %d", attempt, last.Seq, last.Attempt)
 	case last != nil && attempt == last.Attempt && last.Final:
-		return nil, errf(ErrStaleAttempt, "attempt %d ended with seq %d", attempt, last.Seq)
+		return nil, p2p.Errf(ErrStaleAttempt, "attempt %d ended with seq %d", attempt, last.Seq)
 	case endMs < startMs:
-		return nil, errf(p2p.ErrMalformed, "interval %s to %s", start, end)
+		return nil, p2p.Errf(p2p.ErrMalformed, "interval %s to %s", start, end)
 	case startMs < prevEnd:
-		return nil, errf(market.ErrMismatch, "starts at %d ms, before %d ms (the end of seq %d or the lease's start)", startMs, prevEnd, seq-1)
+		return nil, p2p.Errf(market.ErrMismatch, "starts at %d ms, before %d ms (the end of seq %d or the lease's start)", startMs, prevEnd, seq-1)
 	case end.After(m.t.End.Add(m.t.Interval)):
-		return nil, errf(market.ErrMismatch, "ends %s, after the lease (%s) and one interval", end.UTC().Format(time.RFC3339), m.t.End.UTC().Format(time.RFC3339))
+		return nil, p2p.Errf(market.ErrMismatch, "ends %s, after the lease (%s) and one interval", end.UTC().Format(time.RFC3339), m.t.End.UTC().Format(time.RFC3339))
 	case gpuMs < 0 || prevCum+gpuMs > MaxGPUMs:
-		return nil, errf(p2p.ErrMalformed, "gpu_ms %d after %d", gpuMs, prevCum)
+		return nil, p2p.Errf(p2p.ErrMalformed, "gpu_ms %d after %d", gpuMs, prevCum)
 	case util > 1000:
-		return nil, errf(p2p.ErrMalformed, "util_permille %d over 1000", util)
+		return nil, p2p.Errf(p2p.ErrMalformed, "util_permille %d over 1000", util)
 	case len(cp) != 0 && len(cp) != HashBytes:
-		return nil, errf(p2p.ErrMalformed, "checkpoint hash of %d bytes", len(cp))
+		return nil, p2p.Errf(p2p.ErrMalformed, "checkpoint hash of %d bytes", len(cp))
 	case final && state == StateRunning:
-		return nil, errf(p2p.ErrMalformed, "final receipt in state %q", state)
+		return nil, p2p.Errf(p2p.ErrMalformed, "final receipt in state %q", state)
 	case !final && gpuMs > 0 && m.overCredit():
-		return nil, errf(ErrOverCredit, "owed %d micros, credit limit %d", m.owed(), m.t.CreditLimit)
+		return nil, p2p.Errf(ErrOverCredit, "owed %d micros, credit limit %d", m.owed(), m.t.CreditLimit)
 	}
 	self := m.t.Supplier
 	msg := &pb.Receipt{
@@ -258,11 +247,11 @@ func (m *Meter) Accept(voucherRaw []byte, now time.Time) (*Voucher, error) {
 func (m *Meter) accept(v *Voucher, now time.Time) ([]byte, error) {
 	switch {
 	case v.Renter != m.t.Renter:
-		return nil, errf(p2p.ErrSignerMismatch, "signed by %s, the lease's renter is %s", v.Renter, m.t.Renter)
+		return nil, p2p.Errf(p2p.ErrSignerMismatch, "signed by %s, the lease's renter is %s", v.Renter, m.t.Renter)
 	case v.Supplier != m.t.Supplier:
-		return nil, errf(market.ErrMismatch, "names supplier %s, not %s", v.Supplier, m.t.Supplier)
+		return nil, p2p.Errf(market.ErrMismatch, "names supplier %s, not %s", v.Supplier, m.t.Supplier)
 	case v.LeaseID != m.t.LeaseID:
-		return nil, errf(market.ErrMismatch, "for lease %s", v.LeaseID.Short())
+		return nil, p2p.Errf(market.ErrMismatch, "for lease %s", v.LeaseID.Short())
 	}
 	if b := m.best; b != nil {
 		switch {
@@ -278,7 +267,7 @@ func (m *Meter) accept(v *Voucher, now time.Time) ([]byte, error) {
 			return m.led.accuse(m.key, KindVoucherDecrease, v.Raw, b.Raw, now,
 				fmt.Sprintf("nonce %d pays %d micros, after nonce %d paid %d", b.Nonce, b.CumAmountMicros, v.Nonce, v.CumAmountMicros))
 		case v.Nonce <= b.Nonce:
-			return nil, errf(p2p.ErrStale, "nonce %d, the best voucher's is %d", v.Nonce, b.Nonce)
+			return nil, p2p.Errf(p2p.ErrStale, "nonce %d, the best voucher's is %d", v.Nonce, b.Nonce)
 		}
 	}
 	if m.settled != nil {
@@ -286,7 +275,7 @@ func (m *Meter) accept(v *Voucher, now time.Time) ([]byte, error) {
 	}
 	seq, ok := m.seqOf[v.Acked]
 	if !ok {
-		return nil, errf(market.ErrMismatch, "acknowledges %s, no receipt of this lease", market.ID(v.Acked).Short())
+		return nil, p2p.Errf(market.ErrMismatch, "acknowledges %s, no receipt of this lease", market.ID(v.Acked).Short())
 	}
 	var r *Receipt
 	next := uint64(1) // the first pending seq
@@ -299,10 +288,10 @@ func (m *Meter) accept(v *Voucher, now time.Time) ([]byte, error) {
 	case seq >= next:
 		r = m.pending[seq-next]
 	default:
-		return nil, errf(p2p.ErrStale, "acknowledges seq %d, before seq %d already paid", seq, m.acked.Seq)
+		return nil, p2p.Errf(p2p.ErrStale, "acknowledges seq %d, before seq %d already paid", seq, m.acked.Seq)
 	}
 	if v.CumAmountMicros > r.CumAmountMicros {
-		return nil, errf(market.ErrMismatch, "pays %d micros, receipt seq %d charges %d", v.CumAmountMicros, seq, r.CumAmountMicros)
+		return nil, p2p.Errf(market.ErrMismatch, "pays %d micros, receipt seq %d charges %d", v.CumAmountMicros, seq, r.CumAmountMicros)
 	}
 	if err := m.led.s.Put(ksVouchers, m.t.LeaseID[:], bestEntry(v.Raw, now)); err != nil {
 		return nil, fmt.Errorf("keep voucher: %w", err)
@@ -393,9 +382,9 @@ func (m *Meter) countersign(stmtRaw []byte, now time.Time) ([]byte, error) {
 	}
 	switch {
 	case s.Renter != m.t.Renter:
-		return nil, errf(p2p.ErrSignerMismatch, "statement signed by %s, the lease's renter is %s", s.Renter, m.t.Renter)
+		return nil, p2p.Errf(p2p.ErrSignerMismatch, "statement signed by %s, the lease's renter is %s", s.Renter, m.t.Renter)
 	case s.Supplier != m.t.Supplier || s.LeaseID != m.t.LeaseID || !bytes.Equal(s.JobId, m.t.JobID):
-		return nil, errf(market.ErrMismatch, "statement of lease %s, job %x, supplier %s", s.LeaseID.Short(), s.JobId, s.Supplier)
+		return nil, p2p.Errf(market.ErrMismatch, "statement of lease %s, job %x, supplier %s", s.LeaseID.Short(), s.JobId, s.Supplier)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -411,22 +400,22 @@ func (m *Meter) countersign(stmtRaw []byte, now time.Time) ([]byte, error) {
 	}
 	switch {
 	case s.FinalSeq != ackedSeq:
-		return nil, errf(market.ErrMismatch, "final_seq %d, the best voucher acknowledges seq %d", s.FinalSeq, ackedSeq)
+		return nil, p2p.Errf(market.ErrMismatch, "final_seq %d, the best voucher acknowledges seq %d", s.FinalSeq, ackedSeq)
 	case ackedSeq > 0 && s.CumGpuMs != m.acked.CumGpuMs:
-		return nil, errf(market.ErrMismatch, "cum_gpu_ms %d, receipt seq %d has %d", s.CumGpuMs, ackedSeq, m.acked.CumGpuMs)
+		return nil, p2p.Errf(market.ErrMismatch, "cum_gpu_ms %d, receipt seq %d has %d", s.CumGpuMs, ackedSeq, m.acked.CumGpuMs)
 	case ackedSeq > 0 && s.TotalMicros != m.acked.CumAmountMicros:
-		return nil, errf(market.ErrMismatch, "total_micros %d, receipt seq %d charges %d", s.TotalMicros, ackedSeq, m.acked.CumAmountMicros)
+		return nil, p2p.Errf(market.ErrMismatch, "total_micros %d, receipt seq %d charges %d", s.TotalMicros, ackedSeq, m.acked.CumAmountMicros)
 	case ackedSeq > 0 && m.best.CumAmountMicros != m.acked.CumAmountMicros:
-		return nil, errf(market.ErrMismatch, "the best voucher pays %d of receipt seq %d's %d micros", m.best.CumAmountMicros, ackedSeq, m.acked.CumAmountMicros)
+		return nil, p2p.Errf(market.ErrMismatch, "the best voucher pays %d of receipt seq %d's %d micros", m.best.CumAmountMicros, ackedSeq, m.acked.CumAmountMicros)
 	case ackedSeq > 0 && !bytes.Equal(s.FinalVoucherHash, m.best.Hash[:]):
-		return nil, errf(market.ErrMismatch, "final_voucher_hash %x is not the best voucher's %s", s.FinalVoucherHash, market.ID(m.best.Hash).Short())
+		return nil, p2p.Errf(market.ErrMismatch, "final_voucher_hash %x is not the best voucher's %s", s.FinalVoucherHash, market.ID(m.best.Hash).Short())
 	}
 	hashes, err := m.led.receiptHashes(m.t.LeaseID, ackedSeq)
 	if err != nil {
 		return nil, err
 	}
 	if root := ReceiptsRoot(hashes); !bytes.Equal(s.ReceiptsRoot, root[:]) {
-		return nil, errf(market.ErrMismatch, "receipts_root %x is not the root of receipts 1..%d, %x", s.ReceiptsRoot, ackedSeq, root)
+		return nil, p2p.Errf(market.ErrMismatch, "receipts_root %x is not the root of receipts 1..%d, %x", s.ReceiptsRoot, ackedSeq, root)
 	}
 	raw, err := SealSettlement(&pb.Settlement{Statement: stmtRaw, CreatedMs: now.UnixMilli()}, m.key)
 	if err != nil {

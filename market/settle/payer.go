@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle/pb"
@@ -39,18 +38,8 @@ type Payer struct {
 // of the lease is in use in led, it returns that one. The terms are kept
 // with the lease and must not change.
 func NewPayer(led *Ledger, key crypto.PrivKey, t Terms) (*Payer, error) {
-	if err := t.check(); err != nil {
-		return nil, fmt.Errorf("settle: payer: %w", err)
-	}
-	t.JobID = bytes.Clone(t.JobID)
-	self, err := peer.IDFromPrivateKey(key)
+	t, err := led.adopt(RoleRenter, key, t)
 	if err != nil {
-		return nil, fmt.Errorf("settle: payer: key: %w", err)
-	}
-	if self != t.Renter {
-		return nil, fmt.Errorf("settle: payer: %w: key is %s's, lease %s is rented by %s", p2p.ErrSignerMismatch, self, t.LeaseID.Short(), t.Renter)
-	}
-	if err := led.keepTerms(RoleRenter, t); err != nil {
 		return nil, fmt.Errorf("settle: payer: %w", err)
 	}
 	p, err := claim(led, t.LeaseID, func() (*Payer, error) {
@@ -157,20 +146,20 @@ func (p *Payer) accept(r *Receipt, attempt uint32, now time.Time) (voucher, evid
 	t := p.t
 	switch {
 	case r.Supplier != t.Supplier:
-		return nil, nil, errf(p2p.ErrSignerMismatch, "signed by %s, the lease's supplier is %s", r.Supplier, t.Supplier)
+		return nil, nil, p2p.Errf(p2p.ErrSignerMismatch, "signed by %s, the lease's supplier is %s", r.Supplier, t.Supplier)
 	case r.LeaseID != t.LeaseID:
-		return nil, nil, errf(market.ErrMismatch, "of lease %s", r.LeaseID.Short())
+		return nil, nil, p2p.Errf(market.ErrMismatch, "of lease %s", r.LeaseID.Short())
 	case r.Renter != t.Renter:
-		return nil, nil, errf(market.ErrMismatch, "names renter %s", r.Renter)
+		return nil, nil, p2p.Errf(market.ErrMismatch, "names renter %s", r.Renter)
 	case !bytes.Equal(r.JobId, t.JobID):
-		return nil, nil, errf(market.ErrMismatch, "of job %x, not %x", r.JobId, t.JobID)
+		return nil, nil, p2p.Errf(market.ErrMismatch, "of job %x, not %x", r.JobId, t.JobID)
 	}
 	last := p.last
 	if last != nil && r.Seq <= last.Seq {
 		return p.again(r, now)
 	}
 	if r.Attempt != attempt {
-		return nil, nil, errf(ErrStaleAttempt, "attempt %d, the job is at attempt %d", r.Attempt, attempt)
+		return nil, nil, p2p.Errf(ErrStaleAttempt, "attempt %d, the job is at attempt %d", r.Attempt, attempt)
 	}
 	if p.stmt != nil {
 		return nil, nil, ErrSettled
@@ -181,7 +170,7 @@ func (p *Payer) accept(r *Receipt, attempt uint32, now time.Time) (voucher, evid
 		lastSeq, prevEnd, prevCum = last.Seq, last.EndMs, last.CumGpuMs
 	}
 	if r.Seq != lastSeq+1 {
-		return nil, nil, errf(ErrOutOfOrder, "want seq %d first", lastSeq+1)
+		return nil, nil, p2p.Errf(ErrOutOfOrder, "want seq %d first", lastSeq+1)
 	}
 	if last != nil && !bytes.Equal(r.PrevHash, last.Hash[:]) {
 		ev, err := p.led.accuse(p.key, KindChainFork, last.Raw, r.Raw, now,
@@ -199,21 +188,21 @@ func (p *Payer) accept(r *Receipt, attempt uint32, now time.Time) (voucher, evid
 	end := r.End()
 	switch {
 	case r.PriceMicros != t.PriceMicros || int(r.Gpus) != t.GPUs:
-		return nil, nil, errf(market.ErrMismatch, "%d gpus at %d micros, the lease is %d at %d", r.Gpus, r.PriceMicros, t.GPUs, t.PriceMicros)
+		return nil, nil, p2p.Errf(market.ErrMismatch, "%d gpus at %d micros, the lease is %d at %d", r.Gpus, r.PriceMicros, t.GPUs, t.PriceMicros)
 	case r.CumGpuMs != prevCum+r.GpuMs:
-		return nil, nil, errf(market.ErrMismatch, "cum_gpu_ms %d, want %d + %d", r.CumGpuMs, prevCum, r.GpuMs)
+		return nil, nil, p2p.Errf(market.ErrMismatch, "cum_gpu_ms %d, want %d + %d", r.CumGpuMs, prevCum, r.GpuMs)
 	case last != nil && r.Attempt < last.Attempt:
-		return nil, nil, errf(ErrStaleAttempt, "attempt %d after seq %d of attempt %d", r.Attempt, last.Seq, last.Attempt)
+		return nil, nil, p2p.Errf(ErrStaleAttempt, "attempt %d after seq %d of attempt %d", r.Attempt, last.Seq, last.Attempt)
 	case last != nil && r.Attempt == last.Attempt && last.Final:
-		return nil, nil, errf(market.ErrMismatch, "attempt %d ended with seq %d", r.Attempt, last.Seq)
+		return nil, nil, p2p.Errf(market.ErrMismatch, "attempt %d ended with seq %d", r.Attempt, last.Seq)
 	case r.StartMs < prevEnd-MaxOverlap.Milliseconds():
-		return nil, nil, errf(market.ErrMismatch, "starts at %d ms, over %s before %d ms (the end of seq %d or the lease's start)", r.StartMs, MaxOverlap, prevEnd, lastSeq)
+		return nil, nil, p2p.Errf(market.ErrMismatch, "starts at %d ms, over %s before %d ms (the end of seq %d or the lease's start)", r.StartMs, MaxOverlap, prevEnd, lastSeq)
 	case end.After(now.Add(MaxClockSkew)):
-		return nil, nil, errf(ErrFuture, "ends %s, after now (%s) and %s", end.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano), MaxClockSkew)
+		return nil, nil, p2p.Errf(ErrFuture, "ends %s, after now (%s) and %s", end.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano), MaxClockSkew)
 	case end.After(t.End.Add(t.Interval)):
-		return nil, nil, errf(market.ErrMismatch, "ends %s, after the lease (%s) and one interval", end.UTC().Format(time.RFC3339), t.End.UTC().Format(time.RFC3339))
+		return nil, nil, p2p.Errf(market.ErrMismatch, "ends %s, after the lease (%s) and one interval", end.UTC().Format(time.RFC3339), t.End.UTC().Format(time.RFC3339))
 	case p.best != nil && r.CumAmountMicros < p.best.CumAmountMicros:
-		return nil, nil, errf(market.ErrMismatch, "charges %d micros, %d paid already", r.CumAmountMicros, p.best.CumAmountMicros)
+		return nil, nil, p2p.Errf(market.ErrMismatch, "charges %d micros, %d paid already", r.CumAmountMicros, p.best.CumAmountMicros)
 	}
 	nonce := uint64(1)
 	if p.best != nil {
@@ -301,7 +290,7 @@ func (p *Payer) Statement(outcome string, now time.Time) ([]byte, error) {
 
 func (p *Payer) statement(outcome string, now time.Time) ([]byte, error) {
 	if !validOutcome(outcome) {
-		return nil, errf(p2p.ErrMalformed, "outcome %q is not an outcome", outcome)
+		return nil, p2p.Errf(p2p.ErrMalformed, "outcome %q is not an outcome", outcome)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -309,7 +298,7 @@ func (p *Payer) statement(outcome string, now time.Time) ([]byte, error) {
 		if p.stmt.Outcome == outcome {
 			return p.stmt.Raw, nil
 		}
-		return nil, errf(ErrSettled, "stated already with outcome %s", p.stmt.Outcome)
+		return nil, p2p.Errf(ErrSettled, "stated already with outcome %s", p.stmt.Outcome)
 	}
 	t := p.t
 	msg := &pb.Statement{
@@ -363,15 +352,15 @@ func (p *Payer) settle(raw []byte) error {
 		return err
 	}
 	if s.Supplier != p.t.Supplier {
-		return errf(p2p.ErrSignerMismatch, "signed by %s, the lease's supplier is %s", s.Supplier, p.t.Supplier)
+		return p2p.Errf(p2p.ErrSignerMismatch, "signed by %s, the lease's supplier is %s", s.Supplier, p.t.Supplier)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case p.stmt == nil:
-		return errf(market.ErrMismatch, "no statement made yet")
+		return p2p.Errf(market.ErrMismatch, "no statement made yet")
 	case !bytes.Equal(s.Statement.Raw, p.stmt.Raw):
-		return errf(market.ErrMismatch, "countersigns statement %s, not ours, %s", market.ID(s.Statement.Hash).Short(), market.ID(p.stmt.Hash).Short())
+		return p2p.Errf(market.ErrMismatch, "countersigns statement %s, not ours, %s", market.ID(s.Statement.Hash).Short(), market.ID(p.stmt.Hash).Short())
 	case p.settlement != nil:
 		return nil
 	}

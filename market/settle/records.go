@@ -138,38 +138,38 @@ func checkReceipt(r *Receipt) error {
 	case err != nil:
 		return err
 	case m.Attempt == 0:
-		return errf(p2p.ErrMalformed, "attempt is 0")
+		return p2p.Errf(p2p.ErrMalformed, "attempt is 0")
 	case m.Seq == 0:
-		return errf(p2p.ErrMalformed, "seq is 0")
+		return p2p.Errf(p2p.ErrMalformed, "seq is 0")
 	case m.StartMs <= 0 || m.EndMs < m.StartMs:
-		return errf(p2p.ErrMalformed, "start_ms %d, end_ms %d: not an interval", m.StartMs, m.EndMs)
+		return p2p.Errf(p2p.ErrMalformed, "start_ms %d, end_ms %d: not an interval", m.StartMs, m.EndMs)
 	case m.EndMs-m.StartMs > market.MaxDuration.Milliseconds():
-		return errf(p2p.ErrMalformed, "interval of %d ms, over %s", m.EndMs-m.StartMs, market.MaxDuration)
+		return p2p.Errf(p2p.ErrMalformed, "interval of %d ms, over %s", m.EndMs-m.StartMs, market.MaxDuration)
 	case m.Gpus == 0 || m.Gpus > market.MaxCount:
-		return errf(p2p.ErrMalformed, "gpus %d not in 1..%d", m.Gpus, market.MaxCount)
+		return p2p.Errf(p2p.ErrMalformed, "gpus %d not in 1..%d", m.Gpus, market.MaxCount)
 	case m.GpuMs < 0 || m.CumGpuMs < m.GpuMs || m.CumGpuMs > MaxGPUMs:
-		return errf(p2p.ErrMalformed, "gpu_ms %d, cum_gpu_ms %d: want 0 <= gpu_ms <= cum_gpu_ms <= %d", m.GpuMs, m.CumGpuMs, MaxGPUMs)
+		return p2p.Errf(p2p.ErrMalformed, "gpu_ms %d, cum_gpu_ms %d: want 0 <= gpu_ms <= cum_gpu_ms <= %d", m.GpuMs, m.CumGpuMs, MaxGPUMs)
 	case m.UtilPermille > 1000:
-		return errf(p2p.ErrMalformed, "util_permille %d over 1000", m.UtilPermille)
+		return p2p.Errf(p2p.ErrMalformed, "util_permille %d over 1000", m.UtilPermille)
 	case m.PriceMicros <= 0 || m.PriceMicros > market.MaxPriceMicros:
-		return errf(p2p.ErrMalformed, "price_micros %d not in 1..%d", m.PriceMicros, int64(market.MaxPriceMicros))
+		return p2p.Errf(p2p.ErrMalformed, "price_micros %d not in 1..%d", m.PriceMicros, int64(market.MaxPriceMicros))
 	case m.CumAmountMicros < 0 || m.CumAmountMicros > MaxAmountMicros:
-		return errf(p2p.ErrMalformed, "cum_amount_micros %d not in 0..%d", m.CumAmountMicros, MaxAmountMicros)
+		return p2p.Errf(p2p.ErrMalformed, "cum_amount_micros %d not in 0..%d", m.CumAmountMicros, MaxAmountMicros)
 	case m.Seq == 1 && len(m.PrevHash) != 0:
-		return errf(p2p.ErrMalformed, "prev_hash of seq 1 is %d bytes, want none", len(m.PrevHash))
+		return p2p.Errf(p2p.ErrMalformed, "prev_hash of seq 1 is %d bytes, want none", len(m.PrevHash))
 	case m.Seq > 1 && len(m.PrevHash) != HashBytes:
-		return errf(p2p.ErrMalformed, "prev_hash is %d bytes, want %d", len(m.PrevHash), HashBytes)
+		return p2p.Errf(p2p.ErrMalformed, "prev_hash is %d bytes, want %d", len(m.PrevHash), HashBytes)
 	case len(m.CheckpointHash) != 0 && len(m.CheckpointHash) != HashBytes:
-		return errf(p2p.ErrMalformed, "checkpoint_hash is %d bytes, want %d or none", len(m.CheckpointHash), HashBytes)
+		return p2p.Errf(p2p.ErrMalformed, "checkpoint_hash is %d bytes, want %d or none", len(m.CheckpointHash), HashBytes)
 	case m.Final && m.State == StateRunning:
-		return errf(p2p.ErrMalformed, "final receipt in state %q", m.State)
+		return p2p.Errf(p2p.ErrMalformed, "final receipt in state %q", m.State)
 	}
-	renter, err := parsePeer("renter", m.Renter)
+	renter, err := p2p.ParsePeer("renter", m.Renter)
 	if err != nil {
 		return err
 	}
 	if renter == r.Supplier {
-		return errf(p2p.ErrMalformed, "renter is the supplier")
+		return p2p.Errf(p2p.ErrMalformed, "renter is the supplier")
 	}
 	r.Renter, r.LeaseID = renter, market.ID(m.LeaseId)
 	return nil
@@ -185,10 +185,10 @@ func CheckUsage(r *Receipt) error { return checkUsage(r.Receipt) }
 
 func checkUsage(m *pb.Receipt) error {
 	if inflated(m) {
-		return errf(ErrInflatedUsage, "gpu_ms %d over %d ms times %d gpus = %d", m.GpuMs, m.EndMs-m.StartMs, m.Gpus, wallGPUMs(m))
+		return p2p.Errf(ErrInflatedUsage, "gpu_ms %d over %d ms times %d gpus = %d", m.GpuMs, m.EndMs-m.StartMs, m.Gpus, wallGPUMs(m))
 	}
 	if amountWrong(m) {
-		return errf(ErrAmountMismatch, "cum_amount_micros %d, but %d gpu-ms at %d micros per gpu-hour is %d",
+		return p2p.Errf(ErrAmountMismatch, "cum_amount_micros %d, but %d gpu-ms at %d micros per gpu-hour is %d",
 			m.CumAmountMicros, m.CumGpuMs, m.PriceMicros, market.AmountMicros(m.PriceMicros, m.CumGpuMs))
 	}
 	return nil
@@ -219,18 +219,18 @@ func checkVoucher(v *Voucher) error {
 	case err != nil:
 		return err
 	case m.Nonce == 0:
-		return errf(p2p.ErrMalformed, "nonce is 0")
+		return p2p.Errf(p2p.ErrMalformed, "nonce is 0")
 	case m.CumAmountMicros < 0 || m.CumAmountMicros > MaxAmountMicros:
-		return errf(p2p.ErrMalformed, "cum_amount_micros %d not in 0..%d", m.CumAmountMicros, MaxAmountMicros)
+		return p2p.Errf(p2p.ErrMalformed, "cum_amount_micros %d not in 0..%d", m.CumAmountMicros, MaxAmountMicros)
 	case m.CreatedMs <= 0:
-		return errf(p2p.ErrMalformed, "created_ms %d", m.CreatedMs)
+		return p2p.Errf(p2p.ErrMalformed, "created_ms %d", m.CreatedMs)
 	}
-	supplier, err := parsePeer("supplier", m.Supplier)
+	supplier, err := p2p.ParsePeer("supplier", m.Supplier)
 	if err != nil {
 		return err
 	}
 	if supplier == v.Renter {
-		return errf(p2p.ErrMalformed, "supplier is the renter")
+		return p2p.Errf(p2p.ErrMalformed, "supplier is the renter")
 	}
 	v.Supplier, v.LeaseID, v.Acked = supplier, market.ID(m.LeaseId), [32]byte(m.ReceiptHash)
 	return nil
@@ -263,26 +263,26 @@ func checkStatement(s *Statement) error {
 	case err != nil:
 		return err
 	case m.Receipts != m.FinalSeq:
-		return errf(p2p.ErrMalformed, "%d receipts up to final_seq %d: acknowledged receipts run from seq 1", m.Receipts, m.FinalSeq)
+		return p2p.Errf(p2p.ErrMalformed, "%d receipts up to final_seq %d: acknowledged receipts run from seq 1", m.Receipts, m.FinalSeq)
 	case m.CumGpuMs < 0 || m.CumGpuMs > MaxGPUMs:
-		return errf(p2p.ErrMalformed, "cum_gpu_ms %d not in 0..%d", m.CumGpuMs, MaxGPUMs)
+		return p2p.Errf(p2p.ErrMalformed, "cum_gpu_ms %d not in 0..%d", m.CumGpuMs, MaxGPUMs)
 	case m.TotalMicros < 0 || m.TotalMicros > MaxAmountMicros:
-		return errf(p2p.ErrMalformed, "total_micros %d not in 0..%d", m.TotalMicros, MaxAmountMicros)
+		return p2p.Errf(p2p.ErrMalformed, "total_micros %d not in 0..%d", m.TotalMicros, MaxAmountMicros)
 	case m.FinalSeq == 0 && (len(m.FinalVoucherHash) != 0 || m.CumGpuMs != 0 || m.TotalMicros != 0 || !bytes.Equal(m.ReceiptsRoot, empty[:])):
-		return errf(p2p.ErrMalformed, "no receipts, but a voucher, usage, an amount or a root that is not the empty tree's")
+		return p2p.Errf(p2p.ErrMalformed, "no receipts, but a voucher, usage, an amount or a root that is not the empty tree's")
 	case m.FinalSeq > 0 && len(m.FinalVoucherHash) != HashBytes:
-		return errf(p2p.ErrMalformed, "final_voucher_hash is %d bytes, want %d", len(m.FinalVoucherHash), HashBytes)
+		return p2p.Errf(p2p.ErrMalformed, "final_voucher_hash is %d bytes, want %d", len(m.FinalVoucherHash), HashBytes)
 	case !validOutcome(m.Outcome):
-		return errf(p2p.ErrMalformed, "outcome %.32q is not an outcome", m.Outcome)
+		return p2p.Errf(p2p.ErrMalformed, "outcome %.32q is not an outcome", m.Outcome)
 	case m.CreatedMs <= 0:
-		return errf(p2p.ErrMalformed, "created_ms %d", m.CreatedMs)
+		return p2p.Errf(p2p.ErrMalformed, "created_ms %d", m.CreatedMs)
 	}
-	supplier, err := parsePeer("supplier", m.Supplier)
+	supplier, err := p2p.ParsePeer("supplier", m.Supplier)
 	if err != nil {
 		return err
 	}
 	if supplier == s.Renter {
-		return errf(p2p.ErrMalformed, "supplier is the renter")
+		return p2p.Errf(p2p.ErrMalformed, "supplier is the renter")
 	}
 	s.Supplier, s.LeaseID = supplier, market.ID(m.LeaseId)
 	return nil
@@ -309,14 +309,14 @@ func checkSettlement(s *Settlement) error {
 	case m.Version != p2p.RecordVersion:
 		return checkVersion(m.Version)
 	case m.CreatedMs <= 0:
-		return errf(p2p.ErrMalformed, "created_ms %d", m.CreatedMs)
+		return p2p.Errf(p2p.ErrMalformed, "created_ms %d", m.CreatedMs)
 	}
 	st, err := OpenStatement(m.Statement)
 	if err != nil {
 		return err
 	}
 	if st.Supplier != s.Supplier {
-		return errf(market.ErrMismatch, "countersigned by %s, statement names supplier %s", s.Supplier, st.Supplier)
+		return p2p.Errf(market.ErrMismatch, "countersigned by %s, statement names supplier %s", s.Supplier, st.Supplier)
 	}
 	s.Statement = st
 	return nil
@@ -358,9 +358,9 @@ func checkEvidence(e *Evidence) error {
 	case m.Version != p2p.RecordVersion:
 		return checkVersion(m.Version)
 	case !validKind(m.Kind):
-		return errf(p2p.ErrMalformed, "kind is not an evidence kind")
+		return p2p.Errf(p2p.ErrMalformed, "kind is not an evidence kind")
 	case m.CreatedMs <= 0:
-		return errf(p2p.ErrMalformed, "created_ms %d", m.CreatedMs)
+		return p2p.Errf(p2p.ErrMalformed, "created_ms %d", m.CreatedMs)
 	}
 	switch m.Kind {
 	case KindReceiptEquivocation, KindChainFork:
@@ -371,17 +371,17 @@ func checkEvidence(e *Evidence) error {
 		e.Accused, e.LeaseID = a.Supplier, a.LeaseID
 		if m.Kind == KindReceiptEquivocation {
 			if a.Seq != b.Seq || a.Hash == b.Hash {
-				return errf(ErrBadEvidence, "receipts seq %d and %d: not two different receipts for one seq", a.Seq, b.Seq)
+				return p2p.Errf(ErrBadEvidence, "receipts seq %d and %d: not two different receipts for one seq", a.Seq, b.Seq)
 			}
 			return nil
 		}
 		if b.Seq != a.Seq+1 || bytes.Equal(b.PrevHash, a.Hash[:]) {
-			return errf(ErrBadEvidence, "receipt seq %d does not fork from seq %d", b.Seq, a.Seq)
+			return p2p.Errf(ErrBadEvidence, "receipt seq %d does not fork from seq %d", b.Seq, a.Seq)
 		}
 		return nil
 	case KindInflatedUsage, KindAmountMismatch:
 		if len(m.B) != 0 {
-			return errf(p2p.ErrMalformed, "b is %d bytes, want none for %s", len(m.B), m.Kind)
+			return p2p.Errf(p2p.ErrMalformed, "b is %d bytes, want none for %s", len(m.B), m.Kind)
 		}
 		a, err := OpenReceipt(m.A)
 		if err != nil {
@@ -389,10 +389,10 @@ func checkEvidence(e *Evidence) error {
 		}
 		e.Accused, e.LeaseID = a.Supplier, a.LeaseID
 		if m.Kind == KindInflatedUsage && !inflated(a.Receipt) {
-			return errf(ErrBadEvidence, "receipt seq %d: gpu_ms %d within its interval times its gpus", a.Seq, a.GpuMs)
+			return p2p.Errf(ErrBadEvidence, "receipt seq %d: gpu_ms %d within its interval times its gpus", a.Seq, a.GpuMs)
 		}
 		if m.Kind == KindAmountMismatch && !amountWrong(a.Receipt) {
-			return errf(ErrBadEvidence, "receipt seq %d: cum_amount_micros %d is the price of its usage", a.Seq, a.CumAmountMicros)
+			return p2p.Errf(ErrBadEvidence, "receipt seq %d: cum_amount_micros %d is the price of its usage", a.Seq, a.CumAmountMicros)
 		}
 		return nil
 	default: // KindVoucherNonceReuse, KindVoucherDecrease
@@ -403,12 +403,12 @@ func checkEvidence(e *Evidence) error {
 		e.Accused, e.LeaseID = a.Renter, a.LeaseID
 		if m.Kind == KindVoucherNonceReuse {
 			if a.Nonce != b.Nonce || a.CumAmountMicros == b.CumAmountMicros {
-				return errf(ErrBadEvidence, "vouchers nonce %d and %d: not one nonce with two amounts", a.Nonce, b.Nonce)
+				return p2p.Errf(ErrBadEvidence, "vouchers nonce %d and %d: not one nonce with two amounts", a.Nonce, b.Nonce)
 			}
 			return nil
 		}
 		if b.Nonce <= a.Nonce || b.CumAmountMicros >= a.CumAmountMicros {
-			return errf(ErrBadEvidence, "voucher nonce %d amount %d after nonce %d amount %d: no decrease", b.Nonce, b.CumAmountMicros, a.Nonce, a.CumAmountMicros)
+			return p2p.Errf(ErrBadEvidence, "voucher nonce %d amount %d after nonce %d amount %d: no decrease", b.Nonce, b.CumAmountMicros, a.Nonce, a.CumAmountMicros)
 		}
 		return nil
 	}
@@ -438,9 +438,9 @@ func openReceiptPair(ra, rb []byte) (a, b *Receipt, err error) {
 	}
 	switch {
 	case a.Supplier != b.Supplier:
-		return nil, nil, errf(ErrBadEvidence, "receipts signed by %s and %s", a.Supplier, b.Supplier)
+		return nil, nil, p2p.Errf(ErrBadEvidence, "receipts signed by %s and %s", a.Supplier, b.Supplier)
 	case a.LeaseID != b.LeaseID:
-		return nil, nil, errf(ErrBadEvidence, "receipts of leases %s and %s", a.LeaseID.Short(), b.LeaseID.Short())
+		return nil, nil, p2p.Errf(ErrBadEvidence, "receipts of leases %s and %s", a.LeaseID.Short(), b.LeaseID.Short())
 	}
 	return a, b, nil
 }
@@ -455,9 +455,9 @@ func openVoucherPair(va, vb []byte) (a, b *Voucher, err error) {
 	}
 	switch {
 	case a.Renter != b.Renter:
-		return nil, nil, errf(ErrBadEvidence, "vouchers signed by %s and %s", a.Renter, b.Renter)
+		return nil, nil, p2p.Errf(ErrBadEvidence, "vouchers signed by %s and %s", a.Renter, b.Renter)
 	case a.LeaseID != b.LeaseID:
-		return nil, nil, errf(ErrBadEvidence, "vouchers of leases %s and %s", a.LeaseID.Short(), b.LeaseID.Short())
+		return nil, nil, p2p.Errf(ErrBadEvidence, "vouchers of leases %s and %s", a.LeaseID.Short(), b.LeaseID.Short())
 	}
 	return a, b, nil
 }
@@ -465,21 +465,16 @@ func openVoucherPair(va, vb []byte) (a, b *Voucher, err error) {
 // open checks a record's envelope and that the peer its author field names
 // is its signer.
 
-// errf wraps sentinel with a description of what failed.
-func errf(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
-}
-
 func checkVersion(v uint32) error {
 	if v != p2p.RecordVersion {
-		return errf(p2p.ErrUnsupported, "version %d", v)
+		return p2p.Errf(p2p.ErrUnsupported, "version %d", v)
 	}
 	return nil
 }
 
 func checkLen(field string, b []byte, n int) error {
 	if len(b) != n {
-		return errf(p2p.ErrMalformed, "%s is %d bytes, want %d", field, len(b), n)
+		return p2p.Errf(p2p.ErrMalformed, "%s is %d bytes, want %d", field, len(b), n)
 	}
 	return nil
 }
@@ -492,15 +487,7 @@ func checkState(s string) error {
 		ok = c >= 'a' && c <= 'z' || c == '-' && i > 0
 	}
 	if !ok {
-		return errf(p2p.ErrMalformed, "state %.32q is not a state name", s)
+		return p2p.Errf(p2p.ErrMalformed, "state %.32q is not a state name", s)
 	}
 	return nil
-}
-
-func parsePeer(field string, b []byte) (peer.ID, error) {
-	id, err := peer.IDFromBytes(b)
-	if err != nil {
-		return "", errf(p2p.ErrMalformed, "%s: %v", field, err)
-	}
-	return id, nil
 }

@@ -71,6 +71,9 @@ func TestHappyPath(t *testing.T) {
 		t.Fatalf("LastPaid %s, want %s", x.m.LastPaid(), x.now)
 	}
 	for _, led := range []*Ledger{x.sled, x.rled} {
+		if n, paid, err := led.Paid(x.terms.LeaseID); err != nil || n != 20 || paid != want {
+			t.Fatalf("Paid = %d receipts, %d micros, %v; want 20, %d", n, paid, err, want)
+		}
 		rep, err := led.Verify(x.terms.LeaseID, x.now)
 		if err != nil {
 			t.Fatal(err)

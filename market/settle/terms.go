@@ -52,21 +52,21 @@ func TermsOf(l *market.Lease, jobID []byte) Terms {
 func (t Terms) check() error {
 	switch {
 	case t.LeaseID == market.ID{}:
-		return errf(p2p.ErrMalformed, "terms: zero lease ID")
+		return p2p.Errf(p2p.ErrMalformed, "terms: zero lease ID")
 	case len(t.JobID) != JobIDBytes:
-		return errf(p2p.ErrMalformed, "terms: job ID is %d bytes, want %d", len(t.JobID), JobIDBytes)
+		return p2p.Errf(p2p.ErrMalformed, "terms: job ID is %d bytes, want %d", len(t.JobID), JobIDBytes)
 	case t.Renter == "" || t.Supplier == "" || t.Renter == t.Supplier:
-		return errf(p2p.ErrMalformed, "terms: renter %q and supplier %q must be two peers", t.Renter, t.Supplier)
+		return p2p.Errf(p2p.ErrMalformed, "terms: renter %q and supplier %q must be two peers", t.Renter, t.Supplier)
 	case t.GPUs <= 0 || t.GPUs > market.MaxCount:
-		return errf(p2p.ErrMalformed, "terms: %d gpus not in 1..%d", t.GPUs, market.MaxCount)
+		return p2p.Errf(p2p.ErrMalformed, "terms: %d gpus not in 1..%d", t.GPUs, market.MaxCount)
 	case t.PriceMicros <= 0 || t.PriceMicros > market.MaxPriceMicros:
-		return errf(p2p.ErrMalformed, "terms: price %d micros not in 1..%d", t.PriceMicros, int64(market.MaxPriceMicros))
+		return p2p.Errf(p2p.ErrMalformed, "terms: price %d micros not in 1..%d", t.PriceMicros, int64(market.MaxPriceMicros))
 	case t.Start.UnixMilli() <= 0 || !t.End.After(t.Start):
-		return errf(p2p.ErrMalformed, "terms: lease from %s to %s", t.Start, t.End)
+		return p2p.Errf(p2p.ErrMalformed, "terms: lease from %s to %s", t.Start, t.End)
 	case t.Interval <= 0:
-		return errf(p2p.ErrMalformed, "terms: receipt interval %s", t.Interval)
+		return p2p.Errf(p2p.ErrMalformed, "terms: receipt interval %s", t.Interval)
 	case t.CreditLimit < 0:
-		return errf(p2p.ErrMalformed, "terms: credit limit %d micros", t.CreditLimit)
+		return p2p.Errf(p2p.ErrMalformed, "terms: credit limit %d micros", t.CreditLimit)
 	}
 	return nil
 }

@@ -472,11 +472,8 @@ func (c *Controller) view(js *jobState) View {
 		}
 		if err == nil {
 			av.LeaseID = l.ID.String()
-			if p, err := settle.NewPayer(c.cfg.Ledger, c.cfg.Key, settle.TermsOf(l, js.spec.JobId)); err == nil {
-				av.PaidMicros = p.Paid()
-				if last := p.Last(); last != nil {
-					av.Receipts = int(last.Seq)
-				}
+			if n, paid, err := c.cfg.Ledger.Paid(l.ID); err == nil {
+				av.Receipts, av.PaidMicros = int(n), paid
 			}
 		}
 		if fi, err := os.Stat(c.logPath(r.ID, a.Attempt)); err == nil {
@@ -548,17 +545,21 @@ func (c *Controller) Logs(ctx context.Context, id string, from int64, follow boo
 		js.mu.Unlock()
 		base := int64(0)
 		for _, a := range attempts {
-			b, err := os.ReadFile(c.logPath(js.rec.ID, a))
-			if err != nil && !os.IsNotExist(err) {
+			path := c.logPath(js.rec.ID, a)
+			fi, err := os.Stat(path)
+			if os.IsNotExist(err) {
+				continue
+			}
+			if err != nil {
 				return off, err
 			}
-			if end := base + int64(len(b)); off < end {
-				if _, err := w.Write(b[off-base:]); err != nil {
+			if end := base + fi.Size(); off < end {
+				if err := copyRange(w, path, off-base, end-off); err != nil {
 					return off, err
 				}
 				off = end
 			}
-			base += int64(len(b))
+			base += fi.Size()
 		}
 		if f, ok := w.(interface{ Flush() }); ok {
 			f.Flush()
@@ -573,4 +574,15 @@ func (c *Controller) Logs(ctx context.Context, id string, from int64, follow boo
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// copyRange writes n bytes of the file at path from offset from to w.
+func copyRange(w io.Writer, path string, from, n int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(w, io.NewSectionReader(f, from, n))
+	return err
 }

@@ -157,7 +157,7 @@ func (r *run) meterLoop() {
 			}
 		case <-t.C:
 			now := r.e.cfg.Now()
-			r.receipt(last, now, false, StateRunning, 0)
+			r.receipt(last, now, false, StateRunning)
 			last = now
 			r.enforceCredit(now)
 		}
@@ -190,7 +190,7 @@ func maxTime(a, b time.Time) time.Time {
 
 // receipt issues (durably) and sends the receipt of [from, to]; nothing
 // past the lease's end is billed.
-func (r *run) receipt(from, to time.Time, final bool, state string, code int) {
+func (r *run) receipt(from, to time.Time, final bool, state string) {
 	if end := r.lease.End(); to.After(end) {
 		to = end
 	}
@@ -255,12 +255,12 @@ func (r *run) finish(last time.Time) {
 	case res.Err != nil:
 		state, msg = StateFailed, res.Err.Error()
 	case res.ExitCode != 0:
-		state, msg = StateFailed, "exit code "+itoa(res.ExitCode)
+		state, msg = StateFailed, "exit code "+strconv.Itoa(res.ExitCode)
 		if res.Signal != "" {
 			msg = "killed by signal " + res.Signal
 		}
 	}
-	r.receipt(last, r.e.cfg.Now(), true, state, res.ExitCode)
+	r.receipt(last, r.e.cfg.Now(), true, state)
 	r.setState(state, res.ExitCode, msg)
 	r.logger.Info("job ended", "state", state, "exit_code", res.ExitCode, "cpu", res.CPUTime)
 	close(r.done)
@@ -270,8 +270,6 @@ func (r *run) finish(last time.Time) {
 		r.e.cfg.Release(r.lease.ID)
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // attach makes st the attempt's session: it resends the receipts not yet
 // paid, the log from logOffset and the status, then serves the renter's

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -217,32 +216,15 @@ type containerProc struct {
 
 func (p *containerProc) wait() {
 	err := p.cmd.Wait()
-	res := resultOfContainer(p.cmd.ProcessState, err)
+	// The client exits with the container's code (125 for its own errors,
+	// 137 when the container was killed ...); CPU time and memory are the
+	// client's, not the container's.
+	res := resultOf(p.cmd.ProcessState, err)
 	os.Remove(p.envFile)
 	p.mu.Lock()
 	p.res = res
 	p.mu.Unlock()
 	close(p.done)
-}
-
-// resultOfContainer: the client exits with the container's code (125 for
-// its own errors, 137 when the container was killed ...). CPU time and
-// memory are the client's, not the container's.
-func resultOfContainer(st *os.ProcessState, werr error) Result {
-	var res Result
-	var ee *exec.ExitError
-	if werr != nil && !errors.As(werr, &ee) {
-		res.Err = fmt.Errorf("wait: %w", werr)
-	}
-	if st == nil {
-		res.ExitCode = -1
-		return res
-	}
-	res.ExitCode = st.ExitCode()
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		res.Signal = ws.Signal().String()
-	}
-	return res
 }
 
 func (p *containerProc) Pid() int              { return p.cmd.Process.Pid }

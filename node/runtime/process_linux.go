@@ -408,29 +408,6 @@ func (p *process) wait() {
 	close(p.done)
 }
 
-// resultOf turns a wait into a Result.
-func resultOf(st *os.ProcessState, werr error) Result {
-	var res Result
-	var ee *exec.ExitError
-	if werr != nil && !errors.As(werr, &ee) {
-		res.Err = fmt.Errorf("wait: %w", werr)
-	}
-	if st == nil {
-		res.ExitCode = -1
-		return res
-	}
-	res.ExitCode = st.ExitCode()
-	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		res.ExitCode = -1
-		res.Signal = ws.Signal().String()
-	}
-	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-		res.CPUTime = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		res.MaxRSS = ru.Maxrss * 1024
-	}
-	return res
-}
-
 func (p *process) Pid() int              { return p.pid }
 func (p *process) Done() <-chan struct{} { return p.done }
 

@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -330,4 +332,28 @@ func short(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// resultOf turns a wait into a Result: the exit code, or -1 and the
+// signal; the CPU time and peak RSS of what was waited for.
+func resultOf(st *os.ProcessState, werr error) Result {
+	var res Result
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) {
+		res.Err = fmt.Errorf("wait: %w", werr)
+	}
+	if st == nil {
+		res.ExitCode = -1
+		return res
+	}
+	res.ExitCode = st.ExitCode()
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.ExitCode = -1
+		res.Signal = ws.Signal().String()
+	}
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		res.CPUTime = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		res.MaxRSS = ru.Maxrss * 1024
+	}
+	return res
 }

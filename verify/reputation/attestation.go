@@ -162,24 +162,24 @@ func checkAttestation(m *pb.Attestation, attester peer.ID, now time.Time, maxAge
 	created := time.UnixMilli(m.CreatedMs)
 	switch {
 	case m.Version != p2p.RecordVersion:
-		return "", errf(p2p.ErrUnsupported, "version %d", m.Version)
+		return "", p2p.Errf(p2p.ErrUnsupported, "version %d", m.Version)
 	case m.Nonce == 0:
-		return "", errf(p2p.ErrMalformed, "nonce is 0")
+		return "", p2p.Errf(p2p.ErrMalformed, "nonce is 0")
 	case m.CreatedMs <= 0:
-		return "", errf(p2p.ErrMalformed, "created_ms %d", m.CreatedMs)
+		return "", p2p.Errf(p2p.ErrMalformed, "created_ms %d", m.CreatedMs)
 	case created.After(now.Add(p2p.ClockSkew)):
-		return "", errf(p2p.ErrFutureDated, "created %s", created.UTC().Format(time.RFC3339))
+		return "", p2p.Errf(p2p.ErrFutureDated, "created %s", created.UTC().Format(time.RFC3339))
 	case created.Before(now.Add(-maxAge)):
-		return "", errf(p2p.ErrExpired, "created %s, over %s ago", created.UTC().Format(time.RFC3339), maxAge)
+		return "", p2p.Errf(p2p.ErrExpired, "created %s, over %s ago", created.UTC().Format(time.RFC3339), maxAge)
 	}
 	subject, err := peer.IDFromBytes(m.Subject)
 	switch {
 	case err != nil:
-		return "", errf(p2p.ErrMalformed, "subject: %v", err)
+		return "", p2p.Errf(p2p.ErrMalformed, "subject: %v", err)
 	case subject == attester:
-		return "", errf(p2p.ErrMalformed, "subject is the attester: self-attestation")
+		return "", p2p.Errf(p2p.ErrMalformed, "subject is the attester: self-attestation")
 	case m.Kind != KindChallenge && m.Kind != KindUptime:
-		return "", errf(p2p.ErrMalformed, "kind %q is not %q or %q", m.Kind, KindChallenge, KindUptime)
+		return "", p2p.Errf(p2p.ErrMalformed, "kind %q is not %q or %q", m.Kind, KindChallenge, KindUptime)
 	}
 	err = cmp.Or(
 		checkUUIDs(m.GpuUuids),
@@ -191,25 +191,25 @@ func checkAttestation(m *pb.Attestation, attester peer.ID, now time.Time, maxAge
 	case err != nil:
 		return "", err
 	case m.Gpus > MaxGPUs:
-		return "", errf(p2p.ErrMalformed, "gpus %d over %d", m.Gpus, MaxGPUs)
+		return "", p2p.Errf(p2p.ErrMalformed, "gpus %d over %d", m.Gpus, MaxGPUs)
 	case m.MeasuredMilliOps < 0:
-		return "", errf(p2p.ErrMalformed, "measured_milli_ops %d is negative", m.MeasuredMilliOps)
+		return "", p2p.Errf(p2p.ErrMalformed, "measured_milli_ops %d is negative", m.MeasuredMilliOps)
 	case m.ExpectedMilliOps < 0:
-		return "", errf(p2p.ErrMalformed, "expected_milli_ops %d is negative", m.ExpectedMilliOps)
+		return "", p2p.Errf(p2p.ErrMalformed, "expected_milli_ops %d is negative", m.ExpectedMilliOps)
 	case m.DurationMs < 0:
-		return "", errf(p2p.ErrMalformed, "duration_ms %d is negative", m.DurationMs)
+		return "", p2p.Errf(p2p.ErrMalformed, "duration_ms %d is negative", m.DurationMs)
 	}
 	return subject, nil
 }
 
 func checkUUIDs(uuids []string) error {
 	if len(uuids) > MaxUUIDs {
-		return errf(p2p.ErrMalformed, "%d gpu_uuids (limit %d)", len(uuids), MaxUUIDs)
+		return p2p.Errf(p2p.ErrMalformed, "%d gpu_uuids (limit %d)", len(uuids), MaxUUIDs)
 	}
 	seen := make(map[string]bool, len(uuids))
 	for i, u := range uuids {
 		if u == "" || len(u) > MaxUUIDBytes || seen[u] {
-			return errf(p2p.ErrMalformed, "gpu_uuids[%d] empty, over %d bytes or repeated", i, MaxUUIDBytes)
+			return p2p.Errf(p2p.ErrMalformed, "gpu_uuids[%d] empty, over %d bytes or repeated", i, MaxUUIDBytes)
 		}
 		seen[u] = true
 	}
@@ -222,12 +222,12 @@ func checkChallengeID(kind string, id []byte) error {
 	if len(id) == ChallengeIDBytes || len(id) == 0 && kind == KindUptime {
 		return nil
 	}
-	return errf(p2p.ErrMalformed, "challenge_id is %d bytes, want %d", len(id), ChallengeIDBytes)
+	return p2p.Errf(p2p.ErrMalformed, "challenge_id is %d bytes, want %d", len(id), ChallengeIDBytes)
 }
 
 func checkBounded(field, s string, limit int) error {
 	if len(s) > limit {
-		return errf(p2p.ErrMalformed, "%s is %d bytes (limit %d)", field, len(s), limit)
+		return p2p.Errf(p2p.ErrMalformed, "%s is %d bytes (limit %d)", field, len(s), limit)
 	}
 	return nil
 }
@@ -241,12 +241,7 @@ func checkModel(s string) error {
 		ok = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0
 	}
 	if !ok {
-		return errf(p2p.ErrMalformed, "model %q is not a model slug", s)
+		return p2p.Errf(p2p.ErrMalformed, "model %q is not a model slug", s)
 	}
 	return nil
-}
-
-// errf wraps sentinel with a description of what failed.
-func errf(sentinel error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
 }

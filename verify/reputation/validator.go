@@ -15,7 +15,7 @@ import (
 // covers a round of pings over many suppliers.
 const (
 	DefaultAttestationRate  rate.Limit = 2
-	DefaultAttestationBurst            = 64
+	DefaultAttestationBurst int        = 64
 )
 
 const (
