@@ -394,6 +394,9 @@ func (s *Supplier) handleLease(st network.Stream) error {
 		return refuse("proposal signed by %s but sent by %s", p.Renter, st.Conn().RemotePeer())
 	case time.Duration(p.DurationS)*time.Second < s.cfg.MinDuration || time.Duration(p.DurationS)*time.Second > s.cfg.MaxDuration:
 		return refuse("%s: duration %ds outside %s..%s", DeclineDuration, p.DurationS, s.cfg.MinDuration, s.cfg.MaxDuration)
+	case p.Ask != nil && !s.isCurrentAsk(p.Ask) && s.ledger.Free(p.Model) < int(p.Count):
+		// Withdrawn because it sold out: say so, as for any busy supplier.
+		return refuse("%s: %d of %s free, %d asked; the ask was withdrawn", DeclineBusy, s.ledger.Free(p.Model), p.Model, p.Count)
 	case p.Ask != nil && !s.isCurrentAsk(p.Ask):
 		return refuse("that ask was replaced or withdrawn; take the current one or bid")
 	case s.leaseExists(p.ID):
