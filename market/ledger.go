@@ -321,6 +321,21 @@ func (l *Ledger) Release(leaseID ID) error {
 	return nil
 }
 
+// NextExpiry is when the next reservation (pending or confirmed) lapses
+// and frees its GPUs; zero when none is held. The supplier wakes then to
+// advertise the freed capacity at once.
+func (l *Ledger) NextExpiry() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var next time.Time
+	for _, r := range l.res {
+		if next.IsZero() || r.Until.Before(next) {
+			next = r.Until
+		}
+	}
+	return next
+}
+
 // Free returns the number of free GPUs of model (0 for a model the
 // supplier does not have).
 func (l *Ledger) Free(model string) int {

@@ -72,6 +72,7 @@ type Supplier struct {
 
 	mu      sync.Mutex
 	asks    map[string]*Ask // live own ask per model
+	unsent  map[string]bool // models whose live ask could not be gossiped
 	changed chan struct{}   // capacity changed: re-post asks
 	done    chan struct{}   // closed when Run returns
 }
@@ -99,7 +100,7 @@ func NewSupplier(cfg SupplierConfig) (*Supplier, error) {
 	}
 	s := &Supplier{
 		cfg: cfg, self: cfg.Net.Host.ID(), ledger: led, log: cfg.Log.With("sub", "supplier"),
-		asks: map[string]*Ask{}, changed: make(chan struct{}, 1), done: make(chan struct{}),
+		asks: map[string]*Ask{}, unsent: map[string]bool{}, changed: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	p2p.Serve(cfg.Net.Host, LeaseProtocol, s.handleLease)
 	return s, nil
@@ -118,33 +119,135 @@ func (s *Supplier) CapacityChanged() {
 }
 
 // Run posts and renews the supplier's asks until ctx ends, then cancels
-// them.
+// them and waits (at most ShutdownGrace) until a peer's order book shows
+// the cancels arrived.
+//
+// An ask is re-posted when the model's free count or price moves (a lease
+// ended, a reservation lapsed, a job ended early), and renewed at half its
+// lifetime otherwise; reposts are at least repostGap apart, so capacity
+// that churns under an attacker's proposals cannot turn into a gossip
+// flood.
 func (s *Supplier) Run(ctx context.Context) {
 	defer close(s.done)
 	for {
-		// Renew at half the asks' lifetime; retry soon when an ask could
-		// not be gossiped (no topic peer yet, e.g. right after start).
-		wait := s.cfg.AskTTL / 2
-		if !s.postAsks(ctx) {
-			wait = 2 * time.Second
-		}
+		ok := s.postAsks(ctx)
+		wait := s.nextPost(ok)
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			if s.cancelAsks(cctx) > 0 {
-				// pubsub queues what it publishes and has no flush: give
-				// the cancels a moment to leave before the host closes.
-				time.Sleep(300 * time.Millisecond)
-			}
-			cancel()
+			timer.Stop()
+			s.withdraw()
 			return
-		case <-time.After(wait):
+		case <-timer.C:
 		case <-s.changed:
+			timer.Stop()
+		}
+		// Space reposts out, whatever woke us.
+		select {
+		case <-ctx.Done():
+			s.withdraw()
+			return
+		case <-time.After(repostGap):
 		}
 	}
 }
 
-// Stopped waits, at most limit, for Run to have cancelled its asks.
+// repostGap is the least time between two rounds of posting asks.
+const repostGap = 500 * time.Millisecond
+
+// ShutdownGrace bounds how long a stopping supplier waits for its
+// cancels to reach a peer.
+const ShutdownGrace = 3 * time.Second
+
+// nextPost is how long Run sleeps before looking at its asks again: until
+// the next renewal, the next reservation to lapse, or soon when an ask
+// could not be gossiped (no topic peer yet, e.g. right after start).
+func (s *Supplier) nextPost(allSent bool) time.Duration {
+	if !allSent {
+		return 2 * time.Second
+	}
+	now := s.cfg.Now()
+	wait := s.cfg.AskTTL / 2
+	s.mu.Lock()
+	for _, a := range s.asks {
+		if d := a.Created().Add(s.cfg.AskTTL / 2).Sub(now); d < wait {
+			wait = d
+		}
+	}
+	s.mu.Unlock()
+	if next := s.ledger.NextExpiry(); !next.IsZero() {
+		// A little after the lapse, so the ledger sees it lapsed.
+		if d := next.Sub(now) + 10*time.Millisecond; d < wait {
+			wait = d
+		}
+	}
+	return max(wait, 0)
+}
+
+// withdraw cancels every live ask and waits, at most ShutdownGrace, until
+// a connected peer's order book no longer lists them: pubsub queues what
+// it publishes and has no flush, so without this the host could close
+// with the cancels still queued, and every book would offer a supplier
+// that is gone until its asks expire.
+func (s *Supplier) withdraw() {
+	ctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	ids := s.cancelAsks(ctx)
+	if len(ids) == 0 {
+		return
+	}
+	if err := s.awaitCancelled(ctx, ids); err != nil {
+		s.log.Warn("asks withdrawn, but no peer confirmed it before shutdown", "err", err)
+	}
+}
+
+// awaitCancelled polls the order books of up to three connected peers
+// until none of them lists any of the asks in ids (keyed by model). A
+// peer that never held an ask counts as having dropped it: its book
+// offers nothing stale either.
+func (s *Supplier) awaitCancelled(ctx context.Context, ids map[string]ID) error {
+	models := make([]string, 0, len(ids))
+	for m := range ids {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	h := s.cfg.Net.Host
+	for {
+		var asked int
+		stale := false
+		for _, p := range h.Network().Peers() {
+			if asked == 3 {
+				break
+			}
+			if ok, _ := h.Peerstore().SupportsProtocols(p, BookProtocol); len(ok) == 0 {
+				continue
+			}
+			asks, err := QueryBook(ctx, h, p, models, s.cfg.Now())
+			if err != nil {
+				continue
+			}
+			asked++
+			for _, a := range asks {
+				if a.Supplier == s.self && ids[a.Model] == a.ID {
+					stale = true
+				}
+			}
+		}
+		switch {
+		case asked == 0:
+			return errors.New("no connected peer serves its order book")
+		case !stale:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("a peer still lists the withdrawn asks: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stopped waits, at most limit, for Run to have withdrawn its asks.
 func (s *Supplier) Stopped(limit time.Duration) {
 	select {
 	case <-s.done:
@@ -170,11 +273,12 @@ func (s *Supplier) utilization(model string) float64 {
 }
 
 // postAsks publishes a fresh ask for every model with a list price and
-// free GPUs, and cancels the ask of a model with none free. It reports
-// whether every ask was gossiped.
+// free GPUs whose live ask is missing, unsent, out of date (free count or
+// price moved) or half way through its lifetime, and cancels the ask of a
+// model with none free. It reports whether every ask was gossiped.
 func (s *Supplier) postAsks(ctx context.Context) bool {
 	now := s.cfg.Now()
-	ok := true
+	allSent := true
 	for _, m := range s.models() {
 		free := s.ledger.Free(m)
 		price, ok := s.cfg.Pricer.AskPrice(m, s.utilization(m), s.cfg.Index.Median(m))
@@ -183,6 +287,13 @@ func (s *Supplier) postAsks(ctx context.Context) bool {
 		}
 		if free == 0 {
 			s.cancelAsk(ctx, m)
+			continue
+		}
+		s.mu.Lock()
+		cur, unsent := s.asks[m], s.unsent[m]
+		s.mu.Unlock()
+		if cur != nil && !unsent && int(cur.Count) == free && cur.PriceMicros == price &&
+			now.Before(cur.Created().Add(s.cfg.AskTTL/2)) {
 			continue
 		}
 		a := &pb.Ask{
@@ -207,49 +318,55 @@ func (s *Supplier) postAsks(ctx context.Context) bool {
 			continue
 		}
 		s.cfg.Book.AddAsk(ask)
-		s.mu.Lock()
-		s.asks[m] = ask
-		s.mu.Unlock()
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := s.cfg.Orders.Publish(pctx, raw); err != nil && ctx.Err() == nil {
-			s.log.Debug("publish ask", "model", m, "err", err)
-			ok = false
-		}
+		err = s.cfg.Orders.Publish(pctx, raw)
 		cancel()
+		failed := err != nil && ctx.Err() == nil
+		if failed {
+			s.log.Debug("publish ask", "model", m, "err", err)
+			allSent = false
+		}
+		s.mu.Lock()
+		s.asks[m], s.unsent[m] = ask, failed
+		s.mu.Unlock()
 	}
-	return ok
+	return allSent
 }
 
-func (s *Supplier) cancelAsk(ctx context.Context, model string) bool {
+// cancelAsk withdraws the live ask of model and returns its ID, or false
+// when there was none or the cancel could not be published.
+func (s *Supplier) cancelAsk(ctx context.Context, model string) (ID, bool) {
 	s.mu.Lock()
 	a := s.asks[model]
 	delete(s.asks, model)
+	delete(s.unsent, model)
 	s.mu.Unlock()
 	if a == nil {
-		return false
+		return ID{}, false
 	}
 	now := s.cfg.Now()
 	raw, err := SealCancel(&pb.Cancel{Nonce: nonce(), CreatedMs: now.UnixMilli(), OrderId: a.ID[:]}, s.cfg.Key)
 	if err != nil {
 		s.log.Warn("seal cancel", "err", err)
-		return false
+		return ID{}, false
 	}
 	if c, err := OpenCancel(raw, now); err == nil {
 		s.cfg.Book.Cancel(c)
 	}
 	if err := s.cfg.Orders.Publish(ctx, raw); err != nil {
 		s.log.Debug("publish cancel", "model", model, "err", err)
-		return false
+		return ID{}, false
 	}
-	return true
+	return a.ID, true
 }
 
-// cancelAsks withdraws every live ask and returns how many cancels it sent.
-func (s *Supplier) cancelAsks(ctx context.Context) int {
-	sent := 0
+// cancelAsks withdraws every live ask and returns the IDs of those whose
+// cancel it published, by model.
+func (s *Supplier) cancelAsks(ctx context.Context) map[string]ID {
+	sent := map[string]ID{}
 	for _, m := range s.models() {
-		if s.cancelAsk(ctx, m) {
-			sent++
+		if id, ok := s.cancelAsk(ctx, m); ok {
+			sent[m] = id
 		}
 	}
 	return sent

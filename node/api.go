@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,18 +101,10 @@ func (n *Node) startAPI() error {
 		}
 		writeJSON(w, nonNil(n.market.supplier.Ledger().Capacity()))
 	})
-	// Mutating endpoints need the token in DATA/api.token.
-	auth := func(h http.HandlerFunc) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			if r.Header.Get("Authorization") != "Bearer "+token {
-				http.Error(w, "a bearer token (DATA/"+TokenFile+") is required", http.StatusUnauthorized)
-				return
-			}
-			h(w, r)
-		}
-	}
-	n.jobRoutes(mux, auth)
-	mux.HandleFunc("POST /api/v1/challenge", auth(func(w http.ResponseWriter, r *http.Request) {
+	// Every route but /healthz needs the token: requireToken, below,
+	// guards the whole mux, so no route can be added without it.
+	n.jobRoutes(mux)
+	mux.HandleFunc("POST /api/v1/challenge", func(w http.ResponseWriter, r *http.Request) {
 		id, err := peer.Decode(r.URL.Query().Get("peer"))
 		if err != nil {
 			http.Error(w, "peer: "+err.Error(), http.StatusBadRequest)
@@ -123,18 +116,17 @@ func (n *Node) startAPI() error {
 			return
 		}
 		writeJSON(w, rep)
-	}))
+	})
 	mux.HandleFunc("GET /api/v1/reputation", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, n.ReputationView())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
-	// Go's profiler, for operators chasing CPU or memory use; the API
-	// listens on loopback unless told otherwise.
+	// Go's profiler, for operators chasing CPU or memory use.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	n.api = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	n.api = &http.Server{Handler: requireToken(token, mux), ReadHeaderTimeout: 5 * time.Second}
 	n.apiLn = ln
 	n.goLoop(func() {
 		if err := n.api.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -142,6 +134,27 @@ func (n *Node) startAPI() error {
 		}
 	})
 	return nil
+}
+
+// requireToken serves h only to requests that carry the node's token as
+// a bearer token; GET /healthz alone is open, so that supervisors and the
+// testnet can check a node is up. Loopback is no trust boundary: every
+// local user, and every job a supplier runs (they share its network until
+// jobs get a network of their own), can connect to it, and none of them
+// can read the token (mode 0600, hidden from jobs).
+func requireToken(token string, h http.Handler) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			http.Error(w, "a bearer token (DATA/"+TokenFile+") is required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // APIAddr is the address the API listens on, or "" when it is off.

@@ -16,6 +16,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/p2p/pb"
 	"github.com/gpumesh/gpumesh/store"
@@ -279,7 +280,7 @@ func (n *Node) Close() error {
 		// Give the supplier a moment to cancel its asks while the
 		// network is still up.
 		if n.market.supplier != nil {
-			n.market.supplier.Stopped(2 * time.Second)
+			n.market.supplier.Stopped(market.ShutdownGrace + time.Second)
 		}
 		for _, t := range []*p2p.Topic{n.market.orders, n.market.trades, n.verify.atts} {
 			if t != nil {

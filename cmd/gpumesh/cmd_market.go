@@ -165,7 +165,7 @@ func newOrdersCmd(a *app) *cobra.Command {
 				return usageError{err}
 			}
 			var o node.Orders
-			if err := getJSON(cmd, "http://"+cfg.API+"/api/v1/orders?filter="+url.QueryEscape(filter), &o); err != nil {
+			if err := getJSON(cmd, cfg, "/api/v1/orders?filter="+url.QueryEscape(filter), &o); err != nil {
 				return err
 			}
 			if a.json {
@@ -201,7 +201,7 @@ func newLeasesCmd(a *app) *cobra.Command {
 				return err
 			}
 			var ls []node.LeaseView
-			if err := getJSON(cmd, "http://"+cfg.API+"/api/v1/leases", &ls); err != nil {
+			if err := getJSON(cmd, cfg, "/api/v1/leases", &ls); err != nil {
 				if cfg.Sources["data"] == "default" {
 					return err // without --data there is no store to fall back on
 				}
@@ -240,7 +240,7 @@ func newPricesCmd(a *app) *cobra.Command {
 				return err
 			}
 			var ps []market.PricePoint
-			if err := getJSON(cmd, "http://"+cfg.API+"/api/v1/prices", &ps); err != nil {
+			if err := getJSON(cmd, cfg, "/api/v1/prices", &ps); err != nil {
 				return err
 			}
 			if a.json {

@@ -138,7 +138,7 @@ func newPeersCmd(a *app) *cobra.Command {
 				return usageError{fmt.Errorf("the node's API is off; pass --api HOST:PORT of a running node")}
 			}
 			var peers []node.PeerState
-			if err := getJSON(cmd, "http://"+cfg.API+"/api/v1/peers", &peers); err != nil {
+			if err := getJSON(cmd, cfg, "/api/v1/peers", &peers); err != nil {
 				return err
 			}
 			if a.json {
@@ -160,17 +160,32 @@ func newPeersCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func getJSON(cmd *cobra.Command, url string, v any) error {
+// getJSON asks the node's API (cfg.API) for path with the token of the
+// node whose data dir is cfg.DataDir, and decodes the JSON answer into v.
+func getJSON(cmd *cobra.Command, cfg node.Config, path string, v any) error {
+	// Without a token the request still goes out: that the node is not
+	// running is the likelier problem, and the better error.
+	token, tokenErr := node.ReadToken(cfg.DataDir)
+	url := "http://" + cfg.API + path
 	client := &http.Client{Timeout: 5 * time.Second}
 	req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, url, nil)
 	if err != nil {
 		return err
+	}
+	if tokenErr == nil {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("cannot reach the node's API at %s: %w; is `gpumesh node` running? (pass --api HOST:PORT)", url, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		if tokenErr != nil {
+			return fmt.Errorf("node API %s: %s: it needs the node's token, and %s has none (%v); pass --data of the node you ask", url, resp.Status, cfg.DataDir, tokenErr)
+		}
+		return fmt.Errorf("node API %s: %s: the token in %s is not that node's; pass --data of the node you ask", url, resp.Status, cfg.DataDir)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("node API %s: %s", url, resp.Status)
 	}

@@ -177,12 +177,12 @@ Bootstrap addresses, one a line: %[2]s
 Try:
   %[1]s search --bootstrap $(head -1 %[2]s) model=h100-sxm
   %[1]s search --bootstrap $(head -1 %[2]s) region=eu-west --json
-  %[1]s peers --api %[3]s
+  %[1]s peers --api %[3]s --data %[6]s
   %[4]s status%[5]s
   %[4]s demo%[5]s
 Stop it with:
   %[4]s down%[5]s
-`, bin, bootstrap, st.Nodes[0].API, self, dirArg)
+`, bin, bootstrap, st.Nodes[0].API, self, dirArg, rel(st.Nodes[0].DataDir))
 }
 
 func (c *cli) down(_ context.Context, args []string) error {
@@ -248,7 +248,11 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		*bin = st.Binary
 	}
 	bs := st.BootstrapArgs()
-	api := func(i int) []string { return []string{"--api", st.Nodes[i%len(st.Nodes)].API} }
+	// A node's API answers only with its token, read from its data dir.
+	api := func(i int) []string {
+		n := st.Nodes[i%len(st.Nodes)]
+		return []string{"--api", n.API, "--data", n.DataDir}
+	}
 	steps := []step{
 		{"every offer on the network (DHT profiles, prices from the order book)", append([]string{"search"}, bs...), false, 0},
 		{"H100s at 2.50 or less", append([]string{"search", "model=h100-sxm", "price<=2.50"}, bs...), false, 0},
@@ -263,7 +267,7 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		}
 		steps = append(steps, step{
 			fmt.Sprintf("node 0 challenges node %d (%s)", i, ProfileNote(i)),
-			append([]string{"challenge", st.Nodes[i].PeerID, "--data", st.Nodes[0].DataDir}, api(0)...), true, 500 * time.Millisecond,
+			append([]string{"challenge", st.Nodes[i].PeerID}, api(0)...), true, 500 * time.Millisecond,
 		})
 	}
 	steps = append(steps, []step{

@@ -1,0 +1,92 @@
+package node
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAPINeedsToken: every route of the API but /healthz answers 401
+// without the node's token (or with another), the profiler and the read
+// endpoints included, and serves with it.
+func TestAPINeedsToken(t *testing.T) {
+	c := sellerConfig(t, "unset", "sim:h100-sxm:2", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil)
+	c.DataDir = t.TempDir()
+	n := startNode(t, c)
+	token, err := ReadToken(n.cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path, token string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+n.APIAddr()+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		c := &http.Client{Timeout: 20 * time.Second}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/healthz", ""); code != http.StatusOK {
+		t.Fatalf("/healthz without a token: %d, want 200", code)
+	}
+	for _, path := range []string{
+		"/api/v1/peers", "/api/v1/gpus", "/api/v1/offers", "/api/v1/orders", "/api/v1/leases",
+		"/api/v1/prices", "/api/v1/capacity", "/api/v1/reputation", "/api/v1/jobs", "/api/v1/receipts",
+		"/metrics", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine", "/no/such/route",
+	} {
+		for _, bad := range []string{"", "not-the-token", token + "x"} {
+			code, body := get(path, bad)
+			if code != http.StatusUnauthorized {
+				t.Errorf("GET %s with token %q: %d, want 401", path, bad, code)
+			}
+			if strings.Contains(body, n.ID().String()) || strings.Contains(body, "h100") {
+				t.Errorf("GET %s without the token leaks: %.200s", path, body)
+			}
+		}
+		if path == "/no/such/route" {
+			continue
+		}
+		if code, body := get(path, token); code != http.StatusOK {
+			t.Errorf("GET %s with the token: %d %s", path, code, body)
+		}
+	}
+}
+
+// TestJobCannotReadNodeAPI: a job on a supplier connects to that node's
+// API over loopback (it shares the network) and asks for its leases and
+// its profiler: it is refused, and learns nothing of the lease it runs on.
+func TestJobCannotReadNodeAPI(t *testing.T) {
+	jn := startJobNet(t, time.Minute)
+	script := `for a in "$@"; do
+  for p in /api/v1/leases /debug/pprof/goroutine /metrics; do
+    host=${a%:*}; port=${a##*:}
+    if exec 3<>"/dev/tcp/$host/$port"; then
+      printf 'GET %s HTTP/1.0\r\nHost: x\r\n\r\n' "$p" >&3
+      echo "== $a$p"; cat <&3; exec 3<&-
+    else echo "== $a$p unreachable"; fi
+  done
+done
+echo probe-done`
+	v := submit(t, jn.renter, []string{"bash", "-c", script, "probe", jn.cheap.APIAddr(), jn.boot.APIAddr()}, 500*time.Millisecond)
+	var logs string
+	eventually(t, 60*time.Second, "the probe to finish", func() bool {
+		logs = jobLogs(t, jn.renter, v.JobID)
+		return strings.Contains(logs, "probe-done")
+	})
+	if strings.Contains(logs, v.LeaseID) || strings.Contains(logs, "gpumesh node") || strings.Contains(logs, "go_goroutines") {
+		t.Fatalf("the job read the node's API:\n%s", logs)
+	}
+	if n := strings.Count(logs, "401 Unauthorized"); n != 6 {
+		t.Fatalf("want 6 refusals (3 routes of 2 nodes), got %d:\n%s", n, logs)
+	}
+}
