@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -198,6 +199,9 @@ func fields() []field {
 			return nil
 		}},
 		{key: "job_user", def: []string{""}, set: func(c *Config, v []string) error {
+			if err := checkJobUser(v[0]); err != nil {
+				return err
+			}
 			c.JobUser = v[0]
 			return nil
 		}},
@@ -231,9 +235,12 @@ func modelPrices(p func(*Config) *[]string) func(*Config, []string) error {
 	return func(c *Config, v []string) error {
 		seen := map[string]bool{}
 		for _, s := range v {
-			m, _, err := market.ParseModelPrice(s)
+			m, micros, err := market.ParseModelPrice(s)
 			if err != nil {
 				return err
+			}
+			if micros <= 0 {
+				return fmt.Errorf("%q: a price must be above zero", s)
 			}
 			if _, ok := verify.LookupProfile(m); !ok {
 				return fmt.Errorf("%q: unknown model %q (known: %s)", s, m, strings.Join(verify.Slugs(), ", "))
@@ -373,7 +380,52 @@ func LoadConfig(in Input) (Config, error) {
 	if c.ConnLow > c.ConnHigh {
 		return c, fmt.Errorf("config: conn_low (%d) is above conn_high (%d)", c.ConnLow, c.ConnHigh)
 	}
+	if err := c.checkFloors(); err != nil {
+		return c, err
+	}
 	return c, nil
+}
+
+// checkFloors refuses a price floor above its model's list price (the
+// pricer could then never quote) or for a model without a list price.
+func (c Config) checkFloors() error {
+	pr, err := c.Pricer()
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	for m, floor := range pr.Floor {
+		list, ok := pr.List[m]
+		switch {
+		case !ok:
+			return fmt.Errorf("config: price_floor for %s, which has no list price (--price %s=AMOUNT)", m, m)
+		case floor > list:
+			return fmt.Errorf("config: price_floor for %s (%s) is above its list price (%s)", m, market.FormatPrice(floor), market.FormatPrice(list))
+		}
+	}
+	return nil
+}
+
+// checkJobUser accepts "" (the node's own user), "UID:GID" or the name or
+// number of a user this machine has.
+func checkJobUser(s string) error {
+	if s == "" {
+		return nil
+	}
+	if u, g, ok := strings.Cut(s, ":"); ok {
+		if _, err := strconv.ParseUint(u, 10, 32); err != nil {
+			return fmt.Errorf("%q: want a user name or UID:GID", s)
+		}
+		if _, err := strconv.ParseUint(g, 10, 32); err != nil {
+			return fmt.Errorf("%q: want a user name or UID:GID", s)
+		}
+		return nil
+	}
+	if _, err := user.Lookup(s); err != nil {
+		if _, err := user.LookupId(s); err != nil {
+			return fmt.Errorf("%q: no such user on this machine", s)
+		}
+	}
+	return nil
 }
 
 func apply(c *Config, f field, vals []string, src string) error {
@@ -446,7 +498,7 @@ func parseConfigFile(b []byte, path string) (map[string][]string, string, error)
 		if !ok {
 			return nil, "", fmt.Errorf("config: %s: unknown key %q (known: %s)", path, k, strings.Join(Keys(), ", "))
 		}
-		vals, err := tomlStrings(raw[k], f.list)
+		vals, err := tomlStrings(raw[k], f.list, f.kind())
 		if err != nil {
 			return nil, "", fmt.Errorf("config: %s: %s: %w", path, k, err)
 		}
@@ -455,18 +507,49 @@ func parseConfigFile(b []byte, path string) (map[string][]string, string, error)
 	return out, path, nil
 }
 
-func tomlStrings(v any, list bool) ([]string, error) {
+// tomlKind is the TOML type a key's values must have.
+type tomlKind int
+
+const (
+	tomlString tomlKind = iota
+	tomlInt
+	tomlBool
+)
+
+// kind is the TOML type of f's values, from its default: a key whose
+// default is an integer takes integers, true/false booleans, anything
+// else strings (durations and prices included), so that `region = 5`
+// is refused rather than read as the region "5".
+func (f field) kind() tomlKind {
+	if len(f.def) != 1 {
+		return tomlString
+	}
+	if f.def[0] == "true" || f.def[0] == "false" {
+		return tomlBool
+	}
+	if _, err := strconv.ParseInt(f.def[0], 10, 64); err == nil {
+		return tomlInt
+	}
+	return tomlString
+}
+
+func tomlStrings(v any, list bool, kind tomlKind) ([]string, error) {
 	scalar := func(x any) (string, error) {
 		switch x := x.(type) {
 		case string:
-			return x, nil
+			if kind == tomlString {
+				return x, nil
+			}
 		case int64:
-			return strconv.FormatInt(x, 10), nil
+			if kind == tomlInt {
+				return strconv.FormatInt(x, 10), nil
+			}
 		case bool:
-			return strconv.FormatBool(x), nil
-		default:
-			return "", fmt.Errorf("want a string or integer, got %T", x)
+			if kind == tomlBool {
+				return strconv.FormatBool(x), nil
+			}
 		}
+		return "", fmt.Errorf("want %s, got %s (%v)", [...]string{"a string", "an integer", "true or false"}[kind], tomlType(x), x)
 	}
 	if !list {
 		s, err := scalar(v)
@@ -474,7 +557,7 @@ func tomlStrings(v any, list bool) ([]string, error) {
 	}
 	arr, ok := v.([]any)
 	if !ok {
-		return nil, fmt.Errorf("want an array of strings, got %T", v)
+		return nil, fmt.Errorf("want an array of strings, got %s", tomlType(v))
 	}
 	out := make([]string, 0, len(arr))
 	for _, x := range arr {
@@ -485,6 +568,26 @@ func tomlStrings(v any, list bool) ([]string, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// tomlType names the TOML type of a decoded value.
+func tomlType(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a float"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
 }
 
 // ParseLogLevel maps a level name to a slog.Level.

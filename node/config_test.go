@@ -98,6 +98,15 @@ listen = ["/ip4/127.0.0.1/tcp/5000"]
 		{name: "unknown key", in: Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": `colour = "blue"`})}, wantErr: `unknown key "colour"`},
 		{name: "bad toml", in: Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": `region = `})}, wantErr: "parse /h/.gpumesh/config.toml"},
 		{name: "wrong type", in: Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": `listen = "x"`})}, wantErr: "want an array"},
+		{name: "region as a number", in: Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": `region = 5`})}, wantErr: "region: want a string, got an integer (5)"},
+		{name: "conn_low as a string", in: Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": `conn_low = "3"`})}, wantErr: "conn_low: want an integer, got a string"},
+		{name: "mdns as a string", in: Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": `mdns = "yes"`})}, wantErr: "mdns: want true or false, got a string"},
+		{name: "zero price", in: Input{Home: "/h", Flags: map[string][]string{"price": {"h100-sxm=0"}}}, wantErr: `"h100-sxm=0": a price must be above zero`},
+		{name: "zero floor", in: Input{Home: "/h", Flags: map[string][]string{"price": {"h100-sxm=2"}, "price_floor": {"h100-sxm=0"}}}, wantErr: "a price must be above zero"},
+		{name: "floor above list", in: Input{Home: "/h", Flags: map[string][]string{"price": {"h100-sxm=2"}, "price_floor": {"h100-sxm=3"}}}, wantErr: "price_floor for h100-sxm (3.00) is above its list price (2.00)"},
+		{name: "floor without list", in: Input{Home: "/h", Flags: map[string][]string{"price": {"h100-sxm=2"}, "price_floor": {"a100-80gb=1"}}}, wantErr: "price_floor for a100-80gb, which has no list price"},
+		{name: "no such job user", in: Input{Home: "/h", Flags: map[string][]string{"job_user": {"nosuchuser-gpumesh"}}}, wantErr: `job_user from flag:--job-user: "nosuchuser-gpumesh": no such user`},
+		{name: "bad job uid:gid", in: Input{Home: "/h", Flags: map[string][]string{"job_user": {"65534:x"}}}, wantErr: "want a user name or UID:GID"},
 		{name: "bad duration env", in: Input{Home: "/h", Env: env(map[string]string{"GPUMESH_HEARTBEAT_INTERVAL": "soon"})}, wantErr: "heartbeat_interval from env:GPUMESH_HEARTBEAT_INTERVAL"},
 		{name: "bad log level flag", in: Input{Home: "/h", Flags: map[string][]string{"log_level": {"loud"}}}, wantErr: "log_level from flag:--log-level"},
 		{name: "bad region", in: Input{Home: "/h", Flags: map[string][]string{"region": {"eu west"}}}, wantErr: "not a region label"},
@@ -143,4 +152,21 @@ func FuzzParseConfigFile(f *testing.F) {
 		// Whatever parsed must then either apply cleanly or fail with an error, never panic.
 		_, _ = LoadConfig(Input{Home: "/h", ReadFile: func(string) ([]byte, error) { return b, nil }})
 	})
+}
+
+// TestConfigAcceptsWhatTheWireDoes: the typed TOML values, a job user by
+// name or UID:GID, and a floor at the list price all load.
+func TestConfigAcceptsWhatTheWireDoes(t *testing.T) {
+	toml := "conn_low = 4\nconn_high = 8\nmdns = true\nregion = \"eu-west\"\njob_user = \"65534:65534\"\n"
+	c, err := LoadConfig(Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": toml}),
+		Flags: map[string][]string{"price": {"h100-sxm=2"}, "price_floor": {"h100-sxm=2"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ConnLow != 4 || !c.MDNS || c.Region != "eu-west" || c.JobUser != "65534:65534" {
+		t.Fatalf("loaded %+v", c)
+	}
+	if _, err := LoadConfig(Input{Home: "/h", Flags: map[string][]string{"job_user": {"nobody"}}}); err != nil {
+		t.Fatalf("job_user nobody: %v", err)
+	}
 }

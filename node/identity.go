@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -14,8 +15,13 @@ import (
 // KeyFile is the name of the identity key inside the data dir.
 const KeyFile = "identity.key"
 
-// ErrCorruptKey means the identity key file exists but cannot be used.
-var ErrCorruptKey = errors.New("identity key is unreadable")
+var (
+	// ErrCorruptKey means the identity key file exists but cannot be used.
+	ErrCorruptKey = errors.New("identity key is unreadable")
+	// ErrKeyExposed means the identity key file may be read by users
+	// other than its owner.
+	ErrKeyExposed = errors.New("identity key is readable by others")
+)
 
 // LoadOrCreateKey returns the node's Ed25519 identity from dataDir, creating
 // it (mode 0600, in a data dir of mode 0700) on first use. An existing key
@@ -57,7 +63,21 @@ func LoadKey(dataDir string) (crypto.PrivKey, error) {
 }
 
 func loadKey(path string) (crypto.PrivKey, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("identity: read %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("identity: read %s: %w", path, err)
+	}
+	// As ssh does: a key that others may read is refused, since anyone
+	// who read it can sign as this node.
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("identity: %s: %w: mode %04o lets other users read it; run `chmod 600 %s` (and consider the key compromised if they did)", path, ErrKeyExposed, perm, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
 	if err != nil {
 		return nil, fmt.Errorf("identity: read %s: %w", path, err)
 	}

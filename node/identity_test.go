@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -60,4 +61,32 @@ func newTestKey(t *testing.T) crypto.PrivKey {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// TestKeyReadableByOthersIsRefused: as ssh does, a key file that group or
+// others may read is refused with a message that says how to fix it, and
+// it is left as it was.
+func TestKeyReadableByOthersIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	k, created, err := LoadOrCreateKey(dir)
+	if err != nil || !created {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, KeyFile)
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := LoadOrCreateKey(dir)
+		if !errors.Is(err, ErrKeyExposed) || !strings.Contains(err.Error(), "chmod 600") {
+			t.Fatalf("mode %04o: err = %v, want ErrKeyExposed with advice", mode, err)
+		}
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := LoadOrCreateKey(dir)
+	if err != nil || !again.Equals(k) {
+		t.Fatalf("after chmod 600: %v", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -24,6 +25,8 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -168,6 +171,10 @@ func New(cfg Config) (*Network, error) {
 		// routing table, and DCUtR upgrades relayed connections.
 		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableRelayService(),
 			libp2p.EnableAutoRelayWithPeerSource(n.relayCandidates))
+	}
+	if err := checkPortsFree(cfg.ListenAddrs); err != nil {
+		rm.Close()
+		return nil, err
 	}
 	h, err := libp2p.New(opts...)
 	if err != nil {
@@ -472,4 +479,39 @@ func (n *Network) Close() error {
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
+}
+
+// checkPortsFree refuses listen addresses whose fixed port another socket
+// holds. libp2p listens with SO_REUSEPORT (so that hole punching can dial
+// from the listening port), which lets a second node bind a port the first
+// already listens on and silently share its connections; a plain bind,
+// without SO_REUSEPORT, fails on a port in use, so it is tried first.
+func checkPortsFree(addrs []string) error {
+	for _, s := range addrs {
+		m, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return fmt.Errorf("p2p: listen address %q: %w", s, err)
+		}
+		network, hostport, err := manet.DialArgs(m)
+		if err != nil {
+			continue // not IP: nothing to probe
+		}
+		if _, port, _ := net.SplitHostPort(hostport); port == "0" || port == "" {
+			continue
+		}
+		var c io.Closer
+		switch network {
+		case "tcp", "tcp4", "tcp6":
+			c, err = net.Listen(network, hostport)
+		case "udp", "udp4", "udp6":
+			c, err = net.ListenPacket(network, hostport)
+		default:
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("p2p: listen on %s: %w (is another node using this port? pick another --listen port)", s, err)
+		}
+		c.Close()
+	}
+	return nil
 }

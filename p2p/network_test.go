@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -328,5 +329,22 @@ func TestTransports(t *testing.T) {
 				t.Fatalf("connection state %+v, want transport %s security %q muxer %q", st, tc.transport, tc.security, tc.muxer)
 			}
 		})
+	}
+}
+
+// TestListenPortInUseIsRefused: a second host asked to listen on a TCP or
+// UDP port the first holds fails with an error that says so, instead of
+// sharing the port through SO_REUSEPORT.
+func TestListenPortInUseIsRefused(t *testing.T) {
+	first, err := New(Config{Key: newKey(t), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	for _, a := range first.Host.Addrs() {
+		_, err := New(Config{Key: newKey(t), ListenAddrs: []string{a.String()}, Logger: quietLogger()})
+		if err == nil || !strings.Contains(err.Error(), "is another node using this port?") {
+			t.Fatalf("second host on %s: err = %v, want the port refused", a, err)
+		}
 	}
 }

@@ -40,6 +40,11 @@ func TestExitStatusAndErrors(t *testing.T) {
 		{"bad gpus spec", []string{"gpus", "--data", data, "--gpus", "sim:h100:1"}, 2, "h100"},
 		{"bad region", []string{"config", "show", "--data", data, "--region", "eu west"}, 2, "not a region label"},
 		{"peers without node", []string{"peers", "--data", data, "--api", "127.0.0.1:1"}, 1, "is `gpumesh node` running"},
+		{"unknown completion shell", []string{"completion", "foo"}, 2, `unknown subcommand "foo"`},
+		{"unknown config subcommand", []string{"config", "nope"}, 2, `unknown subcommand "nope"`},
+		{"zero price", []string{"config", "show", "--data", data, "--price", "h100-sxm=0"}, 2, "a price must be above zero"},
+		{"floor above price", []string{"config", "show", "--data", data, "--price", "h100-sxm=2", "--price-floor", "h100-sxm=3"}, 2, "above its list price"},
+		{"no such job user", []string{"config", "show", "--data", data, "--job-user", "nosuchuser-gpumesh"}, 2, "no such user"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

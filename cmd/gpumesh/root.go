@@ -51,7 +51,34 @@ Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" a
 		newRentCmd(a), newOrdersCmd(a), newLeasesCmd(a), newPricesCmd(a), newChallengeCmd(a),
 		newRunCmd(a), newJobsCmd(a), newLogsCmd(a), newStopCmd(a), newReceiptsCmd(a),
 	)
+	root.InitDefaultCompletionCmd()
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every group of commands (completion,
+// config ...) fail with a usage error on a subcommand it does not have;
+// cobra would print the help and exit 0.
+func refuseUnknownSubcommands(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		refuseUnknownSubcommands(c)
+		if c.Runnable() || !c.HasSubCommands() {
+			continue
+		}
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			var names []string
+			for _, sub := range c.Commands() {
+				if sub.IsAvailableCommand() {
+					names = append(names, sub.Name())
+				}
+			}
+			return usageError{fmt.Errorf("%s: unknown subcommand %q (want one of %s)", c.CommandPath(), args[0], strings.Join(names, ", "))}
+		}
+	}
 }
 
 func isFlagError(err error) bool {
