@@ -75,6 +75,12 @@ const (
 	// MaxUUIDBytes bounds one GPU UUID in a lease.
 	MaxUUIDBytes = 128
 
+	// QuotesPerBidder and QuoteRefill cap the answers (quotes and
+	// declines) a supplier sends one bidder: a token bucket per renter of
+	// QuotesPerBidder, refilled by one every QuoteRefill (10 a minute).
+	QuotesPerBidder = 10
+	QuoteRefill     = 6 * time.Second
+
 	// ConfirmWindow is how long a supplier's reservation waits for the
 	// renter's LeaseConfirm before the GPUs are released.
 	ConfirmWindow = 5 * time.Second
