@@ -337,13 +337,11 @@ func TestQuotesCappedPerBidder(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var wg sync.WaitGroup
+	// One after the other, so that the bidder's streams stay within the
+	// resource manager's limits per peer and protocol.
 	for range 100 {
-		bid := testBid(t, bidder.key, clk.Now(), bidder.net.Host.Addrs()...)
-		wg.Add(1)
-		go func() { defer wg.Done(); s.sup.HandleBid(ctx, bid) }()
+		s.sup.HandleBid(ctx, testBid(t, bidder.key, clk.Now(), bidder.net.Host.Addrs()...))
 	}
-	wg.Wait()
 	eventually(t, 30*time.Second, fmt.Sprintf("%d quotes", QuotesPerBidder), func() bool {
 		return got.all() >= QuotesPerBidder
 	})
