@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/p2p/p2ptest"
 	"github.com/gpumesh/gpumesh/store"
 )
 
@@ -221,73 +220,13 @@ func (c *quoteCounter) all() int {
 	return c.total
 }
 
-// tcpCounter is a third party's plain TCP listener that counts the
-// connections it accepts and closes them.
-type tcpCounter struct {
-	ln       net.Listener
-	mu       sync.Mutex
-	accepted []string // remote addresses, in order
-}
-
-func newTCPCounter(t *testing.T) *tcpCounter {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &tcpCounter{ln: ln}
-	done := make(chan struct{})
-	t.Cleanup(func() { ln.Close(); <-done })
-	go func() {
-		defer close(done)
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.mu.Lock()
-			c.accepted = append(c.accepted, conn.RemoteAddr().String())
-			c.mu.Unlock()
-			conn.Close()
-		}
-	}()
-	return c
-}
-
-func (c *tcpCounter) multiaddr(t *testing.T) ma.Multiaddr {
-	t.Helper()
-	a := c.ln.Addr().(*net.TCPAddr)
-	return ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", a.Port))
-}
-
-// others connects once itself and, once the listener has accepted that
-// connection (so that it has accepted every one made before it), returns
-// how many connections came from anyone else.
-func (c *tcpCounter) others(t *testing.T) int {
-	t.Helper()
-	probe, err := net.Dial("tcp", c.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
-	self := probe.LocalAddr().String()
-	n := 0
-	eventually(t, 30*time.Second, "the listener to accept the probe", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		n = len(c.accepted) - 1
-		return slices.Contains(c.accepted, self)
-	})
-	return n
-}
-
 // TestQuotesAreNotReflected: 100 bids signed by attacker keys with no
 // connection to the suppliers list a third party's TCP listener as where
 // to deliver quotes. Three suppliers answer none of them and never connect
 // to the listener, while a bidder connected to them gets its quotes.
 func TestQuotesAreNotReflected(t *testing.T) {
 	clk := &manualClock{t: time.Now()}
-	victim := newTCPCounter(t)
+	victim := p2ptest.Listen(t)
 	var sups []*testSupplier
 	for range 3 {
 		sups = append(sups, newTestSupplier(t, clk.Now))
@@ -304,7 +243,7 @@ func TestQuotesAreNotReflected(t *testing.T) {
 	for range 100 {
 		// A fresh key per bid, or a supplier's dial backoff for the one
 		// attacker peer would hide how many connections it makes.
-		bid := testBid(t, newTestKey(t), clk.Now(), victim.multiaddr(t))
+		bid := testBid(t, newTestKey(t), clk.Now(), victim.Multiaddr())
 		for _, s := range sups {
 			wg.Add(1)
 			go func() { defer wg.Done(); s.sup.HandleBid(ctx, bid) }()
@@ -312,13 +251,13 @@ func TestQuotesAreNotReflected(t *testing.T) {
 	}
 	// The honest bidder lists the victim too: a bid's addresses are never
 	// dialled, even those of a bidder that is connected.
-	bid := testBid(t, honest.key, clk.Now(), victim.multiaddr(t))
+	bid := testBid(t, honest.key, clk.Now(), victim.Multiaddr())
 	for _, s := range sups {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.sup.HandleBid(ctx, bid) }()
 	}
 	wg.Wait()
-	if n := victim.others(t); n != 0 {
+	if n := victim.Others(t); n != 0 {
 		t.Fatalf("the suppliers opened %d connections to the address the bids listed, want 0", n)
 	}
 	eventually(t, 30*time.Second, "the connected bidder's three quotes", func() bool {

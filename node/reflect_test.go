@@ -2,73 +2,16 @@ package node
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
-	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/p2p/p2ptest"
 )
-
-// countingListener is a third party's plain TCP listener: it counts the
-// connections it accepts and closes them.
-type countingListener struct {
-	ln       net.Listener
-	mu       sync.Mutex
-	accepted []string // remote addresses, in order
-}
-
-func listenCounting(t *testing.T) *countingListener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &countingListener{ln: ln}
-	done := make(chan struct{})
-	t.Cleanup(func() { ln.Close(); <-done })
-	go func() {
-		defer close(done)
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.mu.Lock()
-			c.accepted = append(c.accepted, conn.RemoteAddr().String())
-			c.mu.Unlock()
-			conn.Close()
-		}
-	}()
-	return c
-}
-
-// others connects once itself and, once the listener has accepted that
-// connection (and so every one made before it), returns how many
-// connections came from anyone else.
-func (c *countingListener) others(t *testing.T) int {
-	t.Helper()
-	probe, err := net.Dial("tcp", c.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
-	self, n := probe.LocalAddr().String(), 0
-	eventually(t, 30*time.Second, "the listener to accept the probe", func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		n = len(c.accepted) - 1
-		return slices.Contains(c.accepted, self)
-	})
-	return n
-}
 
 // TestBidsDoNotReflect replays the reflection attack over gossip: an
 // attacker connected only to a node that sells nothing publishes 100 valid
@@ -81,8 +24,7 @@ func TestBidsDoNotReflect(t *testing.T) {
 		sellerConfig(t, "unset", "sim:h100-sxm:4", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
 		sellerConfig(t, "unset", "sim:h100-sxm:4", "us-east", "fixed", []string{"h100-sxm=2.10"}, nil),
 	})
-	victim := listenCounting(t)
-	victimAddr := ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", victim.ln.Addr().(*net.TCPAddr).Port))
+	victim := p2ptest.Listen(t)
 
 	// A bare libp2p host, without the DHT, so that it meets the suppliers
 	// only through node 0's gossip.
@@ -116,7 +58,7 @@ func TestBidsDoNotReflect(t *testing.T) {
 		raw, err := market.SealBid(&pb.Bid{
 			Nonce: uint64(now.UnixNano()), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(time.Minute).UnixMilli(),
 			Filter: "model=h100-sxm", Count: 1, DurationS: 3600, MaxPriceMicros: 3_000_000,
-			Addrs: [][]byte{victimAddr.Bytes()},
+			Addrs: [][]byte{victim.Multiaddr().Bytes()},
 		}, attKey)
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +84,7 @@ func TestBidsDoNotReflect(t *testing.T) {
 	if err != nil || l.Supplier != m.nodes[1].ID() {
 		t.Fatalf("honest rent: lease from %s, err %v; want one from %s", supplierOf(l), err, m.nodes[1].ID())
 	}
-	if n := victim.others(t); n != 0 {
+	if n := victim.Others(t); n != 0 {
 		t.Fatalf("the suppliers opened %d connections to the address the bids listed, want 0", n)
 	}
 }
