@@ -6,9 +6,12 @@
 // # Matching without a central matcher
 //
 // Suppliers post asks and renters post bids on the orders topic; every
-// node keeps an order book of both. A supplier that can serve a bid sends
-// a signed Quote straight to the bidder (QuoteProtocol); one that has the
-// model but cannot serve it sends a decline saying why. The renter ranks
+// node keeps an order book of both. A renter first connects to the
+// suppliers whose asks could match its bid; a supplier that can serve a
+// bid sends a signed Quote straight to the bidder (QuoteProtocol) over
+// that connection, never dialling the bidder, and at most QuotesPerBidder
+// in a burst to any one; one that has the model but cannot serve it sends
+// a decline saying why. The renter ranks
 // the quotes (price, then reputation, then round-trip time) and sends a
 // signed LeaseProposal that embeds the chosen quote (LeaseProtocol). The
 // supplier reserves capacity atomically in its Ledger, countersigns a Lease

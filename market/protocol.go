@@ -75,6 +75,15 @@ const (
 	// MaxUUIDBytes bounds one GPU UUID in a lease.
 	MaxUUIDBytes = 128
 
+	// QuotesPerBidder and QuoteRefill cap the answers (quotes and
+	// declines) a supplier sends one bidder: a token bucket per renter of
+	// QuotesPerBidder, refilled by one every QuoteRefill (60 a minute,
+	// well below the 20 orders a second gossip lets an author publish,
+	// and above what one renter bidding back to back, as the benchmark
+	// harness does, needs).
+	QuotesPerBidder = 60
+	QuoteRefill     = time.Second
+
 	// ConfirmWindow is how long a supplier's reservation waits for the
 	// renter's LeaseConfirm before the GPUs are released.
 	ConfirmWindow = 5 * time.Second

@@ -1,6 +1,7 @@
 package market
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -26,8 +27,12 @@ type RenterConfig struct {
 	Key    crypto.PrivKey
 	Orders *p2p.Topic  // the orders topic, to publish bids on
 	Store  store.Store // where leases are kept; none when nil
-	Now    func() time.Time
-	Log    *slog.Logger
+	// Book is the renter's own order book (a node keeps one): Rent finds
+	// the suppliers to connect to there. Without it (a light client), it
+	// asks the first of RentRequest.Books that answers.
+	Book *Book
+	Now  func() time.Time
+	Log  *slog.Logger
 }
 
 // Renter is the buying side: it publishes bids, gathers the quotes that
@@ -132,6 +137,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	if req.Enough == 0 {
 		req.Enough = 3
 	}
+	r.connectSuppliers(ctx, r.candidates(ctx, req), req)
 	now := r.cfg.Now()
 	b := &pb.Bid{
 		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(req.Wait + 30*time.Second).UnixMilli(),
@@ -178,6 +184,90 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 		return l, nil
 	}
 	return nil, r.explain(ctx, req, offers, declines, shunned, tried)
+}
+
+// Connecting to suppliers before bidding.
+const (
+	// maxConnectSuppliers bounds the suppliers a renter connects to
+	// before bidding.
+	maxConnectSuppliers = 32
+	// connectTimeout bounds connecting to them, all in parallel.
+	connectTimeout = 5 * time.Second
+)
+
+// candidates lists the live asks of the models req allows: from the
+// renter's own book, else from the first of req.Books that answers.
+func (r *Renter) candidates(ctx context.Context, req RentRequest) []*Ask {
+	models := req.Filter.Models()
+	if r.cfg.Book != nil {
+		if models == nil {
+			return r.cfg.Book.Asks("")
+		}
+		var out []*Ask
+		for _, m := range models {
+			out = append(out, r.cfg.Book.Asks(m)...)
+		}
+		return out
+	}
+	for _, b := range req.Books {
+		bctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		asks, err := r.QueryBook(bctx, b, models)
+		cancel()
+		if err == nil {
+			return asks
+		}
+		r.log.Debug("no order book to find suppliers in", "node", b, "err", err)
+	}
+	return nil
+}
+
+// connectSuppliers connects to the suppliers of asks that could match
+// req, at the addresses each supplier signed in its ask. Suppliers send
+// quotes only over a connection the bidder has open (they never dial the
+// addresses a bid lists), so this is what lets their quotes come back.
+// Suppliers that pass req's reputation floor go first, then the cheaper.
+func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequest) {
+	var pick []*Ask
+	seen := map[peer.ID]bool{r.self: true}
+	for _, e := range req.Exclude {
+		seen[e] = true
+	}
+	for _, a := range asks {
+		if !seen[a.Supplier] && onlyAttrsUnknown(req.Filter, a) {
+			seen[a.Supplier] = true
+			pick = append(pick, a)
+		}
+	}
+	proven := func(a *Ask) bool {
+		if req.Score == nil {
+			return true
+		}
+		rep, _, _ := req.Score(a.Supplier)
+		return rep >= req.MinReputation
+	}
+	slices.SortStableFunc(pick, func(x, y *Ask) int {
+		if px, py := proven(x), proven(y); px != py {
+			if px {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(x.PriceMicros, y.PriceMicros)
+	})
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, a := range pick[:min(len(pick), maxConnectSuppliers)] {
+		if r.cfg.Net.Host.Network().Connectedness(a.Supplier) == network.Connected {
+			continue
+		}
+		wg.Go(func() {
+			if err := r.cfg.Net.Host.Connect(ctx, peer.AddrInfo{ID: a.Supplier, Addrs: a.Addrs}); err != nil {
+				r.log.Debug("connect to supplier", "supplier", a.Supplier, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // screen drops the offers of suppliers below the reputation floor or

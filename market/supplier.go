@@ -15,7 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/peerstore"
+	"golang.org/x/time/rate"
 
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -68,6 +68,7 @@ type Supplier struct {
 	cfg    SupplierConfig
 	self   peer.ID
 	ledger *Ledger
+	quotes *p2p.AuthorLimits // answers per bidder
 	log    *slog.Logger
 
 	mu      sync.Mutex
@@ -101,6 +102,7 @@ func NewSupplier(cfg SupplierConfig) (*Supplier, error) {
 	s := &Supplier{
 		cfg: cfg, self: cfg.Net.Host.ID(), ledger: led, log: cfg.Log.With("sub", "supplier"),
 		asks: map[string]*Ask{}, unsent: map[string]bool{}, changed: make(chan struct{}, 1), done: make(chan struct{}),
+		quotes: p2p.NewAuthorLimits(rate.Every(QuoteRefill), QuotesPerBidder, maxQuotedBidders),
 	}
 	p2p.Serve(cfg.Net.Host, LeaseProtocol, s.handleLease)
 	return s, nil
@@ -372,16 +374,32 @@ func (s *Supplier) cancelAsks(ctx context.Context) map[string]ID {
 	return sent
 }
 
+// maxQuotedBidders bounds the bidders whose quote budget is remembered.
+const maxQuotedBidders = 4096
+
 // HandleBid answers one bid from the order book: at most one quote (the
 // cheapest model it can serve) or, when it has a model the bid names but
 // cannot serve it, one decline saying why. Bids that name none of its
-// models get no answer.
+// models get no answer, nor do bids whose author has no connection to the
+// supplier, nor a bidder over its quota of answers.
 func (s *Supplier) HandleBid(ctx context.Context, b *Bid) {
 	if b.Renter == s.self {
 		return
 	}
+	// Anyone can sign a bid listing anyone's addresses: dialling them
+	// would make suppliers flood a third party with connections. The
+	// renter connects first (Renter.Rent does), so the quote goes back
+	// over its connection, and a bid from a stranger goes unanswered.
+	if !s.connected(b.Renter) {
+		s.log.Debug("bid unanswered: its author is not connected", "bid", b.ID.Short(), "renter", b.Renter)
+		return
+	}
 	q := s.quoteFor(b)
 	if q == nil {
+		return
+	}
+	if err := s.quotes.Allow(b.Renter, s.cfg.Now()); err != nil {
+		s.log.Debug("bid unanswered: its author had its quotes", "bid", b.ID.Short(), "renter", b.Renter, "err", err)
 		return
 	}
 	now := s.cfg.Now()
@@ -395,12 +413,24 @@ func (s *Supplier) HandleBid(ctx context.Context, b *Bid) {
 		s.log.Warn("seal quote", "err", err)
 		return
 	}
-	s.cfg.Net.Host.Peerstore().AddAddrs(b.Renter, b.Addrs, peerstore.TempAddrTTL)
-	if err := p2p.Send(ctx, s.cfg.Net.Host, b.Renter, QuoteProtocol, raw); err != nil {
+	if err := s.sendQuote(ctx, b.Renter, raw); err != nil {
 		s.log.Debug("send quote", "to", b.Renter, "err", err)
 		return
 	}
 	s.log.Debug("quoted", "bid", b.ID.Short(), "model", q.Model, "price", q.PriceMicros, "decline", q.Decline)
+}
+
+// connected reports whether the supplier has a direct connection to p.
+func (s *Supplier) connected(p peer.ID) bool {
+	return s.cfg.Net.Host.Network().Connectedness(p) == network.Connected
+}
+
+// sendQuote writes a quote to renter over an existing connection only:
+// it never dials, neither a bid's addresses nor any the peerstore or the
+// DHT know for the renter (whose key could have announced a victim's).
+func (s *Supplier) sendQuote(ctx context.Context, renter peer.ID, raw []byte) error {
+	ctx = network.WithNoDial(ctx, "quotes go over the bidder's own connection")
+	return p2p.Send(ctx, s.cfg.Net.Host, renter, QuoteProtocol, raw)
 }
 
 // quoteFor decides the answer to b, using the same filter checks as search.

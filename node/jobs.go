@@ -119,7 +119,7 @@ func (n *Node) startJobs(ctx context.Context) error {
 		}
 	}
 
-	j.renter = market.NewRenter(market.RenterConfig{Net: n.net, Key: n.key, Orders: n.market.orders, Store: n.store, Now: n.now, Log: n.log})
+	j.renter = market.NewRenter(market.RenterConfig{Net: n.net, Key: n.key, Orders: n.market.orders, Store: n.store, Book: n.market.book, Now: n.now, Log: n.log})
 	j.ctrl, err = job.NewController(job.ControllerConfig{
 		Host: n.net.Host, Key: n.key, Store: n.store, Ledger: j.ledger, DataDir: n.cfg.DataDir,
 		Rent: n.rent, Online: n.online, Connect: n.connectPeer, Now: n.now, Log: n.log,

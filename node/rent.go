@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -18,8 +17,9 @@ import (
 )
 
 // RentClient is a light client that can buy: besides the DHT it joins the
-// orders topic (to publish bids) and listens on an ephemeral port (for
-// suppliers' quotes).
+// orders topic (to publish bids) and listens on an ephemeral port (a bid
+// must list an address; suppliers send quotes over the connections the
+// renter opens to them, never to that address).
 type RentClient struct {
 	net       *p2p.Network
 	orders    *p2p.Topic
@@ -56,7 +56,7 @@ func NewRentClient(ctx context.Context, o LightOptions, st store.Store) (*RentCl
 	return &RentClient{net: n, orders: orders, renter: r, bootstrap: o.Bootstrap, now: o.Now, log: o.Logger}, nil
 }
 
-// ephemeralListen picks where a renter listens for quotes: on loopback
+// ephemeralListen picks where a renter listens: on loopback
 // when it joins through a loopback node (a local testnet), else on every
 // interface; always on a port the OS chooses.
 func ephemeralListen(bootstrap []peer.AddrInfo) []string {
@@ -91,9 +91,10 @@ func (c *RentClient) asks(ctx context.Context, models []string) ([]*market.Ask, 
 	return firstBook(ctx, c.net, c.bootstrap, models, c.now)
 }
 
-// Rent leases GPUs as req describes. Before bidding it connects to the
-// suppliers whose asks could match, so that their quotes arrive over
-// connections it opened (and so through its NAT, if any).
+// Rent leases GPUs as req describes. Before bidding the renter connects to
+// the suppliers whose asks in a bootstrap node's book could match, so that
+// their quotes arrive over connections it opened (and so through its NAT,
+// if any): suppliers never dial a bidder.
 func (c *RentClient) Rent(ctx context.Context, req market.RentRequest) (*market.Lease, error) {
 	req.Books = c.books()
 	if book := syncReputation(ctx, c.net, c.bootstrap, c.now, c.log); book != nil && req.Score == nil {
@@ -107,47 +108,7 @@ func (c *RentClient) Rent(ctx context.Context, req market.RentRequest) (*market.
 			return s.Reputation, s.Verified, up
 		}
 	}
-	if asks, err := c.asks(ctx, req.Filter.Models()); err == nil {
-		c.connect(ctx, asks, req.Filter)
-	}
 	return c.renter.Rent(ctx, req)
-}
-
-func (c *RentClient) connect(ctx context.Context, asks []*market.Ask, f market.Filter) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	seen := map[peer.ID]bool{}
-	for _, a := range asks {
-		if seen[a.Supplier] || len(seen) >= 32 {
-			continue
-		}
-		if ok, _ := f.Match(market.Offer{Model: a.Model, Region: a.Region, Simulated: a.Simulated}); !ok && !modelOnly(f, a) {
-			continue
-		}
-		seen[a.Supplier] = true
-		wg.Add(1)
-		go func(ai peer.AddrInfo) {
-			defer wg.Done()
-			_ = c.net.Host.Connect(ctx, ai)
-		}(peer.AddrInfo{ID: a.Supplier, Addrs: a.Addrs})
-	}
-	wg.Wait()
-}
-
-// modelOnly reports whether f accepts a's model: enough to be worth a
-// connection when the ask lacks the attributes other terms check.
-func modelOnly(f market.Filter, a *market.Ask) bool {
-	ms := f.Models()
-	if ms == nil {
-		return true
-	}
-	for _, m := range ms {
-		if m == a.Model {
-			return true
-		}
-	}
-	return false
 }
 
 // TakeAsk leases count GPUs for duration from the posted ask whose ID

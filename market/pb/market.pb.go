@@ -187,7 +187,7 @@ type Bid struct {
 	Count          uint32                 `protobuf:"varint,7,opt,name=count,proto3" json:"count,omitempty"`  // GPUs wanted, all from one supplier
 	DurationS      uint32                 `protobuf:"varint,8,opt,name=duration_s,json=durationS,proto3" json:"duration_s,omitempty"`
 	MaxPriceMicros int64                  `protobuf:"varint,9,opt,name=max_price_micros,json=maxPriceMicros,proto3" json:"max_price_micros,omitempty"` // per GPU-hour
-	Addrs          [][]byte               `protobuf:"bytes,10,rep,name=addrs,proto3" json:"addrs,omitempty"`                                           // where suppliers send quotes
+	Addrs          [][]byte               `protobuf:"bytes,10,rep,name=addrs,proto3" json:"addrs,omitempty"`                                           // ignored: suppliers never dial a bid (1-16 still required)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }

@@ -1,0 +1,388 @@
+package market
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/p2p/p2ptest"
+	"github.com/gpumesh/gpumesh/store"
+)
+
+// Tests of the supplier and renter over real libp2p hosts on loopback.
+
+// manualClock is a clock that moves only when told, so that a token
+// bucket's refill is exact whatever the machine's load.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// eventually polls cond until it holds or a generous deadline passes.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testPeer is a libp2p host with GossipSub and the orders topic joined.
+type testPeer struct {
+	key    crypto.PrivKey
+	net    *p2p.Network
+	orders *p2p.Topic
+}
+
+func newTestPeer(t *testing.T, now func() time.Time) *testPeer {
+	t.Helper()
+	key := newTestKey(t)
+	n, err := p2p.New(p2p.Config{Key: key, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, PubSub: true, Now: now, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	orders, err := p2p.JoinTopic(n.PubSub, n.Host.ID(), OrdersTopic, NewOrderValidator(now, 100, 200).Check, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { orders.Close() })
+	return &testPeer{key: key, net: n, orders: orders}
+}
+
+func (p *testPeer) info() peer.AddrInfo {
+	return peer.AddrInfo{ID: p.net.Host.ID(), Addrs: p.net.Host.Addrs()}
+}
+
+func (p *testPeer) connect(t *testing.T, to *testPeer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.net.Host.Connect(ctx, to.info()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testSupplier sells four simulated h100-sxm at 2.00 a GPU-hour.
+type testSupplier struct {
+	*testPeer
+	sup *Supplier
+}
+
+func newTestSupplier(t *testing.T, now func() time.Time) *testSupplier {
+	t.Helper()
+	p := newTestPeer(t, now)
+	trades, err := p2p.JoinTopic(p.net.PubSub, p.net.Host.ID(), TradesTopic, NewTradeValidator(now, 100, 200).Check, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { trades.Close() })
+	sup, err := NewSupplier(SupplierConfig{
+		Net: p.net, Key: p.key, Store: store.NewMemory(), Orders: p.orders, Trades: trades,
+		Book: NewBook(now), Index: NewPriceIndex(now, time.Hour),
+		Pricer: Pricer{Mode: Fixed, List: map[string]int64{"h100-sxm": 2_000_000}},
+		GPUs:   map[string][]string{"h100-sxm": {"GPU-0", "GPU-1", "GPU-2", "GPU-3"}},
+		Describe: func(m string) Offer {
+			return Offer{PeerID: p.net.Host.ID().String(), Model: m, Region: "eu-west", Simulated: true}
+		},
+		Region: "eu-west", Now: now, Log: quietLog(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testSupplier{testPeer: p, sup: sup}
+}
+
+// answerBids hands the bids gossiped to s to HandleBid, as a node does.
+func (s *testSupplier) answerBids(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for {
+			msg, err := s.orders.Next(ctx)
+			if err != nil {
+				return
+			}
+			if b, ok := msg.Value.(*Bid); ok {
+				go s.sup.HandleBid(ctx, b)
+			}
+		}
+	}()
+}
+
+// ask is p's signed ask for four h100-sxm, listing its own addresses.
+func (p *testPeer) ask(t *testing.T, now time.Time) *Ask {
+	t.Helper()
+	a := &pb.Ask{
+		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(10 * time.Minute).UnixMilli(),
+		Model: "h100-sxm", Count: 4, PriceMicros: 2_000_000, Region: "eu-west",
+		MinDurationS: 60, MaxDurationS: 30 * 24 * 3600, Pricing: string(Fixed), Simulated: true,
+	}
+	for _, addr := range p.net.Host.Addrs() {
+		a.Addrs = append(a.Addrs, addr.Bytes())
+	}
+	raw := mustSeal(t)(SealAsk(a, p.key))
+	ask, err := OpenAsk(raw, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ask
+}
+
+// testBid is a valid bid by key for one h100-sxm for an hour at up to
+// 3.00, listing addrs as where to deliver quotes.
+func testBid(t *testing.T, key crypto.PrivKey, now time.Time, addrs ...ma.Multiaddr) *Bid {
+	t.Helper()
+	b := &pb.Bid{
+		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(time.Minute).UnixMilli(),
+		Filter: "model=h100-sxm", Count: 1, DurationS: 3600, MaxPriceMicros: 3_000_000,
+	}
+	for _, a := range addrs {
+		b.Addrs = append(b.Addrs, a.Bytes())
+	}
+	bid, err := OpenBid(mustSeal(t)(SealBid(b, key)), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bid
+}
+
+// quoteCounter receives quotes on a host, as a renter does, and counts
+// them by bid.
+type quoteCounter struct {
+	mu    sync.Mutex
+	byBid map[ID]int
+	total int
+}
+
+func countQuotes(t *testing.T, p *testPeer, now func() time.Time) *quoteCounter {
+	t.Helper()
+	c := &quoteCounter{byBid: map[ID]int{}}
+	p2p.Serve(p.net.Host, QuoteProtocol, func(st network.Stream) error {
+		raw, err := p2p.ReadRaw(st, QuoteType.MaxSize)
+		if err != nil {
+			return err
+		}
+		q, err := OpenQuote(raw, now())
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.byBid[q.BidID]++
+		c.total++
+		c.mu.Unlock()
+		return nil
+	})
+	return c
+}
+
+func (c *quoteCounter) forBid(bid ID) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byBid[bid]
+}
+
+func (c *quoteCounter) all() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
+// TestQuotesAreNotReflected: 100 bids signed by attacker keys with no
+// connection to the suppliers list a third party's TCP listener as where
+// to deliver quotes. Three suppliers answer none of them and never connect
+// to the listener, while a bidder connected to them gets its quotes.
+func TestQuotesAreNotReflected(t *testing.T) {
+	clk := &manualClock{t: time.Now()}
+	victim := p2ptest.Listen(t)
+	var sups []*testSupplier
+	for range 3 {
+		sups = append(sups, newTestSupplier(t, clk.Now))
+	}
+	honest := newTestPeer(t, clk.Now)
+	got := countQuotes(t, honest, clk.Now)
+	for _, s := range sups {
+		honest.connect(t, s.testPeer)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 100 {
+		// A fresh key per bid, or a supplier's dial backoff for the one
+		// attacker peer would hide how many connections it makes.
+		bid := testBid(t, newTestKey(t), clk.Now(), victim.Multiaddr())
+		for _, s := range sups {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.sup.HandleBid(ctx, bid) }()
+		}
+	}
+	// The honest bidder lists the victim too: a bid's addresses are never
+	// dialled, even those of a bidder that is connected.
+	bid := testBid(t, honest.key, clk.Now(), victim.Multiaddr())
+	for _, s := range sups {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.sup.HandleBid(ctx, bid) }()
+	}
+	wg.Wait()
+	if n := victim.Others(t); n != 0 {
+		t.Fatalf("the suppliers opened %d connections to the address the bids listed, want 0", n)
+	}
+	eventually(t, 30*time.Second, "the connected bidder's three quotes", func() bool {
+		return got.forBid(bid.ID) == len(sups)
+	})
+}
+
+// TestQuotesCappedPerBidder: a connected bidder that publishes 100 bids
+// gets QuotesPerBidder answers, then one more per QuoteRefill.
+func TestQuotesCappedPerBidder(t *testing.T) {
+	clk := &manualClock{t: time.Now()}
+	s := newTestSupplier(t, clk.Now)
+	bidder := newTestPeer(t, clk.Now)
+	got := countQuotes(t, bidder, clk.Now)
+	bidder.connect(t, s.testPeer)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// One after the other, so that the bidder's streams stay within the
+	// resource manager's limits per peer and protocol.
+	for range 100 {
+		s.sup.HandleBid(ctx, testBid(t, bidder.key, clk.Now(), bidder.net.Host.Addrs()...))
+	}
+	eventually(t, 30*time.Second, fmt.Sprintf("%d quotes", QuotesPerBidder), func() bool {
+		return got.all() >= QuotesPerBidder
+	})
+	// One refill later, one more bid is answered: once its quote is in,
+	// every quote sent before it is in too (same connection, sent first).
+	clk.Advance(QuoteRefill)
+	last := testBid(t, bidder.key, clk.Now(), bidder.net.Host.Addrs()...)
+	s.sup.HandleBid(ctx, last)
+	eventually(t, 30*time.Second, "the quote after a refill", func() bool {
+		return got.forBid(last.ID) == 1
+	})
+	if total := got.all(); total != QuotesPerBidder+1 {
+		t.Fatalf("the bidder got %d quotes for 101 bids, want %d", total, QuotesPerBidder+1)
+	}
+}
+
+// gossipRelay starts a bare libp2p host that relays the market topics and
+// speaks no DHT, so that the peers connected to it learn of each other
+// only through gossip.
+func gossipRelay(t *testing.T) *testPeer {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); h.Close() })
+	ps, err := pubsub.NewGossipSub(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{OrdersTopic, TradesTopic} {
+		topic, err := ps.Join(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := topic.Subscribe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &testPeer{net: &p2p.Network{Host: h}}
+}
+
+// waitGossipPath publishes asks from until one reaches to: GossipSub
+// forwards only to the mesh of the moment, and a relay that has not yet
+// grafted a peer would drop a message for it.
+func waitGossipPath(t *testing.T, from, to *testPeer) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := from.orders.Publish(ctx, from.ask(t, time.Now()).Raw)
+		for err == nil {
+			var msg p2p.Message
+			if msg, err = to.orders.Next(ctx); err == nil && msg.Author == from.net.Host.ID() {
+				cancel()
+				return
+			}
+		}
+		cancel()
+	}
+	t.Fatal("timed out waiting for gossip to go from the renter through the relay to the supplier")
+}
+
+// TestRentConnectsBeforeBidding: a renter and a supplier share a gossip
+// relay but no connection. The renter, which has the supplier's ask in its
+// book, connects to it before publishing its bid, so that the supplier's
+// quote comes back over that connection and the lease is made.
+func TestRentConnectsBeforeBidding(t *testing.T) {
+	now := time.Now
+	s := newTestSupplier(t, now)
+	rp := newTestPeer(t, now)
+	relay := gossipRelay(t)
+	s.connect(t, relay)
+	rp.connect(t, relay)
+	waitGossipPath(t, rp, s.testPeer)
+	s.answerBids(t)
+	if rp.net.Host.Network().Connectedness(s.net.Host.ID()) == network.Connected {
+		t.Fatal("renter connected to the supplier before renting")
+	}
+	book := NewBook(now)
+	book.AddAsk(s.ask(t, now()))
+	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := r.Rent(ctx, RentRequest{
+		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
+		MaxPrice: 3_000_000, Wait: 30 * time.Second, Enough: 1,
+	})
+	if err != nil {
+		t.Fatalf("rent: %v", err)
+	}
+	if l.Supplier != s.net.Host.ID() || l.PriceMicros != 2_000_000 {
+		t.Fatalf("lease from %s at %d, want %s at 2000000", l.Supplier, l.PriceMicros, s.net.Host.ID())
+	}
+}
+
+func mustParseFilter(t *testing.T, s string) Filter {
+	t.Helper()
+	f, err := ParseFilter(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
