@@ -205,25 +205,37 @@ func TestPricingModes(t *testing.T) {
 }
 
 // TestConcurrentProposalsNeverOverbook sends 50 proposals for one GPU each
-// at once to a supplier of 8: exactly 8 leases, 42 refusals as busy.
+// at once, from 10 renters, to a supplier of 8: exactly 8 leases, and 42
+// refusals, as busy or (a renter holding MaxRenterHolds leases with no
+// job) as unclaimed.
 func TestConcurrentProposalsNeverOverbook(t *testing.T) {
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		sellerConfig(t, "unset", "sim:h100-sxm:8", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
 	})
 	ask := m.nodes[0].Book().Asks("h100-sxm")[0]
+	renters := make([]*market.Renter, 10)
+	for i := range renters {
+		key := newTestKey(t)
+		net, err := p2p.New(p2p.Config{Key: key, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { net.Close() })
+		renters[i] = market.NewRenter(market.RenterConfig{Net: net, Key: key, Log: quiet()})
+	}
 	var (
-		wg           sync.WaitGroup
-		leased, busy atomic.Int32
-		uuids        sync.Map
+		wg                   sync.WaitGroup
+		leased, busy, capped atomic.Int32
+		uuids                sync.Map
 	)
-	for range 50 {
+	for i := range 50 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			l, err := m.rc.renter.TakeAsk(ctx, ask, 1, time.Hour, market.Terms{})
+			l, err := renters[i%len(renters)].TakeAsk(ctx, ask, 1, time.Hour, market.Terms{})
 			var nm *market.NoMatch
 			switch {
 			case err == nil:
@@ -231,16 +243,18 @@ func TestConcurrentProposalsNeverOverbook(t *testing.T) {
 				if _, dup := uuids.LoadOrStore(l.GpuUuids[0], true); dup {
 					t.Errorf("GPU %s leased twice", l.GpuUuids[0])
 				}
-			case errors.As(err, &nm) && strings.Contains(nm.Error(), string(market.DeclineBusy)):
+			case errors.As(err, &nm) && strings.Contains(nm.Error(), "refused: "+string(market.DeclineBusy)+":"):
 				busy.Add(1)
+			case errors.As(err, &nm) && strings.Contains(nm.Error(), "refused: "+string(market.DeclineUnclaimed)+":"):
+				capped.Add(1)
 			default:
 				t.Errorf("proposal: %v", err)
 			}
 		}()
 	}
 	wg.Wait()
-	if leased.Load() != 8 || busy.Load() != 42 {
-		t.Fatalf("%d leased, %d refused as busy; want 8 and 42", leased.Load(), busy.Load())
+	if leased.Load() != 8 || busy.Load()+capped.Load() != 42 {
+		t.Fatalf("%d leased, %d refused as busy, %d as unclaimed; want 8 and 42", leased.Load(), busy.Load(), capped.Load())
 	}
 	if free := m.nodes[1].Supplier().Ledger().Free("h100-sxm"); free != 0 {
 		t.Fatalf("%d free after selling out", free)
