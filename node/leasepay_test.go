@@ -338,3 +338,24 @@ func TestJobOnReleasedLeaseIsRefused(t *testing.T) {
 		t.Fatalf("%d free after the refused start, want 1", free)
 	}
 }
+
+// TestLeaseConfigBounds: max_lease and claim_window take only values the
+// market can honour, with defaults of 24h and 60s.
+func TestLeaseConfigBounds(t *testing.T) {
+	c, err := LoadConfig(Input{Home: "/h"})
+	if err != nil || c.MaxLease != 24*time.Hour || c.ClaimWindow != time.Minute {
+		t.Fatalf("defaults: max_lease %s, claim_window %s, err %v", c.MaxLease, c.ClaimWindow, err)
+	}
+	for _, tt := range []struct{ key, value, want string }{
+		{"max_lease", "721h", "max_lease from flag:--max-lease"},
+		{"max_lease", "30s", "not a duration between 1m0s and 720h0m0s"},
+		{"max_lease", "forever", "max_lease"},
+		{"claim_window", "0", "claim_window from flag:--claim-window"},
+		{"claim_window", "2h", "not a duration between 1s and 1h"},
+	} {
+		_, err := LoadConfig(Input{Home: "/h", Flags: map[string][]string{tt.key: {tt.value}}})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s = %s: err %v, want it to contain %q", tt.key, tt.value, err, tt.want)
+		}
+	}
+}

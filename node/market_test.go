@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -222,8 +224,17 @@ func TestConcurrentProposalsNeverOverbook(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { net.Close() })
+		// Connected beforehand, so that the proposals race each other
+		// rather than the dials.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = net.Host.Connect(ctx, peer.AddrInfo{ID: ask.Supplier, Addrs: ask.Addrs})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
 		renters[i] = market.NewRenter(market.RenterConfig{Net: net, Key: key, Log: quiet()})
 	}
+	start := make(chan struct{})
 	var (
 		wg                   sync.WaitGroup
 		leased, busy, capped atomic.Int32
@@ -235,6 +246,7 @@ func TestConcurrentProposalsNeverOverbook(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
+			<-start
 			l, err := renters[i%len(renters)].TakeAsk(ctx, ask, 1, time.Hour, market.Terms{})
 			var nm *market.NoMatch
 			switch {
@@ -252,6 +264,7 @@ func TestConcurrentProposalsNeverOverbook(t *testing.T) {
 			}
 		}()
 	}
+	close(start)
 	wg.Wait()
 	if leased.Load() != 8 || busy.Load()+capped.Load() != 42 {
 		t.Fatalf("%d leased, %d refused as busy, %d as unclaimed; want 8 and 42", leased.Load(), busy.Load(), capped.Load())
