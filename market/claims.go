@@ -189,6 +189,11 @@ func (s *Supplier) releaseUnclaimed() (next time.Time) {
 			freed = freed || f
 		}
 	}
+	for renter, until := range s.barred {
+		if !now.Before(until) {
+			delete(s.barred, renter) // so that fresh identities cannot grow it forever
+		}
+	}
 	if freed {
 		s.CapacityChanged()
 	}
