@@ -18,6 +18,10 @@
 // that embeds the proposal (so one envelope carries both signatures), and
 // holds the reservation for ConfirmWindow until the renter confirms; then
 // it publishes a TradePrint, from which every node builds a price index.
+// A lease is paid for through the job that runs on it, billed from the
+// lease's start; one on which no job starts within its claim window is
+// released, and a renter's leases with no job on them are capped (see
+// claims.go and Lease.ClaimWindow).
 // When nothing matches, the renter explains why from the declines, its own
 // checks and an order book (see Renter.Rent).
 //

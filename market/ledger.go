@@ -336,6 +336,15 @@ func (l *Ledger) NextExpiry() time.Time {
 	return next
 }
 
+// Holds reports whether the lease has a live reservation.
+func (l *Ledger) Holds(leaseID ID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expire(l.now())
+	_, ok := l.res[leaseID]
+	return ok
+}
+
 // Free returns the number of free GPUs of model (0 for a model the
 // supplier does not have).
 func (l *Ledger) Free(model string) int {

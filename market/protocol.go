@@ -88,6 +88,18 @@ const (
 	// renter's LeaseConfirm before the GPUs are released.
 	ConfirmWindow = 5 * time.Second
 
+	// DefaultClaimWindow is a supplier's claim_window when it sets none:
+	// the longest a confirmed lease on which no job has started is held.
+	DefaultClaimWindow = time.Minute
+	// MinClaimWindow is the least claim window a lease gets (unless the
+	// supplier's claim_window is lower): time for a renter to start its
+	// job over a slow link.
+	MinClaimWindow = 30 * time.Second
+	// MaxRenterHolds bounds the leases one renter may hold at a supplier
+	// with no job started on them: pending (unconfirmed) or confirmed
+	// and unclaimed.
+	MaxRenterHolds = 2
+
 	// MinReceiptInterval and MaxReceiptInterval bound a proposal's
 	// receipt_interval_ms; DefaultReceiptInterval applies when it is 0.
 	MinReceiptInterval     = 500
@@ -160,7 +172,12 @@ const (
 	DeclineMismatch Decline = "mismatch"
 )
 
-// Valid reports whether d is one of the reason codes (not an offer).
+// DeclineUnclaimed prefixes a lease refusal, never a quote: the renter
+// already holds MaxRenterHolds leases at the supplier with no job started
+// on them, or it recently let one lapse unconfirmed or go unclaimed.
+const DeclineUnclaimed Decline = "unclaimed"
+
+// Valid reports whether d is one of a quote's reason codes (not an offer).
 func (d Decline) Valid() bool {
 	switch d {
 	case DeclineBusy, DeclinePrice, DeclineDuration, DeclineMismatch:

@@ -28,9 +28,14 @@ var ksLeases = store.MustKeyspace("leases") // lease ID -> LeaseRecord (JSON)
 // and where it stands.
 type LeaseRecord struct {
 	Envelope []byte    `json:"envelope"`
-	State    string    `json:"state"` // pending | confirmed | lapsed
+	State    string    `json:"state"` // pending | confirmed | lapsed | released
 	Role     string    `json:"role"`  // supplier | renter
 	Saved    time.Time `json:"saved"`
+	// A supplier's confirmed lease is released at ClaimBy unless a job
+	// started on it (Claimed); Reason says why a lease was released.
+	ClaimBy time.Time `json:"claim_by,omitzero"`
+	Claimed time.Time `json:"claimed,omitzero"`
+	Reason  string    `json:"reason,omitempty"`
 }
 
 // SupplierConfig configures a Supplier. Every field without a default
@@ -57,8 +62,13 @@ type SupplierConfig struct {
 	MinDuration, MaxDuration time.Duration
 	// AskTTL is the lifetime of an ask, renewed at half; 10 min when zero.
 	AskTTL time.Duration
-	Now    func() time.Time
-	Log    *slog.Logger
+	// ClaimWindow bounds how long a confirmed lease with no job started
+	// on it is held (Lease.ClaimWindow), and how long a renter that let
+	// a lease lapse or go unclaimed is refused; DefaultClaimWindow when
+	// zero.
+	ClaimWindow time.Duration
+	Now         func() time.Time
+	Log         *slog.Logger
 }
 
 // Supplier is the selling side of a node: it posts asks, answers bids
@@ -76,6 +86,13 @@ type Supplier struct {
 	unsent  map[string]bool // models whose live ask could not be gossiped
 	changed chan struct{}   // capacity changed: re-post asks
 	done    chan struct{}   // closed when Run returns
+
+	// lmu guards the renters' holds (claims.go); it is held across the
+	// lease-record writes that change them.
+	lmu           sync.Mutex
+	holds         map[ID]*hold          // leases with no job started on them
+	barred        map[peer.ID]time.Time // renters refused until then
+	claimsChanged chan struct{}         // a claim deadline was added
 }
 
 // NewSupplier opens the capacity ledger and installs the lease protocol.
@@ -95,6 +112,9 @@ func NewSupplier(cfg SupplierConfig) (*Supplier, error) {
 	if cfg.AskTTL == 0 {
 		cfg.AskTTL = 10 * time.Minute
 	}
+	if cfg.ClaimWindow == 0 {
+		cfg.ClaimWindow = DefaultClaimWindow
+	}
 	led, err := OpenLedger(cfg.Store, cfg.GPUs, cfg.Now)
 	if err != nil {
 		return nil, fmt.Errorf("supplier: %w", err)
@@ -103,6 +123,10 @@ func NewSupplier(cfg SupplierConfig) (*Supplier, error) {
 		cfg: cfg, self: cfg.Net.Host.ID(), ledger: led, log: cfg.Log.With("sub", "supplier"),
 		asks: map[string]*Ask{}, unsent: map[string]bool{}, changed: make(chan struct{}, 1), done: make(chan struct{}),
 		quotes: p2p.NewAuthorLimits(rate.Every(QuoteRefill), QuotesPerBidder, maxQuotedBidders),
+		holds:  map[ID]*hold{}, barred: map[peer.ID]time.Time{}, claimsChanged: make(chan struct{}, 1),
+	}
+	if err := s.loadHolds(); err != nil {
+		return nil, fmt.Errorf("supplier: load leases: %w", err)
 	}
 	p2p.Serve(cfg.Net.Host, LeaseProtocol, s.handleLease)
 	return s, nil
@@ -541,21 +565,38 @@ func (s *Supplier) handleLease(st network.Stream) error {
 		return refuse("proposal signed by %s but sent by %s", p.Renter, st.Conn().RemotePeer())
 	case time.Duration(p.DurationS)*time.Second < s.cfg.MinDuration || time.Duration(p.DurationS)*time.Second > s.cfg.MaxDuration:
 		return refuse("%s: duration %ds outside %s..%s", DeclineDuration, p.DurationS, s.cfg.MinDuration, s.cfg.MaxDuration)
+	}
+	// Before anything is reserved: a renter holds GPUs here with no job
+	// on them, paying nothing, only within its cap.
+	if why := s.admit(p.Renter, p.ID, now); why != "" {
+		return refuse("%s: %s", DeclineUnclaimed, why)
+	}
+	outcome, claimBy, err := s.grant(st, p, raw, now, refuse)
+	s.endHold(p.ID, outcome, claimBy, s.cfg.Now())
+	return err
+}
+
+// grant checks p against the supplier's ask and ledger, reserves its
+// GPUs, countersigns it and waits for the renter's confirmation. It
+// returns how the exchange ended (a hold outcome) and, for a confirmed
+// lease, when it is released unless a job has started on it.
+func (s *Supplier) grant(st network.Stream, p *Proposal, raw []byte, now time.Time, refuse func(string, ...any) error) (int, time.Time, error) {
+	switch {
 	case p.Ask != nil && !s.isCurrentAsk(p.Ask) && s.ledger.Free(p.Model) < int(p.Count):
 		// Withdrawn because it sold out: say so, as for any busy supplier.
-		return refuse("%s: %d of %s free, %d asked; the ask was withdrawn", DeclineBusy, s.ledger.Free(p.Model), p.Model, p.Count)
+		return holdDropped, time.Time{}, refuse("%s: %d of %s free, %d asked; the ask was withdrawn", DeclineBusy, s.ledger.Free(p.Model), p.Model, p.Count)
 	case p.Ask != nil && !s.isCurrentAsk(p.Ask):
-		return refuse("that ask was replaced or withdrawn; take the current one or bid")
+		return holdDropped, time.Time{}, refuse("that ask was replaced or withdrawn; take the current one or bid")
 	case s.leaseExists(p.ID):
-		return refuse("this proposal already made lease %s", p.ID.Short())
+		return holdDropped, time.Time{}, refuse("this proposal already made lease %s", p.ID.Short())
 	}
 	confirmBy := now.Add(ConfirmWindow)
 	res, err := s.ledger.Reserve(p.ID, p.Model, int(p.Count), confirmBy)
 	if err != nil {
 		if errors.Is(err, ErrInsufficientCapacity) {
-			return refuse("%s: %v", DeclineBusy, err)
+			return holdDropped, time.Time{}, refuse("%s: %v", DeclineBusy, err)
 		}
-		return refuse("reserve: %v", err)
+		return holdDropped, time.Time{}, refuse("reserve: %v", err)
 	}
 	l := &pb.Lease{
 		Proposal: raw, Renter: []byte(p.Renter), LeaseId: p.ID[:],
@@ -566,44 +607,46 @@ func (s *Supplier) handleLease(st network.Stream) error {
 	leaseRaw, err := SealLease(l, s.cfg.Key)
 	if err != nil {
 		_ = s.ledger.Release(p.ID)
-		return refuse("seal lease: %v", err)
+		return holdDropped, time.Time{}, refuse("seal lease: %v", err)
 	}
 	if err := saveLease(s.cfg.Store, p.ID, leaseRaw, "pending", "supplier", now); err != nil {
 		_ = s.ledger.Release(p.ID)
-		return refuse("persist lease: %v", err)
+		return holdDropped, time.Time{}, refuse("persist lease: %v", err)
 	}
 	if err := p2p.WriteMsg(st, &pb.LeaseResponse{Lease: leaseRaw}); err != nil {
-		return err // the reservation lapses at confirmBy
+		return holdLapsed, time.Time{}, err // the reservation lapses at confirmBy
 	}
 	_ = st.SetReadDeadline(confirmBy)
 	var c pb.LeaseConfirm
 	if err := p2p.ReadMsg(st, 256, &c); err != nil || ID(c.LeaseId) != p.ID {
 		s.log.Info("lease not confirmed; reservation lapses", "lease", p.ID.Short(), "err", err)
 		_ = saveLease(s.cfg.Store, p.ID, leaseRaw, "lapsed", "supplier", s.cfg.Now())
-		return nil
+		return holdLapsed, time.Time{}, nil
 	}
 	_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
-	end := time.UnixMilli(l.EndMs)
-	if _, err := s.ledger.Confirm(p.ID, end); err != nil {
+	if _, err := s.ledger.Confirm(p.ID, time.UnixMilli(l.EndMs)); err != nil {
 		s.log.Warn("confirm came too late", "lease", p.ID.Short(), "err", err)
 		_ = saveLease(s.cfg.Store, p.ID, leaseRaw, "lapsed", "supplier", s.cfg.Now())
-		return p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the confirmation came after the reservation lapsed"})
+		return holdLapsed, time.Time{}, p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the confirmation came after the reservation lapsed"})
 	}
-	if err := saveLease(s.cfg.Store, p.ID, leaseRaw, "confirmed", "supplier", s.cfg.Now()); err != nil {
+	claimBy := time.UnixMilli(l.StartMs).Add((&Lease{Lease: l, Proposal: p}).ClaimWindow(s.cfg.ClaimWindow))
+	rec := LeaseRecord{Envelope: leaseRaw, State: "confirmed", Role: "supplier", Saved: s.cfg.Now().UTC(), ClaimBy: claimBy.UTC()}
+	if err := putLeaseRecord(s.cfg.Store, p.ID, rec); err != nil {
 		s.log.Error("persist confirmed lease", "lease", p.ID.Short(), "err", err)
 		_ = s.ledger.Release(p.ID)
-		return p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the supplier could not keep the lease"})
+		return holdDropped, time.Time{}, p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the supplier could not keep the lease"})
 	}
 	if err := p2p.WriteMsg(st, &pb.LeaseConfirmed{}); err != nil {
 		s.log.Debug("tell the renter the lease is kept", "lease", p.ID.Short(), "err", err)
 	}
-	s.log.Info("leased", "lease", p.ID.Short(), "renter", p.Renter, "model", p.Model, "count", p.Count, "price", FormatPrice(p.PriceMicros))
+	s.log.Info("leased", "lease", p.ID.Short(), "renter", p.Renter, "model", p.Model, "count", p.Count,
+		"price", FormatPrice(p.PriceMicros), "claim_by", claimBy.UTC().Format(time.RFC3339))
 	s.publishTrade(leaseRaw)
 	select {
 	case s.changed <- struct{}{}:
 	default:
 	}
-	return nil
+	return holdClaimable, claimBy, nil
 }
 
 // isCurrentAsk reports whether a is the live ask the supplier posts now
@@ -616,14 +659,15 @@ func (s *Supplier) isCurrentAsk(a *Ask) bool {
 }
 
 // leaseExists reports whether a lease with this ID was already made and
-// confirmed: a proposal is good for one lease only.
+// confirmed (and maybe released since): a proposal is good for one lease
+// only.
 func (s *Supplier) leaseExists(id ID) bool {
 	b, err := s.cfg.Store.Get(ksLeases, id[:])
 	if err != nil {
 		return false
 	}
 	rec, err := (store.JSONCodec[LeaseRecord]{}).Unmarshal(b)
-	return err == nil && rec.State == "confirmed"
+	return err == nil && (rec.State == "confirmed" || rec.State == "released")
 }
 
 // publishTrade announces a confirmed lease and adds it to the local index.
@@ -651,7 +695,11 @@ func AddTrade(x *PriceIndex, tp *TradePrint) bool {
 }
 
 func saveLease(s store.Store, id ID, raw []byte, state, role string, now time.Time) error {
-	b, err := (store.JSONCodec[LeaseRecord]{}).Marshal(LeaseRecord{Envelope: raw, State: state, Role: role, Saved: now.UTC()})
+	return putLeaseRecord(s, id, LeaseRecord{Envelope: raw, State: state, Role: role, Saved: now.UTC()})
+}
+
+func putLeaseRecord(s store.Store, id ID, rec LeaseRecord) error {
+	b, err := (store.JSONCodec[LeaseRecord]{}).Marshal(rec)
 	if err != nil {
 		return err
 	}
@@ -661,8 +709,9 @@ func saveLease(s store.Store, id ID, raw []byte, state, role string, now time.Ti
 // StoredLease is a lease as kept in a store, validated again on reading.
 type StoredLease struct {
 	*Lease
-	State string
-	Role  string
+	State  string
+	Role   string
+	Reason string // why it was released, if it was
 }
 
 // Leases lists the leases kept in s, newest first. Records that no longer
@@ -682,7 +731,7 @@ func Leases(s store.Store, now time.Time) ([]StoredLease, error) {
 		if state == "pending" && !now.Before(time.UnixMilli(l.ConfirmByMs)) {
 			state = "lapsed" // never confirmed (e.g. the supplier stopped first)
 		}
-		out = append(out, StoredLease{Lease: l, State: state, Role: rec.Role})
+		out = append(out, StoredLease{Lease: l, State: state, Role: rec.Role, Reason: rec.Reason})
 		return nil
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].StartMs > out[j].StartMs })
@@ -719,5 +768,5 @@ func GetLease(s store.Store, id ID, now time.Time) (StoredLease, error) {
 	if state == "pending" && !now.Before(time.UnixMilli(l.ConfirmByMs)) {
 		state = "lapsed"
 	}
-	return StoredLease{Lease: l, State: state, Role: rec.Role}, nil
+	return StoredLease{Lease: l, State: state, Role: rec.Role, Reason: rec.Reason}, nil
 }

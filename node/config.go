@@ -53,6 +53,8 @@ type Config struct {
 	JobUser           string        // user that jobs run as ("": the node's own)
 	HaltGrace         time.Duration // how long a job waits, paused, for an unpaid renter
 	UnsandboxedJobs   bool          // a node without user namespaces may run jobs unhidden
+	MaxLease          time.Duration // longest lease the supplier grants
+	ClaimWindow       time.Duration // most a lease with no job started on it is held
 
 	// Sources says where each key's value came from: "default",
 	// "file:PATH", "env:NAME" or "flag:--NAME".
@@ -211,6 +213,22 @@ func fields() []field {
 				return fmt.Errorf("%q is not a duration of 1s or more", v[0])
 			}
 			c.HaltGrace = d
+			return nil
+		}},
+		{key: "max_lease", def: []string{"24h"}, set: func(c *Config, v []string) error {
+			d, err := time.ParseDuration(v[0])
+			if err != nil || d < market.MinDuration || d > market.MaxDuration {
+				return fmt.Errorf("%q is not a duration between %s and %s", v[0], market.MinDuration, market.MaxDuration)
+			}
+			c.MaxLease = d
+			return nil
+		}},
+		{key: "claim_window", def: []string{"60s"}, set: func(c *Config, v []string) error {
+			d, err := time.ParseDuration(v[0])
+			if err != nil || d < time.Second || d > time.Hour {
+				return fmt.Errorf("%q is not a duration between 1s and 1h", v[0])
+			}
+			c.ClaimWindow = d
 			return nil
 		}},
 		{key: "unsandboxed_jobs", def: []string{"false"}, set: boolKey(func(c *Config) *bool { return &c.UnsandboxedJobs })},
@@ -616,6 +634,7 @@ func (c Config) Settings() []Setting {
 		"pricing": c.Pricing, "price": c.Prices, "price_floor": c.PriceFloors, "ask_ttl": c.AskTTL.String(),
 		"trusted": c.Trusted, "audit_interval": auditString(c.AuditInterval), "sim_cheat": c.SimCheat,
 		"runtime": c.Runtimes, "job_user": c.JobUser, "halt_grace": c.HaltGrace.String(), "unsandboxed_jobs": c.UnsandboxedJobs,
+		"max_lease": c.MaxLease.String(), "claim_window": c.ClaimWindow.String(),
 	}
 	out := []Setting{{Key: "data", Value: c.DataDir, Source: c.Sources["data"]}}
 	for _, k := range Keys() {

@@ -102,11 +102,14 @@ func (n *Node) startJobs(ctx context.Context) error {
 					return nil, err
 				case sl.Role != "supplier":
 					return nil, fmt.Errorf("lease %s was not made by this supplier", id.Short())
+				case sl.State != "confirmed" && sl.Reason != "":
+					return nil, fmt.Errorf("lease %s is %s, not confirmed: %s", id.Short(), sl.State, sl.Reason)
 				case sl.State != "confirmed":
 					return nil, fmt.Errorf("lease %s is %s, not confirmed", id.Short(), sl.State)
 				}
 				return sl.Lease, nil
 			},
+			Claim: sup.Claim,
 			Release: func(id market.ID) {
 				if err := sup.Ledger().Release(id); err == nil {
 					sup.CapacityChanged()

@@ -296,6 +296,10 @@ func TestJobUnpaidIsStopped(t *testing.T) {
 	if rep.AmountMicros-rep.PaidMicros > 0 && rep.GPUSeconds > 20 {
 		t.Fatalf("billed far past the halt: %+v", rep)
 	}
+	// An unpaid lease is not held to its end: its GPU is free again.
+	eventually(t, 10*time.Second, "the unpaid lease's GPU to be free again", func() bool {
+		return jn.cheap.Supplier().Ledger().Free("rtx4090") == 1
+	})
 }
 
 // TestJobStop: the renter stops a running job; it ends as stopped and

@@ -69,11 +69,13 @@ func (n *Node) startMarket(ctx context.Context) error {
 			Net: n.net, Key: n.key, Store: n.store, Orders: m.orders, Trades: m.trades,
 			Book: m.book, Index: m.index, Pricer: pricer, GPUs: gpus, Region: n.cfg.Region,
 			Describe: n.describe, AskTTL: n.cfg.AskTTL, Now: n.now, Log: n.log,
+			MaxDuration: n.cfg.MaxLease, ClaimWindow: n.cfg.ClaimWindow,
 		})
 		if err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
 		n.goLoop(func() { m.supplier.Run(ctx) })
+		n.goLoop(func() { m.supplier.RunClaims(ctx) })
 	}
 	n.goLoop(func() { n.syncBook(ctx) })
 	n.goLoop(func() { n.readOrders(ctx) })

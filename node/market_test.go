@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -205,44 +207,91 @@ func TestPricingModes(t *testing.T) {
 }
 
 // TestConcurrentProposalsNeverOverbook sends 50 proposals for one GPU each
-// at once to a supplier of 8: exactly 8 leases, 42 refusals as busy.
+// at once, from 10 renters, to a supplier of 8: exactly 8 leases, each GPU
+// once. The others are refused as busy or (a renter holding
+// MaxRenterHolds leases with no job) as unclaimed; a proposal on an ask
+// the supplier replaced meanwhile is made again on its current ask, until
+// it sells out and withdraws it.
 func TestConcurrentProposalsNeverOverbook(t *testing.T) {
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		sellerConfig(t, "unset", "sim:h100-sxm:8", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
 	})
-	ask := m.nodes[0].Book().Asks("h100-sxm")[0]
+	sup := m.nodes[1]
+	current := func() *market.Ask {
+		for _, a := range sup.Book().Asks("h100-sxm") {
+			if a.Supplier == sup.ID() {
+				return a
+			}
+		}
+		return nil
+	}
+	ask := current()
+	if ask == nil {
+		t.Fatal("the supplier posts no ask")
+	}
+	renters := make([]*market.Renter, 10)
+	for i := range renters {
+		key := newTestKey(t)
+		net, err := p2p.New(p2p.Config{Key: key, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { net.Close() })
+		// Connected beforehand, so that the proposals race each other
+		// rather than the dials.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = net.Host.Connect(ctx, peer.AddrInfo{ID: ask.Supplier, Addrs: ask.Addrs})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		renters[i] = market.NewRenter(market.RenterConfig{Net: net, Key: key, Log: quiet()})
+	}
+	start := make(chan struct{})
 	var (
-		wg           sync.WaitGroup
-		leased, busy atomic.Int32
-		uuids        sync.Map
+		wg                   sync.WaitGroup
+		leased, busy, capped atomic.Int32
+		uuids                sync.Map
 	)
-	for range 50 {
+	refused := func(err error, code market.Decline) bool {
+		var nm *market.NoMatch
+		return errors.As(err, &nm) && strings.Contains(nm.Error(), "refused: "+string(code)+":")
+	}
+	for i := range 50 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			l, err := m.rc.renter.TakeAsk(ctx, ask, 1, time.Hour, market.Terms{})
-			var nm *market.NoMatch
-			switch {
-			case err == nil:
-				leased.Add(1)
-				if _, dup := uuids.LoadOrStore(l.GpuUuids[0], true); dup {
-					t.Errorf("GPU %s leased twice", l.GpuUuids[0])
+			<-start
+			for a := ask; a != nil; a = current() {
+				l, err := renters[i%len(renters)].TakeAsk(ctx, a, 1, time.Hour, market.Terms{})
+				switch {
+				case err == nil:
+					leased.Add(1)
+					if _, dup := uuids.LoadOrStore(l.GpuUuids[0], true); dup {
+						t.Errorf("GPU %s leased twice", l.GpuUuids[0])
+					}
+				case refused(err, market.DeclineBusy):
+					busy.Add(1)
+				case refused(err, market.DeclineUnclaimed):
+					capped.Add(1)
+				case strings.Contains(err.Error(), "that ask was replaced"):
+					continue
+				default:
+					t.Errorf("proposal: %v", err)
 				}
-			case errors.As(err, &nm) && strings.Contains(nm.Error(), string(market.DeclineBusy)):
-				busy.Add(1)
-			default:
-				t.Errorf("proposal: %v", err)
+				return
 			}
 		}()
 	}
+	close(start)
 	wg.Wait()
-	if leased.Load() != 8 || busy.Load() != 42 {
-		t.Fatalf("%d leased, %d refused as busy; want 8 and 42", leased.Load(), busy.Load())
+	if leased.Load() != 8 {
+		t.Fatalf("%d leased, %d refused as busy, %d as unclaimed; want 8 leased", leased.Load(), busy.Load(), capped.Load())
 	}
-	if free := m.nodes[1].Supplier().Ledger().Free("h100-sxm"); free != 0 {
+	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 0 {
 		t.Fatalf("%d free after selling out", free)
 	}
 }

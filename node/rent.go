@@ -144,6 +144,7 @@ type LeaseView struct {
 	Verified    bool      `json:"verified"`
 	State       string    `json:"state,omitempty"`
 	Role        string    `json:"role,omitempty"`
+	Reason      string    `json:"reason,omitempty"` // why a supplier released it
 }
 
 // ViewLease describes a validated lease: verified means both signatures
@@ -181,7 +182,9 @@ func leaseViews(st store.Store, now time.Time) ([]LeaseView, error) {
 	}
 	out := make([]LeaseView, 0, len(ls))
 	for _, l := range ls {
-		out = append(out, ViewLease(l.Lease, l.State, l.Role))
+		v := ViewLease(l.Lease, l.State, l.Role)
+		v.Reason = l.Reason
+		out = append(out, v)
 	}
 	return out, nil
 }

@@ -37,7 +37,11 @@ then reputation, then round-trip time, and proposes a lease to the best, falling
 the next on refusal. With --ask it takes a posted ask at its price instead.
 
 When no lease is made it says why, from the order book and the suppliers' answers, and exits 1.
-With --data the lease is kept in that data dir, where "gpumesh leases" lists it.`,
+With --data the lease is kept in that data dir, where "gpumesh leases" lists it.
+
+A lease is paid for through the job that runs on it: a supplier releases a lease on which no
+job starts within its claim window (30 s to 1 min by default). "gpumesh run" rents and starts
+a job at once.`,
 		Example: `  gpumesh rent model=h100-sxm --count 2 --hours 4 --max-price 2.50 --bootstrap /ip4/.../p2p/12D3Koo...
   gpumesh rent --ask 3f9c2a71 --count 1 --hours 1 --bootstrap /ip4/.../p2p/12D3Koo... --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -107,7 +111,15 @@ With --data the lease is kept in that data dir, where "gpumesh leases" lists it.
 			if err != nil {
 				return err
 			}
-			return a.printLease(node.ViewLease(l, "confirmed", "renter"))
+			if err := a.printLease(node.ViewLease(l, "confirmed", "renter")); err != nil {
+				return err
+			}
+			if !a.json {
+				// The lease is billed only through a job: one that never
+				// runs a job is not held for long.
+				fmt.Fprintln(a.stderr, "note: the supplier releases a lease on which no job starts within its claim window (30 s to 1 min by default); `gpumesh run` rents and starts a job at once")
+			}
+			return nil
 		},
 	}
 	fl := cmd.Flags()

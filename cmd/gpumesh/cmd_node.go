@@ -53,6 +53,8 @@ func newNodeCmd(a *app) *cobra.Command {
 	f.String("job-user", "", "user that renters' jobs run as (default: the node's own user)")
 	f.Bool("unsandboxed-jobs", false, "on a node that is not root and cannot create user namespaces, run jobs anyway, without hiding the node's key and store from them")
 	f.String("halt-grace", "", "how long a job stays paused for an unpaid renter before it is stopped (default 2m)")
+	f.String("max-lease", "", "longest lease this supplier grants, 1m to 720h (default 24h)")
+	f.String("claim-window", "", "most a lease on which no job has started is held before its GPUs are released, 1s to 1h (default 60s)")
 	f.String("sim-cheat", "", "testnets only, all GPUs simulated: answer challenges as an impostor: slow=F, skip=F, wrong=F, mem=F or replay")
 	f.StringArray("trusted", nil, "peer ID whose attestations are pre-trusted (repeatable; itself and its bootstrap peers always are)")
 	return cmd

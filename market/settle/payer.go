@@ -118,8 +118,8 @@ func (p *Payer) Terms() Terms { return p.t }
 // last receipt's hash (else chain-fork evidence); CheckUsage (else
 // inflated-usage or amount-mismatch evidence); price and GPUs are the
 // lease's, cum_gpu_ms adds up, the attempt did not end already, it starts
-// no more than MaxOverlap before the last one ended (or the lease
-// started), ends no later than MaxClockSkew after now (else ErrFuture) and
+// no more than MaxOverlap before the last one ended (seq 1: not before the
+// lease started), ends no later than MaxClockSkew after now (else ErrFuture) and
 // no later than one interval after the lease. Evidence is stored and
 // handed to OnEvidence, and the error wraps ErrEvidence; other refused
 // receipts are not stored. The voucher's nonce is the last one's plus
@@ -195,6 +195,9 @@ func (p *Payer) accept(r *Receipt, attempt uint32, now time.Time) (voucher, evid
 		return nil, nil, p2p.Errf(ErrStaleAttempt, "attempt %d after seq %d of attempt %d", r.Attempt, last.Seq, last.Attempt)
 	case last != nil && r.Attempt == last.Attempt && last.Final:
 		return nil, nil, p2p.Errf(market.ErrMismatch, "attempt %d ended with seq %d", r.Attempt, last.Seq)
+	case last == nil && r.StartMs < prevEnd:
+		// Billing starts at the lease's start, never before it.
+		return nil, nil, p2p.Errf(market.ErrMismatch, "seq 1 starts at %d ms, before the lease's start, %d ms", r.StartMs, prevEnd)
 	case r.StartMs < prevEnd-MaxOverlap.Milliseconds():
 		return nil, nil, p2p.Errf(market.ErrMismatch, "starts at %d ms, over %s before %d ms (the end of seq %d or the lease's start)", r.StartMs, MaxOverlap, prevEnd, lastSeq)
 	case end.After(now.Add(MaxClockSkew)):

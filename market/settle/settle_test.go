@@ -832,3 +832,42 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstReceiptFromLeaseStart: billing starts at the lease's start (a
+// job started late pays for the time the GPUs were held before it), and
+// never before it: a first receipt reaching back before the lease, even
+// by less than MaxOverlap, is refused, and an audit flags one.
+func TestFirstReceiptFromLeaseStart(t *testing.T) {
+	x := newPair(t)
+	// The job starts 30 s into the lease; its first receipt covers the
+	// lease from its start.
+	x.now = testStart.Add(30 * time.Second)
+	r, err := x.m.Issue(x.attempt, testStart, x.now, 30_000*int64(x.terms.GPUs), 0, nil, false, StateRunning)
+	if err != nil {
+		t.Fatalf("Issue from the lease's start: %v", err)
+	}
+	early := sealReceipt(t, receiptMsg(r, func(m *pb.Receipt) {
+		m.StartMs -= MaxOverlap.Milliseconds() / 2
+		m.GpuMs = (m.EndMs - m.StartMs) * int64(m.Gpus)
+		m.CumGpuMs = m.GpuMs
+		m.CumAmountMicros = market.AmountMicros(m.PriceMicros, m.CumGpuMs)
+	}), x.sup)
+	_, err = x.p.Accept(early, x.attempt, x.now)
+	wantErr(t, "a first receipt starting before the lease", err, market.ErrMismatch)
+	x.pay(t, r)
+	if rep, err := x.rled.Verify(x.terms.LeaseID, x.now); err != nil || !rep.Valid {
+		t.Fatalf("the bill from the lease's start: %v %v", err, rep.Problems)
+	}
+
+	// An audit of a ledger that kept such a receipt flags it.
+	if err := x.sled.s.Put(ksReceipts, seqKey(x.terms.LeaseID, 1), early); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := x.sled.Verify(x.terms.LeaseID, x.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Valid || !strings.Contains(strings.Join(rep.Problems, "; "), "before the lease's start") {
+		t.Fatalf("audit of a receipt billing before the lease: valid %v, problems %v", rep.Valid, rep.Problems)
+	}
+}

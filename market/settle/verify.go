@@ -227,7 +227,10 @@ func checkChained(t Terms, r *Receipt, seq uint64, prev *Receipt, now time.Time,
 		if r.CumGpuMs != prevCum+r.GpuMs {
 			problem("receipt seq %d: cum_gpu_ms %d, want %d + %d", seq, r.CumGpuMs, prevCum, r.GpuMs)
 		}
-		if r.StartMs < prevEnd-MaxOverlap.Milliseconds() {
+		switch {
+		case seq == 1 && r.StartMs < prevEnd:
+			problem("receipt seq 1 starts at %d ms, before the lease's start, %d ms", r.StartMs, prevEnd)
+		case r.StartMs < prevEnd-MaxOverlap.Milliseconds():
 			problem("receipt seq %d starts at %d ms, over %s before %d ms", seq, r.StartMs, MaxOverlap, prevEnd)
 		}
 	}

@@ -60,6 +60,10 @@ type ExecutorConfig struct {
 	Lease func(id market.ID) (*market.Lease, error)
 	// Release gives a lease's GPUs back once its job is over (optional).
 	Release func(id market.ID)
+	// Claim tells the market that a job starts on a lease, so that it is
+	// not released as unclaimed; it fails for a lease released already.
+	// The function it returns undoes the claim (optional).
+	Claim func(id market.ID) (undo func(), err error)
 	// HaltGrace is how long a job stays paused for payment before it is
 	// stopped (default 2 min).
 	HaltGrace time.Duration
@@ -306,13 +310,26 @@ func (e *Executor) welcome(from peer.ID, h *pb.Hello) (*run, string) {
 			return nil, fmt.Sprintf("attempt %d ran on this lease; every attempt needs a lease of its own", old.attempt)
 		}
 	}
+	undo, err := e.claim(l.ID)
+	if err != nil {
+		return nil, err.Error()
+	}
 	r, err := e.start(l, spec, h.Attempt, h.Checkpoint, cp)
 	if err != nil {
+		undo()
 		e.log.Warn("job start failed", "lease", l.ID.Short(), "err", err)
 		return nil, "start: " + err.Error()
 	}
 	e.runs[l.ID] = r
 	return r, ""
+}
+
+// claim claims the lease for the attempt about to start.
+func (e *Executor) claim(id market.ID) (undo func(), err error) {
+	if e.cfg.Claim == nil {
+		return func() {}, nil
+	}
+	return e.cfg.Claim(id)
 }
 
 func runtimeName(s *Spec) string {

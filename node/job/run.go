@@ -130,7 +130,12 @@ func (r *run) meterLoop() {
 	interval := r.terms.ReceiptInterval
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	last := r.started
+	// A lease is paid for from its start, whatever ran on it: the time
+	// the renter held the GPUs before the job started is billed at once.
+	last := r.lease.Start()
+	if r.started.After(last) && r.receipt(last, r.started, false, StateRunning) {
+		last = r.started
+	}
 	expire := time.NewTimer(time.Until(r.lease.End()))
 	defer expire.Stop()
 	for {
@@ -189,8 +194,8 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // receipt issues (durably) and sends the receipt of [from, to]; nothing
-// past the lease's end is billed.
-func (r *run) receipt(from, to time.Time, final bool, state string) {
+// past the lease's end is billed. It reports whether one was issued.
+func (r *run) receipt(from, to time.Time, final bool, state string) bool {
 	if end := r.lease.End(); to.After(end) {
 		to = end
 	}
@@ -201,7 +206,7 @@ func (r *run) receipt(from, to time.Time, final bool, state string) {
 	rc, err := r.meter.Issue(r.attempt, from, to, r.gpuMs(from, to), r.util(), cp, final, state)
 	if err != nil {
 		r.logger.Error("receipt not issued", "err", err)
-		return
+		return false
 	}
 	r.mu.Lock()
 	sess := r.sess
@@ -209,6 +214,7 @@ func (r *run) receipt(from, to time.Time, final bool, state string) {
 	if sess != nil {
 		sess.send(&pb.ServerFrame{Body: &pb.ServerFrame_Receipt{Receipt: rc.Raw}})
 	}
+	return true
 }
 
 // util is a stand-in for GPU utilisation where NVML gives none: 0.

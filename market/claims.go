@@ -1,0 +1,275 @@
+package market
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/store"
+)
+
+// A lease costs its renter nothing until a job runs on it: receipts, and
+// so payment, come from the job. So that GPUs cannot be held for free, a
+// supplier tracks each renter's holds — leases with no job started on
+// them, pending or confirmed — caps them per renter, and releases a
+// confirmed lease on which no job has started within its claim window.
+// A job that does start is billed from the lease's start (node/job).
+
+// hold is a lease with no job started on it yet.
+type hold struct {
+	renter  peer.ID
+	claimBy time.Time // zero while the lease awaits its confirmation
+}
+
+// How the lease exchange ended for a hold.
+const (
+	holdDropped   = iota // refused before a lease was offered: no trace
+	holdLapsed           // offered but not confirmed: the renter is barred a while
+	holdClaimable        // confirmed: held until claimBy unless a job starts
+)
+
+// ClaimWindow is how long after its start the lease is held with no job
+// started on it, at a supplier whose claim_window is ceiling: the time
+// its credit limit pays for at its price, and at least two receipt
+// intervals and MinClaimWindow, but never more than ceiling.
+func (l *Lease) ClaimWindow(ceiling time.Duration) time.Duration {
+	t := l.Terms()
+	w := max(2*t.ReceiptInterval, MinClaimWindow)
+	if l.PriceMicros > 0 && l.Count > 0 {
+		// A duration, not money: float precision is ample, and the value
+		// is bounded before it becomes a Duration.
+		credit := float64(t.CreditLimit) / (float64(l.PriceMicros) * float64(l.Count)) * float64(time.Hour)
+		if credit >= float64(ceiling) {
+			return ceiling
+		}
+		w = max(w, time.Duration(credit))
+	}
+	return min(w, ceiling)
+}
+
+// admit records a pending hold of renter for lease id, unless the renter
+// holds MaxRenterHolds already or is barred; it says why not.
+func (s *Supplier) admit(renter peer.ID, id ID, now time.Time) string {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	if until, ok := s.barred[renter]; ok {
+		if now.Before(until) {
+			return fmt.Sprintf("a lease of yours here lapsed unconfirmed or was released unclaimed; proposals are refused until %s", until.UTC().Format(time.RFC3339))
+		}
+		delete(s.barred, renter)
+	}
+	n := 0
+	for _, h := range s.holds {
+		if h.renter == renter {
+			n++
+		}
+	}
+	if n >= MaxRenterHolds {
+		return fmt.Sprintf("%d of your leases here are unconfirmed or have no job started on them (at most %d); start a job on one or let it be released", n, MaxRenterHolds)
+	}
+	s.holds[id] = &hold{renter: renter}
+	return ""
+}
+
+// endHold records how the lease exchange for id ended (a holdX outcome).
+func (s *Supplier) endHold(id ID, outcome int, claimBy, now time.Time) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	h := s.holds[id]
+	if h == nil {
+		return
+	}
+	switch outcome {
+	case holdClaimable:
+		h.claimBy = claimBy
+		s.wakeClaims()
+		return
+	case holdLapsed:
+		s.barred[h.renter] = now.Add(s.cfg.ClaimWindow)
+	}
+	delete(s.holds, id)
+}
+
+func (s *Supplier) wakeClaims() {
+	select {
+	case s.claimsChanged <- struct{}{}:
+	default:
+	}
+}
+
+// Claim marks the confirmed lease id as having a job started on it, so
+// that it is held to its end. It fails when the lease is not confirmed
+// here (released unclaimed, lapsed, unknown). The function it returns
+// undoes the claim, for a job that then failed to start.
+func (s *Supplier) Claim(id ID) (undo func(), err error) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	rec, err := s.leaseRecord(id)
+	switch {
+	case err != nil:
+		return nil, err
+	case rec.State != "confirmed":
+		return nil, fmt.Errorf("lease %s is %s%s", id.Short(), rec.State, reasonSuffix(rec.Reason))
+	case !rec.Claimed.IsZero():
+		return func() {}, nil
+	}
+	rec.Claimed = s.cfg.Now().UTC()
+	if err := putLeaseRecord(s.cfg.Store, id, rec); err != nil {
+		return nil, fmt.Errorf("lease %s: keep its claim: %w", id.Short(), err)
+	}
+	h := s.holds[id]
+	delete(s.holds, id)
+	return func() { s.unclaim(id, h) }, nil
+}
+
+// unclaim undoes a claim: the lease is held again only until its claim
+// window ends.
+func (s *Supplier) unclaim(id ID, h *hold) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	rec, err := s.leaseRecord(id)
+	if err != nil || rec.State != "confirmed" {
+		return
+	}
+	rec.Claimed = time.Time{}
+	if err := putLeaseRecord(s.cfg.Store, id, rec); err != nil {
+		s.log.Warn("undo the claim of a lease", "lease", id.Short(), "err", err)
+	}
+	if h != nil {
+		s.holds[id] = h
+		s.wakeClaims()
+	}
+}
+
+// RunClaims releases confirmed leases on which no job started within
+// their claim window, until ctx ends.
+func (s *Supplier) RunClaims(ctx context.Context) {
+	for {
+		wait := time.Minute
+		if next := s.releaseUnclaimed(); !next.IsZero() {
+			wait = max(next.Sub(s.cfg.Now()), 10*time.Millisecond)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-s.claimsChanged:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// releaseUnclaimed releases every confirmed lease past its claim window
+// with no job on it, and returns the next claim deadline (zero: none).
+func (s *Supplier) releaseUnclaimed() (next time.Time) {
+	now := s.cfg.Now()
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	freed := false
+	for id, h := range s.holds {
+		switch {
+		case h.claimBy.IsZero():
+			// Pending: the lease exchange ends it.
+		case now.Before(h.claimBy):
+			if next.IsZero() || h.claimBy.Before(next) {
+				next = h.claimBy
+			}
+		default:
+			done, f := s.releaseHold(id, h, now)
+			if done {
+				delete(s.holds, id)
+			} else if next.IsZero() || now.Add(time.Second).Before(next) {
+				next = now.Add(time.Second) // retry a failed write soon
+			}
+			freed = freed || f
+		}
+	}
+	for renter, until := range s.barred {
+		if !now.Before(until) {
+			delete(s.barred, renter) // so that fresh identities cannot grow it forever
+		}
+	}
+	if freed {
+		s.CapacityChanged()
+	}
+	return next
+}
+
+// releaseHold releases the unclaimed lease id: stored as released with
+// its reason first, so that no job can start on it, then its GPUs. It
+// reports whether the hold is done with and whether GPUs were freed; the
+// caller holds s.lmu.
+func (s *Supplier) releaseHold(id ID, h *hold, now time.Time) (done, freed bool) {
+	rec, err := s.leaseRecord(id)
+	if err != nil || rec.State != "confirmed" || !rec.Claimed.IsZero() {
+		return true, false
+	}
+	if !s.ledger.Holds(id) {
+		return true, false // its reservation ended otherwise (a restart's recovery)
+	}
+	rec.State, rec.Saved = "released", now.UTC()
+	rec.Reason = fmt.Sprintf("unclaimed: no job started on it by %s", h.claimBy.UTC().Format(time.RFC3339))
+	if err := putLeaseRecord(s.cfg.Store, id, rec); err != nil {
+		s.log.Warn("release an unclaimed lease", "lease", id.Short(), "err", err)
+		return false, false
+	}
+	if err := s.ledger.Release(id); err != nil && !errors.Is(err, ErrNoReservation) {
+		s.log.Warn("free the GPUs of an unclaimed lease", "lease", id.Short(), "err", err)
+	}
+	s.barred[h.renter] = now.Add(s.cfg.ClaimWindow)
+	s.log.Info("lease released: no job started on it", "lease", id.Short(), "renter", h.renter, "claim_by", h.claimBy.UTC().Format(time.RFC3339))
+	return true, true
+}
+
+// loadHolds finds, after a restart, the confirmed leases that still hold
+// GPUs and have no job claimed on them: they are held until their claim
+// deadline (now plus the claim window for records that have none).
+func (s *Supplier) loadHolds() error {
+	now := s.cfg.Now()
+	codec := store.JSONCodec[LeaseRecord]{}
+	return s.cfg.Store.Iterate(ksLeases, nil, func(k, v []byte) error {
+		rec, err := codec.Unmarshal(v)
+		if err != nil || rec.Role != "supplier" || rec.State != "confirmed" || !rec.Claimed.IsZero() || len(k) != len(ID{}) {
+			return nil
+		}
+		id := ID(k)
+		if !s.ledger.Holds(id) {
+			return nil
+		}
+		l, err := OpenLease(rec.Envelope, now)
+		if err != nil {
+			return nil
+		}
+		by := rec.ClaimBy
+		if by.IsZero() {
+			by = now.Add(s.cfg.ClaimWindow)
+		}
+		s.holds[id] = &hold{renter: l.Renter, claimBy: by}
+		return nil
+	})
+}
+
+// leaseRecord reads the stored record of lease id.
+func (s *Supplier) leaseRecord(id ID) (LeaseRecord, error) {
+	b, err := s.cfg.Store.Get(ksLeases, id[:])
+	if err != nil {
+		return LeaseRecord{}, fmt.Errorf("lease %s: %w", id.Short(), err)
+	}
+	rec, err := (store.JSONCodec[LeaseRecord]{}).Unmarshal(b)
+	if err != nil {
+		return LeaseRecord{}, fmt.Errorf("lease %s: decode: %w", id.Short(), err)
+	}
+	return rec, nil
+}
+
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " (" + reason + ")"
+}

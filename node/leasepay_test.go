@@ -1,0 +1,361 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/node/job"
+	jpb "github.com/gpumesh/gpumesh/node/job/pb"
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/store"
+	"github.com/gpumesh/gpumesh/verify/reputation"
+)
+
+// h100Seller is a node config selling gpus h100-sxm GPUs at 2.00, with
+// extra config keys set as flags.
+func h100Seller(t *testing.T, gpus string, extra map[string][]string) Config {
+	t.Helper()
+	flags := map[string][]string{
+		"listen": {"/ip4/127.0.0.1/tcp/0"}, "api": {"127.0.0.1:0"}, "gpus": {gpus},
+		"region": {"eu-west"}, "heartbeat_interval": {"200ms"}, "bootstrap_timeout": {"5s"},
+		"pricing": {"fixed"}, "price": {"h100-sxm=2.00"},
+	}
+	for k, v := range extra {
+		flags[k] = v
+	}
+	c, err := LoadConfig(Input{DataFlag: "unset", Flags: flags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// newRentClient is a renter with a fresh identity, bootstrapped on m's
+// node 0.
+func newRentClient(t *testing.T, m *marketNet) *RentClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rc, err := NewRentClient(ctx, LightOptions{Bootstrap: mustBootstrap(t, m.nodes[0]), Logger: quiet()}, store.NewMemory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	return rc
+}
+
+func rentH100(t *testing.T, rc *RentClient, count int, d time.Duration) (*market.Lease, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=h100-sxm"),
+		Count: count, Duration: d, MaxPrice: 3_000_000, Wait: 1500 * time.Millisecond, MinReputation: reputation.DefaultFloor})
+}
+
+// ownAsk is sup's current ask for h100-sxm, as its own book holds it.
+func ownAsk(t *testing.T, sup *Node) *market.Ask {
+	t.Helper()
+	var ask *market.Ask
+	eventually(t, 10*time.Second, "the supplier's own ask", func() bool {
+		for _, a := range sup.Book().Asks("h100-sxm") {
+			if a.Supplier == sup.ID() {
+				ask = a
+				return true
+			}
+		}
+		return false
+	})
+	return ask
+}
+
+// proposeRaw sends a proposal taking ask for count GPUs from rc's host
+// and reads the answer, leaving the stream open and unconfirmed.
+func proposeRaw(t *testing.T, rc *RentClient, ask *market.Ask, count int, nonce uint64) (network.Stream, *pb.LeaseResponse) {
+	t.Helper()
+	h := rc.net.Host
+	now := time.Now()
+	raw, err := market.SealProposal(&pb.LeaseProposal{
+		Supplier: []byte(ask.Supplier), Nonce: nonce, CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(time.Minute).UnixMilli(),
+		Ask: ask.Raw, Model: ask.Model, Count: uint32(count), PriceMicros: ask.PriceMicros, DurationS: 3600,
+	}, h.Peerstore().PrivKey(h.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := h.NewStream(ctx, ask.Supplier, market.LeaseProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Reset() })
+	if err := p2p.WriteRaw(st, raw); err != nil {
+		t.Fatal(err)
+	}
+	var resp pb.LeaseResponse
+	if err := p2p.ReadMsg(st, market.LeaseType.MaxSize+1024, &resp); err != nil {
+		t.Fatalf("proposal %d: no answer: %v", nonce, err)
+	}
+	return st, &resp
+}
+
+func supplierLease(t *testing.T, sup *Node, id market.ID) market.StoredLease {
+	t.Helper()
+	sl, err := market.GetLease(sup.store, id, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sl
+}
+
+// TestUnclaimedLeaseIsReleased: a throwaway identity rents every GPU of a
+// supplier for as long as it allows and never starts a job. The supplier
+// releases the lease after its claim window, says why, and an honest
+// renter then gets the GPUs.
+func TestUnclaimedLeaseIsReleased(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		h100Seller(t, "sim:h100-sxm:2", map[string][]string{"claim_window": {"2s"}}),
+	})
+	sup := m.nodes[1]
+	l, err := rentH100(t, m.rc, 2, 24*time.Hour)
+	if err != nil {
+		t.Fatalf("attacker's rent: %v", err)
+	}
+	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 0 {
+		t.Fatalf("%d free while leased, want 0", free)
+	}
+	eventually(t, 30*time.Second, "the unclaimed lease's GPUs to be free again", func() bool {
+		return sup.Supplier().Ledger().Free("h100-sxm") == 2
+	})
+	if sl := supplierLease(t, sup, l.ID); sl.State != "released" || !strings.HasPrefix(sl.Reason, "unclaimed: no job started") {
+		t.Fatalf("supplier's record of the unclaimed lease: state %q, reason %q", sl.State, sl.Reason)
+	}
+	honest := newRentClient(t, m)
+	eventually(t, 30*time.Second, "the freed GPUs re-posted in node 0's book", func() bool {
+		for _, a := range m.nodes[0].Book().Asks("h100-sxm") {
+			if a.Supplier == sup.ID() && a.Count == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	hl, err := rentH100(t, honest, 2, time.Hour)
+	if err != nil || hl.Supplier != sup.ID() {
+		t.Fatalf("honest renter after the release: lease %v, err %v", hl, err)
+	}
+}
+
+// TestUnconfirmedProposalsAreCapped: one renter proposes for every GPU,
+// one at a time, and never confirms. Only two of its proposals reserve
+// anything, so an honest renter is not told "busy"; once its reservations
+// lapse unconfirmed, its next proposal is refused without reserving.
+func TestUnconfirmedProposalsAreCapped(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		h100Seller(t, "sim:h100-sxm:4", nil),
+	})
+	sup := m.nodes[1]
+	ask := ownAsk(t, sup)
+	var held []network.Stream
+	for i := range 4 {
+		st, resp := proposeRaw(t, m.rc, ask, 1, uint64(100+i))
+		switch {
+		case i < market.MaxRenterHolds && len(resp.Lease) == 0:
+			t.Fatalf("proposal %d refused: %q", i, resp.Refused)
+		case i >= market.MaxRenterHolds && !strings.HasPrefix(resp.Refused, string(market.DeclineUnclaimed)+":"):
+			t.Fatalf("proposal %d beyond the cap: refusal %q, lease %d bytes; want %q", i, resp.Refused, len(resp.Lease), market.DeclineUnclaimed)
+		}
+		held = append(held, st)
+	}
+	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 4-market.MaxRenterHolds {
+		t.Fatalf("%d free while the attacker holds proposals, want %d", free, 4-market.MaxRenterHolds)
+	}
+	// One GPU, so that one stays free and the ask stays current.
+	honest := newRentClient(t, m)
+	if l, err := rentH100(t, honest, 1, time.Hour); err != nil || l.Supplier != sup.ID() {
+		t.Fatalf("honest renter while the attacker re-proposes: lease %v, err %v", l, err)
+	}
+	for _, st := range held {
+		st.Reset() // the attacker goes away without confirming
+	}
+	eventually(t, market.ConfirmWindow+10*time.Second, "both reservations lapsed", func() bool {
+		ls, _ := leaseViews(sup.store, time.Now())
+		lapsed := 0
+		for _, l := range ls {
+			if l.State == "lapsed" {
+				lapsed++
+			}
+		}
+		return lapsed == market.MaxRenterHolds
+	})
+	st, resp := proposeRaw(t, m.rc, ownAsk(t, sup), 1, 200)
+	st.Reset()
+	if !strings.HasPrefix(resp.Refused, string(market.DeclineUnclaimed)+":") {
+		t.Fatalf("proposal after letting leases lapse: refusal %q, lease %d bytes; want %q", resp.Refused, len(resp.Lease), market.DeclineUnclaimed)
+	}
+}
+
+// TestLeaseLongerThanMaxLeaseIsDeclined: a supplier grants leases up to
+// its max_lease (24 h by default), says so in its ask, and declines a
+// month-long bid with "duration".
+func TestLeaseLongerThanMaxLeaseIsDeclined(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		h100Seller(t, "sim:h100-sxm:4", nil),
+	})
+	sup := m.nodes[1]
+	if a := ownAsk(t, sup); a.MaxDurationS != 24*3600 {
+		t.Fatalf("ask max_duration_s = %d, want %d (max_lease 24h)", a.MaxDurationS, 24*3600)
+	}
+	l, err := rentH100(t, m.rc, 4, 720*time.Hour)
+	var nm *market.NoMatch
+	if !errors.As(err, &nm) || !strings.Contains(nm.Error(), "does not lease for 720h") {
+		t.Fatalf("a 720 h rent: lease %v, err %v; want a duration decline", l, err)
+	}
+	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 4 {
+		t.Fatalf("%d free after the declined rent, want 4", free)
+	}
+}
+
+// jobSpec is a one-GPU job that sleeps.
+func jobSpec(t *testing.T) *job.Spec {
+	t.Helper()
+	s, err := job.EncodeSpec(&jpb.JobSpec{JobId: job.NewJobID(), Argv: []string{"sleep", "60"}, Gpus: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startJob opens a session on l for spec as renter and returns the stream
+// and the supplier's refusal ("" when the job started).
+func startJob(t *testing.T, renter *Node, l *market.Lease, spec *job.Spec) (network.Stream, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := renter.Network().Host.NewStream(ctx, l.Supplier, job.SessionProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Reset() })
+	_ = st.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := p2p.WriteMsg(st, &jpb.Hello{Lease: l.Raw, Attempt: 1, Spec: spec.Raw}); err != nil {
+		t.Fatal(err)
+	}
+	var w jpb.Welcome
+	if err := p2p.ReadMsg(st, 4096, &w); err != nil {
+		t.Fatal(err)
+	}
+	return st, w.Refused
+}
+
+// TestJobStartedLateIsBilledFromLeaseStart: a renter that holds a lease a
+// while before starting its job pays for that time: the first receipt
+// covers the lease from its start, and the renter's checks accept it.
+func TestJobStartedLateIsBilledFromLeaseStart(t *testing.T) {
+	jn := startJobNet(t, time.Minute)
+	spec := jobSpec(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := jn.renter.rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: 1_000_000,
+		Terms: market.Terms{JobSpecHash: spec.Hash[:], ReceiptInterval: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const held = 3 * time.Second
+	eventually(t, 10*time.Second, "the lease to be held a while", func() bool { return time.Since(l.Start()) > held })
+	st, refused := startJob(t, jn.renter, l, spec)
+	if refused != "" {
+		t.Fatalf("job start refused: %q", refused)
+	}
+	var first []byte
+	for first == nil {
+		var f jpb.ServerFrame
+		if err := p2p.ReadMsg(st, job.MaxFrameSize, &f); err != nil {
+			t.Fatalf("no receipt: %v", err)
+		}
+		if r, ok := f.Body.(*jpb.ServerFrame_Receipt); ok {
+			first = r.Receipt
+		}
+	}
+	r, err := settle.OpenReceipt(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Seq != 1 || r.StartMs != l.StartMs || r.GpuMs < held.Milliseconds() {
+		t.Fatalf("first receipt: seq %d over [%d, %d] ms for %d gpu-ms; want seq 1 from the lease's start %d ms, at least %d gpu-ms",
+			r.Seq, r.StartMs, r.EndMs, r.GpuMs, l.StartMs, held.Milliseconds())
+	}
+	p, err := settle.NewPayer(jn.renter.Ledger(), jn.renter.key, settle.TermsOf(l, spec.JobId))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Accept(first, 1, time.Now()); err != nil {
+		t.Fatalf("the renter refuses the first receipt: %v", err)
+	}
+}
+
+// TestJobOnReleasedLeaseIsRefused: once a supplier has released a lease
+// no job started on, its GPUs are free and a job can no longer start on
+// it.
+func TestJobOnReleasedLeaseIsRefused(t *testing.T) {
+	root := t.TempDir()
+	boot := testConfig(t, filepath.Join(root, "boot"), "none", "eu-west", nil)
+	bn := startNode(t, boot)
+	sc := h100Seller(t, "sim:h100-sxm:1", map[string][]string{"claim_window": {"2s"}})
+	sc.DataDir, sc.Bootstrap, sc.AuditInterval = filepath.Join(root, "sup"), bootstrapOf(bn), 0
+	sup := startNode(t, sc)
+	rcfg := testConfig(t, filepath.Join(root, "renter"), "none", "eu-west", bootstrapOf(bn))
+	rcfg.AuditInterval = 0
+	renter := startNode(t, rcfg)
+	waitAdvertised(t, sup)
+	eventually(t, 20*time.Second, "the ask in the renter's book", func() bool { return len(renter.Book().Asks("h100-sxm")) == 1 })
+	spec := jobSpec(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l, err := renter.rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour, MaxPrice: 3_000_000,
+		Terms: market.Terms{JobSpecHash: spec.Hash[:]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the unclaimed lease released", func() bool {
+		return sup.Supplier().Ledger().Free("h100-sxm") == 1
+	})
+	_, refused := startJob(t, renter, l, spec)
+	if !strings.Contains(refused, "released") || !strings.Contains(refused, "unclaimed") {
+		t.Fatalf("job on a released lease: refusal %q, want it released as unclaimed", refused)
+	}
+	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 1 {
+		t.Fatalf("%d free after the refused start, want 1", free)
+	}
+}
+
+// TestLeaseConfigBounds: max_lease and claim_window take only values the
+// market can honour, with defaults of 24h and 60s.
+func TestLeaseConfigBounds(t *testing.T) {
+	c, err := LoadConfig(Input{Home: "/h"})
+	if err != nil || c.MaxLease != 24*time.Hour || c.ClaimWindow != time.Minute {
+		t.Fatalf("defaults: max_lease %s, claim_window %s, err %v", c.MaxLease, c.ClaimWindow, err)
+	}
+	for _, tt := range []struct{ key, value, want string }{
+		{"max_lease", "721h", "max_lease from flag:--max-lease"},
+		{"max_lease", "30s", "not a duration between 1m0s and 720h0m0s"},
+		{"max_lease", "forever", "max_lease"},
+		{"claim_window", "0", "claim_window from flag:--claim-window"},
+		{"claim_window", "2h", "not a duration between 1s and 1h"},
+	} {
+		_, err := LoadConfig(Input{Home: "/h", Flags: map[string][]string{tt.key: {tt.value}}})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s = %s: err %v, want it to contain %q", tt.key, tt.value, err, tt.want)
+		}
+	}
+}
