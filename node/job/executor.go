@@ -343,7 +343,6 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 		}
 	}()
 	work, cpDir := filepath.Join(dir, "work"), filepath.Join(dir, filepath.FromSlash(cpRel))
-
 	lf, err := openLog(filepath.Join(dir, "log"))
 	if err != nil {
 		return nil, err
@@ -416,24 +415,24 @@ func prepareAttempt(dir, cpRel string, spec *Spec, checkpoint []byte, cpHash [32
 	// RemoveAll removes with unlinkat below an open parent and never
 	// follows a symlink (Go 1.26 os/removeall_at.go).
 	if err := os.RemoveAll(dir); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("empty attempt folder: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("attempt folder: %w", err)
 	}
 	root, err := openDirNoFollow(dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("attempt folder: %w", err)
 	}
 	defer root.Close()
 	work, err := mkdirAllBeneath(root, "work", 0o750)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("working folder: %w", err)
 	}
 	defer work.Close()
 	cp, err := mkdirAllBeneath(root, cpRel, 0o750)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("checkpoint folder: %w", err)
 	}
 	if err := writeInputs(work, spec.Files); err != nil {
 		cp.Close()
