@@ -77,11 +77,11 @@ func mkdirAllBeneath(root *os.File, rel string, perm uint32) (*os.File, error) {
 }
 
 // createBeneath creates the regular file rel below root, making the
-// folders above it as needed (mode 0750). Anything already at rel, a
+// folders above it as needed (mode dirPerm). Anything already at rel, a
 // symlink included, is an error: nothing is overwritten or followed.
-func createBeneath(root *os.File, rel string, mode uint32) (*os.File, error) {
+func createBeneath(root *os.File, rel string, mode, dirPerm uint32) (*os.File, error) {
 	parent, base := splitRel(rel)
-	d, err := walkDirs(root, parent, 0o750)
+	d, err := walkDirs(root, parent, dirPerm)
 	if err != nil {
 		return nil, err
 	}
@@ -94,8 +94,8 @@ func createBeneath(root *os.File, rel string, mode uint32) (*os.File, error) {
 }
 
 // writeBeneath writes data to the new regular file rel below root.
-func writeBeneath(root *os.File, rel string, data []byte, mode uint32) error {
-	f, err := createBeneath(root, rel, mode)
+func writeBeneath(root *os.File, rel string, data []byte, mode, dirPerm uint32) error {
+	f, err := createBeneath(root, rel, mode, dirPerm)
 	if err != nil {
 		return err
 	}

@@ -281,7 +281,7 @@ func unpackCheckpoint(archive []byte, root *os.File) error {
 }
 
 func unpackFile(tr *tar.Reader, root *os.File, name string, h *tar.Header) error {
-	f, err := createBeneath(root, name, uint32(h.Mode&0o777)|0o600)
+	f, err := createBeneath(root, name, uint32(h.Mode&0o777)|0o600, 0o755)
 	if err != nil {
 		return err
 	}

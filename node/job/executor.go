@@ -458,7 +458,7 @@ func writeInputs(work *os.File, files []*pb.File) error {
 		if mode == 0 {
 			mode = 0o644
 		}
-		if err := writeBeneath(work, f.Path, f.Data, mode); err != nil {
+		if err := writeBeneath(work, f.Path, f.Data, mode, 0o750); err != nil {
 			return fmt.Errorf("input file %s: %w", f.Path, err)
 		}
 	}
