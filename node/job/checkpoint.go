@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrCheckpointTooLarge is returned when a checkpoint folder does not fit
@@ -21,59 +23,158 @@ var ErrCheckpointTooLarge = errors.New("checkpoint too large")
 // Checkpoints are tar archives of the job's CHECKPOINT_DIR: regular files
 // and folders only, sorted by path, with zero times and owners, so that the
 // same content always gives the same archive and hash.
+//
+// The folder belongs to a running job, which may rename, swap (renameat2
+// RENAME_EXCHANGE) and replace anything in it while the node reads it. So
+// the node never resolves a path in it by name: it lists each folder
+// through its descriptor, lstat's each entry relative to that descriptor,
+// and opens every component with O_NOFOLLOW (see beneath.go). What is
+// packed:
+//
+//   - folders and regular files, with their permission bits (no setuid,
+//     setgid or sticky bit);
+//   - never a symlink, whether to a file or a folder: it is skipped, not
+//     followed and not stored as a link;
+//   - never a fifo, socket or device node: skipped, never opened for
+//     reading (opening a fifo would wait for a writer; a device could be
+//     anything);
+//   - an entry that changes kind between the listing and its read (a
+//     folder swapped for a symlink, a file for a fifo) is skipped, and a
+//     file is read from the descriptor that was opened and checked, at most
+//     its size at that moment (the job writes checkpoints by rename to
+//     avoid torn ones).
+//
+// Folders nest at most maxCheckpointDepth deep, and listing stops as soon
+// as the entries alone could not fit in MaxCheckpointSize, so a job cannot
+// make the node walk an unbounded tree.
+
+// maxCheckpointDepth bounds how deep folders nest in a checkpoint: the walk
+// holds one descriptor per level.
+const maxCheckpointDepth = 64
+
+// tarBlock is the size of a tar header, and the unit file data is padded
+// to: every entry costs at least one.
+const tarBlock = 512
+
+// cpEntry is one folder or regular file of a checkpoint folder.
+type cpEntry struct {
+	rel   string // slash-separated, relative to the checkpoint folder
+	dir   bool
+	perm  uint32
+	size  int64
+	mtime int64 // ns; for the fingerprint only, archives carry zero times
+}
 
 // PackCheckpoint archives dir. It returns nil, zero hash for an empty dir.
+// dir itself must not be a symlink; the folders above it are trusted.
 func PackCheckpoint(dir string) ([]byte, [32]byte, error) {
-	var paths []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir && (d.IsDir() || d.Type().IsRegular()) {
-			paths = append(paths, p)
-		}
-		return nil
-	})
+	d, err := openDirNoFollow(dir)
 	if err != nil {
-		return nil, [32]byte{}, fmt.Errorf("checkpoint: walk %s: %w", dir, err)
+		return nil, [32]byte{}, fmt.Errorf("checkpoint: %w", err)
 	}
-	if len(paths) == 0 {
+	defer d.Close()
+	entries, err := listCheckpoint(d)
+	if err != nil {
+		return nil, [32]byte{}, fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	return packCheckpoint(d, entries)
+}
+
+// listCheckpoint lists the folder open at root, sorted by path.
+func listCheckpoint(root *os.File) ([]cpEntry, error) {
+	var (
+		out    []cpEntry
+		budget = int64(MaxCheckpointSize - 2*tarBlock) // the archive's end marker
+	)
+	var walk func(d *os.File, prefix string, depth int) error
+	walk = func(d *os.File, prefix string, depth int) error {
+		for {
+			names, err := d.Readdirnames(256)
+			if len(names) == 0 {
+				if err == nil || errors.Is(err, io.EOF) {
+					return nil
+				}
+				return fmt.Errorf("list %q: %w", prefix, err)
+			}
+			for _, name := range names {
+				e, ok, err := statEntry(d, prefix, name)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue
+				}
+				budget -= tarBlock + (e.size+tarBlock-1)/tarBlock*tarBlock
+				if budget < 0 {
+					return fmt.Errorf("%w: more than %d bytes", ErrCheckpointTooLarge, MaxCheckpointSize)
+				}
+				if e.dir {
+					if depth+1 > maxCheckpointDepth {
+						return fmt.Errorf("%w: folders nest deeper than %d", ErrCheckpointTooLarge, maxCheckpointDepth)
+					}
+					sub, err := openDirAt(d, name)
+					if err != nil {
+						if errors.Is(changedOr(err), errEntryChanged) {
+							continue // swapped for a symlink or a file since the lstat
+						}
+						return err
+					}
+					err = walk(sub, e.rel+"/", depth+1)
+					sub.Close()
+					if err != nil {
+						return err
+					}
+				}
+				out = append(out, e)
+			}
+		}
+	}
+	// A descriptor of its own: a directory's read offset is shared by
+	// every copy of one open, and root is listed again at every receipt.
+	d, err := openDirAt(root, ".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	if err := walk(d, "", 0); err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].rel < out[j].rel })
+	return out, nil
+}
+
+// statEntry lstat's name in d: ok is false for anything but a folder or a
+// regular file, and for an entry gone since the listing.
+func statEntry(d *os.File, prefix, name string) (cpEntry, bool, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(d.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return cpEntry{}, false, nil
+		}
+		return cpEntry{}, false, fmt.Errorf("stat %q: %w", prefix+name, err)
+	}
+	e := cpEntry{rel: prefix + name, perm: uint32(st.Mode) & 0o777, mtime: st.Mtim.Nano()}
+	switch uint32(st.Mode) & unix.S_IFMT {
+	case unix.S_IFDIR:
+		e.dir = true
+	case unix.S_IFREG:
+		e.size = st.Size
+	default:
+		return cpEntry{}, false, nil // symlink, fifo, socket, device
+	}
+	return e, true, nil
+}
+
+// packCheckpoint archives the listed entries of the folder open at root.
+func packCheckpoint(root *os.File, entries []cpEntry) ([]byte, [32]byte, error) {
+	if len(entries) == 0 {
 		return nil, [32]byte{}, nil
 	}
-	sort.Strings(paths)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, p := range paths {
-		rel, _ := filepath.Rel(dir, p)
-		fi, err := os.Lstat(p)
-		if err != nil {
+	for _, e := range entries {
+		if err := packEntry(tw, &buf, root, e); err != nil {
 			return nil, [32]byte{}, fmt.Errorf("checkpoint: %w", err)
-		}
-		h := &tar.Header{Name: filepath.ToSlash(rel), Mode: int64(fi.Mode().Perm()), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
-		if fi.IsDir() {
-			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
-			if err := tw.WriteHeader(h); err != nil {
-				return nil, [32]byte{}, fmt.Errorf("checkpoint: %w", err)
-			}
-			continue
-		}
-		h.Typeflag, h.Size = tar.TypeReg, fi.Size()
-		if buf.Len()+int(h.Size) > MaxCheckpointSize {
-			return nil, [32]byte{}, fmt.Errorf("%w: %s holds more than %d bytes", ErrCheckpointTooLarge, dir, MaxCheckpointSize)
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, [32]byte{}, fmt.Errorf("checkpoint: %w", err)
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, [32]byte{}, fmt.Errorf("checkpoint: %w", err)
-		}
-		// A file that grows while being read is cut at its size above;
-		// the job writes checkpoints by rename to avoid torn ones.
-		_, err = io.Copy(tw, io.LimitReader(f, h.Size))
-		f.Close()
-		if err != nil {
-			return nil, [32]byte{}, fmt.Errorf("checkpoint: read %s: %w", rel, err)
 		}
 	}
 	if err := tw.Close(); err != nil {
@@ -85,16 +186,70 @@ func PackCheckpoint(dir string) ([]byte, [32]byte, error) {
 	return buf.Bytes(), sha256.Sum256(buf.Bytes()), nil
 }
 
+// packEntry adds one entry; a file that is no longer a regular file (or
+// is gone) is left out.
+func packEntry(tw *tar.Writer, buf *bytes.Buffer, root *os.File, e cpEntry) error {
+	h := &tar.Header{Name: e.rel, Mode: int64(e.perm), ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+	if e.dir {
+		h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
+		return tw.WriteHeader(h)
+	}
+	f, st, err := openFileBeneath(root, e.rel)
+	if errors.Is(err, errEntryChanged) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h.Typeflag, h.Size, h.Mode = tar.TypeReg, st.Size, int64(uint32(st.Mode)&0o777)
+	if int64(buf.Len())+tarBlock+h.Size > MaxCheckpointSize {
+		return fmt.Errorf("%w: more than %d bytes", ErrCheckpointTooLarge, MaxCheckpointSize)
+	}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	// A file that grows while it is read is cut at its size above; one
+	// that shrinks fails this archive (the next receipt tries again).
+	if _, err := io.CopyN(tw, f, h.Size); err != nil {
+		return fmt.Errorf("read %s: %w", e.rel, err)
+	}
+	return nil
+}
+
 // UnpackCheckpoint extracts an archive made by PackCheckpoint into dir,
 // after checking it against want. Only regular files and folders with
-// clean relative names are accepted.
+// clean relative names are accepted. dir is made if missing; it must not
+// be a symlink, and nothing already in it is overwritten or followed: an
+// entry that meets a symlink, or anything already at its name, is an
+// error.
 func UnpackCheckpoint(archive []byte, want [32]byte, dir string) error {
+	if err := checkArchive(archive, want); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	d, err := openDirNoFollow(dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	defer d.Close()
+	return unpackCheckpoint(archive, d)
+}
+
+func checkArchive(archive []byte, want [32]byte) error {
 	if len(archive) > MaxCheckpointSize {
 		return fmt.Errorf("%w: %d bytes", ErrCheckpointTooLarge, len(archive))
 	}
 	if sha256.Sum256(archive) != want {
 		return fmt.Errorf("checkpoint: archive does not match its hash")
 	}
+	return nil
+}
+
+// unpackCheckpoint extracts a checked archive into the folder open at root.
+func unpackCheckpoint(archive []byte, root *os.File) error {
 	tr := tar.NewReader(bytes.NewReader(archive))
 	for {
 		h, err := tr.Next()
@@ -104,29 +259,19 @@ func UnpackCheckpoint(archive []byte, want [32]byte, dir string) error {
 		if err != nil {
 			return fmt.Errorf("checkpoint: read archive: %w", err)
 		}
-		name := filepath.Clean(filepath.FromSlash(h.Name))
-		if !localPath(filepath.ToSlash(name)) {
+		name := path.Clean(h.Name)
+		if !localPath(name) {
 			return fmt.Errorf("checkpoint: entry %q escapes the folder", h.Name)
 		}
-		dst := filepath.Join(dir, name)
 		switch h.Typeflag {
 		case tar.TypeDir:
-			if err := os.MkdirAll(dst, 0o755); err != nil {
+			d, err := mkdirAllBeneath(root, name, 0o755)
+			if err != nil {
 				return fmt.Errorf("checkpoint: %w", err)
 			}
+			d.Close()
 		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				return fmt.Errorf("checkpoint: %w", err)
-			}
-			f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode&0o777)|0o600)
-			if err != nil {
-				return fmt.Errorf("checkpoint: %w", err)
-			}
-			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
+			if err := unpackFile(tr, root, name, h); err != nil {
 				return fmt.Errorf("checkpoint: write %s: %w", name, err)
 			}
 		default:
@@ -135,19 +280,25 @@ func UnpackCheckpoint(archive []byte, want [32]byte, dir string) error {
 	}
 }
 
-// fingerprint summarises a folder cheaply (names, sizes, mtimes), so the
-// archive is rebuilt only when something changed.
-func fingerprint(dir string) [32]byte {
+func unpackFile(tr *tar.Reader, root *os.File, name string, h *tar.Header) error {
+	f, err := createBeneath(root, name, uint32(h.Mode&0o777)|0o600, 0o755)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, io.LimitReader(tr, h.Size))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// fingerprint summarises a listing cheaply (names, kinds, modes, sizes,
+// mtimes), so the archive is rebuilt only when something changed.
+func fingerprint(entries []cpEntry) [32]byte {
 	h := sha256.New()
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if fi, err := d.Info(); err == nil {
-			fmt.Fprintf(h, "%s\x00%d\x00%d\x00", p, fi.Size(), fi.ModTime().UnixNano())
-		}
-		return nil
-	})
+	for _, e := range entries {
+		fmt.Fprintf(h, "%s\x00%t\x00%o\x00%d\x00%d\x00", e.rel, e.dir, e.perm, e.size, e.mtime)
+	}
 	var out [32]byte
 	copy(out[:], h.Sum(nil))
 	return out

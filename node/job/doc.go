@@ -21,6 +21,19 @@
 // not resume within the halt grace. At the end both sides sign a
 // settlement statement.
 //
+// Paths a job controls. Everything below an attempt's working and
+// checkpoint folders belongs to the job while it runs, and the node reads
+// there as its own user, outside the job's sandbox. So the node never
+// resolves a path there by name: the attempt's folder is named by its
+// lease (DATA/jobs/<lease id>/<attempt>), made afresh before the job
+// starts, and filled (input files, the checkpoint to resume from) one
+// component at a time from descriptors with O_NOFOLLOW and O_EXCL; the
+// checkpoint folder is opened then and every later checkpoint is read
+// through that descriptor, listing folders through theirs and opening each
+// component with O_NOFOLLOW, so symlinks, fifos and devices are never
+// followed or read (beneath.go, checkpoint.go). The runtime hands the
+// folders to RunAs the same way, before the job starts.
+//
 // (lease, attempt) fences attempts: the renter refuses receipts of any
 // attempt but its current one, and tells a supplier that comes back after
 // a failover to stop its copy.

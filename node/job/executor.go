@@ -341,37 +341,25 @@ func runtimeName(s *Spec) string {
 
 // start prepares the attempt's folders and starts its process.
 func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint []byte, cpHash [32]byte) (*run, error) {
-	dir := filepath.Join(e.cfg.DataDir, "jobs", spec.ID(), fmt.Sprint(attempt))
-	work, cpDir := filepath.Join(dir, "work"), filepath.Join(dir, "checkpoint")
+	// The folder is named by the lease, which this supplier confirmed to
+	// this renter, not by the job ID, which any renter can pick: a renter
+	// must not be able to empty or share another renter's attempt.
+	dir := filepath.Join(e.cfg.DataDir, "jobs", l.ID.String(), fmt.Sprint(attempt))
+	cpRel := "checkpoint"
 	if spec.CheckpointDir != "" {
-		cpDir = filepath.Join(work, filepath.FromSlash(spec.CheckpointDir))
+		cpRel = "work/" + spec.CheckpointDir
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	cp, err := prepareAttempt(dir, cpRel, spec, checkpoint, cpHash)
+	if err != nil {
 		return nil, err
 	}
-	for _, d := range []string{work, cpDir} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			return nil, err
+	started := false
+	defer func() {
+		if !started {
+			cp.Close()
 		}
-	}
-	for _, f := range spec.Files {
-		p := filepath.Join(work, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
-			return nil, err
-		}
-		mode := os.FileMode(f.Mode)
-		if mode == 0 {
-			mode = 0o644
-		}
-		if err := os.WriteFile(p, f.Data, mode); err != nil {
-			return nil, fmt.Errorf("input file %s: %w", f.Path, err)
-		}
-	}
-	if len(checkpoint) > 0 {
-		if err := UnpackCheckpoint(checkpoint, cpHash, cpDir); err != nil {
-			return nil, err
-		}
-	}
+	}()
+	work, cpDir := filepath.Join(dir, "work"), filepath.Join(dir, filepath.FromSlash(cpRel))
 	lf, err := openLog(filepath.Join(dir, "log"))
 	if err != nil {
 		return nil, err
@@ -382,12 +370,15 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 		return nil, err
 	}
 	r := &run{
-		e: e, lease: l, terms: l.Terms(), spec: spec, attempt: attempt, dir: dir, cpDir: cpDir,
+		e: e, lease: l, terms: l.Terms(), spec: spec, attempt: attempt, dir: dir, cp: cp,
 		log: lf, meter: meter, state: StateStarting, paid: make(chan struct{}, 1), done: make(chan struct{}),
 		logger: e.log.With("lease", l.ID.Short(), "job", spec.ID()[:8], "attempt", attempt),
 	}
 	if len(checkpoint) > 0 {
-		r.cpArchive, r.cpHash, r.cpFinger = checkpoint, cpHash, fingerprint(cpDir)
+		r.cpArchive, r.cpHash = checkpoint, cpHash
+		if entries, err := listCheckpoint(cp); err == nil {
+			r.cpFinger = fingerprint(entries)
+		}
 	}
 	hide := append([]string{filepath.Join(e.cfg.DataDir, "jobs")}, e.cfg.Hide...)
 	rs := runtime.Spec{
@@ -427,7 +418,68 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 		defer e.wg.Done()
 		r.meterLoop()
 	}()
+	started = true
 	return r, nil
+}
+
+// prepareAttempt makes the attempt's folder afresh (work/, the checkpoint
+// folder, the input files, the checkpoint it resumes from) and returns the
+// checkpoint folder, held open: the node reads checkpoints through that
+// descriptor only, never by a path the job could redirect (checkpoint.go).
+// Nothing of the job runs yet, but every path below dir is still made one
+// component at a time without following symlinks (beneath.go).
+func prepareAttempt(dir, cpRel string, spec *Spec, checkpoint []byte, cpHash [32]byte) (*os.File, error) {
+	// RemoveAll removes with unlinkat below an open parent and never
+	// follows a symlink (Go 1.26 os/removeall_at.go).
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("empty attempt folder: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("attempt folder: %w", err)
+	}
+	root, err := openDirNoFollow(dir)
+	if err != nil {
+		return nil, fmt.Errorf("attempt folder: %w", err)
+	}
+	defer root.Close()
+	work, err := mkdirAllBeneath(root, "work", 0o750)
+	if err != nil {
+		return nil, fmt.Errorf("working folder: %w", err)
+	}
+	defer work.Close()
+	cp, err := mkdirAllBeneath(root, cpRel, 0o750)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint folder: %w", err)
+	}
+	if err := writeInputs(work, spec.Files); err != nil {
+		cp.Close()
+		return nil, err
+	}
+	if len(checkpoint) > 0 {
+		err := checkArchive(checkpoint, cpHash)
+		if err == nil {
+			err = unpackCheckpoint(checkpoint, cp)
+		}
+		if err != nil {
+			cp.Close()
+			return nil, err
+		}
+	}
+	return cp, nil
+}
+
+// writeInputs writes the spec's input files below work.
+func writeInputs(work *os.File, files []*pb.File) error {
+	for _, f := range files {
+		mode := f.Mode & 0o777
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := writeBeneath(work, f.Path, f.Data, mode, 0o750); err != nil {
+			return fmt.Errorf("input file %s: %w", f.Path, err)
+		}
+	}
+	return nil
 }
 
 func envList(vars []*pb.EnvVar) []string {

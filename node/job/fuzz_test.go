@@ -57,6 +57,8 @@ func FuzzUnpackCheckpoint(f *testing.F) {
 	f.Add(tarWith(f, "step", []byte("3")))
 	f.Add(tarWith(f, "../x", []byte("3")))
 	f.Add(tarLink(f))
+	twice := append(tarWith(f, "a", []byte("1"))[:1024], tarWith(f, "a/b", []byte("2"))...)
+	f.Add(twice)
 	f.Fuzz(func(t *testing.T, archive []byte) {
 		root := t.TempDir()
 		dir := root + "/in"

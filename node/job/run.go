@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -24,7 +25,12 @@ type run struct {
 	spec    *Spec
 	attempt uint32
 	dir     string
-	cpDir   string
+	// cp is the checkpoint folder, opened before the job started: the
+	// node reads checkpoints through it only, so whatever the job renames
+	// or replaces with a symlink on the way to it, the node reads that
+	// folder and nothing else. Only the meter loop uses it; finish closes
+	// it.
+	cp      *os.File
 	log     *logFile
 	meter   *settle.Meter
 	proc    runtime.Process
@@ -104,12 +110,19 @@ func (r *run) checkpoint() ([]byte, [32]byte) {
 
 // refreshCheckpoint re-archives the checkpoint folder when it changed.
 func (r *run) refreshCheckpoint() []byte {
-	f := fingerprint(r.cpDir)
+	var f [32]byte
+	entries, err := listCheckpoint(r.cp)
+	if err == nil {
+		f = fingerprint(entries)
+	}
 	r.mu.Lock()
 	same, hash := f == r.cpFinger, r.cpHash
 	r.mu.Unlock()
-	if !same {
-		archive, h, err := PackCheckpoint(r.cpDir)
+	switch {
+	case err != nil:
+		r.logger.Warn("checkpoint not archived", "err", err)
+	case !same:
+		archive, h, err := packCheckpoint(r.cp, entries)
 		if err != nil {
 			r.logger.Warn("checkpoint not archived", "err", err)
 		} else {
@@ -267,6 +280,7 @@ func (r *run) finish(last time.Time) {
 		}
 	}
 	r.receipt(last, r.e.cfg.Now(), true, state)
+	r.cp.Close() // the final receipt holds the last checkpoint
 	r.setState(state, res.ExitCode, msg)
 	r.logger.Info("job ended", "state", state, "exit_code", res.ExitCode, "cpu", res.CPUTime)
 	close(r.done)

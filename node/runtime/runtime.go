@@ -256,20 +256,6 @@ func resolveUser(runAs string) (jobUser, error) {
 	return jobUser{uid: uid, gid: gid}, nil
 }
 
-// chownTree hands dir and everything below it to u. Symlinks are changed
-// themselves, never followed.
-func chownTree(dir string, u jobUser) error {
-	return filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := os.Lchown(p, u.uid, u.gid); err != nil {
-			return fmt.Errorf("chown %s to %d:%d: %w", p, u.uid, u.gid, err)
-		}
-		return nil
-	})
-}
-
 // DefaultPath is the PATH a job starts with (the renter may replace it).
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
