@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -18,7 +17,6 @@ import (
 	spb "github.com/gpumesh/gpumesh/market/settle/pb"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
-	"github.com/gpumesh/gpumesh/p2p"
 )
 
 // stepScript counts to steps, one step per pause, keeping its position in
@@ -337,35 +335,37 @@ func TestJobSpecMustMatchLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hello := func(h *pb.Hello) string {
+	hello := func(h *pb.Hello, spec, checkpoint []byte) string {
+		if len(h.Lease) > 0 {
+			h.SpecSize, h.CheckpointSize = uint32(len(spec)), uint64(len(checkpoint))
+		}
 		st, err := jn.renter.Network().Host.NewStream(ctx, l.Supplier, job.SessionProtocol)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		if err := p2p.WriteMsg(st, h); err != nil {
-			t.Fatal(err)
-		}
-		var w pb.Welcome
-		if err := p2p.ReadMsg(st, 4096, &w); err != nil {
+		w, err := job.Handshake(st, h, spec, checkpoint)
+		if err != nil {
 			t.Fatal(err)
 		}
 		return w.Refused
 	}
-	if r := hello(&pb.Hello{Lease: l.Raw, Attempt: 1, Spec: bad.Raw}); !strings.Contains(r, "does not match") {
+	if r := hello(&pb.Hello{Lease: l.Raw, Attempt: 1}, bad.Raw, nil); !strings.Contains(r, "does not match") {
 		t.Fatalf("mismatched spec: refusal %q", r)
 	}
-	if r := hello(&pb.Hello{Lease: l.Raw, Attempt: 0, Spec: good.Raw}); !strings.Contains(r, "attempt") {
+	if r := hello(&pb.Hello{Lease: l.Raw, Attempt: 0}, good.Raw, nil); !strings.Contains(r, "attempt") {
 		t.Fatalf("attempt 0: refusal %q", r)
 	}
-	if r := hello(&pb.Hello{LeaseId: make([]byte, 32), Attempt: 1}); !strings.Contains(r, "no job") {
+	if r := hello(&pb.Hello{LeaseId: make([]byte, 32), Attempt: 1}, nil, nil); !strings.Contains(r, "no job") {
 		t.Fatalf("attach to nothing: refusal %q", r)
 	}
-	sum := sha256.Sum256([]byte("x"))
-	if r := hello(&pb.Hello{Lease: l.Raw, Attempt: 1, Spec: good.Raw, Checkpoint: []byte("x"), CheckpointHash: make([]byte, 32)}); !strings.Contains(r, "hash") {
-		t.Fatalf("checkpoint with a wrong hash: refusal %q (want a hash complaint; %x)", r, sum[:4])
+	if r := hello(&pb.Hello{Lease: l.Raw, Attempt: 1, CheckpointHash: make([]byte, 32)}, good.Raw, []byte("x")); !strings.Contains(r, "hash") {
+		t.Fatalf("checkpoint with a wrong hash: refusal %q (want a hash complaint)", r)
 	}
-	if r := hello(&pb.Hello{Lease: l.Raw, Attempt: 1, Spec: good.Raw}); r != "" {
+	if r := hello(&pb.Hello{Lease: l.Raw, Attempt: 1, CheckpointHash: make([]byte, 32)}, good.Raw, make([]byte, job.MaxCheckpointSize+1)); !strings.Contains(r, "checkpoint_size") {
+		t.Fatalf("checkpoint over the limit: refusal %q (want it refused on its announced size)", r)
+	}
+	if r := hello(&pb.Hello{Lease: l.Raw, Attempt: 1}, good.Raw, nil); r != "" {
 		t.Fatalf("the right spec was refused: %q", r)
 	}
 }

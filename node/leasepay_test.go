@@ -248,11 +248,8 @@ func startJob(t *testing.T, renter *Node, l *market.Lease, spec *job.Spec) (netw
 	}
 	t.Cleanup(func() { st.Reset() })
 	_ = st.SetDeadline(time.Now().Add(30 * time.Second))
-	if err := p2p.WriteMsg(st, &jpb.Hello{Lease: l.Raw, Attempt: 1, Spec: spec.Raw}); err != nil {
-		t.Fatal(err)
-	}
-	var w jpb.Welcome
-	if err := p2p.ReadMsg(st, 4096, &w); err != nil {
+	w, err := job.Handshake(st, &jpb.Hello{Lease: l.Raw, Attempt: 1, SpecSize: uint32(len(spec.Raw))}, spec.Raw, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return st, w.Refused

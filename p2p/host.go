@@ -227,11 +227,19 @@ func New(cfg Config) (*Network, error) {
 	return n, nil
 }
 
+// MaxStreamMemory is the most memory one stream, and one peer on one
+// protocol, may reserve with the resource manager: a job start's spec and
+// checkpoint (36 MiB, node/job) at network.ReservationPriorityHigh.
+const MaxStreamMemory = 48 << 20
+
 // newResourceManager sizes libp2p's limits for a small daemon: 256 MiB of
-// memory and 512 file descriptors in all, scaled from libp2p's defaults.
+// memory and 512 file descriptors in all, scaled from libp2p's defaults,
+// with room for MaxStreamMemory on one stream (libp2p's default is 16 MiB).
 func newResourceManager() (network.ResourceManager, error) {
 	limits := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&limits)
+	limits.StreamBaseLimit.Memory = MaxStreamMemory
+	limits.ProtocolPeerBaseLimit.Memory = MaxStreamMemory
 	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.Scale(256<<20, 512)))
 }
 

@@ -2,10 +2,11 @@
 //
 // The renter side, a Controller inside the renter's own long-lived node,
 // rents GPUs through the market with the job spec's hash in the lease
-// proposal, opens a session stream (/gpumesh/job/1.0.0) to the supplier,
-// sends the spec and the checkpoint to resume from, then follows the
-// session: it writes the logs it receives to disk, answers each usage
-// receipt with a signed voucher (package market/settle) after keeping both, pulls
+// proposal, opens a session stream (/gpumesh/job/2.0.0) to the supplier,
+// sends a small Hello and, once the supplier has admitted it on its lease,
+// the spec and the checkpoint to resume from, then follows the session:
+// it writes the logs it receives to disk, answers each usage receipt
+// with a signed voucher (package market/settle) after keeping both, pulls
 // the job's checkpoint whenever a receipt announces a new one
 // (/gpumesh/checkpoint/1.0.0), and, when the supplier goes silent while
 // the renter itself can still reach the network, rents again excluding

@@ -98,15 +98,16 @@ func (c *Controller) connect(ctx context.Context, js *jobState) error {
 	stop := js.rec.StopAsked
 	js.mu.Unlock()
 	h := &pb.Hello{Attempt: ac.attempt}
+	var spec, checkpoint []byte
 	if !cur.Started {
-		h.Lease, h.Spec = ac.lease.Raw, js.spec.Raw
+		spec = js.spec.Raw
+		h.Lease, h.SpecSize = ac.lease.Raw, uint32(len(spec))
 		if cur.Checkpoint != "" {
-			archive, err := os.ReadFile(c.checkpointPath(js.rec.ID, cur.Checkpoint))
-			if err != nil {
+			if checkpoint, err = os.ReadFile(c.checkpointPath(js.rec.ID, cur.Checkpoint)); err != nil {
 				return fmt.Errorf("checkpoint to resume from: %w", err)
 			}
-			sum := sha256.Sum256(archive)
-			h.Checkpoint, h.CheckpointHash = archive, sum[:]
+			sum := sha256.Sum256(checkpoint)
+			h.CheckpointSize, h.CheckpointHash = uint64(len(checkpoint)), sum[:]
 		}
 	} else {
 		h.LeaseId, h.LogOffset = ac.lease.ID[:], uint64(ac.log.Size())
@@ -120,17 +121,18 @@ func (c *Controller) connect(ctx context.Context, js *jobState) error {
 	if err != nil {
 		return fmt.Errorf("open session to %s: %w", ac.lease.Supplier, err)
 	}
-	_ = st.SetDeadline(time.Now().Add(HelloTimeout))
-	var w pb.Welcome
-	if err := p2p.WriteMsg(st, h); err != nil {
+	_ = st.SetDeadline(time.Now().Add(StartTimeout))
+	w, err := Handshake(st, h, spec, checkpoint)
+	switch {
+	case err != nil:
 		st.Reset()
-		return fmt.Errorf("send hello: %w", err)
-	}
-	if err := p2p.ReadMsg(st, 4096, &w); err != nil {
-		st.Reset()
-		return fmt.Errorf("read welcome: %w", err)
-	}
-	if w.Refused != "" {
+		return err
+	case w.Busy:
+		// Not a verdict on the attempt: retried like an unreachable
+		// supplier.
+		st.Close()
+		return fmt.Errorf("supplier %s: %s", ac.lease.Supplier, w.Refused)
+	case w.Refused != "":
 		st.Close()
 		return &refusal{w.Refused}
 	}
@@ -584,12 +586,12 @@ func (c *Controller) fence(ctx context.Context, l *market.Lease, attempt uint32)
 		cancel()
 		if err == nil {
 			_ = st.SetDeadline(time.Now().Add(p2p.StreamTimeout))
-			var w pb.Welcome
-			err = p2p.WriteMsg(st, &pb.Hello{LeaseId: l.ID[:], Attempt: attempt, Fence: "the job moved to another supplier"})
-			if err == nil {
-				err = p2p.ReadMsg(st, 4096, &w)
-			}
+			var w *pb.Welcome
+			w, err = Handshake(st, &pb.Hello{LeaseId: l.ID[:], Attempt: attempt, Fence: "the job moved to another supplier"}, nil, nil)
 			st.Reset()
+			if err == nil && w.Busy {
+				err = errors.New(w.Refused)
+			}
 			if err == nil {
 				c.log.Info("fenced the lost supplier's attempt", "lease", l.ID.Short(), "attempt", attempt, "answer", w.State+w.Refused)
 				return

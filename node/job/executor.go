@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -64,6 +65,14 @@ type ExecutorConfig struct {
 	// not released as unclaimed; it fails for a lease released already.
 	// The function it returns undoes the claim (optional).
 	Claim func(id market.ID) (undo func(), err error)
+	// HeaderTimeout and BodyTimeout bound the reads of a session's Hello
+	// and of a start's spec and checkpoint (defaults HeaderTimeout,
+	// BodyTimeout).
+	HeaderTimeout, BodyTimeout time.Duration
+	// MaxPendingPerPeer and MaxPending cap the session streams waiting
+	// for their Hello to be admitted (defaults MaxPendingPerPeer,
+	// MaxPending).
+	MaxPendingPerPeer, MaxPending int
 	// HaltGrace is how long a job stays paused for payment before it is
 	// stopped (default 2 min).
 	HaltGrace time.Duration
@@ -80,10 +89,13 @@ type Executor struct {
 	cfg ExecutorConfig
 	log *slog.Logger
 
-	mu     sync.Mutex
-	runs   map[market.ID]*run
-	closed bool
-	wg     sync.WaitGroup
+	gate *gate // session streams not yet admitted
+
+	mu       sync.Mutex
+	runs     map[market.ID]*run
+	starting map[market.ID]bool // leases whose start is reading its body
+	closed   bool
+	wg       sync.WaitGroup
 }
 
 // NewExecutor installs the job protocols. Attempts a previous run of the
@@ -101,10 +113,17 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	if cfg.StopGrace == 0 {
 		cfg.StopGrace = 5 * time.Second
 	}
+	cfg.HeaderTimeout = cmp.Or(cfg.HeaderTimeout, HeaderTimeout)
+	cfg.BodyTimeout = cmp.Or(cfg.BodyTimeout, BodyTimeout)
+	cfg.MaxPendingPerPeer = cmp.Or(cfg.MaxPendingPerPeer, MaxPendingPerPeer)
+	cfg.MaxPending = cmp.Or(cfg.MaxPending, MaxPending)
 	if cfg.Runtimes["process"] == nil {
 		return nil, errors.New("executor: no process runtime")
 	}
-	e := &Executor{cfg: cfg, log: cfg.Log.With("sub", "jobs"), runs: map[market.ID]*run{}}
+	e := &Executor{
+		cfg: cfg, log: cfg.Log.With("sub", "jobs"), gate: newGate(cfg.MaxPendingPerPeer, cfg.MaxPending),
+		runs: map[market.ID]*run{}, starting: map[market.ID]bool{},
+	}
 	if err := e.recover(); err != nil {
 		return nil, err
 	}
@@ -210,23 +229,46 @@ func (e *Executor) Running() int {
 	return n
 }
 
-// handleSession serves one renter's session stream.
+// handleSession serves one renter's session stream. Nothing large is read
+// from a peer before its Hello is admitted: the Hello is small and must
+// come within the header timeout, a peer may have only a few streams
+// waiting for that, and only a start its lease admits is asked for its
+// spec and checkpoint, in memory reserved with libp2p's resource manager.
 func (e *Executor) handleSession(st network.Stream) {
-	_ = st.SetReadDeadline(time.Now().Add(HelloTimeout))
+	from := st.Conn().RemotePeer()
+	leave, ok := e.gate.enter(from)
+	if !ok {
+		e.log.Debug("job session refused: too many waiting", "peer", from)
+		e.refuse(st, busy("too many sessions are waiting to be admitted"))
+		return
+	}
+	defer leave()
+	_ = st.SetReadDeadline(time.Now().Add(e.cfg.HeaderTimeout))
 	var h pb.Hello
 	if err := p2p.ReadMsg(st, MaxHelloSize, &h); err != nil {
-		e.log.Debug("job session: bad hello", "peer", st.Conn().RemotePeer(), "err", err)
+		e.log.Debug("job session: bad hello", "peer", from, "err", err)
 		st.Reset()
 		return
 	}
-	r, refused := e.welcome(st.Conn().RemotePeer(), &h)
-	_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
-	if refused != "" {
-		e.log.Info("job session refused", "peer", st.Conn().RemotePeer(), "reason", refused)
-		_ = p2p.WriteMsg(st, &pb.Welcome{Refused: refused})
-		st.Close()
+	var r *run
+	var no *pb.Welcome
+	if len(h.Lease) == 0 {
+		r, no = e.attachTo(from, &h)
+	} else {
+		var err error
+		if r, no, err = e.begin(st, &h, leave); err != nil {
+			e.log.Debug("job session: start", "peer", from, "err", err)
+			st.Reset()
+			return
+		}
+	}
+	leave()
+	if no != nil {
+		e.log.Info("job session refused", "peer", from, "reason", no.Refused)
+		e.refuse(st, no)
 		return
 	}
+	_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
 	if err := p2p.WriteMsg(st, &pb.Welcome{State: r.State(), Attempt: r.attempt}); err != nil {
 		st.Reset()
 		return
@@ -237,91 +279,180 @@ func (e *Executor) handleSession(st network.Stream) {
 	r.attach(st, h.LogOffset)
 }
 
-// welcome checks a Hello and finds or starts the attempt it names.
-func (e *Executor) welcome(from peer.ID, h *pb.Hello) (*run, string) {
-	if len(h.Lease) == 0 {
-		id, err := market.ParseID(hex.EncodeToString(h.LeaseId))
-		if err != nil {
-			return nil, "attach: bad lease_id"
-		}
-		e.mu.Lock()
-		r := e.runs[id]
-		e.mu.Unlock()
-		switch {
-		case r == nil:
-			return nil, fmt.Sprintf("attach: no job runs on lease %s here", id.Short())
-		case r.lease.Renter != from:
-			return nil, "attach: lease belongs to another renter"
-		case r.attempt != h.Attempt:
-			return nil, fmt.Sprintf("attach: attempt %d runs on this lease, not %d", r.attempt, h.Attempt)
-		}
-		return r, ""
+// refuse writes a refusing Welcome, the session's last frame.
+func (e *Executor) refuse(st network.Stream, w *pb.Welcome) {
+	_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
+	_ = p2p.WriteMsg(st, w)
+	st.Close()
+}
+
+// attachTo checks an attach Hello and finds the attempt it names.
+func (e *Executor) attachTo(from peer.ID, h *pb.Hello) (*run, *pb.Welcome) {
+	id, err := market.ParseID(hex.EncodeToString(h.LeaseId))
+	if err != nil {
+		return nil, refused("attach: bad lease_id")
 	}
+	e.mu.Lock()
+	r := e.runs[id]
+	e.mu.Unlock()
+	switch {
+	case r == nil:
+		return nil, refused("attach: no job runs on lease %s here", id.Short())
+	case r.lease.Renter != from:
+		return nil, refused("attach: lease belongs to another renter")
+	case r.attempt != h.Attempt:
+		return nil, refused("attach: attempt %d runs on this lease, not %d", r.attempt, h.Attempt)
+	}
+	return r, nil
+}
+
+// begin admits a start Hello on what it says (the lease, its renter, the
+// attempt, the sizes it announces), calls admitted, reserves memory for
+// the spec and checkpoint, asks for them, reads them and starts the
+// attempt. It returns the attempt or the Welcome that refuses it; an
+// error means the stream failed.
+func (e *Executor) begin(st network.Stream, h *pb.Hello, admitted func()) (*run, *pb.Welcome, error) {
+	l, old, no := e.admitStart(st.Conn().RemotePeer(), h)
+	switch {
+	case no != nil:
+		return nil, no, nil
+	case old != nil:
+		return old, nil, nil // a repeated start attaches: no body needed
+	}
+	defer e.endStart(l.ID)
+	admitted()
+	// The body is held whole (the spec is decoded and the archive served
+	// again later): account it where the node's limits apply, at a
+	// priority that leaves room for libp2p's own buffers.
+	size := int(h.SpecSize) + int(h.CheckpointSize)
+	if err := st.Scope().ReserveMemory(size, network.ReservationPriorityHigh); err != nil {
+		e.log.Info("job start deferred: no memory for it", "lease", l.ID.Short(), "bytes", size, "err", err)
+		return nil, busy("no memory for a start of %d bytes now", size), nil
+	}
+	defer st.Scope().ReleaseMemory(size)
+	_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
+	if err := p2p.WriteMsg(st, &pb.Welcome{SendBody: true}); err != nil {
+		return nil, nil, fmt.Errorf("ask for the body: %w", err)
+	}
+	_ = st.SetReadDeadline(time.Now().Add(e.cfg.BodyTimeout))
+	spec, checkpoint, err := readBody(st, h)
+	switch {
+	case errors.Is(err, errCheckpointHash):
+		return nil, refused("%v", err), nil
+	case err != nil:
+		return nil, nil, err
+	}
+	r, no := e.welcome(l, h, spec, checkpoint)
+	return r, no, nil
+}
+
+// admitStart checks a start Hello before its body is read: the lease
+// (S1–S5 of docs/PROTOCOL.md §29.3), the sizes it announces, the
+// attempts held on the lease (S12, S13). It marks the lease as starting,
+// so that a second start of it waits; old is the attempt a repeated start
+// attaches to.
+func (e *Executor) admitStart(from peer.ID, h *pb.Hello) (l *market.Lease, old *run, no *pb.Welcome) {
 	now := e.cfg.Now()
 	sent, err := market.OpenLease(h.Lease, now)
 	if err != nil {
-		return nil, fmt.Sprintf("invalid lease: %v", err)
+		return nil, nil, refused("invalid lease: %v", err)
 	}
-	l, err := e.cfg.Lease(sent.ID)
+	l, err = e.cfg.Lease(sent.ID)
 	switch {
 	case err != nil:
-		return nil, fmt.Sprintf("lease %s is not one this supplier confirmed: %v", sent.ID.Short(), err)
+		return nil, nil, refused("lease %s is not one this supplier confirmed: %v", sent.ID.Short(), err)
 	case l.Renter != from:
-		return nil, "the lease belongs to another renter"
+		return nil, nil, refused("the lease belongs to another renter")
 	case !now.Before(l.End()):
-		return nil, fmt.Sprintf("lease %s ended at %s", l.ID.Short(), l.End().UTC().Format(time.RFC3339))
+		return nil, nil, refused("lease %s ended at %s", l.ID.Short(), l.End().UTC().Format(time.RFC3339))
 	case h.Attempt == 0:
-		return nil, "attempt must be 1 or more"
+		return nil, nil, refused("attempt must be 1 or more")
 	}
-	spec, err := DecodeSpec(h.Spec)
+	if why := checkStartSizes(h); why != "" {
+		return nil, nil, refused("%s", why)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old, why := e.heldLocked(l.ID, h.Attempt)
+	switch {
+	case why != "":
+		return nil, nil, refused("%s", why)
+	case old != nil:
+		return l, old, nil
+	case e.starting[l.ID]:
+		return nil, nil, busy("a start on lease %s is under way", l.ID.Short())
+	}
+	e.starting[l.ID] = true
+	return l, nil, nil
+}
+
+func (e *Executor) endStart(id market.ID) {
+	e.mu.Lock()
+	delete(e.starting, id)
+	e.mu.Unlock()
+}
+
+// heldLocked applies S12 and S13 to a start of attempt on lease id: the
+// attempt it attaches to, or why it is refused. e.mu is held.
+func (e *Executor) heldLocked(id market.ID, attempt uint32) (*run, string) {
+	if e.closed {
+		return nil, "the supplier is shutting down"
+	}
+	old := e.runs[id]
+	switch {
+	case old == nil:
+		return nil, ""
+	case attempt == old.attempt:
+		return old, "" // a repeated start: attach to it
+	case attempt < old.attempt:
+		return nil, fmt.Sprintf("attempt %d is stale: attempt %d ran on this lease", attempt, old.attempt)
+	default:
+		return nil, fmt.Sprintf("attempt %d ran on this lease; every attempt needs a lease of its own", old.attempt)
+	}
+}
+
+// welcome checks an admitted start's spec against its lease and starts
+// the attempt (S6–S14).
+func (e *Executor) welcome(l *market.Lease, h *pb.Hello, rawSpec, checkpoint []byte) (*run, *pb.Welcome) {
+	spec, err := DecodeSpec(rawSpec)
 	if err != nil {
-		return nil, err.Error()
+		return nil, refused("%v", err)
 	}
 	terms := l.Terms()
 	switch {
 	case len(terms.JobSpecHash) != 32:
-		return nil, "the lease binds no job spec"
+		return nil, refused("the lease binds no job spec")
 	case [32]byte(terms.JobSpecHash) != spec.Hash:
-		return nil, "the job spec does not match the lease's job_spec_hash"
+		return nil, refused("the job spec does not match the lease's job_spec_hash")
 	case spec.Gpus != l.Count:
-		return nil, fmt.Sprintf("the spec asks for %d GPUs, the lease has %d", spec.Gpus, l.Count)
+		return nil, refused("the spec asks for %d GPUs, the lease has %d", spec.Gpus, l.Count)
 	case e.cfg.Runtimes[runtimeName(spec)] == nil:
-		return nil, fmt.Sprintf("runtime %s is not available on this supplier", runtimeName(spec))
+		return nil, refused("runtime %s is not available on this supplier", runtimeName(spec))
 	}
 	var cp [32]byte
-	if len(h.Checkpoint) > 0 {
-		if len(h.CheckpointHash) != 32 {
-			return nil, "checkpoint without a 32-byte hash"
-		}
+	if len(checkpoint) > 0 {
 		cp = [32]byte(h.CheckpointHash)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		return nil, "the supplier is shutting down"
-	}
-	if old := e.runs[l.ID]; old != nil {
-		switch {
-		case h.Attempt == old.attempt:
-			return old, "" // a repeated start: attach to it
-		case h.Attempt < old.attempt:
-			return nil, fmt.Sprintf("attempt %d is stale: attempt %d ran on this lease", h.Attempt, old.attempt)
-		default:
-			return nil, fmt.Sprintf("attempt %d ran on this lease; every attempt needs a lease of its own", old.attempt)
+	if old, why := e.heldLocked(l.ID, h.Attempt); why != "" || old != nil {
+		if why != "" {
+			return nil, refused("%s", why)
 		}
+		return old, nil
 	}
 	undo, err := e.claim(l.ID)
 	if err != nil {
-		return nil, err.Error()
+		return nil, refused("%v", err)
 	}
-	r, err := e.start(l, spec, h.Attempt, h.Checkpoint, cp)
+	r, err := e.start(l, spec, h.Attempt, checkpoint, cp)
 	if err != nil {
 		undo()
 		e.log.Warn("job start failed", "lease", l.ID.Short(), "err", err)
-		return nil, "start: " + err.Error()
+		return nil, refused("start: %v", err)
 	}
 	e.runs[l.ID] = r
-	return r, ""
+	return r, nil
 }
 
 // claim claims the lease for the attempt about to start.

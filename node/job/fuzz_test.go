@@ -73,21 +73,36 @@ func FuzzUnpackCheckpoint(f *testing.F) {
 	})
 }
 
-// FuzzSessionFrames: the session's messages decode or fail cleanly, and a
-// Hello's spec goes through DecodeSpec's checks.
+// FuzzSessionFrames: the session's messages decode or fail cleanly; a
+// Hello's announced sizes go through the supplier's checks before any
+// body is read, and a body goes through readBody and DecodeSpec.
 func FuzzSessionFrames(f *testing.F) {
 	s, _ := EncodeSpec(validSpec())
-	hello, _ := proto.Marshal(&pb.Hello{Lease: []byte{1}, Attempt: 1, Spec: s.Raw})
+	hello, _ := proto.Marshal(&pb.Hello{Lease: []byte{1}, Attempt: 1, SpecSize: uint32(len(s.Raw))})
+	huge, _ := proto.Marshal(&pb.Hello{Lease: []byte{1}, Attempt: 1, SpecSize: MaxSpecSize + 1, CheckpointSize: 1 << 40})
 	sf, _ := proto.Marshal(&pb.ServerFrame{Body: &pb.ServerFrame_Log{Log: &pb.Log{Attempt: 1, Offset: 9, Data: []byte("hi")}}})
 	cf, _ := proto.Marshal(&pb.ClientFrame{Body: &pb.ClientFrame_Stop{Stop: "why"}})
-	for _, b := range [][]byte{hello, sf, cf, {}} {
+	w, _ := proto.Marshal(&pb.Welcome{SendBody: true})
+	for _, b := range [][]byte{hello, huge, sf, cf, w, {}} {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var h pb.Hello
-		if proto.Unmarshal(raw, &h) == nil && len(h.Spec) > 0 {
-			_, _ = DecodeSpec(h.Spec)
+		if proto.Unmarshal(raw, &h) == nil && checkStartSizes(&h) == "" {
+			// An admitted size is one the supplier may allocate; the body
+			// here is the fuzz input itself, as a peer would send it.
+			if h.SpecSize > MaxSpecSize || h.CheckpointSize > MaxCheckpointSize {
+				t.Fatalf("sizes %d + %d admitted", h.SpecSize, h.CheckpointSize)
+			}
+			if int(h.SpecSize)+int(h.CheckpointSize) > len(raw) {
+				return // it could not arrive: keep each run small
+			}
+			if spec, _, err := readBody(bytes.NewReader(raw), &h); err == nil {
+				_, _ = DecodeSpec(spec)
+			}
 		}
+		var wel pb.Welcome
+		_ = proto.Unmarshal(raw, &wel)
 		var s pb.ServerFrame
 		_ = proto.Unmarshal(raw, &s)
 		var c pb.ClientFrame

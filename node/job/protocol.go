@@ -4,14 +4,19 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/gpumesh/gpumesh/market"
 )
 
 // Stream protocols and limits of jobs. These are the source of truth for
 // docs/PROTOCOL.md Part IV: changing one is a wire change.
 const (
-	// SessionProtocol carries Hello and Welcome, then ServerFrames and
-	// ClientFrames both ways for as long as the renter follows the job.
-	SessionProtocol protocol.ID = "/gpumesh/job/1.0.0"
+	// SessionProtocol carries Hello and Welcome (for a start, the spec and
+	// checkpoint in between, once the Hello is admitted), then
+	// ServerFrames and ClientFrames both ways for as long as the renter
+	// follows the job. 2.0.0: the spec and checkpoint no longer travel
+	// inside the Hello.
+	SessionProtocol protocol.ID = "/gpumesh/job/2.0.0"
 	// CheckpointProtocol serves an attempt's checkpoint archive.
 	CheckpointProtocol protocol.ID = "/gpumesh/checkpoint/1.0.0"
 
@@ -22,8 +27,12 @@ const (
 	MaxSpecSize = 4 << 20
 	// MaxCheckpointSize bounds a checkpoint archive.
 	MaxCheckpointSize = 32 << 20
-	// MaxHelloSize bounds a Hello: a spec, a checkpoint and a lease.
-	MaxHelloSize = MaxSpecSize + MaxCheckpointSize + 64<<10
+	// MaxHelloSize bounds a Hello: a lease envelope and a few small
+	// fields. It is all a supplier reads from a peer before it has checked
+	// the peer's lease.
+	MaxHelloSize = market.MaxLeaseSize + 4<<10
+	// MaxWelcomeSize bounds a Welcome.
+	MaxWelcomeSize = 4096
 	// MaxFrameSize bounds one ServerFrame or ClientFrame.
 	MaxFrameSize = 96 << 10
 	// LogChunk is the most log bytes one Log frame carries.
@@ -76,6 +85,19 @@ const (
 	// SettleFor is how long a finished job's node keeps trying to settle
 	// its attempts with their suppliers.
 	SettleFor = 10 * time.Minute
-	// HelloTimeout bounds reading a Hello, which may carry a checkpoint.
-	HelloTimeout = 2 * time.Minute
+	// HeaderTimeout bounds the supplier's wait for a Hello: a peer that
+	// has not said who it is and which lease it holds by then is dropped.
+	HeaderTimeout = 5 * time.Second
+	// BodyTimeout bounds the supplier's read of an admitted start's spec
+	// and checkpoint (up to 36 MiB).
+	BodyTimeout = 2 * time.Minute
+	// StartTimeout bounds the renter's whole start exchange: the body, the
+	// supplier's start of the job (up to 30 s) and the final Welcome.
+	StartTimeout = BodyTimeout + time.Minute
+
+	// MaxPendingPerPeer and MaxPending cap the session streams a supplier
+	// holds before their Hello is admitted: from one peer, and in all.
+	// Further streams are refused at once as busy.
+	MaxPendingPerPeer = 2
+	MaxPending        = 16
 )

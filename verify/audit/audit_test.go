@@ -115,3 +115,33 @@ func TestProverRefusesBadRequests(t *testing.T) {
 		t.Fatalf("challenge within the gap: err = %v, want ErrBusy", err)
 	}
 }
+
+// TestProverDropsSilentChallenger: a peer that opens a challenge stream
+// and says nothing is dropped after p2p.StreamTimeout, not held for a
+// whole step (2 min) before anything is admitted.
+func TestProverDropsSilentChallenger(t *testing.T) {
+	ph, ch := newHost(t), newHost(t)
+	Serve(ProverConfig{Host: ph, GPUs: twoT4, Log: quiet()})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ch.NewStream(ctx, ph.ID(), ChallengeProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	// One byte of a length prefix, so the prover is waiting for the rest.
+	if _, err := s.Write([]byte{0x80}); err != nil {
+		t.Fatal(err)
+	}
+	// Half a step: far beyond StreamTimeout, well short of the 2 min the
+	// prover allowed before.
+	_ = s.SetReadDeadline(time.Now().Add(stepTimeout / 2))
+	_, err = s.Read(make([]byte, 1))
+	var timeout interface{ Timeout() bool }
+	if errors.As(err, &timeout) && timeout.Timeout() {
+		t.Fatalf("the prover still holds a silent challenger's stream after %s", stepTimeout/2)
+	}
+}

@@ -144,11 +144,14 @@ func sameSet(a, b []string) bool {
 
 func (p *Prover) handle(s network.Stream) error {
 	step := func() { _ = s.SetDeadline(time.Now().Add(stepTimeout)) }
-	step()
+	// The challenger writes its request at once: a peer that has not
+	// done so within StreamTimeout does not hold the stream for a step.
+	_ = s.SetDeadline(time.Now().Add(p2p.StreamTimeout))
 	var req pb.ChallengeRequest
 	if err := p2p.ReadMsg(s, maxRequest, &req); err != nil {
 		return err
 	}
+	step()
 	done, err := p.admit(s.Conn().RemotePeer())
 	if err != nil {
 		return p2p.WriteMsg(s, &pb.Commit{Refused: err.Error(), Busy: true})
