@@ -117,14 +117,19 @@ func (r *run) watchDisk(limit int64, dirs []string) {
 		case <-t.C:
 		}
 		used, err := diskUsage(dirs)
+		why := ""
 		switch {
 		case errors.Is(err, errTooDeep) || errors.Is(err, errUnmeasurable):
-			r.stop(StateFailed, fmt.Sprintf("disk limit exceeded: %v", err))
-			return
+			why = fmt.Sprintf("disk limit exceeded: %v", err)
 		case err != nil:
 			r.logger.Warn("measure job disk usage", "err", err)
 		case used > limit:
-			r.stop(StateFailed, fmt.Sprintf("disk limit exceeded: the job's dirs use %d bytes, the limit is %d", used, limit))
+			why = fmt.Sprintf("disk limit exceeded: the job's dirs use %d bytes, the limit is %d", used, limit)
+		}
+		if why != "" {
+			r.stop(StateFailed, why)
+			// No grace: every moment it runs on, it may write more.
+			_ = r.proc.Stop(0)
 			return
 		}
 	}
