@@ -118,9 +118,11 @@
 //     job has its own PID namespace and /proc). Run concurrent jobs of
 //     different renters as different users where that matters.
 //   - Without cgroup v2's pids controller the process limit is
-//     RLIMIT_NPROC, which holds only with RunAs (not uid 0), counts
-//     every process of that user, and lets a job hold that many at once;
-//     without the memory controller, GPU jobs have no memory limit.
+//     RLIMIT_NPROC, which holds only with RunAs (not uid 0) and counts
+//     every process of that user, so one job can use up what all jobs of
+//     that user may have. Without the memory controller, GPU jobs have
+//     no memory limit, and the private /tmp and /dev/shm (tmpfs of up to
+//     MemoryBytes each) are RAM beside RLIMIT_AS.
 //   - A job with RunAs "" on a root node runs as uid 0 without
 //     capabilities. It cannot undo the mounts, write the filesystem or
 //     read the node's /proc entries, but it can read every root-owned file
