@@ -26,4 +26,22 @@ type Offer struct {
 	UptimePct *float64  `json:"uptime_pct,omitempty"`
 	Version   string    `json:"version"`
 	SeenAt    time.Time `json:"seen_at"`
+	// JobLimits are the per-job limits from the supplier's profile; nil
+	// when it states none (older suppliers).
+	JobLimits *JobLimits `json:"job_limits,omitempty"`
+}
+
+// JobLimits are a supplier's per-job limits: what a job gets for a limit
+// its spec leaves at 0, and the most a spec may ask.
+type JobLimits struct {
+	Default JobLimitSet `json:"default"`
+	Max     JobLimitSet `json:"max"`
+}
+
+// JobLimitSet is one set of per-job limits; 0 means not set.
+type JobLimitSet struct {
+	MemoryBytes uint64 `json:"memory_bytes"`
+	Procs       uint64 `json:"procs"`
+	DiskBytes   uint64 `json:"disk_bytes"`
+	OpenFiles   uint64 `json:"open_files"`
 }

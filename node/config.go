@@ -55,6 +55,13 @@ type Config struct {
 	UnsandboxedJobs   bool          // a node without user namespaces may run jobs unhidden
 	MaxLease          time.Duration // longest lease the supplier grants
 	ClaimWindow       time.Duration // most a lease with no job started on it is held
+	// Per-job limits a supplier applies: the default for what a spec
+	// leaves at 0, and the most a spec may ask. JobMemory and
+	// JobMemoryMax are 0 for auto (see JobLimits).
+	JobMemory, JobMemoryMax       int64
+	JobProcs, JobProcsMax         int64
+	JobDisk, JobDiskMax           int64
+	JobOpenFiles, JobOpenFilesMax int64
 
 	// Sources says where each key's value came from: "default",
 	// "file:PATH", "env:NAME" or "flag:--NAME".
@@ -114,7 +121,7 @@ func fields() []field {
 			return nil
 		}
 	}
-	return []field{
+	return append([]field{
 		{key: "listen", list: true, def: []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}, set: list(func(c *Config) *[]string { return &c.Listen })},
 		{key: "bootstrap", list: true, def: nil, set: list(func(c *Config) *[]string { return &c.Bootstrap })},
 		{key: "gpus", def: []string{"auto"}, set: str(func(c *Config) *string { return &c.GPUs })},
@@ -233,7 +240,7 @@ func fields() []field {
 		}},
 		{key: "unsandboxed_jobs", def: []string{"false"}, set: boolKey(func(c *Config) *bool { return &c.UnsandboxedJobs })},
 		{key: "mdns", def: []string{"false"}, set: boolKey(func(c *Config) *bool { return &c.MDNS })},
-	}
+	}, jobLimitFields()...)
 }
 
 // boolKey sets a boolean key.
@@ -399,6 +406,11 @@ func LoadConfig(in Input) (Config, error) {
 		return c, fmt.Errorf("config: conn_low (%d) is above conn_high (%d)", c.ConnLow, c.ConnHigh)
 	}
 	if err := c.checkFloors(); err != nil {
+		return c, err
+	}
+	// The per-GPU share of job_memory auto needs the GPUs, found later:
+	// checked here against one GPU, again when the node starts.
+	if _, err := c.JobLimits(hostMemory(in.ReadFile), 1); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -635,6 +647,9 @@ func (c Config) Settings() []Setting {
 		"trusted": c.Trusted, "audit_interval": auditString(c.AuditInterval), "sim_cheat": c.SimCheat,
 		"runtime": c.Runtimes, "job_user": c.JobUser, "halt_grace": c.HaltGrace.String(), "unsandboxed_jobs": c.UnsandboxedJobs,
 		"max_lease": c.MaxLease.String(), "claim_window": c.ClaimWindow.String(),
+	}
+	for k, v := range c.jobLimitSettings() {
+		vals[k] = v
 	}
 	out := []Setting{{Key: "data", Value: c.DataDir, Source: c.Sources["data"]}}
 	for _, k := range Keys() {

@@ -91,9 +91,13 @@ func (n *Node) startJobs(ctx context.Context) error {
 			rts["process"] = rt
 		}
 		sup := n.market.supplier
+		limits, err := n.jobLimits()
+		if err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
 		j.exec, err = job.NewExecutor(job.ExecutorConfig{
 			Host: n.net.Host, Key: n.key, Store: n.store, Ledger: j.ledger, Runtimes: rts,
-			DataDir: n.cfg.DataDir, RunAs: n.jobUser(), HaltGrace: n.cfg.HaltGrace,
+			DataDir: n.cfg.DataDir, RunAs: n.jobUser(), HaltGrace: n.cfg.HaltGrace, Limits: limits,
 			Hide: []string{filepath.Join(n.cfg.DataDir, KeyFile), filepath.Join(n.cfg.DataDir, TokenFile), storeDir(n.cfg.DataDir), filepath.Join(n.cfg.DataDir, "renter-jobs")},
 			Lease: func(id market.ID) (*market.Lease, error) {
 				sl, err := market.GetLease(n.store, id, n.now())
@@ -132,6 +136,12 @@ func (n *Node) startJobs(ctx context.Context) error {
 	}
 	j.ctrl.Start()
 	return nil
+}
+
+// jobLimits are the per-job limits of this supplier, from its config, the
+// host's RAM and its GPUs.
+func (n *Node) jobLimits() (job.Limits, error) {
+	return n.cfg.JobLimits(hostMemory(os.ReadFile), len(n.gpus))
 }
 
 // jobUser is who jobs run as: job_user when set; else, on a node running

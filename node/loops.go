@@ -74,6 +74,12 @@ func (n *Node) publishProfile(ctx context.Context) error {
 		Software:    Software(),
 		Gpus:        gpus,
 	}
+	if len(n.gpus) > 0 {
+		// Renters see what their jobs would run under before they rent.
+		if l, err := n.jobLimits(); err == nil {
+			p.JobLimitsDefault, p.JobLimitsMax = profileLimits(l)
+		}
+	}
 	for _, a := range n.net.Host.Addrs() {
 		if len(p.Addrs) < p2p.MaxAddrsPerProfile {
 			p.Addrs = append(p.Addrs, a.Bytes())

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/p2p/pb"
 	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
@@ -26,6 +27,7 @@ func OffersFromProfile(p *p2p.Profile) []market.Offer {
 	for _, a := range p.Addrs {
 		addrs = append(addrs, a.String())
 	}
+	limits := offerLimits(p)
 	for _, g := range p.Gpus {
 		o := byModel[g.Model]
 		if o == nil {
@@ -34,7 +36,7 @@ func OffersFromProfile(p *p2p.Profile) []market.Offer {
 				VRAMGiB:           int((g.MemoryBytes + 1<<29) >> 30),
 				ComputeCapability: fmt.Sprintf("%d.%d", g.CcMajor, g.CcMinor),
 				Region:            p.Region, Simulated: g.Simulated,
-				Version: p.Software, SeenAt: p.Issued().UTC(),
+				Version: p.Software, SeenAt: p.Issued().UTC(), JobLimits: limits,
 			}
 			if prof, ok := verify.LookupProfile(g.Model); ok {
 				o.TFLOPS = prof.BF16GFLOPS / 1000
@@ -56,6 +58,17 @@ func OffersFromProfile(p *p2p.Profile) []market.Offer {
 		out = append(out, *byModel[m])
 	}
 	return out
+}
+
+// offerLimits are the job limits a profile states, nil when none.
+func offerLimits(p *p2p.Profile) *market.JobLimits {
+	if p.JobLimitsDefault == nil && p.JobLimitsMax == nil {
+		return nil
+	}
+	set := func(l *pb.JobLimits) market.JobLimitSet {
+		return market.JobLimitSet{MemoryBytes: l.GetMemoryBytes(), Procs: l.GetProcs(), DiskBytes: l.GetDiskBytes(), OpenFiles: l.GetOpenFiles()}
+	}
+	return &market.JobLimits{Default: set(p.JobLimitsDefault), Max: set(p.JobLimitsMax)}
 }
 
 // addScore sets an offer's reputation, uptime and verified status.

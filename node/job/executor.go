@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +58,8 @@ type ExecutorConfig struct {
 	Hide []string
 	// RunAs is the user jobs run as ("": the node's own).
 	RunAs string
+	// Limits are the supplier's per-job defaults and maxima (zero: none).
+	Limits Limits
 	// Lease gives a lease the market confirmed, by ID.
 	Lease func(id market.ID) (*market.Lease, error)
 	// Release gives a lease's GPUs back once its job is over (optional).
@@ -119,6 +122,9 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	cfg.MaxPending = cmp.Or(cfg.MaxPending, MaxPending)
 	if cfg.Runtimes["process"] == nil {
 		return nil, errors.New("executor: no process runtime")
+	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("executor: %w", err)
 	}
 	e := &Executor{
 		cfg: cfg, log: cfg.Log.With("sub", "jobs"), gate: newGate(cfg.MaxPendingPerPeer, cfg.MaxPending),
@@ -472,6 +478,10 @@ func runtimeName(s *Spec) string {
 
 // start prepares the attempt's folders and starts its process.
 func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint []byte, cpHash [32]byte) (*run, error) {
+	limits, disk, err := e.cfg.Limits.resolve(spec.Limits)
+	if err != nil {
+		return nil, err
+	}
 	// The folder is named by the lease, which this supplier confirmed to
 	// this renter, not by the job ID, which any renter can pick: a renter
 	// must not be able to empty or share another renter's attempt.
@@ -514,7 +524,7 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 	hide := append([]string{filepath.Join(e.cfg.DataDir, "jobs")}, e.cfg.Hide...)
 	rs := runtime.Spec{
 		JobID: spec.ID(), Attempt: int(attempt), Argv: spec.Argv, Env: envList(spec.Env),
-		WorkDir: work, CheckpointDir: cpDir, GPUs: l.GpuUuids, Limits: limitsOf(spec.Limits),
+		WorkDir: work, CheckpointDir: cpDir, GPUs: l.GpuUuids, Limits: limits,
 		RunAs: e.cfg.RunAs, Hide: hide, Image: spec.Image, Stdout: lf, Stderr: lf,
 	}
 	rec := runRecord{
@@ -549,6 +559,17 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 		defer e.wg.Done()
 		r.meterLoop()
 	}()
+	if disk > 0 {
+		dirs := []string{work}
+		if !strings.HasPrefix(cpDir, work+string(filepath.Separator)) {
+			dirs = append(dirs, cpDir)
+		}
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			r.watchDisk(disk, dirs)
+		}()
+	}
 	started = true
 	return r, nil
 }
@@ -619,13 +640,6 @@ func envList(vars []*pb.EnvVar) []string {
 		out[i] = v.Name + "=" + v.Value
 	}
 	return out
-}
-
-func limitsOf(l *pb.Limits) runtime.Limits {
-	if l == nil {
-		return runtime.Limits{}
-	}
-	return runtime.Limits{MemoryBytes: l.MemoryBytes, CPUSeconds: l.CpuSeconds, Procs: l.Procs, FileBytes: l.FileBytes, OpenFiles: l.OpenFiles}
 }
 
 // handleCheckpoint serves the archive of an attempt's checkpoint folder as

@@ -135,7 +135,7 @@ func checkSpec(m *pb.JobSpec) error {
 			return malformed("max_restarts %d above 100", r.MaxRestarts)
 		}
 	}
-	if l := m.Limits; l != nil && (l.MemoryBytes < 0 || l.CpuSeconds < 0 || l.Procs < 0 || l.FileBytes < 0 || l.OpenFiles < 0) {
+	if l := m.Limits; l != nil && (l.MemoryBytes < 0 || l.CpuSeconds < 0 || l.Procs < 0 || l.FileBytes < 0 || l.OpenFiles < 0 || l.DiskBytes < 0) {
 		return malformed("a limit is negative")
 	}
 	return nil

@@ -18,6 +18,10 @@ import (
 // cgroupParent is the cgroup, under the root, that holds every job's.
 const cgroupParent = "gpumesh"
 
+// initTasks is what pids.max allows beyond Limits.Procs: the threads of
+// the job's init (the shim, a Go program) live in the job's cgroup too.
+const initTasks = 16
+
 // cgroupRoot is a usable cgroup v2 hierarchy.
 type cgroupRoot struct {
 	root        string
@@ -114,7 +118,7 @@ func (c *cgroupRoot) create(name string, l Limits, log *slog.Logger) (*jobCgroup
 		}
 	}
 	if want["pids"] {
-		if err := cg.write("pids.max", strconv.FormatInt(l.Procs, 10)); err != nil {
+		if err := cg.write("pids.max", strconv.FormatInt(l.Procs+initTasks, 10)); err != nil {
 			log.Warn("cgroup pids.max; not enforced by the cgroup", "cgroup", path, "err", err)
 		}
 	}

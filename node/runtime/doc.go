@@ -11,11 +11,11 @@
 //
 // Start re-executes the node's own binary (/proc/self/exe) as a shim, with
 // nothing in its environment but a marker; the configuration comes over a
-// pipe. The child starts in a new process group (so Pause and Stop reach
-// the whole tree), with the parent-death signal set to SIGKILL (a job
-// whose node died is no longer metered), and in a new mount namespace; a
-// node that is not root also gets a new user namespace that maps only its
-// own uid and gid (to 0). The shim then, in this order:
+// pipe. The child starts in a new process group, with the parent-death
+// signal set to SIGKILL (a job whose node died is no longer metered), in
+// a new mount namespace and a new PID namespace, of which the shim is the
+// init (pid 1); a node that is not root also gets a new user namespace
+// that maps only its own uid and gid (to 0). The shim then, in this order:
 //
 //   - makes every mount private, so nothing it does reaches the node;
 //   - makes every mount read-only (per mount, never the filesystem itself);
@@ -33,6 +33,17 @@
 //     directory above them (the jobs directory) gets the way down to them
 //     recreated inside its tmpfs. So a Hide entry may contain WorkDir; one
 //     that equals it is an error;
+//   - mounts a read-only /proc of the job's PID namespace over the host's:
+//     the job sees its own processes only (ps, /proc), and pid 1 is the
+//     shim. If that mount fails, Start fails;
+//   - re-executes the binary once more as the exec stage (pid 2, the job's
+//     main process to be) and stays as the namespace's init: it reaps
+//     orphans, turns the node's pause, resume and stop (sent over a pipe,
+//     so their order holds) into SIGSTOP, SIGCONT and SIGTERM+SIGCONT to
+//     every process of the namespace, setsid escapees included, and when
+//     the job's main process has exited it reports how (exit code or
+//     signal) and exits, upon which the kernel kills every process left in
+//     the namespace. The exec stage:
 //   - sets the rlimits (below), PR_SET_NO_NEW_PRIVS, empties the capability
 //     bounding set, changes to RunAs (setgroups, setgid, setuid) when set,
 //     drops every capability, sets the parent-death signal again (a change
@@ -51,15 +62,23 @@
 // The job's stdout and stderr go through pipes to Spec.Stdout and
 // Spec.Stderr (one pipe when they are the same writer, so the order
 // holds). When the job's main process exits, whatever it left running in
-// its group (and cgroup) is killed, the pipes are drained and Done closes.
-// Result comes from wait4: exit code or signal, user+sys CPU time of the
-// tree, and the largest resident set.
+// its PID namespace (and group, and cgroup) is killed, the pipes are
+// drained and Done closes: a process the job started, setsid or
+// double-forked daemons included, never outlives it. Stop kills the init
+// after its grace, which kills the namespace the same way. Result is the
+// main process's exit code or signal, as the init reports it (or the
+// init's own end when it was killed: SIGKILL after Stop's grace), with
+// wait4's user+sys CPU time of the whole tree and the largest resident
+// set.
 //
 // If the shim cannot set the sandbox up, Start fails and nothing runs. A
 // node that is not root and cannot create a user namespace (disabled, or
-// restricted as on Ubuntu 24.04) refuses jobs with ErrUnavailable, unless
-// Options.AllowUnsandboxed is set: then it runs them without a mount
-// namespace, logging a warning, and Hide protects nothing.
+// restricted as on Ubuntu 24.04) has neither a mount nor a PID namespace
+// for its jobs: it refuses them with ErrUnavailable, unless
+// Options.AllowUnsandboxed is set: then it runs them without namespaces,
+// logging a warning, Hide protects nothing, the job sees every process,
+// and (without cgroup v2) a process that leaves the job's process group
+// survives the job; Pause, Resume and Stop then signal the group.
 //
 // # Limits
 //
@@ -75,12 +94,17 @@
 // cgroup.controllers, is a cgroup2 mount and is writable) each attempt
 // also runs in <root>/gpumesh/job-<id>-<attempt>, which it is started
 // directly into (clone3 CLONE_INTO_CGROUP). That adds memory.max (with
-// swap off) for the whole tree, GPU jobs included, and pids.max; Pause
-// also freezes the cgroup, the end of a job kills everything in it
-// (processes that left the process group with setsid included), the CPU
-// time counts every process the job ever had, and the cgroup is removed
-// afterwards. Without cgroup v2 the runtime logs why and relies on
-// rlimits and the process group.
+// swap off) for the whole tree, GPU jobs included, and pids.max (Procs
+// plus 16 for the threads of the shim, which stays as the job's init);
+// Pause also freezes the cgroup, the end of a job kills everything in it,
+// the CPU time counts every process the job ever had, and the cgroup is
+// removed afterwards. Without cgroup v2 the runtime logs why and relies
+// on rlimits and the PID namespace.
+//
+// The supplier's executor (package job) fills limits a spec leaves at 0
+// from the supplier's defaults, refuses a spec above its maxima, sets
+// FileBytes at most the disk limit, and measures the working and
+// checkpoint dirs itself (see job.Limits).
 //
 // # What the sandbox does not protect
 //
@@ -88,10 +112,17 @@
 //     is an escape. GPU memory is not cleared by this package.
 //   - The network is the host's: jobs reach localhost services, the local
 //     network and any cloud metadata endpoint.
-//   - Processes are visible: there is no PID namespace. Jobs that run as
-//     the same user can see, signal and ptrace each other and read each
-//     other's files through /proc/<pid>/root and /cwd; run concurrent jobs
-//     of different renters as different users.
+//   - Jobs that run as the same user share that user's files outside
+//     their own dirs, and RLIMIT_NPROC counts all their processes
+//     together; they cannot see or signal each other's processes (each
+//     job has its own PID namespace and /proc). Run concurrent jobs of
+//     different renters as different users where that matters.
+//   - Without cgroup v2's pids controller the process limit is
+//     RLIMIT_NPROC, which holds only with RunAs (not uid 0) and counts
+//     every process of that user, so one job can use up what all jobs of
+//     that user may have. Without the memory controller, GPU jobs have
+//     no memory limit, and the private /tmp and /dev/shm (tmpfs of up to
+//     MemoryBytes each) are RAM beside RLIMIT_AS.
 //   - A job with RunAs "" on a root node runs as uid 0 without
 //     capabilities. It cannot undo the mounts, write the filesystem or
 //     read the node's /proc entries, but it can read every root-owned file
@@ -100,9 +131,9 @@
 //     boundary: set RunAs on a root node.
 //   - Files readable by the job's user outside Hide stay readable (the
 //     filesystem is read-only, not invisible).
-//   - Without cgroup v2, GPU jobs have no memory limit and a job that calls
-//     setsid leaves its process group: Stop, Pause and the end of the job
-//     miss it (KillGroup too).
+//   - KillGroup (a restarted node cleaning up) kills the job's init, and
+//     with it the whole PID namespace; an unsandboxed job's setsid
+//     escapees are missed.
 //
 // # Containers
 //

@@ -21,12 +21,16 @@ type shimConfig struct {
 	Dir  string   `json:"dir"` // the job's cwd
 	// Namespace is set when the shim runs in a new mount namespace and
 	// must set it up (Keep, Covers, read-only remount).
-	Namespace bool     `json:"namespace"`
-	Keep      []string `json:"keep"`   // dirs that stay reachable and writable, shallowest first
-	Covers    []cover  `json:"covers"` // deepest first
-	Rlimits   []rlimit `json:"rlimits"`
-	User      *idPair  `json:"user,omitempty"` // RunAs; nil keeps the node's user
-	NodePID   int      `json:"node_pid"`       // the shim dies if its parent is not this pid
+	Namespace bool `json:"namespace"`
+	// PIDNamespace is set when the shim is the init of a new PID
+	// namespace (always with Namespace): it mounts a /proc of that
+	// namespace, starts the exec stage and supervises the job.
+	PIDNamespace bool     `json:"pid_namespace"`
+	Keep         []string `json:"keep"`   // dirs that stay reachable and writable, shallowest first
+	Covers       []cover  `json:"covers"` // deepest first
+	Rlimits      []rlimit `json:"rlimits"`
+	User         *idPair  `json:"user,omitempty"` // RunAs; nil keeps the node's user
+	NodePID      int      `json:"node_pid"`       // the shim dies if its parent is not this pid (the init, in a PID namespace)
 }
 
 type idPair struct {

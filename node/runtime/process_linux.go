@@ -118,6 +118,13 @@ func (r *processRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 			log.Info("sandbox", "note", n)
 		}
 		cfg.Namespace = r.root || userns
+		// A PID namespace goes with the mount namespace: the job sees only
+		// its own processes, and when its init (the shim) dies the kernel
+		// kills every process the job started, setsid or not.
+		cfg.PIDNamespace = cfg.Namespace
+		if !cfg.PIDNamespace && cg == nil {
+			log.Warn("job runs without a PID namespace or a cgroup: processes that leave its process group (setsid) survive its end")
+		}
 		p, err := r.launch(ctx, &s, cfg, userns, cg, log)
 		if err == nil {
 			return p, nil
@@ -190,11 +197,18 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 	stR, stW, err2 := pipe()
 	outR, outW, err3 := pipe()
 	errR, errW := outR, outW
-	var err4 error
+	var err4, err5, err6 error
 	if !sameWriter(s.Stdout, s.Stderr) {
 		errR, errW, err4 = pipe()
 	}
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	// The init of a PID namespace reports the job's end on resR and takes
+	// pause, resume and stop on ctlW.
+	var resR, resW, ctlR, ctlW *os.File
+	if cfg.PIDNamespace {
+		resR, resW, err5 = pipe()
+		ctlR, ctlW, err6 = pipe()
+	}
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		closeAll()
 		if cg != nil {
 			_ = cg.remove()
@@ -209,6 +223,9 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 	if cfg.Namespace {
 		attr.Cloneflags |= syscall.CLONE_NEWNS
 	}
+	if cfg.PIDNamespace {
+		attr.Cloneflags |= syscall.CLONE_NEWPID
+	}
 	if userns {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
 		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
@@ -218,13 +235,17 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 		attr.UseCgroupFD = true
 		attr.CgroupFD = int(cg.dir.Fd())
 	}
+	extra := []*os.File{cfgR, stW} // configFD, statusFD
+	if cfg.PIDNamespace {
+		extra = append(extra, resW, ctlR) // resultFD, controlFD
+	}
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe", // this very binary, even if replaced on disk
 		Args:        []string{"gpumesh-job-shim"},
 		Env:         []string{shimEnv + "=" + shimEnvValue},
 		Stdout:      outW,
 		Stderr:      errW,
-		ExtraFiles:  []*os.File{cfgR, stW}, // configFD, statusFD
+		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
 	done := make(chan struct{})
@@ -242,13 +263,19 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 	if errW != outW {
 		errW.Close()
 	}
+	if cfg.PIDNamespace {
+		resW.Close()
+		ctlR.Close()
+	}
 
 	p := &process{
-		log:  log,
-		cmd:  cmd,
-		pid:  cmd.Process.Pid,
-		cg:   cg,
-		done: done,
+		log:    log,
+		cmd:    cmd,
+		pid:    cmd.Process.Pid,
+		cg:     cg,
+		done:   done,
+		result: resR,
+		ctl:    ctlW,
 	}
 	p.copy(outR, s.Stdout)
 	if errR != outR {
@@ -308,7 +335,7 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 		res := p.Result()
 		return nil, fmt.Errorf("the job shim never reported (exit %d %s); does main (or TestMain) call runtime.MaybeShim first?", res.ExitCode, res.Signal)
 	}
-	log.Debug("job started", "pid", p.pid, "namespace", cfg.Namespace, "userns", userns, "cgroup", cg != nil, "run_as", s.RunAs)
+	log.Debug("job started", "pid", p.pid, "namespace", cfg.Namespace, "pidns", cfg.PIDNamespace, "userns", userns, "cgroup", cg != nil, "run_as", s.RunAs)
 	return p, nil
 }
 
@@ -339,6 +366,11 @@ type process struct {
 	copies sync.WaitGroup
 	pipes  []*os.File
 	done   chan struct{}
+	// result and ctl are the init's result and control pipes when the job
+	// has a PID namespace (nil otherwise): then Pause, Resume and Stop go
+	// through the init, which reaches every process of the namespace.
+	result *os.File
+	ctl    *os.File
 
 	mu     sync.Mutex
 	exited bool   // the leader has exited: the group may no longer be signalled
@@ -395,6 +427,9 @@ func (p *process) wait() {
 	}
 
 	res := resultOf(p.cmd.ProcessState, werr)
+	if p.result != nil {
+		p.applyReport(&res)
+	}
 	if p.cg != nil {
 		res.CPUTime = max(res.CPUTime, p.cg.cpuTime())
 		if err := p.cg.remove(); err != nil {
@@ -404,8 +439,33 @@ func (p *process) wait() {
 	p.log.Debug("job ended", "pid", p.pid, "exit", res.ExitCode, "signal", res.Signal, "cpu", res.CPUTime, "err", res.Err)
 	p.mu.Lock()
 	p.res = res
+	if p.ctl != nil {
+		p.ctl.Close()
+	}
 	p.mu.Unlock()
 	close(p.done)
+}
+
+// applyReport takes the exit code or signal of the job's main process
+// from the init's report. Without one (the init was killed: Stop's
+// SIGKILL, or the node's death) the init's own end stands.
+func (p *process) applyReport(res *Result) {
+	defer p.result.Close()
+	b, err := io.ReadAll(io.LimitReader(p.result, 4096))
+	if err != nil || len(b) == 0 {
+		return
+	}
+	var r initReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		p.log.Warn("job init report", "err", err)
+		return
+	}
+	switch {
+	case r.Signaled:
+		res.ExitCode, res.Signal = -1, unix.Signal(r.Signal).String()
+	case r.Exited:
+		res.ExitCode, res.Signal = r.Code, ""
+	}
 }
 
 func (p *process) Pid() int              { return p.pid }
@@ -428,6 +488,15 @@ func (p *process) live(fn func() error) error {
 	return fn()
 }
 
+// control asks the init of the job's PID namespace to act on every
+// process of the job. Called under p.mu.
+func (p *process) control(op byte) error {
+	if _, err := p.ctl.Write([]byte{op}); err != nil {
+		return fmt.Errorf("job %d: control %c: %w", p.pid, op, err)
+	}
+	return nil
+}
+
 // signal sends sig to the whole group.
 func (p *process) signal(sig unix.Signal) error {
 	if err := unix.Kill(-p.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -438,7 +507,12 @@ func (p *process) signal(sig unix.Signal) error {
 
 func (p *process) Pause() error {
 	return p.live(func() error {
-		err := p.signal(unix.SIGSTOP)
+		var err error
+		if p.ctl != nil {
+			err = p.control(ctlPause)
+		} else {
+			err = p.signal(unix.SIGSTOP)
+		}
 		if p.cg != nil {
 			err = errors.Join(err, p.cg.freeze(true))
 		}
@@ -452,17 +526,24 @@ func (p *process) Resume() error {
 		if p.cg != nil {
 			err = p.cg.freeze(false)
 		}
+		if p.ctl != nil {
+			return errors.Join(err, p.control(ctlResume))
+		}
 		return errors.Join(err, p.signal(unix.SIGCONT))
 	})
 }
 
 func (p *process) Stop(grace time.Duration) error {
 	err := p.live(func() error {
-		err := p.signal(unix.SIGTERM)
 		// A paused job must run to see SIGTERM.
+		var err error
 		if p.cg != nil {
-			err = errors.Join(err, p.cg.freeze(false))
+			err = p.cg.freeze(false)
 		}
+		if p.ctl != nil {
+			return errors.Join(err, p.control(ctlStop))
+		}
+		err = errors.Join(err, p.signal(unix.SIGTERM))
 		return errors.Join(err, p.signal(unix.SIGCONT))
 	})
 	if errors.Is(err, ErrExited) {

@@ -683,6 +683,56 @@ func state(pid int) string {
 	return string(b[i+2])
 }
 
+// hostPid is the pid, as this test sees it, of the process that has pid
+// nsPid in the PID namespace of the job whose shim is shimPid (a job
+// without a PID namespace of its own prints host pids: they map to
+// themselves).
+func hostPid(t *testing.T, shimPid, nsPid int) int {
+	t.Helper()
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", shimPid))
+	if err != nil {
+		t.Fatalf("pid namespace of job %d: %v", shimPid, err)
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); err != nil || l != ns {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				f := strings.Fields(v)
+				if len(f) > 0 && f[len(f)-1] == strconv.Itoa(nsPid) {
+					return pid
+				}
+			}
+		}
+	}
+	t.Fatalf("no process with pid %d in the namespace of job %d", nsPid, shimPid)
+	return 0
+}
+
+// printedPid reads a pid the job printed and maps it to this test's view.
+func printedPid(t *testing.T, p runtime.Process, out *lines) int {
+	t.Helper()
+	line := out.next(t)
+	n, err := strconv.Atoi(line)
+	if err != nil {
+		t.Fatalf("job printed %q, want a pid", line)
+	}
+	return hostPid(t, p.Pid(), n)
+}
+
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
@@ -698,10 +748,7 @@ func TestStopKillsTheGroup(t *testing.T) {
 	rt := newRuntime(t)
 	out := newLines()
 	p := start(t, rt, spec(t, out, "sh", "-c", "sleep 100 & echo $!; sleep 100"))
-	child, err := strconv.Atoi(out.next(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	child := printedPid(t, p, out)
 	if gone(child) {
 		t.Fatalf("grandchild %d not running", child)
 	}
@@ -735,9 +782,10 @@ func TestStopEscalatesToKill(t *testing.T) {
 func TestLeftoversAreKilledWhenTheLeaderExits(t *testing.T) {
 	rt := newRuntime(t)
 	out := newLines()
-	p := start(t, rt, spec(t, out, "sh", "-c", "sleep 100 & echo $!"))
-	child, err := strconv.Atoi(out.next(t))
-	if err != nil {
+	s := spec(t, out, "sh", "-c", "sleep 100 & echo $!; while [ ! -e go ]; do sleep 0.05; done")
+	p := start(t, rt, s)
+	child := printedPid(t, p, out)
+	if err := os.WriteFile(filepath.Join(s.WorkDir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	res := wait(t, p) // would hang on the open pipe if the sleep lived on
@@ -750,12 +798,13 @@ func TestLeftoversAreKilledWhenTheLeaderExits(t *testing.T) {
 func TestPauseResume(t *testing.T) {
 	rt := newRuntime(t)
 	out := newLines()
-	p := start(t, rt, spec(t, out, "sh", "-c", "i=0; while :; do echo $i; i=$((i+1)); sleep 0.05; done"))
+	p := start(t, rt, spec(t, out, "sh", "-c", "echo $$; i=0; while :; do echo $i; i=$((i+1)); sleep 0.05; done"))
+	main := printedPid(t, p, out)
 	eventually(t, "output", func() bool { return out.count() >= 3 })
 	if err := p.Pause(); err != nil {
 		t.Fatalf("Pause: %v", err)
 	}
-	eventually(t, "the job to stop", func() bool { return state(p.Pid()) == "T" })
+	eventually(t, "the job to stop", func() bool { return state(main) == "T" })
 	time.Sleep(300 * time.Millisecond) // let output already in the pipe arrive
 	paused := out.count()
 	time.Sleep(time.Second)
@@ -996,7 +1045,7 @@ func TestCgroupV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := newLines()
-	s := spec(t, out, "sh", "-c", "grep '^0::' /proc/self/cgroup; setsid sleep 100 & echo $!; i=0; while :; do echo $i; i=$((i+1)); sleep 0.05; done")
+	s := spec(t, out, "sh", "-c", "grep '^0::' /proc/self/cgroup; setsid sleep 100 & echo $!; echo $$; i=0; while :; do echo $i; i=$((i+1)); sleep 0.05; done")
 	id := make([]byte, 8)
 	rand.Read(id)
 	s.JobID = hex.EncodeToString(id) // unique: another test binary may run this test too
@@ -1006,10 +1055,8 @@ func TestCgroupV2(t *testing.T) {
 	if got := out.next(t); got != "0::"+cgPath {
 		t.Errorf("job's cgroup = %q, want 0::%s", got, cgPath)
 	}
-	escapee, err := strconv.Atoi(out.next(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	escapee := printedPid(t, p, out)
+	printedPid(t, p, out)
 	dir := filepath.Join(root, cgPath)
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("cgroup dir: %v", err)
@@ -1044,5 +1091,81 @@ func TestStartRefusesInAShim(t *testing.T) {
 	_, err := rt.Start(context.Background(), spec(t, io.Discard, "true"))
 	if err == nil || !strings.Contains(err.Error(), "MaybeShim") {
 		t.Errorf("Start = %v, want an error naming MaybeShim", err)
+	}
+}
+
+// TestJobSeesOnlyItsOwnProcesses: a job lists /proc and runs ps; it must
+// find only its own processes (its init, pid 1, included), never the
+// node's or anyone else's.
+func TestJobSeesOnlyItsOwnProcesses(t *testing.T) {
+	rt := newRuntime(t)
+	var out syncBuffer
+	script := `sleep 100 & echo "PROC $(ls /proc | grep -c '^[0-9][0-9]*$')"; echo "INIT $(tr '\0' ' ' < /proc/1/cmdline)"
+if command -v ps >/dev/null; then echo "PS $(ps -e -o pid= | wc -l)"; else echo "PS 3"; fi`
+	res := runJob(t, rt, spec(t, &out, "sh", "-c", script))
+	if res.ExitCode != 0 {
+		t.Fatalf("result %+v: %s", res, out.String())
+	}
+	t.Logf("job output:\n%s", out.String())
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if k, v, ok := strings.Cut(line, " "); ok {
+			got[k] = strings.TrimSpace(v)
+		}
+	}
+	// init, sh, sleep, and the pipeline or ps of the moment: a handful.
+	for _, k := range []string{"PROC", "PS"} {
+		n, err := strconv.Atoi(got[k])
+		if err != nil || n < 3 || n > 8 {
+			t.Errorf("%s: the job saw %q processes, want only its own (3 to 8)", k, got[k])
+		}
+	}
+	if !strings.HasPrefix(got["INIT"], "gpumesh-job-shim") {
+		t.Errorf("pid 1 of the job is %q, want its own init (the shim)", got["INIT"])
+	}
+}
+
+// TestEscapeesDieWithTheJob: a child that called setsid and a
+// double-forked daemon are dead as soon as Stop returns, and as soon as
+// the job's main process has exited, with or without cgroup v2.
+func TestEscapeesDieWithTheJob(t *testing.T) {
+	rt := newRuntime(t)
+	const script = `setsid sleep 100 & echo $!
+sh -c 'sleep 100 & echo $!'
+echo ready
+while [ ! -e go ]; do sleep 0.05; done`
+	for _, how := range []string{"stop", "exit"} {
+		t.Run(how, func(t *testing.T) {
+			out := newLines()
+			s := spec(t, out, "sh", "-c", script)
+			p := start(t, rt, s)
+			escapees := []int{printedPid(t, p, out), printedPid(t, p, out)}
+			if line := out.next(t); line != "ready" {
+				t.Fatalf("job said %q", line)
+			}
+			for _, pid := range escapees {
+				if gone(pid) {
+					t.Fatalf("escapee %d not running before the end of the job", pid)
+				}
+			}
+			if how == "stop" {
+				if err := p.Stop(5 * time.Second); err != nil {
+					t.Errorf("Stop: %v", err)
+				}
+			} else {
+				if err := os.WriteFile(filepath.Join(s.WorkDir, "go"), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if res := wait(t, p); res.ExitCode != 0 {
+					t.Errorf("result = %+v, want exit 0", res)
+				}
+			}
+			for _, pid := range escapees {
+				if !gone(pid) {
+					t.Errorf("%s: process %d the job started still runs after the job ended", how, pid)
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		})
 	}
 }

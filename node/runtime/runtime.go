@@ -89,7 +89,8 @@ type Result struct {
 
 // Process is one running job.
 type Process interface {
-	// Pid is the job's pid, which is also its process group id (for
+	// Pid is the pid of the job's shim (the init of its PID namespace,
+	// which the job dies with), which is also its process group id (for
 	// KillGroup after a node restart).
 	Pid() int
 	// Done is closed when the job (its group leader) has exited, whatever
@@ -97,13 +98,15 @@ type Process interface {
 	Done() <-chan struct{}
 	// Result is valid after Done.
 	Result() Result
-	// Pause stops the whole job (SIGSTOP to the group, and the cgroup
-	// freezer when there is one).
+	// Pause stops the whole job (SIGSTOP to every process of its PID
+	// namespace, or of its group without one, and the cgroup freezer when
+	// there is one).
 	Pause() error
 	// Resume undoes Pause.
 	Resume() error
-	// Stop sends SIGTERM to the group, SIGKILL after grace, and returns
-	// after Done.
+	// Stop sends SIGTERM to every process of the job (its PID namespace,
+	// or its group without one), SIGKILL after grace, and returns after
+	// Done.
 	Stop(grace time.Duration) error
 }
 

@@ -17,12 +17,19 @@ import (
 
 // The node starts a shim as /proc/self/exe with only shimEnv=shimEnvValue
 // in its environment, the config pipe on configFD and the status pipe on
-// statusFD.
+// statusFD; a shim that is the init of the job's PID namespace also gets
+// the result pipe on resultFD and the control pipe on controlFD. That
+// init starts the exec stage (shimEnv=shimExecValue), which sets the
+// limits, drops privileges and execs the job, with its config on configFD
+// and the same status pipe on statusFD.
 const (
-	shimEnv      = "GPUMESH_JOB_SHIM"
-	shimEnvValue = "1"
-	configFD     = 3
-	statusFD     = 4
+	shimEnv       = "GPUMESH_JOB_SHIM"
+	shimEnvValue  = "1"
+	shimExecValue = "exec"
+	configFD      = 3
+	statusFD      = 4
+	resultFD      = 5
+	controlFD     = 6
 	// maxConfig bounds what the shim reads from the config pipe.
 	maxConfig = 64 << 20
 )
@@ -49,58 +56,83 @@ const (
 	stageConfig    = "config"
 	stageNamespace = "namespace"
 	stageMounts    = "mounts"
+	stageProc      = "proc"
 	stageUser      = "user"
+	stageExec      = "exec"
 )
 
 // MaybeShim must be the first thing main (and the TestMain of every package
 // whose tests start jobs) calls. When the process was started by the
-// runtime as a job shim it sets up the sandbox and execs the job, never
-// returning; otherwise it returns at once.
+// runtime as a job shim it sets up the sandbox and execs the job (or, as
+// the init of the job's PID namespace, supervises it), never returning;
+// otherwise it returns at once.
 func MaybeShim() {
-	if os.Getenv(shimEnv) != shimEnvValue {
+	stage := os.Getenv(shimEnv)
+	if stage != shimEnvValue && stage != shimExecValue {
 		return
 	}
 	// Capabilities, the bounding set and the parent-death signal belong
 	// to a thread: set them on the thread that execs the job.
 	goruntime.LockOSThread()
-	os.Exit(runShim())
+	os.Exit(runShim(stage == shimExecValue))
 }
 
-// runShim returns only on failure, with the exit code.
-func runShim() int {
+// reporter writes shimMsgs on the status pipe.
+type reporter struct{ status *os.File }
+
+func (r reporter) say(m shimMsg) {
+	b, _ := json.Marshal(m)
+	_, _ = r.status.Write(append(b, '\n'))
+}
+
+func (r reporter) warn(format string, args ...any) {
+	r.say(shimMsg{Warn: fmt.Sprintf(format, args...)})
+}
+
+func (r reporter) fatal(stage string, err error) int {
+	r.say(shimMsg{Fatal: err.Error(), Stage: stage})
+	fmt.Fprintf(os.Stderr, "gpumesh: job sandbox: %s: %v\n", stage, err)
+	return exitSetup
+}
+
+// runShim returns only on failure (or, as init, when the job has ended),
+// with the exit code. execStage is set in the exec stage started by the
+// init of a PID namespace: the sandbox's mounts are already in place.
+func runShim(execStage bool) int {
 	unix.CloseOnExec(configFD)
 	unix.CloseOnExec(statusFD)
-	status := os.NewFile(statusFD, "gpumesh-shim-status")
-	say := func(m shimMsg) {
-		b, _ := json.Marshal(m)
-		_, _ = status.Write(append(b, '\n'))
-	}
-	warn := func(format string, args ...any) { say(shimMsg{Warn: fmt.Sprintf(format, args...)}) }
-	fatal := func(stage string, err error) int {
-		say(shimMsg{Fatal: err.Error(), Stage: stage})
-		fmt.Fprintf(os.Stderr, "gpumesh: job sandbox: %s: %v\n", stage, err)
-		return exitSetup
-	}
+	rep := reporter{status: os.NewFile(statusFD, "gpumesh-shim-status")}
 
 	cfgFile := os.NewFile(configFD, "gpumesh-shim-config")
 	data, err := io.ReadAll(io.LimitReader(cfgFile, maxConfig))
 	cfgFile.Close()
 	if err != nil {
-		return fatal(stageConfig, fmt.Errorf("read config: %w", err))
+		return rep.fatal(stageConfig, fmt.Errorf("read config: %w", err))
 	}
 	var cfg shimConfig
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		return fatal(stageConfig, fmt.Errorf("decode config: %w", err))
+		return rep.fatal(stageConfig, fmt.Errorf("decode config: %w", err))
 	}
 	if len(cfg.Argv) == 0 {
-		return fatal(stageConfig, errors.New("empty argv"))
+		return rep.fatal(stageConfig, errors.New("empty argv"))
 	}
-
+	if execStage {
+		return execJob(&cfg, rep)
+	}
 	if cfg.Namespace {
-		if stage, err := setupMounts(&cfg, warn); err != nil {
-			return fatal(stage, err)
+		if stage, err := setupMounts(&cfg, rep.warn); err != nil {
+			return rep.fatal(stage, err)
 		}
 	}
+	if cfg.PIDNamespace {
+		return runInit(&cfg, rep)
+	}
+	return execJob(&cfg, rep)
+}
+
+// execJob sets the limits, drops privileges and execs the job. It returns
+// only on failure.
+func execJob(cfg *shimConfig, rep reporter) int {
 	// Most limits now, while raising a hard limit is still allowed.
 	// RLIMIT_NPROC after the change of user: it counts the shim's threads,
 	// and a user over it at setuid cannot exec. RLIMIT_AS last: the shim
@@ -114,20 +146,20 @@ func runShim() int {
 			nprocLimit = &cfg.Rlimits[i]
 		default:
 			if err := setRlimit(r); err != nil {
-				warn("%v", err)
+				rep.warn("%v", err)
 			}
 		}
 	}
-	if err := dropPrivileges(&cfg, warn); err != nil {
-		return fatal(stageUser, err)
+	if err := dropPrivileges(cfg, rep.warn); err != nil {
+		return rep.fatal(stageUser, err)
 	}
 	if nprocLimit != nil {
 		if err := setRlimit(*nprocLimit); err != nil {
-			warn("%v", err)
+			rep.warn("%v", err)
 		}
 	}
 	if err := os.Chdir(cfg.Dir); err != nil {
-		return fatal(stageUser, fmt.Errorf("enter work dir: %w", err))
+		return rep.fatal(stageUser, fmt.Errorf("enter work dir: %w", err))
 	}
 	// Nothing of the shim's may reach the job: every descriptor above
 	// stderr (the status pipe included) closes on exec.
@@ -136,7 +168,7 @@ func runShim() int {
 	}
 
 	path, lookErr := lookPath(cfg.Argv[0], cfg.Env)
-	say(shimMsg{Ready: true})
+	rep.say(shimMsg{Ready: true})
 	if lookErr != nil {
 		fmt.Fprintf(os.Stderr, "gpumesh: job: %v\n", lookErr)
 		return exitNotFound
@@ -146,7 +178,7 @@ func runShim() int {
 			fmt.Fprintf(os.Stderr, "gpumesh: job: %v\n", err)
 		}
 	}
-	err = syscall.Exec(path, cfg.Argv, cfg.Env)
+	err := syscall.Exec(path, cfg.Argv, cfg.Env)
 	// Only reached when exec failed.
 	os.Stderr.WriteString("gpumesh: job: exec " + path + ": " + err.Error() + "\n")
 	return exitNotFound

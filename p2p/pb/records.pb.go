@@ -121,18 +121,24 @@ func (x *GPU) GetSimulated() bool {
 // Profile is a supplier's advertisement, stored in the DHT under
 // /gpumesh-profile/<peer-id bytes>.
 type Profile struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`                              // schema version, currently 1
-	PeerId        []byte                 `protobuf:"bytes,2,opt,name=peer_id,json=peerId,proto3" json:"peer_id,omitempty"`                   // binary peer ID of the signer
-	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`                                      // strictly increasing per peer; newest wins
-	IssuedAtMs    int64                  `protobuf:"varint,4,opt,name=issued_at_ms,json=issuedAtMs,proto3" json:"issued_at_ms,omitempty"`    // unix milliseconds
-	ExpiresAtMs   int64                  `protobuf:"varint,5,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"` // unix milliseconds; invalid after
-	Region        string                 `protobuf:"bytes,6,opt,name=region,proto3" json:"region,omitempty"`                                 // free-form region label, e.g. "eu-west"
-	Software      string                 `protobuf:"bytes,7,opt,name=software,proto3" json:"software,omitempty"`                             // e.g. "gpumesh/0.1.0"
-	Addrs         [][]byte               `protobuf:"bytes,8,rep,name=addrs,proto3" json:"addrs,omitempty"`                                   // binary multiaddrs the supplier listens on
-	Gpus          []*GPU                 `protobuf:"bytes,9,rep,name=gpus,proto3" json:"gpus,omitempty"`                                     // inventory
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Version     uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`                              // schema version, currently 1
+	PeerId      []byte                 `protobuf:"bytes,2,opt,name=peer_id,json=peerId,proto3" json:"peer_id,omitempty"`                   // binary peer ID of the signer
+	Seq         uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`                                      // strictly increasing per peer; newest wins
+	IssuedAtMs  int64                  `protobuf:"varint,4,opt,name=issued_at_ms,json=issuedAtMs,proto3" json:"issued_at_ms,omitempty"`    // unix milliseconds
+	ExpiresAtMs int64                  `protobuf:"varint,5,opt,name=expires_at_ms,json=expiresAtMs,proto3" json:"expires_at_ms,omitempty"` // unix milliseconds; invalid after
+	Region      string                 `protobuf:"bytes,6,opt,name=region,proto3" json:"region,omitempty"`                                 // free-form region label, e.g. "eu-west"
+	Software    string                 `protobuf:"bytes,7,opt,name=software,proto3" json:"software,omitempty"`                             // e.g. "gpumesh/0.1.0"
+	Addrs       [][]byte               `protobuf:"bytes,8,rep,name=addrs,proto3" json:"addrs,omitempty"`                                   // binary multiaddrs the supplier listens on
+	Gpus        []*GPU                 `protobuf:"bytes,9,rep,name=gpus,proto3" json:"gpus,omitempty"`                                     // inventory
+	// Optional (absent from older suppliers; older clients skip them): the
+	// per-job limits this supplier's jobs run under. job_limits_default is
+	// what a job gets for a limit its spec leaves at 0, job_limits_max the
+	// most a spec may ask (a start asking more is refused).
+	JobLimitsDefault *JobLimits `protobuf:"bytes,10,opt,name=job_limits_default,json=jobLimitsDefault,proto3" json:"job_limits_default,omitempty"`
+	JobLimitsMax     *JobLimits `protobuf:"bytes,11,opt,name=job_limits_max,json=jobLimitsMax,proto3" json:"job_limits_max,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Profile) Reset() {
@@ -228,6 +234,89 @@ func (x *Profile) GetGpus() []*GPU {
 	return nil
 }
 
+func (x *Profile) GetJobLimitsDefault() *JobLimits {
+	if x != nil {
+		return x.JobLimitsDefault
+	}
+	return nil
+}
+
+func (x *Profile) GetJobLimitsMax() *JobLimits {
+	if x != nil {
+		return x.JobLimitsMax
+	}
+	return nil
+}
+
+// JobLimits are per-job limits; 0 in a field means that limit is not set.
+type JobLimits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemoryBytes   uint64                 `protobuf:"varint,1,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"` // resident memory of the whole job
+	Procs         uint64                 `protobuf:"varint,2,opt,name=procs,proto3" json:"procs,omitempty"`                                // processes (and threads)
+	DiskBytes     uint64                 `protobuf:"varint,3,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`       // disk used by the job's working and checkpoint dirs
+	OpenFiles     uint64                 `protobuf:"varint,4,opt,name=open_files,json=openFiles,proto3" json:"open_files,omitempty"`       // open files per process
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobLimits) Reset() {
+	*x = JobLimits{}
+	mi := &file_records_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobLimits) ProtoMessage() {}
+
+func (x *JobLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobLimits.ProtoReflect.Descriptor instead.
+func (*JobLimits) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *JobLimits) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *JobLimits) GetProcs() uint64 {
+	if x != nil {
+		return x.Procs
+	}
+	return 0
+}
+
+func (x *JobLimits) GetDiskBytes() uint64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
+}
+
+func (x *JobLimits) GetOpenFiles() uint64 {
+	if x != nil {
+		return x.OpenFiles
+	}
+	return 0
+}
+
 // Heartbeat is gossiped on the topic /gpumesh/heartbeat/1.0.0.
 type Heartbeat struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -246,7 +335,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_records_proto_msgTypes[2]
+	mi := &file_records_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +347,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_records_proto_msgTypes[2]
+	mi := &file_records_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +360,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_records_proto_rawDescGZIP(), []int{2}
+	return file_records_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Heartbeat) GetVersion() uint32 {
@@ -349,7 +438,7 @@ const file_records_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x04 \x01(\x04R\vmemoryBytes\x12\x19\n" +
 	"\bcc_major\x18\x05 \x01(\rR\accMajor\x12\x19\n" +
 	"\bcc_minor\x18\x06 \x01(\rR\accMinor\x12\x1c\n" +
-	"\tsimulated\x18\a \x01(\bR\tsimulated\"\x87\x02\n" +
+	"\tsimulated\x18\a \x01(\bR\tsimulated\"\x91\x03\n" +
 	"\aProfile\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x17\n" +
 	"\apeer_id\x18\x02 \x01(\fR\x06peerId\x12\x10\n" +
@@ -360,7 +449,17 @@ const file_records_proto_rawDesc = "" +
 	"\x06region\x18\x06 \x01(\tR\x06region\x12\x1a\n" +
 	"\bsoftware\x18\a \x01(\tR\bsoftware\x12\x14\n" +
 	"\x05addrs\x18\b \x03(\fR\x05addrs\x12'\n" +
-	"\x04gpus\x18\t \x03(\v2\x13.gpumesh.p2p.v1.GPUR\x04gpus\"\xfa\x01\n" +
+	"\x04gpus\x18\t \x03(\v2\x13.gpumesh.p2p.v1.GPUR\x04gpus\x12G\n" +
+	"\x12job_limits_default\x18\n" +
+	" \x01(\v2\x19.gpumesh.p2p.v1.JobLimitsR\x10jobLimitsDefault\x12?\n" +
+	"\x0ejob_limits_max\x18\v \x01(\v2\x19.gpumesh.p2p.v1.JobLimitsR\fjobLimitsMax\"\x82\x01\n" +
+	"\tJobLimits\x12!\n" +
+	"\fmemory_bytes\x18\x01 \x01(\x04R\vmemoryBytes\x12\x14\n" +
+	"\x05procs\x18\x02 \x01(\x04R\x05procs\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18\x03 \x01(\x04R\tdiskBytes\x12\x1d\n" +
+	"\n" +
+	"open_files\x18\x04 \x01(\x04R\topenFiles\"\xfa\x01\n" +
 	"\tHeartbeat\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x17\n" +
 	"\apeer_id\x18\x02 \x01(\fR\x06peerId\x12\x10\n" +
@@ -386,19 +485,22 @@ func file_records_proto_rawDescGZIP() []byte {
 	return file_records_proto_rawDescData
 }
 
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_records_proto_goTypes = []any{
 	(*GPU)(nil),       // 0: gpumesh.p2p.v1.GPU
 	(*Profile)(nil),   // 1: gpumesh.p2p.v1.Profile
-	(*Heartbeat)(nil), // 2: gpumesh.p2p.v1.Heartbeat
+	(*JobLimits)(nil), // 2: gpumesh.p2p.v1.JobLimits
+	(*Heartbeat)(nil), // 3: gpumesh.p2p.v1.Heartbeat
 }
 var file_records_proto_depIdxs = []int32{
 	0, // 0: gpumesh.p2p.v1.Profile.gpus:type_name -> gpumesh.p2p.v1.GPU
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	2, // 1: gpumesh.p2p.v1.Profile.job_limits_default:type_name -> gpumesh.p2p.v1.JobLimits
+	2, // 2: gpumesh.p2p.v1.Profile.job_limits_max:type_name -> gpumesh.p2p.v1.JobLimits
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_records_proto_init() }
@@ -412,7 +514,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

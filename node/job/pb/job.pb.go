@@ -346,6 +346,7 @@ type Limits struct {
 	Procs         int64                  `protobuf:"varint,3,opt,name=procs,proto3" json:"procs,omitempty"`
 	FileBytes     int64                  `protobuf:"varint,4,opt,name=file_bytes,json=fileBytes,proto3" json:"file_bytes,omitempty"`
 	OpenFiles     int64                  `protobuf:"varint,5,opt,name=open_files,json=openFiles,proto3" json:"open_files,omitempty"`
+	DiskBytes     int64                  `protobuf:"varint,6,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"` // disk the working and checkpoint dirs may use
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -411,6 +412,13 @@ func (x *Limits) GetFileBytes() int64 {
 func (x *Limits) GetOpenFiles() int64 {
 	if x != nil {
 		return x.OpenFiles
+	}
+	return 0
+}
+
+func (x *Limits) GetDiskBytes() int64 {
+	if x != nil {
+		return x.DiskBytes
 	}
 	return 0
 }
@@ -1111,7 +1119,7 @@ const file_job_proto_rawDesc = "" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x12!\n" +
 	"\fmax_restarts\x18\x02 \x01(\rR\vmaxRestarts\x12\x1d\n" +
 	"\n" +
-	"exit_codes\x18\x03 \x03(\x05R\texitCodes\"\xa0\x01\n" +
+	"exit_codes\x18\x03 \x03(\x05R\texitCodes\"\xbf\x01\n" +
 	"\x06Limits\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x03R\vmemoryBytes\x12\x1f\n" +
 	"\vcpu_seconds\x18\x02 \x01(\x03R\n" +
@@ -1120,7 +1128,9 @@ const file_job_proto_rawDesc = "" +
 	"\n" +
 	"file_bytes\x18\x04 \x01(\x03R\tfileBytes\x12\x1d\n" +
 	"\n" +
-	"open_files\x18\x05 \x01(\x03R\topenFiles\"\x82\x02\n" +
+	"open_files\x18\x05 \x01(\x03R\topenFiles\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18\x06 \x01(\x03R\tdiskBytes\"\x82\x02\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05lease\x18\x01 \x01(\fR\x05lease\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\fR\aleaseId\x12\x18\n" +

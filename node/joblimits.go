@@ -1,0 +1,164 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gpumesh/gpumesh/node/job"
+	"github.com/gpumesh/gpumesh/p2p/pb"
+)
+
+// Sizes take a binary (KiB, MiB, GiB, TiB) or decimal (kB, MB, GB, TB)
+// unit, or none for bytes.
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
+}
+
+// parseSize parses a positive size such as 8GiB, 512MiB or 1000000.
+func parseSize(s string) (int64, error) {
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range sizeUnits {
+		if v, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(v), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 1 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size (e.g. 512MiB, 8GiB, 50GB or a number of bytes)", s)
+	}
+	return n * mult, nil
+}
+
+// formatSize writes n in the largest binary unit that divides it.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.mult && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// sizeKey sets a size key; "auto" (when allowed) stores 0.
+func sizeKey(field func(*Config) *int64, auto bool) func(*Config, []string) error {
+	return func(c *Config, v []string) error {
+		if auto && v[0] == "auto" {
+			*field(c) = 0
+			return nil
+		}
+		n, err := parseSize(v[0])
+		if err != nil {
+			if auto {
+				return fmt.Errorf("%w, or auto", err)
+			}
+			return err
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
+// countKey sets a positive count key.
+func countKey(field func(*Config) *int64) func(*Config, []string) error {
+	return func(c *Config, v []string) error {
+		n, err := strconv.ParseInt(v[0], 10, 64)
+		if err != nil || n < 1 || n > 1<<30 {
+			return fmt.Errorf("%q is not a count between 1 and %d", v[0], 1<<30)
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
+// jobLimitFields are the supplier's per-job limit keys.
+func jobLimitFields() []field {
+	return []field{
+		{key: "job_memory", def: []string{"auto"}, set: sizeKey(func(c *Config) *int64 { return &c.JobMemory }, true)},
+		{key: "job_memory_max", def: []string{"auto"}, set: sizeKey(func(c *Config) *int64 { return &c.JobMemoryMax }, true)},
+		{key: "job_procs", def: []string{"4096"}, set: countKey(func(c *Config) *int64 { return &c.JobProcs })},
+		{key: "job_procs_max", def: []string{"16384"}, set: countKey(func(c *Config) *int64 { return &c.JobProcsMax })},
+		{key: "job_disk", def: []string{"20GiB"}, set: sizeKey(func(c *Config) *int64 { return &c.JobDisk }, false)},
+		{key: "job_disk_max", def: []string{"50GiB"}, set: sizeKey(func(c *Config) *int64 { return &c.JobDiskMax }, false)},
+		{key: "job_open_files", def: []string{"4096"}, set: countKey(func(c *Config) *int64 { return &c.JobOpenFiles })},
+		{key: "job_open_files_max", def: []string{"65536"}, set: countKey(func(c *Config) *int64 { return &c.JobOpenFilesMax })},
+	}
+}
+
+// jobLimitSettings are the values of the job limit keys for Settings.
+func (c Config) jobLimitSettings() map[string]any {
+	auto := func(n int64) string {
+		if n == 0 {
+			return "auto"
+		}
+		return formatSize(n)
+	}
+	return map[string]any{
+		"job_memory": auto(c.JobMemory), "job_memory_max": auto(c.JobMemoryMax),
+		"job_procs": c.JobProcs, "job_procs_max": c.JobProcsMax,
+		"job_disk": formatSize(c.JobDisk), "job_disk_max": formatSize(c.JobDiskMax),
+		"job_open_files": c.JobOpenFiles, "job_open_files_max": c.JobOpenFilesMax,
+	}
+}
+
+// JobLimits resolves the supplier's per-job limits on a host with
+// hostMemory bytes of RAM (0: unknown) offering gpus GPUs. job_memory_max
+// auto is 3/4 of the host's RAM (none when that is unknown); job_memory
+// auto is job_memory_max shared between the GPUs, so that a job on each
+// GPU fits at once.
+func (c Config) JobLimits(hostMemory int64, gpus int) (job.Limits, error) {
+	maxMem := c.JobMemoryMax
+	if maxMem == 0 {
+		maxMem = hostMemory / 4 * 3
+	}
+	defMem := c.JobMemory
+	if defMem == 0 {
+		defMem = maxMem / int64(max(gpus, 1))
+	}
+	l := job.Limits{
+		Default: job.LimitSet{MemoryBytes: defMem, Procs: c.JobProcs, DiskBytes: c.JobDisk, OpenFiles: c.JobOpenFiles},
+		Max:     job.LimitSet{MemoryBytes: maxMem, Procs: c.JobProcsMax, DiskBytes: c.JobDiskMax, OpenFiles: c.JobOpenFilesMax},
+	}
+	if err := l.Validate(); err != nil {
+		return l, fmt.Errorf("config: %w (set job_memory, job_procs, job_disk and job_open_files at most their _max keys)", err)
+	}
+	return l, nil
+}
+
+// hostMemory is MemTotal from /proc/meminfo in bytes, 0 when unknown.
+func hostMemory(readFile func(string) ([]byte, error)) int64 {
+	b, err := readFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				if n, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return n << 10
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// profileLimits is the wire form of a supplier's job limits.
+func profileLimits(l job.Limits) (def, maximum *pb.JobLimits) {
+	conv := func(s job.LimitSet) *pb.JobLimits {
+		return &pb.JobLimits{MemoryBytes: uint64(s.MemoryBytes), Procs: uint64(s.Procs), DiskBytes: uint64(s.DiskBytes), OpenFiles: uint64(s.OpenFiles)}
+	}
+	return conv(l.Default), conv(l.Max)
+}
