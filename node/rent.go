@@ -106,6 +106,7 @@ func (c *RentClient) Rent(ctx context.Context, req market.RentRequest) (*market.
 			}
 			return s.Reputation, s.Verified, up
 		}
+		req.Proven = func(p peer.ID) bool { return proven(book.Score(p)) }
 	}
 	if asks, err := c.asks(ctx, req.Filter.Models()); err == nil {
 		c.connect(ctx, asks, req.Filter)
