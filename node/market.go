@@ -166,8 +166,27 @@ func (n *Node) readOrders(ctx context.Context) {
 // syncBook fills a new node's order book from its bootstrap peers' books:
 // asks are gossiped when posted and renewed only every few minutes, so a
 // node that has just joined would otherwise not see them for that long.
-// Every ask is checked again, as if it had come by gossip.
+// Every ask is checked again, as if it had come by gossip. A peer serves
+// only the asks it lists, those whose supplier's profile it holds, which
+// just after a supplier starts may be fewer than it has heard; so the
+// sync is repeated, at intervals growing from 5 s to syncBookEvery.
 func (n *Node) syncBook(ctx context.Context) {
+	wait := 5 * time.Second
+	for {
+		n.syncBookOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, syncBookEvery)
+	}
+}
+
+// syncBookEvery is the longest wait between two syncs of the order book.
+const syncBookEvery = 5 * time.Minute
+
+func (n *Node) syncBookOnce(ctx context.Context) {
 	for _, id := range n.bootstrapIDs() {
 		asks, err := market.QueryBook(ctx, n.net.Host, id, nil, n.now())
 		if err != nil {
