@@ -501,7 +501,7 @@ func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines,
 			parts = append(parts, fmt.Sprintf("%d %s below your reputation requirements (floor %.2f)", v.shunned, plural(v.shunned, "is", "are"), req.MinReputation))
 		}
 		if v.unproven > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s unproven (no challenge passed for a node you trust) and left out by default; allow unproven suppliers to lease from %s", v.unproven, plural(v.unproven, "is", "are"), plural(v.unproven, "it", "them")))
+			parts = append(parts, fmt.Sprintf("%d %s unproven (no trusted challenger has passed %s yet) and left out by default; allow unproven suppliers to lease from %[3]s", v.unproven, plural(v.unproven, "is", "are"), plural(v.unproven, "it", "them")))
 		}
 		if v.mismatch > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s other terms of the filter", v.mismatch, plural(v.mismatch, "fails", "fail")))
