@@ -22,6 +22,7 @@ type trustView struct {
 
 	mu       sync.RWMutex
 	profiles map[peer.ID]claimedGPUs
+	sweepAt  int // forget expired profiles when there are this many
 }
 
 var _ market.Trust = (*trustView)(nil)
@@ -34,7 +35,7 @@ type claimedGPUs struct {
 }
 
 func newTrustView(now func() time.Time) *trustView {
-	return &trustView{now: now, profiles: map[peer.ID]claimedGPUs{}}
+	return &trustView{now: now, profiles: map[peer.ID]claimedGPUs{}, sweepAt: 1024}
 }
 
 // observe indexes a validated profile, unless a newer one of the same
@@ -53,6 +54,22 @@ func (t *trustView) observe(p *p2p.Profile) {
 		return
 	}
 	t.profiles[p.ID] = g
+	if len(t.profiles) >= t.sweepAt {
+		t.forgetExpired()
+	}
+}
+
+// forgetExpired drops expired profiles, so that keys that once published
+// one do not pile up; the caller holds t.mu. The next sweep waits until
+// the map has doubled, so sweeps cost O(1) per profile observed.
+func (t *trustView) forgetExpired() {
+	now := t.now()
+	for id, g := range t.profiles {
+		if !now.Before(g.expires) {
+			delete(t.profiles, id)
+		}
+	}
+	t.sweepAt = max(2*len(t.profiles), 1024)
 }
 
 // ProfileHas implements market.Trust: supplier's profile is unexpired and
