@@ -36,9 +36,16 @@ var (
 	// its largest source.
 	ErrBookFull = fmt.Errorf("order book full for this source: %w", p2p.ErrOverQuota)
 	// ErrAuthorCap: the order's author holds as many live orders as one
-	// author may. Honest relays apply the same cap before forwarding, so
-	// a relay that forwards such orders is flooding (see the node).
+	// author may.
 	ErrAuthorCap = fmt.Errorf("author over its live order cap: %w", p2p.ErrOverQuota)
+	// ErrRelayFlood wraps ErrAuthorCap when the relaying peer itself
+	// delivered every order the author holds. An honest relay applies the
+	// same cap before forwarding, so it never forwards more live orders
+	// of one author than the cap; one that does is flooding, and the node
+	// penalises it. (An honest relay can still forward an order over the
+	// cap when the author's other orders came here by other paths: that
+	// is ErrAuthorCap alone.)
+	ErrRelayFlood = fmt.Errorf("relay forwards more live orders of one author than the cap: %w", ErrAuthorCap)
 )
 
 // Caps of a Book, so that no one source can fill it: many keys behind one
@@ -137,10 +144,15 @@ type Book struct {
 	from       map[ID]peer.ID             // order -> the peer that relayed it ("" for the node's own)
 	askRelays  map[string]map[peer.ID]int // model -> relay -> asks held
 	askAuthors map[peer.ID]int            // supplier -> asks held
+	askVia     map[authorRelay]int        // (supplier, relay) -> asks held
 	bidRelays  map[peer.ID]int            // relay -> bids held
 	bidAuthors map[peer.ID]int            // renter -> bids held
+	bidVia     map[authorRelay]int        // (renter, relay) -> bids held
 	lastSweep  time.Time
 }
+
+// authorRelay names the orders of one author that one relay delivered.
+type authorRelay struct{ author, relay peer.ID }
 
 // BookOption configures a Book.
 type BookOption func(*Book)
@@ -168,8 +180,10 @@ func NewBook(now func() time.Time, opts ...BookOption) *Book {
 		from:       make(map[ID]peer.ID),
 		askRelays:  make(map[string]map[peer.ID]int),
 		askAuthors: make(map[peer.ID]int),
+		askVia:     make(map[authorRelay]int),
 		bidRelays:  make(map[peer.ID]int),
 		bidAuthors: make(map[peer.ID]int),
+		bidVia:     make(map[authorRelay]int),
 	}
 	for _, o := range opts {
 		o(b)
@@ -241,6 +255,7 @@ func (b *Book) AddAskFrom(a *Ask, from peer.ID) error {
 	m[a.ID] = a
 	b.from[a.ID] = from
 	b.askAuthors[a.Supplier]++
+	b.askVia[authorRelay{a.Supplier, from}]++
 	if b.askRelays[a.Model] == nil {
 		b.askRelays[a.Model] = make(map[peer.ID]int)
 	}
@@ -262,7 +277,7 @@ func (b *Book) roomForAsk(a *Ask, from peer.ID, now time.Time) error {
 func (b *Book) askRoom(a *Ask, from peer.ID) error {
 	switch {
 	case b.askAuthors[a.Supplier] >= MaxAsksPerSupplier:
-		return ErrAuthorCap
+		return authorCapErr(b.askVia[authorRelay{a.Supplier, from}] >= MaxAsksPerSupplier)
 	case from != "" && b.askRelays[a.Model][from] >= MaxAsksPerRelay:
 		return ErrBookFull
 	case len(b.asksModel[a.Model]) < MaxAsksPerModel:
@@ -303,6 +318,15 @@ func (b *Book) askVictim(a *Ask, from peer.ID) *Ask {
 		}
 	}
 	return victim
+}
+
+// authorCapErr is ErrRelayFlood when the relay itself delivered the
+// author's whole cap, else ErrAuthorCap.
+func authorCapErr(flood bool) error {
+	if flood {
+		return ErrRelayFlood
+	}
+	return ErrAuthorCap
 }
 
 // largestSource is the relay holding the most orders in counts, ignoring
@@ -355,6 +379,7 @@ func (b *Book) removeAsk(a *Ask) {
 	from := b.from[a.ID]
 	delete(b.from, a.ID)
 	decrement(b.askAuthors, a.Supplier)
+	decrementVia(b.askVia, authorRelay{a.Supplier, from})
 	if r := b.askRelays[a.Model]; r != nil {
 		decrement(r, from)
 		if len(r) == 0 {
@@ -376,6 +401,15 @@ func (b *Book) removeAsk(a *Ask) {
 
 // decrement lowers counts[k], forgetting it at zero.
 func decrement(counts map[peer.ID]int, k peer.ID) {
+	if counts[k] <= 1 {
+		delete(counts, k)
+		return
+	}
+	counts[k]--
+}
+
+// decrementVia is decrement for counts per author and relay.
+func decrementVia(counts map[authorRelay]int, k authorRelay) {
 	if counts[k] <= 1 {
 		delete(counts, k)
 		return
@@ -415,6 +449,7 @@ func (b *Book) AddBidFrom(x *Bid, from peer.ID) error {
 	b.bids[x.ID] = x
 	b.from[x.ID] = from
 	b.bidAuthors[x.Renter]++
+	b.bidVia[authorRelay{x.Renter, from}]++
 	b.bidRelays[from]++
 	models := x.Filter.Models()
 	if models == nil {
@@ -438,7 +473,7 @@ func (b *Book) AddBidFrom(x *Bid, from peer.ID) error {
 func (b *Book) bidRoom(x *Bid, from peer.ID) error {
 	switch {
 	case b.bidAuthors[x.Renter] >= MaxBidsPerRenter:
-		return ErrAuthorCap
+		return authorCapErr(b.bidVia[authorRelay{x.Renter, from}] >= MaxBidsPerRenter)
 	case from != "" && b.bidRelays[from] >= MaxBidsPerRelay:
 		return ErrBookFull
 	case len(b.bids) < MaxBids:
@@ -467,6 +502,7 @@ func (b *Book) removeBid(x *Bid) {
 		return
 	}
 	decrement(b.bidAuthors, x.Renter)
+	decrementVia(b.bidVia, authorRelay{x.Renter, b.from[x.ID]})
 	decrement(b.bidRelays, b.from[x.ID])
 	delete(b.from, x.ID)
 	delete(b.bids, x.ID)

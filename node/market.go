@@ -119,8 +119,9 @@ func tflops(p verify.DeviceProfile) int {
 // delivered nor forwarded and earns its relay no score. The book takes
 // asks and bids here, in one step with the caps; cancels are applied as
 // they are read. The node's own orders are already in its book (or, for
-// a bid, never are) and pass. A relay that forwards orders over their
-// author's cap is penalised: honest relays apply the same cap first.
+// a bid, never are) and pass. A relay that alone forwards more live
+// orders of one author than the author's cap is penalised: honest relays
+// apply the same cap first (market.ErrRelayFlood).
 func (n *Node) admitOrder(ov *market.OrderValidator) p2p.RelayCheckFunc {
 	return func(author, from peer.ID, data []byte) (any, error) {
 		v, err := ov.Check(author, data)
@@ -133,7 +134,7 @@ func (n *Node) admitOrder(ov *market.OrderValidator) p2p.RelayCheckFunc {
 		case *market.Bid:
 			err = n.market.book.AddBidFrom(o, from)
 		}
-		if errors.Is(err, market.ErrAuthorCap) {
+		if errors.Is(err, market.ErrRelayFlood) {
 			n.net.Penalize(from, 1)
 		}
 		if err != nil {

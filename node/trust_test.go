@@ -254,7 +254,7 @@ func TestSybilOrdersCannotFillTheBook(t *testing.T) {
 			t.Fatalf("node 0 lists the ask of %s, which has no profile", a.Supplier)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	served, err := market.QueryBook(ctx, m.rc.net.Host, victim.ID(), []string{"h100-sxm"}, time.Now())
 	if err != nil || len(served) != 2 {
