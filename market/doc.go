@@ -25,6 +25,19 @@
 // When nothing matches, the renter explains why from the declines, its own
 // checks and an order book (see Renter.Rent).
 //
+// # Trust
+//
+// A valid signature proves only that a key signed: anyone can make keys.
+// So what a node shows and counts depends on a Trust the node injects
+// (market cannot read profiles or attestations): the book lists an ask
+// only while its supplier's profile has those GPUs, and is capped per
+// model, relay and author (see Book); the price index counts a trade
+// print only from a supplier whose profile lists the leased GPUs and
+// whose reputation is not below the floor, once per supplier–renter pair
+// an hour, with a median over suppliers (see PriceIndex); and a renter
+// leases only from proven suppliers unless told otherwise (see
+// RentRequest.Proven).
+//
 // # Filters
 //
 // A filter is a list of space-separated terms KEY OP VALUE with no spaces

@@ -105,6 +105,13 @@ type RentRequest struct {
 	// failing the filter's rep, uptime or verified terms, are not taken.
 	Score         func(peer.ID) (rep float64, verified bool, uptimePct *float64)
 	MinReputation float64
+	// Proven says whether a supplier has earned trust (verified, or
+	// passed by a trusted challenger and above the floor) rather than
+	// merely exists; nil: nobody is proven. Proven suppliers are tried
+	// first. Unproven ones, such as any fresh key, are left out unless
+	// AllowUnproven is set, and then tried only after every proven one.
+	Proven        func(peer.ID) bool
+	AllowUnproven bool
 	// Terms are the metering terms put in the proposal (zero: defaults,
 	// no job spec bound).
 	Terms Terms
@@ -169,7 +176,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	r.log.Debug("bid published", "bid", bidID.Short(), "filter", b.Filter)
 
 	offers, declines := r.collect(ctx, ch, req)
-	offers, shunned := r.screen(offers, req)
+	offers, shunned, unproven := r.screen(offers, req)
 	var tried []attempt
 	for _, q := range offers {
 		l, refused, err := r.proposeQuote(ctx, q, req.Terms)
@@ -183,7 +190,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 		}
 		return l, nil
 	}
-	return nil, r.explain(ctx, req, offers, declines, shunned, tried)
+	return nil, r.explain(ctx, req, offers, declines, shunned, unproven, tried)
 }
 
 // Connecting to suppliers before bidding.
@@ -272,8 +279,28 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 
 // screen drops the offers of suppliers below the reputation floor or
 // failing the filter's rep, uptime and verified terms, which suppliers
-// leave to the renter.
-func (r *Renter) screen(offers []*Quote, req RentRequest) (kept, shunned []*Quote) {
+// leave to the renter, and those of unproven suppliers unless
+// req.AllowUnproven; it puts proven suppliers first.
+func (r *Renter) screen(offers []*Quote, req RentRequest) (kept, shunned, unproven []*Quote) {
+	kept, shunned = r.screenScore(offers, req)
+	isProven := func(q *Quote) bool { return req.Proven != nil && req.Proven(q.Supplier) }
+	var proven, rest []*Quote
+	for _, q := range kept {
+		if isProven(q) {
+			proven = append(proven, q)
+		} else {
+			rest = append(rest, q)
+		}
+	}
+	if !req.AllowUnproven {
+		return proven, shunned, rest
+	}
+	return append(proven, rest...), shunned, nil
+}
+
+// screenScore applies the reputation floor and the filter's renter-side
+// terms, the more reputable first among equal prices.
+func (r *Renter) screenScore(offers []*Quote, req RentRequest) (kept, shunned []*Quote) {
 	if req.Score == nil {
 		return offers, nil
 	}
@@ -458,7 +485,7 @@ func (r *Renter) QueryBook(ctx context.Context, p peer.ID, models []string) ([]*
 }
 
 // explain builds the reasons why no lease was made.
-func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines, shunned []*Quote, tried []attempt) *NoMatch {
+func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines, shunned, unproven []*Quote, tried []attempt) *NoMatch {
 	var reasons []string
 	models := req.Filter.Models()
 	var asks []*Ask
@@ -476,7 +503,7 @@ func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines,
 		suppliers           map[peer.ID]bool
 		answered            map[peer.ID]bool
 		busy, dur, mismatch int
-		shunned             int
+		shunned, unproven   int
 		priceDeclines       []int64
 		cheapestAsk         int64
 	}
@@ -526,6 +553,11 @@ func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines,
 		v.suppliers[q.Supplier], v.answered[q.Supplier] = true, true
 		v.shunned++
 	}
+	for _, q := range unproven {
+		v := get(q.Model)
+		v.suppliers[q.Supplier], v.answered[q.Supplier] = true, true
+		v.unproven++
+	}
 	if len(byModel) == 0 {
 		if models != nil {
 			for _, m := range models {
@@ -557,6 +589,9 @@ func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines,
 		}
 		if v.shunned > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s below your reputation requirements (floor %.2f)", v.shunned, plural(v.shunned, "is", "are"), req.MinReputation))
+		}
+		if v.unproven > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s unproven (no trusted challenger has passed %s yet) and left out by default; allow unproven suppliers to lease from %[3]s", v.unproven, plural(v.unproven, "is", "are"), plural(v.unproven, "it", "them")))
 		}
 		if v.mismatch > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s other terms of the filter", v.mismatch, plural(v.mismatch, "fails", "fail")))

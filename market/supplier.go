@@ -689,10 +689,7 @@ func (s *Supplier) publishTrade(leaseRaw []byte) {
 }
 
 // AddTrade records a trade print in an index.
-func AddTrade(x *PriceIndex, tp *TradePrint) bool {
-	l := tp.Lease
-	return x.Add(l.Model, l.PriceMicros, int(l.Count), uint32((l.EndMs-l.StartMs)/1000), time.UnixMilli(l.StartMs), l.ID)
-}
+func AddTrade(x *PriceIndex, tp *TradePrint) bool { return x.AddPrint(tp) }
 
 func saveLease(s store.Store, id ID, raw []byte, state, role string, now time.Time) error {
 	return putLeaseRecord(s, id, LeaseRecord{Envelope: raw, State: state, Role: role, Saved: now.UTC()})

@@ -199,6 +199,9 @@ func (n *Node) rent(ctx context.Context, req market.RentRequest) (*market.Lease,
 			return s.Reputation, s.Verified, up
 		}
 	}
+	if req.Proven == nil {
+		req.Proven = func(p peer.ID) bool { return proven(n.verify.rep.Score(p)) }
+	}
 	return n.jobs.renter.Rent(ctx, req)
 }
 

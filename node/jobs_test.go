@@ -77,7 +77,7 @@ func submit(t *testing.T, n *Node, argv []string, interval time.Duration) job.Vi
 	maxP, _ := market.ParsePrice("1.00")
 	v, err := n.Jobs().Submit(ctx, job.Request{
 		Spec:   &pb.JobSpec{Argv: argv, Files: []*pb.File{{Path: "in/data.txt", Data: []byte("input-bytes-42\n")}}, CheckpointEveryS: 1},
-		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5,
+		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5, AllowUnproven: true,
 		ReceiptInterval: interval,
 	})
 	if err != nil {
@@ -331,7 +331,7 @@ func TestJobSpecMustMatchLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	maxP, _ := market.ParsePrice("1.00")
-	l, err := jn.renter.rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, Terms: market.Terms{JobSpecHash: good.Hash[:]}})
+	l, err := jn.renter.rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, AllowUnproven: true, Terms: market.Terms{JobSpecHash: good.Hash[:]}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +388,7 @@ echo ok`
 	v, err := jn.renter.Jobs().Submit(ctx, job.Request{
 		Spec: &pb.JobSpec{Argv: []string{"sh", "-c", script}, CheckpointEveryS: 1, CheckpointDir: "state/ckpt",
 			Restart: &pb.Restart{Policy: "on-failure", MaxRestarts: 1, ExitCodes: []int32{3}}},
-		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5, ReceiptInterval: 500 * time.Millisecond,
+		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5, AllowUnproven: true, ReceiptInterval: 500 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +423,7 @@ func TestJobKilledAtLeaseEnd(t *testing.T) {
 	maxP, _ := market.ParsePrice("1.00")
 	v, err := jn.renter.Jobs().Submit(ctx, job.Request{
 		Spec:   &pb.JobSpec{Argv: []string{"sleep", "600"}},
-		Filter: "model=rtx4090", Count: 1, Duration: market.MinDuration, MaxPrice: maxP, MinReputation: 0.5, ReceiptInterval: time.Second,
+		Filter: "model=rtx4090", Count: 1, Duration: market.MinDuration, MaxPrice: maxP, MinReputation: 0.5, AllowUnproven: true, ReceiptInterval: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -212,6 +212,9 @@ func (n *Node) keepProfile(p *p2p.Profile) error {
 		}
 		n.verify.rep.ObserveGPUs(p.ID, uuids)
 	}
+	if n.market.trust != nil {
+		n.market.trust.observe(p)
+	}
 	if old, err := n.store.Get(ksProfiles, []byte(p.ID)); err == nil {
 		if prev, err := p2p.OpenProfile(old, n.now()); err == nil && prev.Seq > p.Seq {
 			return nil

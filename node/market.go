@@ -2,15 +2,18 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/inventory"
+	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
 // Per-author gossip rate limits: generous for honest nodes (a supplier
@@ -26,6 +29,7 @@ const (
 // price index, the two topics, and, on a node with priced GPUs, the
 // supplier.
 type marketParts struct {
+	trust    *trustView // what the book and index believe of suppliers
 	book     *market.Book
 	index    *market.PriceIndex
 	orders   *p2p.Topic
@@ -37,11 +41,17 @@ type marketParts struct {
 // the supplier when the node has GPUs with a list price.
 func (n *Node) startMarket(ctx context.Context) error {
 	m := &n.market
-	m.book = market.NewBook(n.now)
-	m.index = market.NewPriceIndex(n.now, 24*time.Hour)
+	m.trust = newTrustView(n.now)
+	if ps, err := n.KnownProfiles(); err == nil {
+		for _, p := range ps {
+			m.trust.observe(p)
+		}
+	}
+	m.book = market.NewBook(n.now, market.WithBookTrust(m.trust))
+	m.index = market.NewPriceIndex(n.now, 24*time.Hour, market.WithTrust(m.trust, reputation.DefaultFloor))
 	var err error
 	ov := market.NewOrderValidator(n.now, orderRate, orderBurst)
-	if m.orders, err = p2p.JoinTopic(n.net.PubSub, n.id, market.OrdersTopic, ov.Check, n.log); err != nil {
+	if m.orders, err = p2p.JoinRelayTopic(n.net.PubSub, n.id, market.OrdersTopic, n.admitOrder(ov), n.log); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	tv := market.NewTradeValidator(n.now, tradeRate, tradeBurst)
@@ -106,8 +116,38 @@ func tflops(p verify.DeviceProfile) int {
 	return p.FP32GFLOPS / 1000
 }
 
-// readOrders feeds the order book from the orders topic and hands bids to
-// the supplier.
+// admitOrder is the orders topic's validator: ov's checks, then the
+// order book's caps, so that an order the book will not hold is neither
+// delivered nor forwarded and earns its relay no score. The book takes
+// asks and bids here, in one step with the caps; cancels are applied as
+// they are read. The node's own orders are already in its book (or, for
+// a bid, never are) and pass. A relay that alone forwards more live
+// orders of one author than the author's cap is penalised: honest relays
+// apply the same cap first (market.ErrRelayFlood).
+func (n *Node) admitOrder(ov *market.OrderValidator) p2p.RelayCheckFunc {
+	return func(author, from peer.ID, data []byte) (any, error) {
+		v, err := ov.Check(author, data)
+		if err != nil || author == n.id {
+			return v, err
+		}
+		switch o := v.(type) {
+		case *market.Ask:
+			err = n.market.book.AddAskFrom(o, from)
+		case *market.Bid:
+			err = n.market.book.AddBidFrom(o, from)
+		}
+		if errors.Is(err, market.ErrRelayFlood) {
+			n.net.Penalize(from, 1)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return v, nil
+	}
+}
+
+// readOrders applies cancels from the orders topic and hands bids, which
+// the validator put in the book, to the supplier.
 func (n *Node) readOrders(ctx context.Context) {
 	m := &n.market
 	for {
@@ -116,10 +156,8 @@ func (n *Node) readOrders(ctx context.Context) {
 			return
 		}
 		switch o := msg.Value.(type) {
-		case *market.Ask:
-			m.book.AddAsk(o)
 		case *market.Bid:
-			if m.book.AddBid(o) && m.supplier != nil {
+			if m.supplier != nil {
 				n.goLoop(func() { m.supplier.HandleBid(ctx, o) })
 			}
 		case *market.Cancel:
@@ -131,8 +169,27 @@ func (n *Node) readOrders(ctx context.Context) {
 // syncBook fills a new node's order book from its bootstrap peers' books:
 // asks are gossiped when posted and renewed only every few minutes, so a
 // node that has just joined would otherwise not see them for that long.
-// Every ask is checked again, as if it had come by gossip.
+// Every ask is checked again, as if it had come by gossip. A peer serves
+// only the asks it lists, those whose supplier's profile it holds, which
+// just after a supplier starts may be fewer than it has heard; so the
+// sync is repeated, at intervals growing from 5 s to syncBookEvery.
 func (n *Node) syncBook(ctx context.Context) {
+	wait := 5 * time.Second
+	for {
+		n.syncBookOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, syncBookEvery)
+	}
+}
+
+// syncBookEvery is the longest wait between two syncs of the order book.
+const syncBookEvery = 5 * time.Minute
+
+func (n *Node) syncBookOnce(ctx context.Context) {
 	for _, id := range n.bootstrapIDs() {
 		asks, err := market.QueryBook(ctx, n.net.Host, id, nil, n.now())
 		if err != nil {
@@ -140,7 +197,7 @@ func (n *Node) syncBook(ctx context.Context) {
 			continue
 		}
 		for _, a := range asks {
-			n.market.book.AddAsk(a)
+			_ = n.market.book.AddAskFrom(a, id) // capped as if relayed by id
 		}
 		n.log.Debug("order book synced", "from", id, "asks", len(asks))
 		return

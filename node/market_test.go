@@ -92,6 +92,8 @@ func supplierOf(l *market.Lease) string {
 	return l.Supplier.String()
 }
 
+// rent leases as `gpumesh rent --allow-unproven` does: these tests are
+// about matching, on networks where nobody has been challenged.
 func (m *marketNet) rent(t *testing.T, filter string, count int, maxPrice string) (*market.Lease, error) {
 	t.Helper()
 	max, err := market.ParsePrice(maxPrice)
@@ -100,7 +102,7 @@ func (m *marketNet) rent(t *testing.T, filter string, count int, maxPrice string
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: max, Wait: 1500 * time.Millisecond, MinReputation: reputation.DefaultFloor})
+	return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: max, Wait: 1500 * time.Millisecond, MinReputation: reputation.DefaultFloor, AllowUnproven: true})
 }
 
 // TestRentEndToEnd leases over a six-node network of real libp2p hosts:
@@ -418,13 +420,19 @@ func TestForgedOrdersAreDropped(t *testing.T) {
 	expired, _ := market.SealAsk(ask(nil, "h200", now.Add(-2*time.Minute)), attKey)
 	theirs := seller.Book().Asks("h100-sxm")[0].Raw
 	valid, _ := market.SealAsk(ask(nil, "t4", now), attKey)
+	validBid, _ := market.SealBid(&pb.Bid{Nonce: uint64(now.UnixNano()) + 1, CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(time.Minute).UnixMilli(),
+		Filter: "model=t4", Count: 1, DurationS: 3600, MaxPriceMicros: 1_000_000, Addrs: [][]byte{att.Host.Addrs()[0].Bytes()}}, attKey)
 	eventually(t, 10*time.Second, "attacker in the orders mesh", func() bool { return len(topic.ListPeers()) > 0 })
-	for _, msg := range [][]byte{forged, expired, []byte("garbage"), theirs, valid} {
+	for _, msg := range [][]byte{forged, expired, []byte("garbage"), theirs, valid, validBid} {
 		if err := topic.Publish(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "the valid ask in node 0's book", func() bool { return len(m.nodes[0].Book().Asks("t4")) == 1 })
+	eventually(t, 10*time.Second, "the valid bid in node 0's book", func() bool { return len(m.nodes[0].Book().Bids("")) == 1 })
+	// The valid ask is held but not listed: its supplier has no profile.
+	if got := m.nodes[0].Book().Asks("t4"); len(got) != 0 {
+		t.Fatalf("node 0 lists an ask of a supplier without a profile: %+v", got[0].Ask)
+	}
 	for _, n := range m.nodes {
 		if got := n.Book().Asks("h200"); len(got) != 0 {
 			t.Fatalf("node %s keeps forged or expired asks: %d", n.ID(), len(got))

@@ -107,6 +107,7 @@ func (c *RentClient) Rent(ctx context.Context, req market.RentRequest) (*market.
 			}
 			return s.Reputation, s.Verified, up
 		}
+		req.Proven = func(p peer.ID) bool { return proven(book.Score(p)) }
 	}
 	return c.renter.Rent(ctx, req)
 }

@@ -55,6 +55,7 @@ func (n *Node) startVerify(ctx context.Context) error {
 	if v.atts, err = p2p.JoinTopic(n.net.PubSub, n.id, reputation.AttestationTopic, av.Check, n.log); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	n.market.trust.rep.Store(v.rep) // the price index and book now weigh reputation
 	reputation.ServeSync(n.net.Host, v.rep)
 	n.goLoop(func() { n.readAttestations(ctx) })
 	return n.startAudit(ctx)

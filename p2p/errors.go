@@ -21,6 +21,9 @@ var (
 	ErrBadKey           = errors.New("bad record key")
 	ErrNoBootstrapPeers = errors.New("no bootstrap peer reachable")
 	ErrRateLimited      = errors.New("sender over its rate limit")
+	// ErrOverQuota: a valid record the node will not hold (its table is
+	// full for the record's source); ignored, never rejected.
+	ErrOverQuota = errors.New("over quota")
 )
 
 // Errf wraps sentinel (one of the errors above, or a package's own) with

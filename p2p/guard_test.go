@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
 )
@@ -68,5 +69,46 @@ func TestAuthorLimitsRate(t *testing.T) {
 	}
 	if err := l.Allow(a, guardNow.Add(time.Second)); err != nil {
 		t.Fatalf("after a refill: %v", err)
+	}
+}
+
+// A valid record over a quota is ignored, not rejected: it costs the
+// relay nothing in pubsub's own counters (Network.Penalize does that when
+// warranted).
+func TestVerdictOverQuotaIgnored(t *testing.T) {
+	if v := Verdict(fmt.Errorf("bid: %w", ErrOverQuota)); v != pubsub.ValidationIgnore {
+		t.Fatalf("Verdict(over quota) = %v, want ignore", v)
+	}
+}
+
+func TestPenaltiesDecayAndCap(t *testing.T) {
+	now := guardNow
+	ps := newPenalties(func() time.Time { return now })
+	p := peer.ID("relay")
+	if s := ps.score(p); s != 0 {
+		t.Fatalf("score of an unpenalised peer = %g", s)
+	}
+	for range 1000 {
+		ps.add(p, 1)
+	}
+	if s := ps.score(p); s != -maxPenalty {
+		t.Fatalf("score after 1000 points = %g, want the cap -%d", s, maxPenalty)
+	}
+	now = now.Add(penaltyHalfLife)
+	if s := ps.score(p); s < -maxPenalty/2-0.001 || s > -maxPenalty/2+0.001 {
+		t.Fatalf("score a half-life later = %g, want -%d", s, maxPenalty/2)
+	}
+	now = now.Add(20 * penaltyHalfLife)
+	if s := ps.score(p); s != 0 {
+		t.Fatalf("score after it faded = %g, want 0", s)
+	}
+	for i := range maxPenalised + 1 {
+		ps.add(peer.ID(fmt.Sprint("p", i)), float64(i+1))
+	}
+	if len(ps.m) > maxPenalised {
+		t.Fatalf("%d peers tracked, want at most %d", len(ps.m), maxPenalised)
+	}
+	if s := ps.score(peer.ID("p0")); s != 0 {
+		t.Fatalf("the smallest penalty was kept (%g) over the bound", s)
 	}
 }

@@ -110,8 +110,9 @@ type Network struct {
 
 	mdns mdns.Service
 
-	scoresMu sync.Mutex
-	scores   map[peer.ID]float64 // refreshed by pubsub every second
+	scoresMu  sync.Mutex
+	scores    map[peer.ID]float64 // refreshed by pubsub every second
+	penalties *penalties          // the application-specific score (Penalize)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -203,8 +204,9 @@ func New(cfg Config) (*Network, error) {
 		n.Close()
 		return nil, fmt.Errorf("p2p: start dht: %w", err)
 	}
+	n.penalties = newPenalties(cfg.Now)
 	if cfg.PubSub {
-		n.PubSub, err = newGossipSub(ctx, h, cfg, n.setScores)
+		n.PubSub, err = newGossipSub(ctx, h, cfg, n.setScores, n.penalties.score)
 		if err != nil {
 			n.Close()
 			return nil, fmt.Errorf("p2p: start gossipsub: %w", err)
@@ -243,8 +245,9 @@ func newResourceManager() (network.ResourceManager, error) {
 	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.Scale(256<<20, 512)))
 }
 
-func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.PeerScoreInspectFn) (*pubsub.PubSub, error) {
+func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.PeerScoreInspectFn, appScore func(peer.ID) float64) (*pubsub.PubSub, error) {
 	params, thresholds := scoreParams()
+	params.AppSpecificScore = appScore
 	return pubsub.NewGossipSub(ctx, h,
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithPeerScore(params, thresholds),
@@ -344,6 +347,18 @@ func (n *Network) setScores(s map[peer.ID]float64) {
 	n.scoresMu.Lock()
 	n.scores = s
 	n.scoresMu.Unlock()
+}
+
+// Penalize lowers p's GossipSub score by points (its application-specific
+// score, weight 1), for misbehaviour pubsub cannot see: a relay that
+// forwards messages a validator ignores rather than rejects, such as
+// orders over their author's cap. The penalty halves every 10 minutes and
+// is capped at 200, enough to cut the peer off from gossip (below -100)
+// but not to graylist it.
+func (n *Network) Penalize(p peer.ID, points float64) {
+	if n.penalties != nil {
+		n.penalties.add(p, points)
+	}
 }
 
 // PeerScores returns the GossipSub score of each connected peer, as of

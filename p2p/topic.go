@@ -33,14 +33,24 @@ type Message struct {
 	Data   []byte  // the raw message
 }
 
+// RelayCheckFunc is a CheckFunc that is also told the peer that
+// delivered the message (pubsub's ReceivedFrom; self for the node's own
+// messages), for validators that keep per-relay quotas.
+type RelayCheckFunc func(author, from peer.ID, data []byte) (any, error)
+
 // JoinTopic registers check as the validator of topic name, joins the
 // topic with gpumesh's scoring parameters and subscribes to it.
 func JoinTopic(ps *pubsub.PubSub, self peer.ID, name string, check CheckFunc, log *slog.Logger) (*Topic, error) {
+	return JoinRelayTopic(ps, self, name, func(author, _ peer.ID, data []byte) (any, error) { return check(author, data) }, log)
+}
+
+// JoinRelayTopic is JoinTopic with a validator told the relaying peer.
+func JoinRelayTopic(ps *pubsub.PubSub, self peer.ID, name string, check RelayCheckFunc, log *slog.Logger) (*Topic, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	validate := func(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-		v, err := check(msg.GetFrom(), msg.Data)
+		v, err := check(msg.GetFrom(), msg.ReceivedFrom, msg.Data)
 		if err != nil {
 			log.Debug("gossip dropped", "topic", name, "from", msg.ReceivedFrom, "author", msg.GetFrom(), "err", err)
 			return Verdict(err)
@@ -78,11 +88,13 @@ func JoinTopic(ps *pubsub.PubSub, self peer.ID, name string, check CheckFunc, lo
 // are messages of an author over its rate limit: every node enforces the
 // limit at the first hop, so a flood goes no further, while an honest relay
 // whose bucket happened to be fuller than ours is not penalised for it.
+// Records over a quota of ours (ErrOverQuota) are ignored too: they are
+// valid, but neither kept nor forwarded, and earn the relay no score.
 func Verdict(err error) pubsub.ValidationResult {
 	switch {
 	case err == nil:
 		return pubsub.ValidationAccept
-	case errors.Is(err, ErrStale), errors.Is(err, ErrExpired), errors.Is(err, ErrRateLimited):
+	case errors.Is(err, ErrStale), errors.Is(err, ErrExpired), errors.Is(err, ErrRateLimited), errors.Is(err, ErrOverQuota):
 		return pubsub.ValidationIgnore
 	default:
 		return pubsub.ValidationReject

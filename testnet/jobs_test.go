@@ -46,7 +46,8 @@ func TestJobSurvivesKills(t *testing.T) {
 	if err := os.WriteFile(script, []byte(countJob), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := cli("run", "vram>=24", "--count", "1", "--max-price", "1.50", "--receipt-interval", "500ms",
+	// Nobody on the fresh testnet has been challenged: --allow-unproven.
+	out, err := cli("run", "vram>=24", "--count", "1", "--max-price", "1.50", "--allow-unproven", "--receipt-interval", "500ms",
 		"--checkpoint-every", "1s", "--file", script+":count.sh", "--detach", "--json", "--", "sh", "count.sh")
 	if err != nil {
 		t.Fatalf("run: %v", err)

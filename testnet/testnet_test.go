@@ -179,7 +179,9 @@ func TestUpSearchDown(t *testing.T) {
 	// Rent as a light-client process with its own data dir: a dual-signed
 	// lease from node 0 (the only H100 supplier), kept by both sides.
 	renterDir := filepath.Join(t.TempDir(), "renter")
-	rent := exec.Command(st.Binary, append([]string{"rent", "model=h100-sxm", "--count", "3", "--hours", "2", "--max-price", "3", "--json", "--data", renterDir}, st.BootstrapArgs()...)...)
+	// Nobody has challenged node 0 yet: it is unproven, so allowed
+	// explicitly.
+	rent := exec.Command(st.Binary, append([]string{"rent", "model=h100-sxm", "--count", "3", "--hours", "2", "--max-price", "3", "--allow-unproven", "--json", "--data", renterDir}, st.BootstrapArgs()...)...)
 	rent.Stderr = &stderr
 	out, err := rent.Output()
 	if err != nil {

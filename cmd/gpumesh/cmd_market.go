@@ -27,6 +27,7 @@ func newRentCmd(a *app) *cobra.Command {
 		askID    string
 		timeout  time.Duration
 		minRep   float64
+		unproven bool
 	)
 	cmd := &cobra.Command{
 		Use:   "rent [FILTER...] --count N --hours H --max-price P",
@@ -101,7 +102,7 @@ a job at once.`,
 			if askID != "" {
 				l, err = rc.TakeAsk(ctx, askID, count, duration)
 			} else {
-				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: count, Duration: duration, MaxPrice: maxMicros, Wait: wait, MinReputation: minRep})
+				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: count, Duration: duration, MaxPrice: maxMicros, Wait: wait, MinReputation: minRep, AllowUnproven: unproven})
 			}
 			sp.Stop()
 			var nm *market.NoMatch
@@ -130,6 +131,7 @@ a job at once.`,
 	fl.StringVar(&askID, "ask", "", "take the posted ask with this ID (or a unique prefix of 8+ hex digits) at its price")
 	fl.DurationVar(&timeout, "timeout", 60*time.Second, "give up after this long")
 	fl.Float64Var(&minRep, "min-rep", reputation.DefaultFloor, "never lease from a supplier whose reputation (0-1, from the attestations your bootstrap peers keep, 0.5 when unknown) is below this")
+	fl.BoolVar(&unproven, "allow-unproven", false, "also lease from suppliers no trusted challenger has passed (any fresh key), after every proven one")
 	return cmd
 }
 

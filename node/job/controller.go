@@ -42,6 +42,7 @@ type Request struct {
 	Duration        time.Duration // lease length
 	MaxPrice        int64         // micros per GPU-hour
 	MinReputation   float64
+	AllowUnproven   bool          // lease from unproven suppliers too (see market.RentRequest)
 	ReceiptInterval time.Duration // 0: market default
 	CreditLimit     int64         // 0: one interval's worth
 }
@@ -105,6 +106,7 @@ type jobRecord struct {
 	Duration   int64        `json:"duration_ms"`
 	MaxPrice   int64        `json:"max_price"`
 	MinRep     float64      `json:"min_rep"`
+	Unproven   bool         `json:"allow_unproven,omitempty"`
 	Interval   int64        `json:"interval_ms"`
 	Credit     int64        `json:"credit"`
 	State      string       `json:"state"`
@@ -353,7 +355,7 @@ func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
 	now := c.cfg.Now().UTC()
 	js := &jobState{rec: jobRecord{
 		ID: spec.ID(), Spec: spec.Raw, Filter: req.Filter, Count: req.Count, Duration: req.Duration.Milliseconds(),
-		MaxPrice: req.MaxPrice, MinRep: req.MinReputation, Interval: req.ReceiptInterval.Milliseconds(),
+		MaxPrice: req.MaxPrice, MinRep: req.MinReputation, Unproven: req.AllowUnproven, Interval: req.ReceiptInterval.Milliseconds(),
 		Credit: req.CreditLimit, State: StateRenting, Created: now,
 	}, spec: spec, changed: make(chan struct{}), logs: map[uint32]*logFile{}}
 	js.mu.Lock()
@@ -391,7 +393,7 @@ func (c *Controller) rentAttempt(ctx context.Context, js *jobState, exclude []pe
 	}
 	l, err := c.cfg.Rent(ctx, market.RentRequest{
 		Filter: f, Count: rec.Count, Duration: time.Duration(rec.Duration) * time.Millisecond, MaxPrice: rec.MaxPrice,
-		MinReputation: rec.MinRep, Exclude: exclude,
+		MinReputation: rec.MinRep, AllowUnproven: rec.Unproven, Exclude: exclude,
 		Terms: market.Terms{JobSpecHash: js.spec.Hash[:], ReceiptInterval: time.Duration(rec.Interval) * time.Millisecond, CreditLimit: rec.Credit},
 	})
 	if err != nil {

@@ -209,7 +209,7 @@ func benchRent(ctx context.Context, res *Results, addrs []peer.AddrInfo, runs in
 	f, _ := node.ParseFilter("")
 	var wait, first, base []time.Duration
 	for i := range runs * 2 {
-		req := market.RentRequest{Filter: f, Count: 1, Duration: time.Hour, MaxPrice: 10_000_000, Wait: 2 * time.Second}
+		req := market.RentRequest{Filter: f, Count: 1, Duration: time.Hour, MaxPrice: 10_000_000, Wait: 2 * time.Second, AllowUnproven: true}
 		if i%2 == 1 {
 			req.Enough = 1
 		}

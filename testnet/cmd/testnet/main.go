@@ -272,7 +272,8 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	}
 	steps = append(steps, []step{
 		{"H100 offers with their reputation now", append([]string{"search", "model=h100-sxm"}, bs...), false, 0},
-		{"rent two H100s for an hour, paying at most 2.50 per GPU-hour (the impostor is left out)", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50"}, bs...), false, 500 * time.Millisecond},
+		{"rent two H100s for an hour, paying at most 2.50 per GPU-hour: by default only from proven suppliers, and nobody has challenged node 0 yet (the impostor failed), so rent says why it leases from none", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50"}, bs...), true, 0},
+		{"the same with --allow-unproven: node 0, unproven but not failed, is leased from; the impostor is still left out", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50", "--allow-unproven"}, bs...), false, 500 * time.Millisecond},
 		{"a bid nobody can fill is told why", append([]string{"rent", "model=h100-sxm", "--count", "16", "--hours", "1", "--max-price", "1.00"}, bs...), true, 0},
 		{"the price index, from trade prints every node saw", append([]string{"prices"}, api(1)...), false, 0},
 	}...)
@@ -338,9 +339,9 @@ func (c *cli) jobDemo(ctx context.Context, st *testnet.State, bin string) error 
 	}
 	runArgs := append([]string{"run", "vram>=24", "--count", "1", "--max-price", "1.50", "--hours", "1",
 		"--receipt-interval", "1s", "--checkpoint-every", "1s", "--file", script + ":job.sh", "--file", input + ":input.txt",
-		"--detach", "--json"}, data...)
+		"--allow-unproven", "--detach", "--json"}, data...)
 	runArgs = append(runArgs, "--", "sh", "job.sh")
-	fmt.Fprintf(c.stdout, "# node 0 rents a GPU with 24 GiB or more and runs a job on it; node 0 pays each receipt and pulls checkpoints\n$ %s %s\n", filepath.Base(bin), strings.Join(runArgs, " "))
+	fmt.Fprintf(c.stdout, "# node 0 rents a GPU with 24 GiB or more (proven suppliers first: node 1, which it passed; --allow-unproven lets the job fail over to the others) and runs a job on it; node 0 pays each receipt and pulls checkpoints\n$ %s %s\n", filepath.Base(bin), strings.Join(runArgs, " "))
 	out, err := gm(runArgs...)
 	c.stdout.Write(out)
 	fmt.Fprintln(c.stdout)
