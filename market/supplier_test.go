@@ -366,7 +366,7 @@ func TestRentConnectsBeforeBidding(t *testing.T) {
 	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := r.Rent(ctx, RentRequest{
+	l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
 		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
 		MaxPrice: 3_000_000, Wait: 30 * time.Second, Enough: 1,
 	})

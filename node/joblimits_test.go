@@ -122,7 +122,7 @@ func runLimited(t *testing.T, n *Node, argv []string, limits *pb.Limits) (job.Vi
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxP, _ := market.ParsePrice("1.00")
-	v, err := n.Jobs().Submit(ctx, job.Request{
+	v, err := n.Jobs().Submit(ctx, job.Request{AllowUnproven: true,
 		Spec:   &pb.JobSpec{Argv: argv, Limits: limits},
 		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5,
 		ReceiptInterval: 500 * time.Millisecond,
@@ -216,7 +216,7 @@ echo written; sleep 300`}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		maxP, _ := market.ParsePrice("1.00")
-		l, err := jn.renter.rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, Terms: market.Terms{JobSpecHash: spec.Hash[:]}})
+		l, err := jn.renter.rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, Terms: market.Terms{JobSpecHash: spec.Hash[:]}})
 		if err != nil {
 			t.Fatal(err)
 		}

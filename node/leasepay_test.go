@@ -57,7 +57,7 @@ func rentH100(t *testing.T, rc *RentClient, count int, d time.Duration) (*market
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=h100-sxm"),
+	return rc.Rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"),
 		Count: count, Duration: d, MaxPrice: 3_000_000, Wait: 1500 * time.Millisecond, MinReputation: reputation.DefaultFloor})
 }
 
@@ -263,7 +263,7 @@ func TestJobStartedLateIsBilledFromLeaseStart(t *testing.T) {
 	spec := jobSpec(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := jn.renter.rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: 1_000_000,
+	l, err := jn.renter.rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: 1_000_000,
 		Terms: market.Terms{JobSpecHash: spec.Hash[:], ReceiptInterval: time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +319,7 @@ func TestJobOnReleasedLeaseIsRefused(t *testing.T) {
 	spec := jobSpec(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := renter.rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour, MaxPrice: 3_000_000,
+	l, err := renter.rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour, MaxPrice: 3_000_000,
 		Terms: market.Terms{JobSpecHash: spec.Hash[:]}})
 	if err != nil {
 		t.Fatal(err)

@@ -525,7 +525,7 @@ func TestFreedCapacityIsAdvertisedAtOnce(t *testing.T) {
 	sup := m.nodes[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=h100-sxm"), Count: 3, Duration: market.MinDuration, MaxPrice: 3_000_000, Wait: 1500 * time.Millisecond})
+	l, err := m.rc.Rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"), Count: 3, Duration: market.MinDuration, MaxPrice: 3_000_000, Wait: 1500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
