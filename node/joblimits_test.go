@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,31 +88,14 @@ func TestJobLimitsConfig(t *testing.T) {
 	}
 }
 
-// limitsNet is two sellers whose jobs run under small limits, and a
-// renter.
+// startLimitsNet is startJobNet with sellers whose jobs run under small
+// limits.
 func startLimitsNet(t *testing.T) *jobNet {
 	t.Helper()
-	root := t.TempDir()
-	var jn jobNet
-	mk := func(i int, c Config) *Node {
-		c.DataDir = filepath.Join(root, "n"+strconv.Itoa(i))
-		if i > 0 {
-			c.Bootstrap = bootstrapOf(jn.boot)
-		}
-		c.HaltGrace, c.AuditInterval = time.Minute, 0
+	return startJobNet(t, time.Minute, func(c *Config) {
 		c.JobOpenFiles, c.JobProcs, c.JobDisk = 100, 64, 8<<20
 		c.JobMemoryMax, c.JobDiskMax = 1<<30, 64<<20
-		return startNode(t, c)
-	}
-	jn.boot = mk(0, sellerConfig(t, "unset", "sim:rtx4090:1", "eu-west", "fixed", []string{"rtx4090=0.50"}, nil))
-	jn.cheap = mk(1, sellerConfig(t, "unset", "sim:rtx4090:1", "eu-west", "fixed", []string{"rtx4090=0.45"}, nil))
-	jn.renter = mk(2, testConfig(t, "unset", "none", "eu-west", nil))
-	waitAdvertised(t, jn.boot)
-	waitAdvertised(t, jn.cheap)
-	eventually(t, 20*time.Second, "both asks in the renter's book", func() bool {
-		return len(jn.renter.Book().Asks("")) >= 2
 	})
-	return &jn
 }
 
 // runLimited submits argv with limits and waits for the job to end.

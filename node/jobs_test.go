@@ -42,7 +42,8 @@ type jobNet struct {
 	configs             []Config
 }
 
-func startJobNet(t *testing.T, haltGrace time.Duration) *jobNet {
+// startJobNet starts a jobNet; tweaks change every node's config.
+func startJobNet(t *testing.T, haltGrace time.Duration, tweaks ...func(*Config)) *jobNet {
 	t.Helper()
 	root := t.TempDir()
 	var jn jobNet
@@ -52,6 +53,9 @@ func startJobNet(t *testing.T, haltGrace time.Duration) *jobNet {
 			c.Bootstrap = bootstrapOf(jn.boot)
 		}
 		c.HaltGrace, c.AuditInterval = haltGrace, 0
+		for _, tweak := range tweaks {
+			tweak(&c)
+		}
 		jn.dirs, jn.configs = append(jn.dirs, c.DataDir), append(jn.configs, c)
 		return startNode(t, c)
 	}
@@ -182,9 +186,17 @@ func TestJobFailsOverFromLostSupplier(t *testing.T) {
 	if v.Supplier != jn.cheap.ID().String() {
 		t.Fatalf("job went to %s, want the cheap supplier", v.Supplier)
 	}
-	eventually(t, 30*time.Second, "a checkpoint pulled at step 5 or later", func() bool {
+	// A checkpoint pulled after step 5 was logged holds step 5 or later
+	// (one pulled earlier may predate the job's first rename: receipt 1
+	// comes as the job starts).
+	var before string
+	eventually(t, 30*time.Second, "step 5", func() bool {
+		before = jobView(t, jn.renter, v.JobID).Checkpoint
+		return strings.Contains(jobLogs(t, jn.renter, v.JobID), "step 5\n")
+	})
+	eventually(t, 30*time.Second, "a checkpoint pulled after step 5", func() bool {
 		v = jobView(t, jn.renter, v.JobID)
-		return v.Checkpoint != "" && strings.Contains(jobLogs(t, jn.renter, v.JobID), "step 5\n")
+		return v.Checkpoint != "" && v.Checkpoint != before
 	})
 	lost := v.LeaseID
 	if err := jn.cheap.Network().Host.Close(); err != nil {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/pb"
@@ -48,22 +50,28 @@ func TestBidsDoNotReflect(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "attacker in node 0's orders topic", func() bool { return len(topic.ListPeers()) > 0 })
 
-	attKey := att.Peerstore().PrivKey(att.ID())
+	// 20 renter keys of 5 bids each: within the book's 8 live bids per
+	// renter, so that every bid is held (and could be answered).
+	keys := make([]crypto.PrivKey, 20)
+	for i := range keys {
+		keys[i] = newTestKey(t)
+	}
 	// Below the per-author rate of the order validators (20/s).
 	tick := time.NewTicker(60 * time.Millisecond)
 	defer tick.Stop()
-	for range 100 {
+	for i := range 100 {
 		<-tick.C
 		now := time.Now()
 		raw, err := market.SealBid(&pb.Bid{
 			Nonce: uint64(now.UnixNano()), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(time.Minute).UnixMilli(),
 			Filter: "model=h100-sxm", Count: 1, DurationS: 3600, MaxPriceMicros: 3_000_000,
 			Addrs: [][]byte{victim.Multiaddr().Bytes()},
-		}, attKey)
+		}, keys[i%len(keys)])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := topic.Publish(ctx, raw); err != nil {
+		key := keys[i%len(keys)]
+		if err := topic.Publish(ctx, raw, pubsub.WithSecretKeyAndPeerId(key, mustPeer(t, key))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -87,4 +95,13 @@ func TestBidsDoNotReflect(t *testing.T) {
 	if n := victim.Others(t); n != 0 {
 		t.Fatalf("the suppliers opened %d connections to the address the bids listed, want 0", n)
 	}
+}
+
+func mustPeer(t *testing.T, k crypto.PrivKey) peer.ID {
+	t.Helper()
+	id, err := peer.IDFromPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -103,8 +103,17 @@ func TestJobSurvivesKills(t *testing.T) {
 		t.Fatalf("supplier %s is not a testnet node", peerID)
 		return -1, 0
 	}
-	waitUntil(60*time.Second, "a checkpoint at step 6 or later", func() bool {
-		return jobView().Checkpoint != "" && strings.Contains(logs(), "step 6\n")
+	// A checkpoint pulled after step 6 was logged holds step 6 or later
+	// (one pulled earlier may predate the job's first rename: receipt 1
+	// comes as the job starts).
+	var before string
+	waitUntil(60*time.Second, "step 6", func() bool {
+		before = jobView().Checkpoint
+		return strings.Contains(logs(), "step 6\n")
+	})
+	waitUntil(60*time.Second, "a checkpoint pulled after step 6", func() bool {
+		c := jobView().Checkpoint
+		return c != "" && c != before
 	})
 	first, pid := pidOf(started.Supplier)
 	if first == 0 {

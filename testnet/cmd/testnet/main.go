@@ -364,19 +364,31 @@ func (c *cli) jobDemo(ctx context.Context, st *testnet.State, bin string) error 
 	if victim < 0 {
 		return fmt.Errorf("testnet: demo: the job's supplier %s is not a testnet node", started.Supplier)
 	}
-	// Wait until node 0 holds a checkpoint from step 8 or later.
+	// Wait until node 0 holds a checkpoint pulled after step 8 was
+	// logged, so from step 8 or later (one pulled before may predate the
+	// job's first rename: receipt 1 comes as the job starts).
 	deadline := time.Now().Add(60 * time.Second)
-	for {
+	checkpoint := func() string {
 		var v struct {
 			Checkpoint string `json:"checkpoint"`
 		}
-		if b, err := gm(append([]string{"jobs", started.JobID, "--json"}, data...)...); err == nil && json.Unmarshal(b, &v) == nil && v.Checkpoint != "" {
+		if b, err := gm(append([]string{"jobs", started.JobID, "--json"}, data...)...); err == nil && json.Unmarshal(b, &v) == nil {
+			return v.Checkpoint
+		}
+		return ""
+	}
+	before, seen := "", false
+	for {
+		c := checkpoint()
+		if !seen {
 			if logs, err := gm(append([]string{"logs", started.JobID}, data...)...); err == nil && strings.Contains(string(logs), "step 8\n") {
-				break
+				before, seen = c, true
 			}
+		} else if c != "" && c != before {
+			break
 		}
 		if time.Now().After(deadline) {
-			return errors.New("testnet: demo: the job made no checkpoint within 60 s")
+			return errors.New("testnet: demo: the job made no checkpoint after step 8 within 60 s")
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
