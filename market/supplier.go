@@ -211,66 +211,75 @@ func (s *Supplier) nextPost(allSent bool) time.Duration {
 }
 
 // withdraw cancels every live ask and waits, at most ShutdownGrace, until
-// a connected peer's order book no longer lists them: pubsub queues what
-// it publishes and has no flush, so without this the host could close
-// with the cancels still queued, and every book would offer a supplier
-// that is gone until its asks expire.
+// the connected peers whose order books listed them no longer do: pubsub
+// queues what it publishes and has no flush, so without this the host
+// could close with the cancels still queued, and every book would offer a
+// supplier that is gone until its asks expire.
 func (s *Supplier) withdraw() {
 	ctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
 	defer cancel()
+	s.mu.Lock()
+	live := make(map[string]ID, len(s.asks))
+	for m, a := range s.asks {
+		live[m] = a.ID
+	}
+	s.mu.Unlock()
+	holders := s.holding(ctx, live, nil)
 	ids := s.cancelAsks(ctx)
-	if len(ids) == 0 {
+	if len(ids) == 0 || len(holders) == 0 {
 		return
 	}
-	if err := s.awaitCancelled(ctx, ids); err != nil {
-		s.log.Warn("asks withdrawn, but no peer confirmed it before shutdown", "err", err)
+	for {
+		if len(s.holding(ctx, ids, holders)) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.log.Warn("asks withdrawn, but a peer still listed them at shutdown", "err", ctx.Err())
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 
-// awaitCancelled polls the order books of up to three connected peers
-// until none of them lists any of the asks in ids (keyed by model). A
-// peer that never held an ask counts as having dropped it: its book
-// offers nothing stale either.
-func (s *Supplier) awaitCancelled(ctx context.Context, ids map[string]ID) error {
+// holding asks peers for their order books of the models in ids and
+// returns those that list one of the asks in ids (by model): among
+// candidates, or else among up to three connected peers that serve
+// BookProtocol. A peer that does not answer counts as not holding them.
+func (s *Supplier) holding(ctx context.Context, ids map[string]ID, candidates []peer.ID) []peer.ID {
+	if len(ids) == 0 {
+		return nil
+	}
 	models := make([]string, 0, len(ids))
 	for m := range ids {
 		models = append(models, m)
 	}
 	sort.Strings(models)
 	h := s.cfg.Net.Host
-	for {
-		var asked int
-		stale := false
+	if candidates == nil {
 		for _, p := range h.Network().Peers() {
-			if asked == 3 {
+			if len(candidates) == 3 {
 				break
 			}
-			if ok, _ := h.Peerstore().SupportsProtocols(p, BookProtocol); len(ok) == 0 {
-				continue
+			if ok, _ := h.Peerstore().SupportsProtocols(p, BookProtocol); len(ok) > 0 {
+				candidates = append(candidates, p)
 			}
-			asks, err := QueryBook(ctx, h, p, models, s.cfg.Now())
-			if err != nil {
-				continue
-			}
-			asked++
-			for _, a := range asks {
-				if a.Supplier == s.self && ids[a.Model] == a.ID {
-					stale = true
-				}
-			}
-		}
-		switch {
-		case asked == 0:
-			return errors.New("no connected peer serves its order book")
-		case !stale:
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("a peer still lists the withdrawn asks: %w", ctx.Err())
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	var out []peer.ID
+	for _, p := range candidates {
+		asks, err := QueryBook(ctx, h, p, models, s.cfg.Now())
+		if err != nil {
+			continue
+		}
+		for _, a := range asks {
+			if a.Supplier == s.self && ids[a.Model] == a.ID {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Stopped waits, at most limit, for Run to have withdrawn its asks.

@@ -3,6 +3,8 @@ package node
 import (
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +90,28 @@ echo probe-done`
 	}
 	if n := strings.Count(logs, "401 Unauthorized"); n != 6 {
 		t.Fatalf("want 6 refusals (3 routes of 2 nodes), got %d:\n%s", n, logs)
+	}
+}
+
+// TestAPITokenKeptPrivate: a token file others could read is made
+// readable by its owner only when the node starts: it is the API's only
+// guard.
+func TestAPITokenKeptPrivate(t *testing.T) {
+	c := testConfig(t, "unset", "none", "eu-west", nil)
+	c.DataDir = t.TempDir()
+	path := filepath.Join(c.DataDir, TokenFile)
+	if err := os.WriteFile(path, []byte(strings.Repeat("ab", 32)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startNode(t, c)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm != 0o600 {
+		t.Fatalf("token mode %04o after start, want 0600", perm)
 	}
 }

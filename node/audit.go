@@ -230,6 +230,11 @@ func orAll(m string) string {
 func apiToken(dataDir string) (string, error) {
 	path := filepath.Join(dataDir, TokenFile)
 	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		// The token is the API's only guard: whoever reads it drives
+		// the node, so it is kept readable by its owner alone.
+		if err := os.Chmod(path, 0o600); err != nil {
+			return "", fmt.Errorf("node: make %s readable by its owner only: %w", path, err)
+		}
 		return strings.TrimSpace(string(b)), nil
 	}
 	var raw [32]byte

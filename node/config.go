@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/challenge"
@@ -91,6 +91,9 @@ type field struct {
 	key  string
 	def  []string
 	list bool
+	// ints: besides strings, the TOML file may give an integer (a size
+	// in bytes, "0" for off), which is read as its decimal string.
+	ints bool
 	set  func(c *Config, v []string) error
 }
 
@@ -179,7 +182,7 @@ func fields() []field {
 			c.Trusted = v
 			return nil
 		}},
-		{key: "audit_interval", def: []string{"10m"}, set: func(c *Config, v []string) error {
+		{key: "audit_interval", def: []string{"10m"}, ints: true, set: func(c *Config, v []string) error {
 			if v[0] == "off" || v[0] == "0" {
 				c.AuditInterval = 0
 				return nil
@@ -208,7 +211,7 @@ func fields() []field {
 			return nil
 		}},
 		{key: "job_user", def: []string{""}, set: func(c *Config, v []string) error {
-			if err := checkJobUser(v[0]); err != nil {
+			if err := runtime.CheckUser(v[0]); err != nil {
 				return err
 			}
 			c.JobUser = v[0]
@@ -416,43 +419,18 @@ func LoadConfig(in Input) (Config, error) {
 	return c, nil
 }
 
-// checkFloors refuses a price floor above its model's list price (the
-// pricer could then never quote) or for a model without a list price.
+// checkFloors refuses a price floor above its model's list price: the
+// supplier would then quote below the floor it set. A floor for a model
+// without a list price has no effect (the model is not sold) and is
+// accepted, so that dropping a price is enough to stop selling a model.
 func (c Config) checkFloors() error {
 	pr, err := c.Pricer()
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	for m, floor := range pr.Floor {
-		list, ok := pr.List[m]
-		switch {
-		case !ok:
-			return fmt.Errorf("config: price_floor for %s, which has no list price (--price %s=AMOUNT)", m, m)
-		case floor > list:
+		if list, ok := pr.List[m]; ok && floor > list {
 			return fmt.Errorf("config: price_floor for %s (%s) is above its list price (%s)", m, market.FormatPrice(floor), market.FormatPrice(list))
-		}
-	}
-	return nil
-}
-
-// checkJobUser accepts "" (the node's own user), "UID:GID" or the name or
-// number of a user this machine has.
-func checkJobUser(s string) error {
-	if s == "" {
-		return nil
-	}
-	if u, g, ok := strings.Cut(s, ":"); ok {
-		if _, err := strconv.ParseUint(u, 10, 32); err != nil {
-			return fmt.Errorf("%q: want a user name or UID:GID", s)
-		}
-		if _, err := strconv.ParseUint(g, 10, 32); err != nil {
-			return fmt.Errorf("%q: want a user name or UID:GID", s)
-		}
-		return nil
-	}
-	if _, err := user.Lookup(s); err != nil {
-		if _, err := user.LookupId(s); err != nil {
-			return fmt.Errorf("%q: no such user on this machine", s)
 		}
 	}
 	return nil
@@ -528,7 +506,7 @@ func parseConfigFile(b []byte, path string) (map[string][]string, string, error)
 		if !ok {
 			return nil, "", fmt.Errorf("config: %s: unknown key %q (known: %s)", path, k, strings.Join(Keys(), ", "))
 		}
-		vals, err := tomlStrings(raw[k], f.list, f.kind())
+		vals, err := tomlStrings(raw[k], f.list, f.kind(), f.ints)
 		if err != nil {
 			return nil, "", fmt.Errorf("config: %s: %s: %w", path, k, err)
 		}
@@ -563,7 +541,7 @@ func (f field) kind() tomlKind {
 	return tomlString
 }
 
-func tomlStrings(v any, list bool, kind tomlKind) ([]string, error) {
+func tomlStrings(v any, list bool, kind tomlKind, ints bool) ([]string, error) {
 	scalar := func(x any) (string, error) {
 		switch x := x.(type) {
 		case string:
@@ -571,7 +549,7 @@ func tomlStrings(v any, list bool, kind tomlKind) ([]string, error) {
 				return x, nil
 			}
 		case int64:
-			if kind == tomlInt {
+			if kind == tomlInt || ints {
 				return strconv.FormatInt(x, 10), nil
 			}
 		case bool:

@@ -104,9 +104,9 @@ listen = ["/ip4/127.0.0.1/tcp/5000"]
 		{name: "zero price", in: Input{Home: "/h", Flags: map[string][]string{"price": {"h100-sxm=0"}}}, wantErr: `"h100-sxm=0": a price must be above zero`},
 		{name: "zero floor", in: Input{Home: "/h", Flags: map[string][]string{"price": {"h100-sxm=2"}, "price_floor": {"h100-sxm=0"}}}, wantErr: "a price must be above zero"},
 		{name: "floor above list", in: Input{Home: "/h", Flags: map[string][]string{"price": {"h100-sxm=2"}, "price_floor": {"h100-sxm=3"}}}, wantErr: "price_floor for h100-sxm (3.00) is above its list price (2.00)"},
-		{name: "floor without list", in: Input{Home: "/h", Flags: map[string][]string{"price": {"h100-sxm=2"}, "price_floor": {"a100-80gb=1"}}}, wantErr: "price_floor for a100-80gb, which has no list price"},
-		{name: "no such job user", in: Input{Home: "/h", Flags: map[string][]string{"job_user": {"nosuchuser-gpumesh"}}}, wantErr: `job_user from flag:--job-user: "nosuchuser-gpumesh": no such user`},
-		{name: "bad job uid:gid", in: Input{Home: "/h", Flags: map[string][]string{"job_user": {"65534:x"}}}, wantErr: "want a user name or UID:GID"},
+		{name: "no such job user", in: Input{Home: "/h", Flags: map[string][]string{"job_user": {"nosuchuser-gpumesh"}}}, wantErr: `job_user from flag:--job-user: "nosuchuser-gpumesh" is neither a user of this machine nor uid:gid`},
+		{name: "bad job uid:gid", in: Input{Home: "/h", Flags: map[string][]string{"job_user": {"65534:x"}}}, wantErr: "is neither a user of this machine nor uid:gid"},
+		{name: "job uid above 2^31", in: Input{Home: "/h", Flags: map[string][]string{"job_user": {"4294967294:1"}}}, wantErr: "is neither a user of this machine nor uid:gid"},
 		{name: "bad duration env", in: Input{Home: "/h", Env: env(map[string]string{"GPUMESH_HEARTBEAT_INTERVAL": "soon"})}, wantErr: "heartbeat_interval from env:GPUMESH_HEARTBEAT_INTERVAL"},
 		{name: "bad log level flag", in: Input{Home: "/h", Flags: map[string][]string{"log_level": {"loud"}}}, wantErr: "log_level from flag:--log-level"},
 		{name: "bad region", in: Input{Home: "/h", Flags: map[string][]string{"region": {"eu west"}}}, wantErr: "not a region label"},
@@ -157,13 +157,14 @@ func FuzzParseConfigFile(f *testing.F) {
 // TestConfigAcceptsWhatTheWireDoes: the typed TOML values, a job user by
 // name or UID:GID, and a floor at the list price all load.
 func TestConfigAcceptsWhatTheWireDoes(t *testing.T) {
-	toml := "conn_low = 4\nconn_high = 8\nmdns = true\nregion = \"eu-west\"\njob_user = \"65534:65534\"\n"
+	toml := "conn_low = 4\nconn_high = 8\nmdns = true\nregion = \"eu-west\"\njob_user = \"65534:65534\"\naudit_interval = 0\njob_disk = 1073741824\n"
+	// A floor for a model no longer priced is accepted (it has no effect).
 	c, err := LoadConfig(Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": toml}),
-		Flags: map[string][]string{"price": {"h100-sxm=2"}, "price_floor": {"h100-sxm=2"}}})
+		Flags: map[string][]string{"price": {"h100-sxm=2"}, "price_floor": {"h100-sxm=2", "a100-80gb=1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ConnLow != 4 || !c.MDNS || c.Region != "eu-west" || c.JobUser != "65534:65534" {
+	if c.ConnLow != 4 || !c.MDNS || c.Region != "eu-west" || c.JobUser != "65534:65534" || c.AuditInterval != 0 || c.JobDisk != 1<<30 {
 		t.Fatalf("loaded %+v", c)
 	}
 	if _, err := LoadConfig(Input{Home: "/h", Flags: map[string][]string{"job_user": {"nobody"}}}); err != nil {

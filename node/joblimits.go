@@ -84,12 +84,12 @@ func countKey(field func(*Config) *int64) func(*Config, []string) error {
 // jobLimitFields are the supplier's per-job limit keys.
 func jobLimitFields() []field {
 	return []field{
-		{key: "job_memory", def: []string{"auto"}, set: sizeKey(func(c *Config) *int64 { return &c.JobMemory }, true)},
-		{key: "job_memory_max", def: []string{"auto"}, set: sizeKey(func(c *Config) *int64 { return &c.JobMemoryMax }, true)},
+		{key: "job_memory", ints: true, def: []string{"auto"}, set: sizeKey(func(c *Config) *int64 { return &c.JobMemory }, true)},
+		{key: "job_memory_max", ints: true, def: []string{"auto"}, set: sizeKey(func(c *Config) *int64 { return &c.JobMemoryMax }, true)},
 		{key: "job_procs", def: []string{"4096"}, set: countKey(func(c *Config) *int64 { return &c.JobProcs })},
 		{key: "job_procs_max", def: []string{"16384"}, set: countKey(func(c *Config) *int64 { return &c.JobProcsMax })},
-		{key: "job_disk", def: []string{"20GiB"}, set: sizeKey(func(c *Config) *int64 { return &c.JobDisk }, false)},
-		{key: "job_disk_max", def: []string{"50GiB"}, set: sizeKey(func(c *Config) *int64 { return &c.JobDiskMax }, false)},
+		{key: "job_disk", ints: true, def: []string{"20GiB"}, set: sizeKey(func(c *Config) *int64 { return &c.JobDisk }, false)},
+		{key: "job_disk_max", ints: true, def: []string{"50GiB"}, set: sizeKey(func(c *Config) *int64 { return &c.JobDiskMax }, false)},
 		{key: "job_open_files", def: []string{"4096"}, set: countKey(func(c *Config) *int64 { return &c.JobOpenFiles })},
 		{key: "job_open_files_max", def: []string{"65536"}, set: countKey(func(c *Config) *int64 { return &c.JobOpenFilesMax })},
 	}

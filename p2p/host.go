@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -531,8 +532,13 @@ func checkPortsFree(addrs []string) error {
 		default:
 			continue
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, syscall.EADDRINUSE):
 			return fmt.Errorf("p2p: listen on %s: %w (is another node using this port? pick another --listen port)", s, err)
+		case err != nil:
+			// Not ours to judge (no IPv6, an address not up yet):
+			// libp2p starts while at least one address listens.
+			continue
 		}
 		c.Close()
 	}

@@ -44,7 +44,7 @@ func TestExitStatusAndErrors(t *testing.T) {
 		{"unknown config subcommand", []string{"config", "nope"}, 2, `unknown subcommand "nope"`},
 		{"zero price", []string{"config", "show", "--data", data, "--price", "h100-sxm=0"}, 2, "a price must be above zero"},
 		{"floor above price", []string{"config", "show", "--data", data, "--price", "h100-sxm=2", "--price-floor", "h100-sxm=3"}, 2, "above its list price"},
-		{"no such job user", []string{"config", "show", "--data", data, "--job-user", "nosuchuser-gpumesh"}, 2, "no such user"},
+		{"no such job user", []string{"config", "show", "--data", data, "--job-user", "nosuchuser-gpumesh"}, 2, "is neither a user of this machine"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -192,12 +192,16 @@ func TestSessionHugeHellosNotBuffered(t *testing.T) {
 	}
 }
 
+// pendingTotal is TestSessionPendingCaps's cap on waiting streams.
+const pendingTotal = 16
+
 // TestSessionPendingCaps: streams that have not sent their Hello are
-// capped per peer (2) and in all (16); extra ones are refused at once as
-// busy, and slots come back when the streams end.
+// capped per peer (2) and in all (here 16); extra ones are refused at once
+// as busy, and slots come back when the streams end.
 func TestSessionPendingCaps(t *testing.T) {
 	e, sup := startSupplier(t, func(c *ExecutorConfig) {
 		c.HeaderTimeout = 2 * time.Minute // the waiting streams must outlast the test
+		c.MaxPending = pendingTotal       // reached by 8 peers (the default is 128)
 	})
 	hs := attackers(t, 9, sup)
 	// A lone byte of a length prefix: the supplier waits for the rest.
@@ -212,7 +216,7 @@ func TestSessionPendingCaps(t *testing.T) {
 	for _, h := range hs[:8] {
 		waiting = append(waiting, stall(h), stall(h))
 	}
-	eventually(t, time.Minute, "16 streams waiting for their Hello", func() bool { return e.gate.held("") == MaxPending })
+	eventually(t, time.Minute, "16 streams waiting for their Hello", func() bool { return e.gate.held("") == pendingTotal })
 	for _, h := range hs[:8] {
 		if n := e.gate.held(h.ID()); n != MaxPendingPerPeer {
 			t.Fatalf("peer holds %d slots, want %d", n, MaxPendingPerPeer)
@@ -236,8 +240,8 @@ func TestSessionPendingCaps(t *testing.T) {
 		}
 	}
 	refusedBusy(stall(hs[8]), "a new peer's stream beyond the total")
-	if n := e.gate.held(""); n != MaxPending {
-		t.Fatalf("%d slots held after the refusals, want %d", n, MaxPending)
+	if n := e.gate.held(""); n != pendingTotal {
+		t.Fatalf("%d slots held after the refusals, want %d", n, pendingTotal)
 	}
 	for _, st := range waiting {
 		st.Reset()

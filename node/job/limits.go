@@ -76,10 +76,16 @@ func (l Limits) resolve(spec *pb.Limits) (runtime.Limits, int64, error) {
 		if *f.spec < 0 {
 			return runtime.Limits{}, 0, fmt.Errorf("job limits: negative %s", f.name)
 		}
+		m := f.supplier(l.Max)
 		if *f.spec == 0 {
 			*f.spec = f.supplier(l.Default)
 		}
-		if m := f.supplier(l.Max); m > 0 && *f.spec > m {
+		if *f.spec == 0 {
+			// No default ("none"), but a maximum: the maximum, never
+			// more than the supplier allows.
+			*f.spec = m
+		}
+		if m > 0 && *f.spec > m {
 			return runtime.Limits{}, 0, fmt.Errorf("job limits: %s %d is %w (%d)", f.name, *f.spec, ErrOverLimit, m)
 		}
 	}
@@ -198,12 +204,17 @@ func dirUsage(fd int, name string, depth int, seen map[[2]uint64]bool) (int64, e
 	}
 }
 
-// blocks is the space st takes, 0 for an inode already counted.
+// blocks is the space st takes, at least one 4 KiB block (so that the
+// byte limit also bounds how many inodes a job can make); 0 for a hard
+// link to an inode already counted. Only inodes with several links are
+// remembered, so the map does not grow with the number of files.
 func blocks(st *unix.Stat_t, seen map[[2]uint64]bool) int64 {
-	k := [2]uint64{uint64(st.Dev), uint64(st.Ino)}
-	if seen[k] {
-		return 0
+	if st.Nlink > 1 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		k := [2]uint64{uint64(st.Dev), uint64(st.Ino)}
+		if seen[k] {
+			return 0
+		}
+		seen[k] = true
 	}
-	seen[k] = true
-	return int64(st.Blocks) * 512
+	return max(int64(st.Blocks)*512, 4096)
 }

@@ -99,5 +99,5 @@ const (
 	// holds before their Hello is admitted: from one peer, and in all.
 	// Further streams are refused at once as busy.
 	MaxPendingPerPeer = 2
-	MaxPending        = 16
+	MaxPending        = 128
 )

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -281,6 +282,14 @@ func (r *run) finish(last time.Time) {
 	}
 	r.receipt(last, r.e.cfg.Now(), true, state)
 	r.cp.Close() // the final receipt holds the last checkpoint
+	// The attempt's files are the supplier's disk: the last checkpoint is
+	// archived in memory and the log stays, the rest goes (RemoveAll
+	// never follows a symlink the job left).
+	for _, d := range []string{filepath.Join(r.dir, "work"), filepath.Join(r.dir, "checkpoint")} {
+		if err := os.RemoveAll(d); err != nil {
+			r.logger.Warn("remove the attempt's files", "dir", d, "err", err)
+		}
+	}
 	r.setState(state, res.ExitCode, msg)
 	r.logger.Info("job ended", "state", state, "exit_code", res.ExitCode, "cpu", res.CPUTime)
 	close(r.done)

@@ -238,6 +238,19 @@ type jobUser struct {
 
 // resolveUser resolves RunAs: "uid:gid" or a user name known to this
 // machine.
+// CheckUser reports whether runAs names a user jobs can run as: a user
+// name this machine has, or "uid:gid" (each below 2^31). "" is the node's
+// own user.
+func CheckUser(runAs string) error {
+	if runAs == "" {
+		return nil
+	}
+	if _, err := resolveUser(runAs); err != nil {
+		return fmt.Errorf("%q is neither a user of this machine nor uid:gid (each below 2^31)", runAs)
+	}
+	return nil
+}
+
 func resolveUser(runAs string) (jobUser, error) {
 	if u, g, ok := strings.Cut(runAs, ":"); ok {
 		uid, err1 := strconv.ParseUint(u, 10, 31)
