@@ -21,6 +21,8 @@ import (
 // hold is a lease with no job started on it yet.
 type hold struct {
 	renter  peer.ID
+	model   string
+	count   int
 	claimBy time.Time // zero while the lease awaits its confirmation
 }
 
@@ -50,36 +52,58 @@ func (l *Lease) ClaimWindow(ceiling time.Duration) time.Duration {
 	return min(w, ceiling)
 }
 
-// admit records a pending hold of renter for lease id, unless the renter
-// holds MaxRenterHolds already or is barred; it says why not.
-func (s *Supplier) admit(renter peer.ID, id ID, now time.Time) string {
+// admit records a pending hold of p's renter for lease p.ID and returns
+// it, unless the proposal already made a lease or is being answered, the
+// renter holds MaxRenterHolds already or is barred, or the supplier's
+// unclaimed holds of the model would pass heldCap; it says why not and
+// with which decline (none for a proposal already answered).
+func (s *Supplier) admit(p *Proposal, now time.Time) (*hold, Decline, string) {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
-	if until, ok := s.barred[renter]; ok {
-		if now.Before(until) {
-			return fmt.Sprintf("a lease of yours here lapsed unconfirmed or was released unclaimed; proposals are refused until %s", until.UTC().Format(time.RFC3339))
-		}
-		delete(s.barred, renter)
+	// A proposal is good for one lease: a re-sent one must not replace
+	// the hold of the lease it made, which would then never be released.
+	if _, ok := s.holds[p.ID]; ok || s.leaseExists(p.ID) {
+		return nil, "", fmt.Sprintf("this proposal already made lease %s", p.ID.Short())
 	}
-	n := 0
+	if until, ok := s.barred[p.Renter]; ok {
+		if now.Before(until) {
+			return nil, DeclineUnclaimed, fmt.Sprintf("a lease of yours here lapsed unconfirmed or was released unclaimed; proposals are refused until %s", until.UTC().Format(time.RFC3339))
+		}
+		delete(s.barred, p.Renter)
+	}
+	n, held := 0, 0
 	for _, h := range s.holds {
-		if h.renter == renter {
+		if h.renter == p.Renter {
 			n++
+		}
+		if h.model == p.Model {
+			held += h.count
 		}
 	}
 	if n >= MaxRenterHolds {
-		return fmt.Sprintf("%d of your leases here are unconfirmed or have no job started on them (at most %d); start a job on one or let it be released", n, MaxRenterHolds)
+		return nil, DeclineUnclaimed, fmt.Sprintf("%d of your leases here are unconfirmed or have no job started on them (at most %d); start a job on one or let it be released", n, MaxRenterHolds)
 	}
-	s.holds[id] = &hold{renter: renter}
-	return ""
+	// Fresh keys pass the per-renter cap: all renters together hold at
+	// most heldCap GPUs of a model with no job on them.
+	if c := heldCap(len(s.cfg.GPUs[p.Model])); held+int(p.Count) > c {
+		return nil, DeclineBusy, fmt.Sprintf("%d of %d %s GPUs here are leased with no job started on them yet and %d more were asked; at most %d may be, so try again later", held, len(s.cfg.GPUs[p.Model]), p.Model, p.Count, c)
+	}
+	h := &hold{renter: p.Renter, model: p.Model, count: int(p.Count)}
+	s.holds[p.ID] = h
+	return h, "", ""
 }
 
-// endHold records how the lease exchange for id ended (a holdX outcome).
-func (s *Supplier) endHold(id ID, outcome int, claimBy, now time.Time) {
+// heldCap is how many of total GPUs of a model may be held with no job
+// started on them, by all renters together: half, rounded up, so that a
+// one-GPU supplier can still lease.
+func heldCap(total int) int { return (total + 1) / 2 }
+
+// endHold records how the lease exchange for id, admitted as h, ended (a
+// holdX outcome). It touches only h: another hold for id is not its own.
+func (s *Supplier) endHold(id ID, h *hold, outcome int, claimBy, now time.Time) {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
-	h := s.holds[id]
-	if h == nil {
+	if h == nil || s.holds[id] != h {
 		return
 	}
 	switch outcome {
@@ -249,7 +273,7 @@ func (s *Supplier) loadHolds() error {
 		if by.IsZero() {
 			by = now.Add(s.cfg.ClaimWindow)
 		}
-		s.holds[id] = &hold{renter: l.Renter, claimBy: by}
+		s.holds[id] = &hold{renter: l.Renter, model: l.Model, count: int(l.Count), claimBy: by}
 		return nil
 	})
 }

@@ -577,11 +577,15 @@ func (s *Supplier) handleLease(st network.Stream) error {
 	}
 	// Before anything is reserved: a renter holds GPUs here with no job
 	// on them, paying nothing, only within its cap.
-	if why := s.admit(p.Renter, p.ID, now); why != "" {
-		return refuse("%s: %s", DeclineUnclaimed, why)
+	h, decline, why := s.admit(p, now)
+	switch {
+	case h == nil && decline == "":
+		return refuse("%s", why)
+	case h == nil:
+		return refuse("%s: %s", decline, why)
 	}
 	outcome, claimBy, err := s.grant(st, p, raw, now, refuse)
-	s.endHold(p.ID, outcome, claimBy, s.cfg.Now())
+	s.endHold(p.ID, h, outcome, claimBy, s.cfg.Now())
 	return err
 }
 

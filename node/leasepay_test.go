@@ -123,18 +123,18 @@ func supplierLease(t *testing.T, sup *Node, id market.ID) market.StoredLease {
 func TestUnclaimedLeaseIsReleased(t *testing.T) {
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
-		h100Seller(t, "sim:h100-sxm:2", map[string][]string{"claim_window": {"2s"}}),
+		h100Seller(t, "sim:h100-sxm:3", map[string][]string{"claim_window": {"2s"}}),
 	})
 	sup := m.nodes[1]
 	l, err := rentH100(t, m.rc, 2, 24*time.Hour)
 	if err != nil {
 		t.Fatalf("attacker's rent: %v", err)
 	}
-	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 0 {
-		t.Fatalf("%d free while leased, want 0", free)
+	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 1 {
+		t.Fatalf("%d free while leased, want 1", free)
 	}
 	eventually(t, 30*time.Second, "the unclaimed lease's GPUs to be free again", func() bool {
-		return sup.Supplier().Ledger().Free("h100-sxm") == 2
+		return sup.Supplier().Ledger().Free("h100-sxm") == 3
 	})
 	if sl := supplierLease(t, sup, l.ID); sl.State != "released" || !strings.HasPrefix(sl.Reason, "unclaimed: no job started") {
 		t.Fatalf("supplier's record of the unclaimed lease: state %q, reason %q", sl.State, sl.Reason)
@@ -142,7 +142,7 @@ func TestUnclaimedLeaseIsReleased(t *testing.T) {
 	honest := newRentClient(t, m)
 	eventually(t, 30*time.Second, "the freed GPUs re-posted in node 0's book", func() bool {
 		for _, a := range m.nodes[0].Book().Asks("h100-sxm") {
-			if a.Supplier == sup.ID() && a.Count == 2 {
+			if a.Supplier == sup.ID() && a.Count == 3 {
 				return true
 			}
 		}
@@ -154,14 +154,14 @@ func TestUnclaimedLeaseIsReleased(t *testing.T) {
 	}
 }
 
-// TestUnconfirmedProposalsAreCapped: one renter proposes for every GPU,
+// TestUnconfirmedProposalsAreCapped: one renter proposes for four GPUs,
 // one at a time, and never confirms. Only two of its proposals reserve
 // anything, so an honest renter is not told "busy"; once its reservations
 // lapse unconfirmed, its next proposal is refused without reserving.
 func TestUnconfirmedProposalsAreCapped(t *testing.T) {
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
-		h100Seller(t, "sim:h100-sxm:4", nil),
+		h100Seller(t, "sim:h100-sxm:6", nil),
 	})
 	sup := m.nodes[1]
 	ask := ownAsk(t, sup)
@@ -176,8 +176,8 @@ func TestUnconfirmedProposalsAreCapped(t *testing.T) {
 		}
 		held = append(held, st)
 	}
-	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 4-market.MaxRenterHolds {
-		t.Fatalf("%d free while the attacker holds proposals, want %d", free, 4-market.MaxRenterHolds)
+	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 6-market.MaxRenterHolds {
+		t.Fatalf("%d free while the attacker holds proposals, want %d", free, 6-market.MaxRenterHolds)
 	}
 	// One GPU, so that one stays free and the ask stays current.
 	honest := newRentClient(t, m)
@@ -201,6 +201,69 @@ func TestUnconfirmedProposalsAreCapped(t *testing.T) {
 	st.Reset()
 	if !strings.HasPrefix(resp.Refused, string(market.DeclineUnclaimed)+":") {
 		t.Fatalf("proposal after letting leases lapse: refusal %q, lease %d bytes; want %q", resp.Refused, len(resp.Lease), market.DeclineUnclaimed)
+	}
+}
+
+// TestResentProposalKeepsItsLease: a renter re-sends the proposal of a
+// confirmed lease it never starts a job on. The re-send is refused and
+// the lease is still released after its claim window: it stays tracked.
+func TestResentProposalKeepsItsLease(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		h100Seller(t, "sim:h100-sxm:4", map[string][]string{"claim_window": {"2s"}}),
+	})
+	sup := m.nodes[1]
+	l, err := rentH100(t, m.rc, 1, 24*time.Hour)
+	if err != nil {
+		t.Fatalf("rent: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := m.rc.net.Host.NewStream(ctx, sup.ID(), market.LeaseProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Reset()
+	if err := p2p.WriteRaw(st, l.Proposal.Raw); err != nil {
+		t.Fatal(err)
+	}
+	var resp pb.LeaseResponse
+	if err := p2p.ReadMsg(st, market.LeaseType.MaxSize+1024, &resp); err != nil {
+		t.Fatalf("re-sent proposal: no answer: %v", err)
+	}
+	if len(resp.Lease) != 0 || !strings.Contains(resp.Refused, "already made lease") {
+		t.Fatalf("re-sent proposal: refusal %q, lease %d bytes; want it refused as already made", resp.Refused, len(resp.Lease))
+	}
+	eventually(t, 30*time.Second, "the unclaimed lease released after the re-send", func() bool {
+		return sup.Supplier().Ledger().Free("h100-sxm") == 4
+	})
+	if sl := supplierLease(t, sup, l.ID); sl.State != "released" {
+		t.Fatalf("supplier's record of the lease: state %q, want released", sl.State)
+	}
+}
+
+// TestFreshKeysHoldAtMostHalf: renters with fresh keys each propose for
+// one GPU and never start a job. Together they hold at most half of the
+// supplier's GPUs; the next proposal is declined busy, saying why.
+func TestFreshKeysHoldAtMostHalf(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		h100Seller(t, "sim:h100-sxm:4", nil),
+	})
+	sup := m.nodes[1]
+	ask := ownAsk(t, sup)
+	for i := range 3 {
+		rc := newRentClient(t, m)
+		_, resp := proposeRaw(t, rc, ask, 1, uint64(300+i))
+		switch {
+		case i < 2 && len(resp.Lease) == 0:
+			t.Fatalf("fresh renter %d refused: %q", i, resp.Refused)
+		case i >= 2 && (len(resp.Lease) != 0 || !strings.HasPrefix(resp.Refused, string(market.DeclineBusy)+":") || !strings.Contains(resp.Refused, "no job started")):
+			t.Fatalf("fresh renter %d past half the GPUs: refusal %q, lease %d bytes; want %q saying why", i, resp.Refused, len(resp.Lease), market.DeclineBusy)
+		}
+	}
+	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 2 {
+		t.Fatalf("%d free while fresh keys hold proposals, want 2", free)
 	}
 }
 
