@@ -22,6 +22,10 @@ const (
 	// profile arrives; beyond it the oldest are dropped. They never
 	// crowd out believed prints.
 	MaxPendingPrintsPerModel = 200
+	// MaxPendingPrints bounds the prints not (yet) believed across all
+	// models, whose slugs are free to make up: beyond it the oldest,
+	// whatever its model, is dropped.
+	MaxPendingPrints = 2000
 	// PairWindow is how far apart two prints of one supplier–renter pair
 	// for a model must be for both to count: within it only the first
 	// counts, so a pair that trades with itself over and over is one
@@ -29,7 +33,8 @@ const (
 	PairWindow = time.Hour
 	// DefaultTrustFloor is the reputation below which a supplier's prints
 	// are not believed: that of reputation.DefaultFloor, the renters'
-	// default floor (an unknown supplier scores exactly 0.5).
+	// default floor. An unknown supplier scores exactly 0.5, but its
+	// prints are never believed: only a known reputation counts.
 	DefaultTrustFloor = 0.5
 )
 
@@ -49,12 +54,14 @@ type Trust interface {
 
 // Believes reports whether t believes a trade by supplier of the GPUs
 // uuids (count of them) of model: its profile lists them and its
-// reputation is not below floor.
+// reputation is known (attested) and not below floor. An unknown
+// supplier's 0.5 is no evidence: anyone can make a key, a profile and a
+// renter to trade with.
 func Believes(t Trust, floor float64, supplier peer.ID, model string, uuids []string, count int) bool {
 	if t == nil || supplier == "" {
 		return false
 	}
-	if rep, _ := t.Reputation(supplier); rep < floor {
+	if rep, known := t.Reputation(supplier); !known || rep < floor {
 		return false
 	}
 	return t.ProfileHas(supplier, model, uuids, count)
@@ -193,7 +200,55 @@ func (x *PriceIndex) add(model string, p tradeEntry, durationS uint32) bool {
 	if believed {
 		return x.insert(x.models, model, p, MaxPrintsPerModel)
 	}
-	return x.insert(x.pending, model, p, MaxPendingPrintsPerModel)
+	if !x.insert(x.pending, model, p, MaxPendingPrintsPerModel) {
+		return false
+	}
+	n := 0
+	for _, prints := range x.pending {
+		n += len(prints)
+	}
+	for ; n > MaxPendingPrints; n-- {
+		x.dropOldestPending()
+	}
+	_, kept := x.seen[p.id]
+	return kept
+}
+
+// dropOldestPending drops the oldest print not believed, of any model;
+// the caller holds x.mu.
+func (x *PriceIndex) dropOldestPending() {
+	var oldest string
+	for m, prints := range x.pending {
+		if oldest == "" || prints[0].at.Before(x.pending[oldest][0].at) {
+			oldest = m
+		}
+	}
+	prints := x.pending[oldest]
+	delete(x.seen, prints[0].id)
+	if len(prints) == 1 {
+		delete(x.pending, oldest)
+	} else {
+		x.pending[oldest] = slices.Delete(prints, 0, 1)
+	}
+}
+
+// Prune drops every model's prints older than the window, believed or
+// not: a node calls it now and then, so that prints of models nobody
+// reads go too.
+func (x *PriceIndex) Prune() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	now := x.now()
+	models := make([]string, 0, len(x.models)+len(x.pending))
+	for m := range x.models {
+		models = append(models, m)
+	}
+	for m := range x.pending {
+		models = append(models, m)
+	}
+	for _, m := range models {
+		x.prune(m, now)
+	}
 }
 
 // believes reports whether p counts; without a Trust every print does.
@@ -393,4 +448,19 @@ func (x *PriceIndex) Held(model string) int {
 	defer x.mu.Unlock()
 	x.prune(model, x.now())
 	return len(x.models[model]) + len(x.pending[model])
+}
+
+// HeldAll returns how many prints the index holds in all, of every model,
+// counted or not, as they stand: stale ones go at the next read of their
+// model or the next Prune.
+func (x *PriceIndex) HeldAll() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	for _, set := range []map[string][]tradeEntry{x.models, x.pending} {
+		for _, prints := range set {
+			n += len(prints)
+		}
+	}
+	return n
 }

@@ -65,7 +65,7 @@ func TestPriceIndexCountsBelievedPrintsOncePerPair(t *testing.T) {
 			third:   {"l4": {"GPU-t1"}},
 			shunned: {"l4": {"GPU-s1"}},
 		},
-		rep: map[peer.ID]float64{shunned: 0.2},
+		rep: map[peer.ID]float64{honest: 0.7, other: 0.6, third: 0.5, shunned: 0.2},
 	}
 	x := market.NewPriceIndex(clk.Now, 0, market.WithTrust(tr, market.DefaultTrustFloor))
 	add := func(tp *market.TradePrint) {
@@ -105,10 +105,65 @@ func TestPriceIndexCountsBelievedPrintsOncePerPair(t *testing.T) {
 	if m := x.Median("l4"); m != 2_000_000 {
 		t.Fatalf("Median = %d, want 2000000: the middle of the suppliers' medians 1.00, 2.00, 9.00", m)
 	}
-	// A print kept aside counts once its supplier's profile lists the GPU.
+	// A print kept aside counts once its supplier's profile lists the GPU
+	// and its reputation is known.
 	tr.gpus[sybil] = map[string][]string{"l4": {"GPU-x"}}
+	tr.rep[sybil] = 0.5
 	if pp, _ := x.Get("l4"); pp.Trades != 2+5+1+15 {
 		t.Fatalf("after the sybil's profile arrived: %d trades, want 23", pp.Trades)
+	}
+}
+
+// TestPriceIndexIgnoresUnknownSuppliers: fake supplier–renter pairs with
+// self-signed profiles and no attestations score the default 0.5, the
+// floor, and still do not move the median.
+func TestPriceIndexIgnoresUnknownSuppliers(t *testing.T) {
+	clk := newManualClock()
+	now := clk.Now()
+	honest := peer.ID("honest")
+	tr := &profiles{gpus: map[peer.ID]map[string][]string{honest: {"l4": {"GPU-h1"}}}, rep: map[peer.ID]float64{honest: 0.6}}
+	x := market.NewPriceIndex(clk.Now, 0, market.WithTrust(tr, market.DefaultTrustFloor))
+	x.AddPrint(tradeOf(honest, "renter", "l4", "GPU-h1", 1_000_000, now.Add(-time.Hour), 0))
+	for i := range 5 {
+		fake := peer.ID(fmt.Sprint("fake", i))
+		tr.gpus[fake] = map[string][]string{"l4": {"GPU-f"}}
+		x.AddPrint(tradeOf(fake, peer.ID(fmt.Sprint("r", i)), "l4", "GPU-f", 90_000_000, now.Add(-time.Hour), i+1))
+	}
+	if pp, ok := x.Get("l4"); !ok || pp.Trades != 1 || pp.MedianMicros != 1_000_000 {
+		t.Fatalf("Get = %+v, %v; want only the known supplier's trade at 1.00", pp, ok)
+	}
+}
+
+// TestPriceIndexBoundsPendingAcrossModels: prints nobody believes, spread
+// over many made-up models, are held at most MaxPendingPrints in all, the
+// oldest dropped first, and Prune drops every model's stale prints.
+func TestPriceIndexBoundsPendingAcrossModels(t *testing.T) {
+	clk := newManualClock()
+	now := clk.Now()
+	x := market.NewPriceIndex(clk.Now, time.Hour, market.WithTrust(&profiles{}, market.DefaultTrustFloor))
+	const models = 50
+	per := market.MaxPendingPrints / models * 2
+	for m := range models {
+		for i := range per {
+			at := now.Add(-50*time.Minute + time.Duration(m*per+i)*time.Millisecond)
+			x.AddPrint(tradeOf(peer.ID(fmt.Sprint("s", m)), "r", fmt.Sprint("m", m), "GPU", 1_000_000, at, m*per+i))
+		}
+	}
+	total := 0
+	for m := range models {
+		total += x.Held(fmt.Sprint("m", m))
+	}
+	if total != market.MaxPendingPrints {
+		t.Fatalf("%d prints held across %d models, want at most %d", total, models, market.MaxPendingPrints)
+	}
+	if x.Held("m0") != 0 || x.Held(fmt.Sprint("m", models-1)) != per {
+		t.Fatalf("held: oldest model %d, newest %d; want the oldest dropped first", x.Held("m0"), x.Held(fmt.Sprint("m", models-1)))
+	}
+	clk.Advance(time.Hour)
+	x.Prune()
+	x.AddPrint(tradeOf("s", "r", "fresh", "GPU", 1_000_000, clk.Now(), 1<<20))
+	if got := x.HeldAll(); got != 1 {
+		t.Fatalf("after Prune: %d prints held, want 1", got)
 	}
 }
 

@@ -41,7 +41,7 @@ type marketParts struct {
 // the supplier when the node has GPUs with a list price.
 func (n *Node) startMarket(ctx context.Context) error {
 	m := &n.market
-	m.trust = newTrustView(n.now)
+	m.trust = newTrustView(n.id, n.now)
 	if ps, err := n.KnownProfiles(); err == nil {
 		for _, p := range ps {
 			m.trust.observe(p)
@@ -217,6 +217,8 @@ func (n *Node) readTrades(ctx context.Context) {
 	}
 }
 
+// gcBook drops, every 10 s, the book's expired orders and the price
+// index's prints older than its window, of every model.
 func (n *Node) gcBook(ctx context.Context) {
 	t := time.NewTicker(10 * time.Second)
 	defer t.Stop()
@@ -226,6 +228,7 @@ func (n *Node) gcBook(ctx context.Context) {
 			return
 		case <-t.C:
 			n.market.book.GC()
+			n.market.index.Prune()
 		}
 	}
 }

@@ -17,8 +17,9 @@ import (
 // price index and the order book ask it on every read, so it answers
 // from memory: the profiles are indexed as they are kept.
 type trustView struct {
-	now func() time.Time
-	rep atomic.Pointer[reputation.Book] // set once verification starts
+	now  func() time.Time
+	self peer.ID                         // the node's own trades are believed: it made them
+	rep  atomic.Pointer[reputation.Book] // set once verification starts
 
 	mu       sync.RWMutex
 	profiles map[peer.ID]claimedGPUs
@@ -34,8 +35,8 @@ type claimedGPUs struct {
 	models  map[string]map[string]bool // model -> UUIDs
 }
 
-func newTrustView(now func() time.Time) *trustView {
-	return &trustView{now: now, profiles: map[peer.ID]claimedGPUs{}, sweepAt: 1024}
+func newTrustView(self peer.ID, now func() time.Time) *trustView {
+	return &trustView{now: now, self: self, profiles: map[peer.ID]claimedGPUs{}, sweepAt: 1024}
 }
 
 // observe indexes a validated profile, unless a newer one of the same
@@ -94,8 +95,12 @@ func (t *trustView) ProfileHas(supplier peer.ID, model string, uuids []string, c
 }
 
 // Reputation implements market.Trust from the reputation book; a supplier
-// in a UUID conflict scores 0, so that its prints do not count.
+// in a UUID conflict scores 0, so that its prints do not count. The node
+// itself is known and trusted: its own trades happened.
 func (t *trustView) Reputation(supplier peer.ID) (float64, bool) {
+	if supplier == t.self {
+		return 1, true
+	}
 	book := t.rep.Load()
 	if book == nil {
 		return 0.5, false

@@ -114,6 +114,20 @@ func selfDealtPrint(t *testing.T, supplier, renter crypto.PrivKey, model string,
 	return tp
 }
 
+// pass has by attest that sup passed a challenge of gpus GPUs of model,
+// so that by knows sup's reputation.
+func pass(t *testing.T, by, sup *Node, model string, gpus uint32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := by.Attest(ctx, &vpb.Attestation{
+		Subject: []byte(sup.ID()), Kind: reputation.KindChallenge, Passed: true, Reason: "test verdict",
+		Gpus: gpus, Model: model, ChallengeId: make([]byte, 32), CreatedMs: time.Now().UnixMilli(),
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSelfDealtPrintsDoNotMovePrices (issue 9, defect 5): two fresh keys
 // (no profile, no GPUs, no reputation) gossip 15 valid trade prints of
 // leases between themselves at 50.00. The price index and the dynamic
@@ -123,9 +137,11 @@ func TestSelfDealtPrintsDoNotMovePrices(t *testing.T) {
 	const model = "a100-80gb"
 	m := startMarketNet(t, []Config{
 		sellerConfig(t, "unset", "sim:a100-80gb:4", "eu-west", "dynamic", []string{"a100-80gb=1.40"}, nil),
-		sellerConfig(t, "unset", "sim:a100-80gb:2", "eu-west", "fixed", []string{"a100-80gb=0.80"}, nil),
+		sellerConfig(t, "unset", "sim:a100-80gb:3", "eu-west", "fixed", []string{"a100-80gb=0.80"}, nil),
 	})
 	dynamic, honest := m.nodes[0], m.nodes[1]
+	// The dynamic supplier believes only prints of suppliers it knows.
+	pass(t, dynamic, honest, model, 3)
 	// Two real trades of one renter with the honest supplier: both count
 	// only once (one supplier–renter pair within an hour).
 	for i := range 2 {
@@ -153,7 +169,8 @@ func TestSelfDealtPrintsDoNotMovePrices(t *testing.T) {
 		t.Fatalf("self-dealt prints count: %+v", pp)
 	}
 
-	// The honest supplier is sold out: the next renter gets the dynamic
+	// The honest supplier holds as many GPUs with no job on them as it
+	// allows (two of three): the next renter gets the dynamic
 	// supplier's quote, priced from the honest index only.
 	pricer, err := dynamic.cfg.Pricer()
 	if err != nil {
