@@ -193,6 +193,12 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	return nil, r.explain(ctx, req, offers, declines, shunned, unproven, tried)
 }
 
+// scoreOf is supplier's reputation by req.Score.
+func scoreOf(req RentRequest, supplier peer.ID) float64 {
+	rep, _, _ := req.Score(supplier)
+	return rep
+}
+
 // Connecting to suppliers before bidding.
 const (
 	// maxConnectSuppliers bounds the suppliers a renter connects to
@@ -200,6 +206,9 @@ const (
 	maxConnectSuppliers = 32
 	// connectTimeout bounds connecting to them, all in parallel.
 	connectTimeout = 5 * time.Second
+	// maxDialAddrs bounds the addresses of one ask dialled: an ask's
+	// author chooses them, so they are not a list of targets to flood.
+	maxDialAddrs = 4
 )
 
 // candidates lists the live asks of the models req allows: from the
@@ -229,28 +238,31 @@ func (r *Renter) candidates(ctx context.Context, req RentRequest) []*Ask {
 }
 
 // connectSuppliers connects to the suppliers of asks that could match
-// req, at the addresses each supplier signed in its ask. Suppliers send
-// quotes only over a connection the bidder has open (they never dial the
-// addresses a bid lists), so this is what lets their quotes come back.
-// Suppliers that pass req's reputation floor go first, then the cheaper.
+// req, at the addresses each supplier signed in its ask (at most
+// maxDialAddrs of them). Suppliers send quotes only over a connection the
+// bidder has open (they never dial the addresses a bid lists), so this
+// is what lets their quotes come back. Asks priced above req.MaxPrice or
+// offering fewer than req.Count GPUs are skipped, and so are unproven
+// suppliers unless req.AllowUnproven; proven suppliers go first, then
+// the cheaper, so that cheap asks of fresh keys cannot take every slot.
 func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequest) {
+	proven := func(a *Ask) bool { return req.Proven != nil && req.Proven(a.Supplier) }
 	var pick []*Ask
 	seen := map[peer.ID]bool{r.self: true}
 	for _, e := range req.Exclude {
 		seen[e] = true
 	}
 	for _, a := range asks {
-		if !seen[a.Supplier] && onlyAttrsUnknown(req.Filter, a) {
+		switch {
+		case seen[a.Supplier], !onlyAttrsUnknown(req.Filter, a):
+		case req.MaxPrice > 0 && a.PriceMicros > req.MaxPrice:
+		case int(a.Count) < req.Count:
+		case !req.AllowUnproven && !proven(a):
+		case req.Score != nil && !proven(a) && scoreOf(req, a.Supplier) < req.MinReputation:
+		default:
 			seen[a.Supplier] = true
 			pick = append(pick, a)
 		}
-	}
-	proven := func(a *Ask) bool {
-		if req.Score == nil {
-			return true
-		}
-		rep, _, _ := req.Score(a.Supplier)
-		return rep >= req.MinReputation
 	}
 	slices.SortStableFunc(pick, func(x, y *Ask) int {
 		if px, py := proven(x), proven(y); px != py {
@@ -269,7 +281,8 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 			continue
 		}
 		wg.Go(func() {
-			if err := r.cfg.Net.Host.Connect(ctx, peer.AddrInfo{ID: a.Supplier, Addrs: a.Addrs}); err != nil {
+			addrs := a.Addrs[:min(len(a.Addrs), maxDialAddrs)]
+			if err := r.cfg.Net.Host.Connect(ctx, peer.AddrInfo{ID: a.Supplier, Addrs: addrs}); err != nil {
 				r.log.Debug("connect to supplier", "supplier", a.Supplier, "err", err)
 			}
 		})

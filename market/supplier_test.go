@@ -378,6 +378,51 @@ func TestRentConnectsBeforeBidding(t *testing.T) {
 	}
 }
 
+// TestCheapUnprovenAsksDoNotCrowdOutProvenSupplier: 40 asks of fresh
+// keys, cheaper than a proven supplier's, listing many addresses, do not
+// take the connection slots before bidding: the renter connects to the
+// proven supplier whether or not it allows unproven ones.
+func TestCheapUnprovenAsksDoNotCrowdOutProvenSupplier(t *testing.T) {
+	now := time.Now
+	s := newTestSupplier(t, now)
+	rp := newTestPeer(t, now)
+	var asks []*Ask
+	for i := range 40 {
+		key := newTestKey(t)
+		a := &pb.Ask{
+			Nonce: nonce(), CreatedMs: now().UnixMilli(), ExpiresMs: now().Add(10 * time.Minute).UnixMilli(),
+			Model: "h100-sxm", Count: 4, PriceMicros: 100_000 + int64(i), Region: "eu-west",
+			MinDurationS: 60, MaxDurationS: 3600 * 24, Pricing: string(Fixed),
+		}
+		for p := range 16 {
+			a.Addrs = append(a.Addrs, ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 1+p)).Bytes())
+		}
+		ask, err := OpenAsk(mustSeal(t)(SealAsk(a, key)), now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		asks = append(asks, ask)
+	}
+	asks = append(asks, s.ask(t, now()))
+	supplier := s.net.Host.ID()
+	for _, allow := range []bool{false, true} {
+		r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Now: now, Log: quietLog()})
+		r.connectSuppliers(context.Background(), asks, RentRequest{
+			Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour, MaxPrice: 3_000_000,
+			Proven: func(p peer.ID) bool { return p == supplier }, AllowUnproven: allow,
+		})
+		if rp.net.Host.Network().Connectedness(supplier) != network.Connected {
+			t.Fatalf("AllowUnproven %v: the renter did not connect to the proven supplier", allow)
+		}
+		if n := len(rp.net.Host.Peerstore().Addrs(asks[0].Supplier)); n > maxDialAddrs {
+			t.Fatalf("AllowUnproven %v: %d addresses of a fresh key's ask dialled, want at most %d", allow, n, maxDialAddrs)
+		}
+		if err := rp.net.Host.Network().ClosePeer(supplier); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func mustParseFilter(t *testing.T, s string) Filter {
 	t.Helper()
 	f, err := ParseFilter(s)
