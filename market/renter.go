@@ -161,6 +161,20 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 		return nil, err
 	}
 	bidID := IDOf(raw)
+	// The renter's own book applies the caps relays apply: a bid it
+	// refuses, they would refuse too, and penalise the renter's relay.
+	if r.cfg.Book != nil {
+		bid, err := OpenBid(raw, now)
+		if err != nil {
+			return nil, fmt.Errorf("rent: own bid invalid: %w", err)
+		}
+		if err := r.cfg.Book.AddBidFrom(bid, ""); err != nil {
+			return nil, fmt.Errorf("rent: the order book refuses the bid (a renter has at most %d live bids; wait for one to end): %w", MaxBidsPerRenter, err)
+		}
+	}
+	// Once the rent is over, its bid is withdrawn, so that renting often
+	// does not keep MaxBidsPerRenter live bids out everywhere.
+	defer r.cancelBid(ctx, bidID)
 	ch := make(chan *Quote, 256)
 	r.mu.Lock()
 	r.waiting[bidID] = ch
@@ -198,6 +212,28 @@ func scoreOf(req RentRequest, supplier peer.ID) float64 {
 	rep, _, _ := req.Score(supplier)
 	return rep
 }
+
+// cancelBid withdraws the renter's bid id: from its own book, and over
+// gossip, best effort, within cancelBidTimeout even when ctx has ended.
+func (r *Renter) cancelBid(ctx context.Context, id ID) {
+	now := r.cfg.Now()
+	raw, err := SealCancel(&pb.Cancel{Nonce: nonce(), CreatedMs: now.UnixMilli(), OrderId: id[:]}, r.cfg.Key)
+	if err != nil {
+		r.log.Debug("seal the cancel of a bid", "bid", id.Short(), "err", err)
+		return
+	}
+	if c, err := OpenCancel(raw, now); err == nil && r.cfg.Book != nil {
+		r.cfg.Book.Cancel(c)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelBidTimeout)
+	defer cancel()
+	if err := r.cfg.Orders.Publish(ctx, raw); err != nil {
+		r.log.Debug("publish the cancel of a bid", "bid", id.Short(), "err", err)
+	}
+}
+
+// cancelBidTimeout bounds publishing the cancel of a rent's bid.
+const cancelBidTimeout = 2 * time.Second
 
 // Connecting to suppliers before bidding.
 const (

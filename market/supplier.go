@@ -352,7 +352,12 @@ func (s *Supplier) postAsks(ctx context.Context) bool {
 			s.log.Warn("own ask invalid", "model", m, "err", err)
 			continue
 		}
-		s.cfg.Book.AddAsk(ask)
+		// Relays apply the caps the supplier's own book does: an ask it
+		// refuses, they would refuse too, and penalise its relay.
+		if err := s.cfg.Book.AddAskFrom(ask, ""); err != nil {
+			s.log.Warn("own ask refused by the order book; not published", "model", m, "err", err)
+			continue
+		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err = s.cfg.Orders.Publish(pctx, raw)
 		cancel()

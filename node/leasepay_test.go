@@ -289,6 +289,29 @@ func TestLeaseLongerThanMaxLeaseIsDeclined(t *testing.T) {
 	}
 }
 
+// TestRentingOftenKeepsGettingQuotes: one renter rents twelve times back
+// to back, more than market.MaxBidsPerRenter within a bid's lifetime.
+// Each rent withdraws its bid as it returns, so every bid passes the
+// books' per-renter cap and gets the supplier's answer (here a duration
+// decline, which leases nothing).
+func TestRentingOftenKeepsGettingQuotes(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		h100Seller(t, "sim:h100-sxm:4", nil),
+	})
+	ownAsk(t, m.nodes[1])
+	for i := range 12 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := m.rc.Rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"),
+			Count: 1, Duration: 720 * time.Hour, MaxPrice: 3_000_000, Wait: time.Second, MinReputation: reputation.DefaultFloor})
+		cancel()
+		var nm *market.NoMatch
+		if !errors.As(err, &nm) || !strings.Contains(nm.Error(), "does not lease for 720h") {
+			t.Fatalf("rent %d: err %v; want the supplier's duration decline", i, err)
+		}
+	}
+}
+
 // jobSpec is a one-GPU job that sleeps.
 func jobSpec(t *testing.T) *job.Spec {
 	t.Helper()

@@ -120,8 +120,7 @@ func tflops(p verify.DeviceProfile) int {
 // order book's caps, so that an order the book will not hold is neither
 // delivered nor forwarded and earns its relay no score. The book takes
 // asks and bids here, in one step with the caps; cancels are applied as
-// they are read. The node's own orders are already in its book (or, for
-// a bid, never are) and pass. A relay that alone forwards more live
+// they are read. The node's own orders are already in its book and pass. A relay that alone forwards more live
 // orders of one author than the author's cap is penalised: honest relays
 // apply the same cap first (market.ErrRelayFlood).
 func (n *Node) admitOrder(ov *market.OrderValidator) p2p.RelayCheckFunc {
