@@ -55,12 +55,18 @@ var (
 const (
 	// MaxAsksPerModel is how many asks of one model a book holds.
 	MaxAsksPerModel = 500
+	// MaxAsks is how many asks a book holds in all: model names are free
+	// to make up, so the per-model caps alone bound nothing.
+	MaxAsks = 2000
 	// MaxBids is how many bids a book holds (a bid's filter may name
 	// many models, or none).
 	MaxBids = 1000
 	// MaxAsksPerRelay is how many asks of one model may come through one
 	// relaying peer.
 	MaxAsksPerRelay = MaxAsksPerModel / 4
+	// MaxAsksPerRelayAll is how many asks of all models may come through
+	// one relaying peer.
+	MaxAsksPerRelayAll = MaxAsks / 4
 	// MaxBidsPerRelay is how many bids may come through one relaying peer.
 	MaxBidsPerRelay = MaxBids / 4
 	// MaxAsksPerSupplier is how many live asks one supplier may have
@@ -117,12 +123,13 @@ type tombstone struct {
 // Orders past their expiry are never returned, even before GC removes
 // them.
 //
-// The book is capped per model, per relaying peer, and per author (see
-// the Max constants). When a model's asks (or the bids) are full, a new
-// order makes room by evicting the oldest ask whose supplier's profile
-// does not list its GPUs, else the oldest order of the largest relaying
-// source, unless that source is the new order's own: then the new order
-// is refused. With a Trust (WithBookTrust), an ask is listed (returned by
+// The book is capped per model and in all, per relaying peer (per model
+// and in all), and per author (see the Max constants). When a model's
+// asks, all asks, or the bids are full, a new order makes room by
+// evicting (among that model's asks, or all) the oldest ask whose
+// supplier's profile does not list its GPUs, else the oldest order of
+// the largest relaying source, unless that source is the new order's
+// own: then the new order is refused. With a Trust (WithBookTrust), an ask is listed (returned by
 // Asks, Ask and FindAsk, so served to renters and priced against) only
 // while its supplier's valid profile has at least that many GPUs of the
 // model; unlisted asks are held, within the caps, and listed once the
@@ -143,6 +150,7 @@ type Book struct {
 
 	from       map[ID]peer.ID             // order -> the peer that relayed it ("" for the node's own)
 	askRelays  map[string]map[peer.ID]int // model -> relay -> asks held
+	askRelayed map[peer.ID]int            // relay -> asks held, all models
 	askAuthors map[peer.ID]int            // supplier -> asks held
 	askVia     map[authorRelay]int        // (supplier, relay) -> asks held
 	bidRelays  map[peer.ID]int            // relay -> bids held
@@ -179,6 +187,7 @@ func NewBook(now func() time.Time, opts ...BookOption) *Book {
 		cancelled:  make(map[cancelKey]tombstone),
 		from:       make(map[ID]peer.ID),
 		askRelays:  make(map[string]map[peer.ID]int),
+		askRelayed: make(map[peer.ID]int),
 		askAuthors: make(map[peer.ID]int),
 		askVia:     make(map[authorRelay]int),
 		bidRelays:  make(map[peer.ID]int),
@@ -260,6 +269,7 @@ func (b *Book) AddAskFrom(a *Ask, from peer.ID) error {
 		b.askRelays[a.Model] = make(map[peer.ID]int)
 	}
 	b.askRelays[a.Model][from]++
+	b.askRelayed[from]++
 	return nil
 }
 
@@ -280,27 +290,36 @@ func (b *Book) askRoom(a *Ask, from peer.ID) error {
 		return authorCapErr(b.askVia[authorRelay{a.Supplier, from}] >= MaxAsksPerSupplier)
 	case from != "" && b.askRelays[a.Model][from] >= MaxAsksPerRelay:
 		return ErrBookFull
-	case len(b.asksModel[a.Model]) < MaxAsksPerModel:
-		return nil
-	}
-	victim := b.askVictim(a, from)
-	if victim == nil {
+	case from != "" && b.askRelayed[from] >= MaxAsksPerRelayAll:
 		return ErrBookFull
 	}
-	b.removeAsk(victim)
+	// A full model gives up one of its asks; a full book, one of any.
+	if len(b.asksModel[a.Model]) >= MaxAsksPerModel {
+		victim := b.askVictim(a, from, b.asksModel[a.Model], b.askRelays[a.Model])
+		if victim == nil {
+			return ErrBookFull
+		}
+		b.removeAsk(victim)
+	} else if len(b.asks) >= MaxAsks {
+		victim := b.askVictim(a, from, b.asks, b.askRelayed)
+		if victim == nil {
+			return ErrBookFull
+		}
+		b.removeAsk(victim)
+	}
 	return nil
 }
 
-// askVictim picks the ask a's model gives up for a: the oldest unlisted
-// one, else (only for a listed a) the oldest of the largest relaying
-// source other than a's own; nil when there is none. The caller holds
-// b.mu.
-func (b *Book) askVictim(a *Ask, from peer.ID) *Ask {
+// askVictim picks the ask of asks (those of a's model, or all) that a
+// makes room for: the oldest unlisted one, else (only for a listed a)
+// the oldest of the largest relaying source by relays other than a's
+// own; nil when there is none. The caller holds b.mu.
+func (b *Book) askVictim(a *Ask, from peer.ID, asks map[ID]*Ask, relays map[peer.ID]int) *Ask {
 	var victim *Ask
 	older := func(x *Ask) bool {
 		return victim == nil || x.CreatedMs < victim.CreatedMs || x.CreatedMs == victim.CreatedMs && compareIDs(x.ID, victim.ID) < 0
 	}
-	for _, x := range b.asksModel[a.Model] {
+	for _, x := range asks {
 		if !b.listed(x) && older(x) {
 			victim = x
 		}
@@ -308,11 +327,11 @@ func (b *Book) askVictim(a *Ask, from peer.ID) *Ask {
 	if victim != nil || !b.listed(a) {
 		return victim
 	}
-	largest := largestSource(b.askRelays[a.Model])
+	largest := largestSource(relays)
 	if largest == "" || largest == from {
 		return nil
 	}
-	for _, x := range b.asksModel[a.Model] {
+	for _, x := range asks {
 		if b.from[x.ID] == largest && older(x) {
 			victim = x
 		}
@@ -380,6 +399,7 @@ func (b *Book) removeAsk(a *Ask) {
 	delete(b.from, a.ID)
 	decrement(b.askAuthors, a.Supplier)
 	decrementVia(b.askVia, authorRelay{a.Supplier, from})
+	decrement(b.askRelayed, from)
 	if r := b.askRelays[a.Model]; r != nil {
 		decrement(r, from)
 		if len(r) == 0 {
@@ -758,8 +778,5 @@ func (b *Book) Held() (asks, bids int) {
 func (b *Book) HeldFrom(relay peer.ID) (asks, bids int) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	for _, r := range b.askRelays {
-		asks += r[relay]
-	}
-	return asks, b.bidRelays[relay]
+	return b.askRelayed[relay], b.bidRelays[relay]
 }

@@ -254,6 +254,48 @@ func TestBookCapsBidsPerRelayAuthorAndInAll(t *testing.T) {
 	}
 }
 
+// TestBookCapsAsksAcrossModels: model names are free, so one relay
+// spreading asks over made-up models is held to MaxAsksPerRelayAll, and
+// the book to MaxAsks in all; a new relay's asks then evict the oldest of
+// the largest relaying source.
+func TestBookCapsAsksAcrossModels(t *testing.T) {
+	clk := newManualClock()
+	now := clk.Now()
+	b := market.NewBook(clk.Now)
+	n := 0
+	add := func(relay peer.ID) error {
+		n++
+		a := mkAsk(askSpec{supplier: peer.ID(fmt.Sprint("s", n)), model: fmt.Sprint("model-", n), price: 100_000, created: now.Add(time.Duration(n) * time.Millisecond)})
+		return b.AddAskFrom(a, relay)
+	}
+	for i := range market.MaxAsksPerRelayAll {
+		if err := add("relay-0"); err != nil {
+			t.Fatalf("ask %d of relay-0: %v", i, err)
+		}
+	}
+	if err := add("relay-0"); !errors.Is(err, market.ErrBookFull) {
+		t.Fatalf("ask past relay-0's cap across models: %v, want ErrBookFull", err)
+	}
+	// Four more relays: the book fills up, and then each new ask evicts
+	// the oldest of the largest source, until the sources are even.
+	for r := 1; r <= 4; r++ {
+		relay := peer.ID(fmt.Sprint("relay-", r))
+		for range market.MaxAsksPerRelayAll {
+			if err := add(relay); err != nil && !errors.Is(err, market.ErrBookFull) {
+				t.Fatalf("ask of %s: %v", relay, err)
+			}
+		}
+	}
+	if asks, _ := b.Held(); asks != market.MaxAsks {
+		t.Fatalf("book holds %d asks, want %d", asks, market.MaxAsks)
+	}
+	for r := range 5 {
+		if got, _ := b.HeldFrom(peer.ID(fmt.Sprint("relay-", r))); got < market.MaxAsks/5-1 || got > market.MaxAsks/5+1 {
+			t.Fatalf("relay-%d holds %d asks, want %d±1: the largest source gives way", r, got, market.MaxAsks/5)
+		}
+	}
+}
+
 func TestBookListsOnlyProfiledAsksAndEvictsUnlistedFirst(t *testing.T) {
 	clk := newManualClock()
 	now := clk.Now()
