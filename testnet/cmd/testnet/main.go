@@ -275,20 +275,36 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		{"rent two H100s for an hour, paying at most 2.50 per GPU-hour: by default only from proven suppliers, and nobody has challenged node 0 yet (the impostor failed), so rent says why it leases from none", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50"}, bs...), true, 0},
 		{"the same with --allow-unproven: node 0, unproven but not failed, is leased from; the impostor is still left out", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50", "--allow-unproven"}, bs...), false, 500 * time.Millisecond},
 		{"a bid nobody can fill is told why", append([]string{"rent", "model=h100-sxm", "--count", "16", "--hours", "1", "--max-price", "1.00"}, bs...), true, 0},
-		{"the price index, from trade prints every node saw", append([]string{"prices"}, api(1)...), false, 0},
 	}...)
+	if err := c.runSteps(ctx, *bin, steps); err != nil {
+		return err
+	}
+	if err := c.jobDemo(ctx, st, *bin); err != nil {
+		return err
+	}
+	// Last: a price index counts only the trades of suppliers whose
+	// reputation it knows. Node 0's counts the job's lease from node 1,
+	// which it passed, and its own lease above; nobody else knows node
+	// 0's reputation, so no other index counts that one.
+	return c.runSteps(ctx, *bin, []step{
+		{"node 0's price index: trade prints of suppliers whose reputation it knows (node 1, which it passed, and itself)", append([]string{"prices"}, api(0)...), false, 0},
+	})
+}
+
+// runSteps runs each step's command, showing it and its output.
+func (c *cli) runSteps(ctx context.Context, bin string, steps []step) error {
 	for _, step := range steps {
-		fmt.Fprintf(c.stdout, "# %s\n$ %s %s\n", step.title, filepath.Base(*bin), strings.Join(step.args, " "))
-		cmd := exec.CommandContext(ctx, *bin, step.args...)
+		fmt.Fprintf(c.stdout, "# %s\n$ %s %s\n", step.title, filepath.Base(bin), strings.Join(step.args, " "))
+		cmd := exec.CommandContext(ctx, bin, step.args...)
 		cmd.Stdout, cmd.Stderr = c.stdout, c.stdout
 		cmd.WaitDelay = 2 * time.Second
 		if err := cmd.Run(); err != nil && !step.mayErr {
-			return fmt.Errorf("testnet: demo: %s %s: %w", *bin, strings.Join(step.args, " "), err)
+			return fmt.Errorf("testnet: demo: %s %s: %w", bin, strings.Join(step.args, " "), err)
 		}
 		fmt.Fprintln(c.stdout)
 		time.Sleep(step.pause)
 	}
-	return c.jobDemo(ctx, st, *bin)
+	return nil
 }
 
 // demoJob counts to 30, one step every 0.3 s, keeping its place in
