@@ -307,7 +307,7 @@ func TestConcurrentProposalsNeverOverbook(t *testing.T) {
 func TestUnconfirmedReservationLapses(t *testing.T) {
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
-		sellerConfig(t, "unset", "sim:h100-sxm:2", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
+		sellerConfig(t, "unset", "sim:h100-sxm:4", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
 	})
 	sup := m.nodes[1]
 	ask := sup.Book().Asks("h100-sxm")[0]
@@ -332,12 +332,12 @@ func TestUnconfirmedReservationLapses(t *testing.T) {
 	if err := p2p.ReadMsg(st, market.LeaseType.MaxSize+1024, &resp); err != nil || len(resp.Lease) == 0 {
 		t.Fatalf("no countersigned lease: %v %q", err, resp.Refused)
 	}
-	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 0 {
-		t.Fatalf("%d free while reserved, want 0", free)
+	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 2 {
+		t.Fatalf("%d free while reserved, want 2", free)
 	}
 	st.Reset() // the renter vanishes without confirming
 	eventually(t, market.ConfirmWindow+5*time.Second, "reservation released", func() bool {
-		return sup.Supplier().Ledger().Free("h100-sxm") == 2
+		return sup.Supplier().Ledger().Free("h100-sxm") == 4
 	})
 	ls, _ := leaseViews(sup.store, time.Now())
 	if len(ls) != 1 || ls[0].State != "lapsed" {
