@@ -84,8 +84,11 @@ func (s *Supplier) admit(p *Proposal, now time.Time) (*hold, Decline, string) {
 		return nil, DeclineUnclaimed, fmt.Sprintf("%d of your leases here are unconfirmed or have no job started on them (at most %d); start a job on one or let it be released", n, MaxRenterHolds)
 	}
 	// Fresh keys pass the per-renter cap: all renters together hold at
-	// most heldCap GPUs of a model with no job on them.
-	if c := heldCap(len(s.cfg.GPUs[p.Model])); held+int(p.Count) > c {
+	// most heldCap GPUs of a model with no job on them. A lease of more
+	// than that is admitted only while nothing else is held, so that a
+	// whole machine can still be leased (and its job started at once),
+	// while Sybil keys cannot stack holds past half of it.
+	if c := heldCap(len(s.cfg.GPUs[p.Model])); held > 0 && held+int(p.Count) > c {
 		return nil, DeclineBusy, fmt.Sprintf("%d of %d %s GPUs here are leased with no job started on them yet and %d more were asked; at most %d may be, so try again later", held, len(s.cfg.GPUs[p.Model]), p.Model, p.Count, c)
 	}
 	h := &hold{renter: p.Renter, model: p.Model, count: int(p.Count)}
@@ -94,8 +97,8 @@ func (s *Supplier) admit(p *Proposal, now time.Time) (*hold, Decline, string) {
 }
 
 // heldCap is how many of total GPUs of a model may be held with no job
-// started on them, by all renters together: half, rounded up, so that a
-// one-GPU supplier can still lease.
+// started on them, by all renters together, once anything is held: half,
+// rounded up.
 func heldCap(total int) int { return (total + 1) / 2 }
 
 // endHold records how the lease exchange for id, admitted as h, ended (a

@@ -267,6 +267,25 @@ func TestFreshKeysHoldAtMostHalf(t *testing.T) {
 	}
 }
 
+// TestWholeSupplierLeasableWhenNothingIsHeld: the cap on all renters'
+// holds leaves a whole machine leasable while nothing else is held, and
+// then refuses a fresh key's hold on top of it.
+func TestWholeSupplierLeasableWhenNothingIsHeld(t *testing.T) {
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		h100Seller(t, "sim:h100-sxm:4", nil),
+	})
+	sup := m.nodes[1]
+	ask := ownAsk(t, sup)
+	if _, resp := proposeRaw(t, newRentClient(t, m), ask, 4, 400); len(resp.Lease) == 0 {
+		t.Fatalf("a lease of all 4 GPUs with nothing held: refused %q", resp.Refused)
+	}
+	_, resp := proposeRaw(t, newRentClient(t, m), ask, 1, 401)
+	if len(resp.Lease) != 0 || !strings.HasPrefix(resp.Refused, string(market.DeclineBusy)+":") {
+		t.Fatalf("a fresh key on top of a whole-machine hold: refusal %q, lease %d bytes; want busy", resp.Refused, len(resp.Lease))
+	}
+}
+
 // TestLeaseLongerThanMaxLeaseIsDeclined: a supplier grants leases up to
 // its max_lease (24 h by default), says so in its ask, and declines a
 // month-long bid with "duration".
