@@ -198,7 +198,17 @@ func TestPricingModes(t *testing.T) {
 	if err != nil || l2.PriceMicros != 1_197_000 {
 		t.Fatalf("dynamic after a lease: lease at %d, err %v", priceOf(l2), err)
 	}
-	// auction: undercuts the fixed 0.50 ask by 1%, below its own list 0.60.
+	// auction: undercuts the fixed 0.50 ask by 1%, below its own list 0.60,
+	// once the fixed supplier's ask is listed in its book (a book lists an
+	// ask only once it holds the supplier's profile).
+	eventually(t, 30*time.Second, "the fixed ask listed in the auction supplier's book", func() bool {
+		for _, a := range m.nodes[3].Book().Asks("rtx4090") {
+			if a.Supplier == m.nodes[2].ID() {
+				return true
+			}
+		}
+		return false
+	})
 	l, err = m.rent(t, "model=rtx4090", 1, "1")
 	if err != nil || l.PriceMicros != 495_000 || l.Supplier != m.nodes[3].ID() {
 		t.Fatalf("auction: lease at %d from %s, err %v; want 0.495 from the auction supplier", priceOf(l), supplierOf(l), err)
