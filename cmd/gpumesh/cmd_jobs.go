@@ -45,6 +45,10 @@ func (a *app) nodeClient(cmd *cobra.Command) (*nodeClient, error) {
 	return &nodeClient{base: "http://" + cfg.API, token: token}, nil
 }
 
+// errUnauthorized is a 401 from the node's API: no token, or another
+// node's.
+var errUnauthorized = errors.New("401 Unauthorized")
+
 // do sends a request and decodes a JSON answer into out (unless nil).
 func (c *nodeClient) do(ctx context.Context, method, path string, body, out any) error {
 	var rd io.Reader
@@ -59,7 +63,9 @@ func (c *nodeClient) do(ctx context.Context, method, path string, body, out any)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -74,6 +80,9 @@ func (c *nodeClient) do(ctx context.Context, method, path string, body, out any)
 		if json.NewDecoder(resp.Body).Decode(&nm) == nil {
 			return &market.NoMatch{Reasons: nm.Reasons}
 		}
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		return fmt.Errorf("node API %s %s: %w", method, path, errUnauthorized)
 	}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -162,37 +163,21 @@ func newPeersCmd(a *app) *cobra.Command {
 
 // getJSON asks the node's API (cfg.API) for path with the token of the
 // node whose data dir is cfg.DataDir, and decodes the JSON answer into v.
+// Without a token the request still goes out: that the node is not
+// running is the likelier problem, and the better error.
 func getJSON(cmd *cobra.Command, cfg node.Config, path string, v any) error {
-	// Without a token the request still goes out: that the node is not
-	// running is the likelier problem, and the better error.
 	token, tokenErr := node.ReadToken(cfg.DataDir)
-	url := "http://" + cfg.API + path
-	client := &http.Client{Timeout: 5 * time.Second}
-	req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	if tokenErr == nil {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach the node's API at %s: %w; is `gpumesh node` running? (pass --api HOST:PORT)", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusUnauthorized {
+	c := &nodeClient{base: "http://" + cfg.API, token: token}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+	defer cancel()
+	err := c.do(ctx, http.MethodGet, path, nil, v)
+	if errors.Is(err, errUnauthorized) {
 		if tokenErr != nil {
-			return fmt.Errorf("node API %s: %s: it needs the node's token, and %s has none (%v); pass --data of the node you ask", url, resp.Status, cfg.DataDir, tokenErr)
+			return fmt.Errorf("%w: it needs the node's token, and %s has none (%v); pass --data of the node you ask", err, cfg.DataDir, tokenErr)
 		}
-		return fmt.Errorf("node API %s: %s: the token in %s is not that node's; pass --data of the node you ask", url, resp.Status, cfg.DataDir)
+		return fmt.Errorf("%w: the token in %s is not that node's; pass --data of the node you ask", err, cfg.DataDir)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("node API %s: %s", url, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("node API %s: decode: %w", url, err)
-	}
-	return nil
+	return err
 }
 
 func uptime(p *float64) string {
