@@ -501,7 +501,7 @@ func (r *Renter) propose(ctx context.Context, supplier peer.ID, p *pb.LeasePropo
 	// Keep the lease durably before confirming it: a renter that crashes
 	// now has a lease the supplier will let lapse, never the reverse.
 	if r.cfg.Store != nil {
-		if err := saveLease(r.cfg.Store, l.ID, resp.Lease, "confirmed", "renter", r.cfg.Now()); err != nil {
+		if err := saveLease(r.cfg.Store, l.ID, resp.Lease, LeaseConfirmed, RoleRenter, r.cfg.Now()); err != nil {
 			st.Reset()
 			return nil, "", fmt.Errorf("lease %s: keep: %w", l.ID.Short(), err)
 		}
@@ -520,7 +520,7 @@ func (r *Renter) propose(ctx context.Context, supplier peer.ID, p *pb.LeasePropo
 	}
 	if ok.Refused != "" {
 		if r.cfg.Store != nil {
-			_ = saveLease(r.cfg.Store, l.ID, resp.Lease, "lapsed", "renter", r.cfg.Now())
+			_ = saveLease(r.cfg.Store, l.ID, resp.Lease, LeaseLapsed, RoleRenter, r.cfg.Now())
 		}
 		return nil, ok.Refused, nil
 	}

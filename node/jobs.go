@@ -90,11 +90,11 @@ func (n *Node) startJobs(ctx context.Context) error {
 				switch {
 				case err != nil:
 					return nil, err
-				case sl.Role != "supplier":
+				case sl.Role != market.RoleSupplier:
 					return nil, fmt.Errorf("lease %s was not made by this supplier", id.Short())
-				case sl.State != "confirmed" && sl.Reason != "":
+				case sl.State != market.LeaseConfirmed && sl.Reason != "":
 					return nil, fmt.Errorf("lease %s is %s, not confirmed: %s", id.Short(), sl.State, sl.Reason)
-				case sl.State != "confirmed":
+				case sl.State != market.LeaseConfirmed:
 					return nil, fmt.Errorf("lease %s is %s, not confirmed", id.Short(), sl.State)
 				}
 				return sl.Lease, nil

@@ -151,11 +151,11 @@ type LeaseView struct {
 // ViewLease describes a validated lease: verified means both signatures
 // (the renter's on the proposal, the supplier's on the lease) checked out,
 // which every market.Lease value guarantees.
-func ViewLease(l *market.Lease, state, role string) LeaseView {
+func ViewLease(l *market.Lease, state market.LeaseState, role market.Role) LeaseView {
 	return LeaseView{
 		LeaseID: l.ID.String(), Supplier: l.Supplier.String(), Renter: l.Renter.String(),
 		Model: l.Model, Count: int(l.Count), PriceMicros: l.PriceMicros, Price: market.FormatPrice(l.PriceMicros),
-		Start: l.Start().UTC(), End: l.End().UTC(), GPUs: l.GpuUuids, Verified: true, State: state, Role: role,
+		Start: l.Start().UTC(), End: l.End().UTC(), GPUs: l.GpuUuids, Verified: true, State: state.String(), Role: role.String(),
 	}
 }
 

@@ -416,7 +416,7 @@ settlement statement. With --verify the command exits 1 when any lease has a pro
 				if !r.Valid {
 					valid = "INVALID"
 				}
-				rows = append(rows, []string{short(r.LeaseID), r.Role, strconv.Itoa(r.Receipts), fmt.Sprintf("%.1f", r.GPUSeconds), market.FormatPrice(r.AmountMicros), market.FormatPrice(r.PaidMicros), strconv.FormatBool(r.Settled), valid})
+				rows = append(rows, []string{short(r.LeaseID), r.Role.String(), strconv.Itoa(r.Receipts), fmt.Sprintf("%.1f", r.GPUSeconds), market.FormatPrice(r.AmountMicros), market.FormatPrice(r.PaidMicros), strconv.FormatBool(r.Settled), valid})
 			}
 			a.table([]string{"LEASE", "ROLE", "RECEIPTS", "GPU-SECONDS", "BILLED", "PAID", "SETTLED", "CHECK"}, rows)
 			for _, r := range reps {

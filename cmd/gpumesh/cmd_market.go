@@ -112,7 +112,7 @@ a job at once.`,
 			if err != nil {
 				return err
 			}
-			if err := a.printLease(node.ViewLease(l, "confirmed", "renter")); err != nil {
+			if err := a.printLease(node.ViewLease(l, market.LeaseConfirmed, market.RoleRenter)); err != nil {
 				return err
 			}
 			if !a.json {

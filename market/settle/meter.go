@@ -42,7 +42,7 @@ type Meter struct {
 // is in use in led, it returns that one. The terms are kept with the
 // lease and must not change.
 func NewMeter(led *Ledger, key crypto.PrivKey, t Terms) (*Meter, error) {
-	t, err := led.adopt(RoleSupplier, key, t)
+	t, err := led.adopt(market.RoleSupplier, key, t)
 	if err != nil {
 		return nil, fmt.Errorf("settle: meter: %w", err)
 	}

@@ -38,7 +38,7 @@ type Payer struct {
 // of the lease is in use in led, it returns that one. The terms are kept
 // with the lease and must not change.
 func NewPayer(led *Ledger, key crypto.PrivKey, t Terms) (*Payer, error) {
-	t, err := led.adopt(RoleRenter, key, t)
+	t, err := led.adopt(market.RoleRenter, key, t)
 	if err != nil {
 		return nil, fmt.Errorf("settle: payer: %w", err)
 	}

@@ -735,7 +735,7 @@ func TestTermsOf(t *testing.T) {
 	got := TermsOf(l, job)
 	want := Terms{LeaseID: market.ID{7}, JobID: job, Renter: ren.id, Supplier: sup.id, GPUs: 4, PriceMicros: 3_600_000,
 		Start: testStart, End: testStart.Add(time.Hour), Interval: 2 * time.Second, CreditLimit: 16_000} // two intervals: 2 × 2 s × 4 GPUs at 3.60/h
-	if metaOf(RoleRenter, got) != metaOf(RoleRenter, want) {
+	if metaOf(market.RoleRenter, got) != metaOf(market.RoleRenter, want) {
 		t.Fatalf("TermsOf = %+v, want %+v", got, want)
 	}
 }

@@ -13,18 +13,18 @@ import (
 
 // Report is the audit of one lease's records (gpumesh receipts --verify).
 type Report struct {
-	LeaseID      string   `json:"lease_id"`
-	Role         string   `json:"role"` // RoleSupplier or RoleRenter
-	Supplier     string   `json:"supplier"`
-	Renter       string   `json:"renter"`
-	Receipts     int      `json:"receipts"`
-	Attempts     []uint32 `json:"attempts"`
-	GPUSeconds   float64  `json:"gpu_seconds"`
-	AmountMicros int64    `json:"amount_micros"` // the last receipt's cum_amount_micros
-	PaidMicros   int64    `json:"paid_micros"`   // the best voucher's
-	Settled      bool     `json:"settled"`       // a valid settlement is kept
-	Valid        bool     `json:"valid"`         // no problems
-	Problems     []string `json:"problems"`
+	LeaseID      string      `json:"lease_id"`
+	Role         market.Role `json:"role"`
+	Supplier     string      `json:"supplier"`
+	Renter       string      `json:"renter"`
+	Receipts     int         `json:"receipts"`
+	Attempts     []uint32    `json:"attempts"`
+	GPUSeconds   float64     `json:"gpu_seconds"`
+	AmountMicros int64       `json:"amount_micros"` // the last receipt's cum_amount_micros
+	PaidMicros   int64       `json:"paid_micros"`   // the best voucher's
+	Settled      bool        `json:"settled"`       // a valid settlement is kept
+	Valid        bool        `json:"valid"`         // no problems
+	Problems     []string    `json:"problems"`
 }
 
 // Verify audits what the ledger keeps of lease as of now. It opens every
@@ -125,7 +125,7 @@ func (l *Ledger) Verify(lease market.ID, now time.Time) (Report, error) {
 	}
 
 	// The renter's voucher for each receipt.
-	if meta.Role == RoleRenter {
+	if meta.Role == market.RoleRenter {
 		var prevV *Voucher
 		acks := 0
 		err = l.eachSeq(ksAcks, lease, func(seq uint64, raw []byte) error {
