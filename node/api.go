@@ -68,12 +68,12 @@ func (n *Node) startAPI() error {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		ps, err := n.KnownProfiles()
+		offers, err := n.Offers(f)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		writeJSON(w, nonNil(MatchOffers(ps, f, n.market.book.Asks(""), n.verify.rep)))
+		writeJSON(w, nonNil(offers))
 	})
 	mux.HandleFunc("GET /api/v1/orders", func(w http.ResponseWriter, r *http.Request) {
 		f, err := market.ParseFilter(r.URL.Query().Get("filter"), filterModels())

@@ -169,7 +169,7 @@ echo written; sleep 300`}, nil)
 			}
 			for _, p := range ps {
 				if p.ID == jn.cheap.ID() {
-					offers = OffersFromProfile(p)
+					offers = market.OffersFromProfile(p, nil)
 				}
 			}
 			return len(offers) > 0

@@ -175,18 +175,10 @@ func (n *Node) rent(ctx context.Context, req market.RentRequest) (*market.Lease,
 	// fate, which failover exists to avoid.
 	req.Exclude = append(req.Exclude, n.id)
 	if req.Score == nil {
-		req.Score = func(p peer.ID) (float64, bool, *float64) {
-			s := n.verify.rep.Score(p)
-			var up *float64
-			if s.Pings > 0 {
-				u := s.Uptime * 100
-				up = &u
-			}
-			return s.Reputation, s.Verified, up
-		}
+		req.Score = n.verify.rep.Standing
 	}
 	if req.Proven == nil {
-		req.Proven = func(p peer.ID) bool { return proven(n.verify.rep.Score(p)) }
+		req.Proven = func(p peer.ID) bool { return n.verify.rep.Score(p).Proven() }
 	}
 	return n.jobs.renter.Rent(ctx, req)
 }

@@ -98,16 +98,8 @@ func (c *RentClient) asks(ctx context.Context, models []string) ([]*market.Ask, 
 func (c *RentClient) Rent(ctx context.Context, req market.RentRequest) (*market.Lease, error) {
 	req.Books = c.books()
 	if book := syncReputation(ctx, c.net, c.bootstrap, c.now, c.log); book != nil && req.Score == nil {
-		req.Score = func(p peer.ID) (float64, bool, *float64) {
-			s := book.Score(p)
-			var up *float64
-			if s.Pings > 0 {
-				u := s.Uptime * 100
-				up = &u
-			}
-			return s.Reputation, s.Verified, up
-		}
-		req.Proven = func(p peer.ID) bool { return proven(book.Score(p)) }
+		req.Score = book.Standing
+		req.Proven = func(p peer.ID) bool { return book.Score(p).Proven() }
 	}
 	return c.renter.Rent(ctx, req)
 }

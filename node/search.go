@@ -193,5 +193,9 @@ func (c *LightClient) Search(ctx context.Context, f market.Filter) ([]market.Off
 	if err := ctx.Err(); err != nil && len(profiles) == 0 {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	return MatchOffers(profiles, f, <-booked, <-rated), nil
+	in := market.OfferInputs{Asks: <-booked, TFLOPS: verify.TFLOPS}
+	if book := <-rated; book != nil {
+		in.Score = book.Standing
+	}
+	return market.MatchOffers(profiles, f, in), nil
 }
