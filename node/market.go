@@ -16,11 +16,9 @@ import (
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
-// Per-author gossip rate limits: generous for honest nodes (a supplier
-// posts one ask per model every few minutes), tight enough to stop floods.
+// Per-author gossip rate limits of the trades topic (those of the orders
+// topic are market.OrderRate and OrderBurst).
 const (
-	orderRate  = rate.Limit(20)
-	orderBurst = 40
 	tradeRate  = rate.Limit(10)
 	tradeBurst = 20
 )
@@ -50,7 +48,7 @@ func (n *Node) startMarket(ctx context.Context) error {
 	m.book = market.NewBook(n.now, market.WithBookTrust(m.trust))
 	m.index = market.NewPriceIndex(n.now, 24*time.Hour, market.WithTrust(m.trust, reputation.DefaultFloor))
 	var err error
-	ov := market.NewOrderValidator(n.now, orderRate, orderBurst)
+	ov := market.NewOrderValidator(n.now, market.OrderRate, market.OrderBurst)
 	if m.orders, err = p2p.JoinRelayTopic(n.net.PubSub, n.id, market.OrdersTopic, n.admitOrder(ov), n.log); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}

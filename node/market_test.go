@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/node/light"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 	vpb "github.com/gpumesh/gpumesh/verify/pb"
@@ -32,7 +33,7 @@ func sellerConfig(t *testing.T, dir, gpus, region, pricing string, prices []stri
 // marketNet is a network of selling nodes plus a renter.
 type marketNet struct {
 	nodes []*Node
-	rc    *RentClient
+	rc    *light.Client
 	rst   store.Store
 }
 
@@ -69,7 +70,7 @@ func startMarketNet(t *testing.T, specs []Config) *marketNet {
 	m.rst = store.NewMemory()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rc, err := NewRentClient(ctx, LightOptions{Bootstrap: mustBootstrap(t, m.nodes[0]), Logger: quiet()}, m.rst)
+	rc, err := light.New(ctx, light.WithBootstrap(mustBootstrap(t, m.nodes[0])...), light.WithLogger(quiet()), light.WithStore(m.rst))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestRentEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rent: %v", err)
 	}
-	if l.Supplier != h100.ID() || l.PriceMicros != 2_100_000 || l.Count != 2 || len(l.GpuUuids) != 2 || l.Renter != m.rc.net.Host.ID() {
+	if l.Supplier != h100.ID() || l.PriceMicros != 2_100_000 || l.Count != 2 || len(l.GpuUuids) != 2 || l.Renter != m.rc.Network().Host.ID() {
 		t.Fatalf("lease %+v from %s, want 2 × h100-sxm at 2.10 from %s", l.Lease, l.Supplier, h100.ID())
 	}
 	if got := l.End().Sub(l.Start()); got != time.Hour {
@@ -325,13 +326,13 @@ func TestUnconfirmedReservationLapses(t *testing.T) {
 	raw, err := market.SealProposal(&pb.LeaseProposal{
 		Supplier: []byte(sup.ID()), Nonce: 7, CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(time.Minute).UnixMilli(),
 		Ask: ask.Raw, Model: "h100-sxm", Count: 2, PriceMicros: ask.PriceMicros, DurationS: 3600,
-	}, m.rc.net.Host.Peerstore().PrivKey(m.rc.net.Host.ID()))
+	}, m.rc.Network().Host.Peerstore().PrivKey(m.rc.Network().Host.ID()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := m.rc.net.Host.NewStream(ctx, sup.ID(), market.LeaseProtocol)
+	st, err := m.rc.Network().Host.NewStream(ctx, sup.ID(), market.LeaseProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +503,7 @@ func TestRentAvoidsFailedSupplier(t *testing.T) {
 		t.Fatalf("leased from %s, want the honest supplier %s (the cheaper one failed a challenge)", l.Supplier, honest.ID())
 	}
 	// Search shows the standing the renter's bootstrap node reports.
-	lc, err := NewLightClient(ctx, LightOptions{Bootstrap: mustBootstrap(t, auditor), Logger: quiet()})
+	lc, err := light.New(ctx, light.WithBootstrap(mustBootstrap(t, auditor)...), light.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}

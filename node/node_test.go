@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/node/light"
 	"github.com/gpumesh/gpumesh/store"
 )
 
@@ -98,7 +99,7 @@ func TestNetworkOfNodes(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	lc, err := NewLightClient(ctx, LightOptions{Bootstrap: mustBootstrap(t, nodes[1]), Logger: quiet()})
+	lc, err := light.New(ctx, light.WithBootstrap(mustBootstrap(t, nodes[1])...), light.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}

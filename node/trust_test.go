@@ -273,7 +273,7 @@ func TestSybilOrdersCannotFillTheBook(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	served, err := market.QueryBook(ctx, m.rc.net.Host, victim.ID(), []string{"h100-sxm"}, time.Now())
+	served, err := market.QueryBook(ctx, m.rc.Network().Host, victim.ID(), []string{"h100-sxm"}, time.Now())
 	if err != nil || len(served) != 2 {
 		t.Fatalf("node 0 serves %d h100-sxm asks (err %v), want the 2 of profiled suppliers", len(served), err)
 	}

@@ -100,12 +100,7 @@ func (a *app) challengeViaNode(ctx context.Context, cfg node.Config, id peer.ID,
 
 // challengeHere runs the challenge as a light client; nothing is attested.
 func (a *app) challengeHere(ctx context.Context, cfg node.Config, id peer.ID, model string) (node.ChallengeReport, error) {
-	bootstrap, err := node.ParseBootstrap(cfg.Bootstrap)
-	if err != nil {
-		return node.ChallengeReport{}, usageError{err}
-	}
-	log := a.logger(cfg)
-	lc, err := node.NewLightClient(ctx, node.LightOptions{Bootstrap: bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: log})
+	lc, err := a.joinLight(ctx, cfg)
 	if err != nil {
 		return node.ChallengeReport{}, err
 	}
@@ -114,7 +109,7 @@ func (a *app) challengeHere(ctx context.Context, cfg node.Config, id peer.ID, mo
 	if err != nil {
 		return node.ChallengeReport{}, fmt.Errorf("challenge: %w", err)
 	}
-	return node.RunChallenges(ctx, audit.NewChallenger(lc.Network().Host, 0, log), p, model)
+	return node.RunChallenges(ctx, audit.NewChallenger(lc.Network().Host, 0, a.logger(cfg)), p, model)
 }
 
 func (a *app) printChallenge(r node.ChallengeReport) error {

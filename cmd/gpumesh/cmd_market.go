@@ -9,12 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/spf13/cobra"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node"
-	"github.com/gpumesh/gpumesh/store"
+	"github.com/gpumesh/gpumesh/node/light"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
@@ -71,27 +70,23 @@ a job at once.`,
 					return usageError{fmt.Errorf("--max-price %q: want a positive amount per GPU-hour, e.g. 2.50", maxPrice)}
 				}
 			}
-			bootstrap, err := node.ParseBootstrap(cfg.Bootstrap)
-			if err != nil {
-				return usageError{err}
-			}
-			var (
-				key crypto.PrivKey
-				st  store.Store
-			)
+			opts := []light.Option{light.WithRenting()}
 			if cfg.Sources["data"] != "default" {
-				if key, _, err = node.LoadOrCreateKey(cfg.DataDir); err != nil {
+				key, _, err := node.LoadOrCreateKey(cfg.DataDir)
+				if err != nil {
 					return err
 				}
-				if st, err = node.OpenStore(cfg.DataDir); err != nil {
+				st, err := node.OpenStore(cfg.DataDir)
+				if err != nil {
 					return err
 				}
 				defer st.Close()
+				opts = append(opts, light.WithKey(key), light.WithStore(st))
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			sp := a.spin("joining the network")
-			rc, err := node.NewRentClient(ctx, node.LightOptions{Key: key, Bootstrap: bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg)}, st)
+			rc, err := a.joinLight(ctx, cfg, opts...)
 			sp.Stop()
 			if err != nil {
 				return err

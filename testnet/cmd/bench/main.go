@@ -37,6 +37,7 @@ import (
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node"
 	"github.com/gpumesh/gpumesh/node/job"
+	"github.com/gpumesh/gpumesh/node/light"
 	"github.com/gpumesh/gpumesh/testnet"
 )
 
@@ -201,7 +202,7 @@ func run(bin string, n, runs, cliRuns, rentRuns, jobRuns int, settle, window tim
 // many as a lease needs after the bid is gossiped (quote, proposal and
 // countersignature, confirmation).
 func benchRent(ctx context.Context, res *Results, addrs []peer.AddrInfo, runs int, log *slog.Logger) error {
-	rc, err := node.NewRentClient(ctx, node.LightOptions{Bootstrap: addrs[:2], Logger: log}, nil)
+	rc, err := light.New(ctx, light.WithBootstrap(addrs[:2]...), light.WithLogger(log), light.WithRenting())
 	if err != nil {
 		return fmt.Errorf("rent client: %w", err)
 	}
@@ -240,7 +241,7 @@ func benchRent(ctx context.Context, res *Results, addrs []peer.AddrInfo, runs in
 // trips on it, opening included, over the renter's host. (One stream: the
 // ping service limits streams per peer, and a fresh one per round trip
 // trips that limit while the last is still being torn down.)
-func streamRoundTrips(ctx context.Context, rc *node.RentClient, target peer.AddrInfo, n int) (time.Duration, error) {
+func streamRoundTrips(ctx context.Context, rc *light.Client, target peer.AddrInfo, n int) (time.Duration, error) {
 	h := rc.Network().Host
 	if err := h.Connect(ctx, target); err != nil {
 		return 0, err
@@ -285,7 +286,7 @@ func coldSearch(ctx context.Context, target peer.AddrInfo, log *slog.Logger) (ti
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	lc, err := node.NewLightClient(ctx, node.LightOptions{Bootstrap: []peer.AddrInfo{target}, Logger: log})
+	lc, err := light.New(ctx, light.WithBootstrap(target), light.WithLogger(log))
 	if err != nil {
 		return 0, 0, err
 	}
