@@ -291,7 +291,7 @@ func (n *Node) offerOfAsk(a *market.Ask) market.Offer {
 		Region: a.Region, Simulated: a.Simulated, PriceMicros: a.PriceMicros,
 	}
 	if prof, ok := verify.LookupProfile(a.Model); ok {
-		o.VRAMGiB, o.TFLOPS = prof.MemoryGiB, tflops(prof)
+		o.VRAMGiB, o.TFLOPS = prof.MemoryGiB, verify.TFLOPS(a.Model)
 		o.ComputeCapability = fmt.Sprintf("%d.%d", prof.CCMajor, prof.CCMinor)
 	}
 	return o

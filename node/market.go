@@ -101,17 +101,8 @@ func (n *Node) describe(model string) market.Offer {
 			o.Simulated = o.Simulated || g.Simulated
 		}
 	}
-	if prof, ok := verify.LookupProfile(model); ok {
-		o.TFLOPS = tflops(prof)
-	}
+	o.TFLOPS = verify.TFLOPS(model)
 	return o
-}
-
-func tflops(p verify.DeviceProfile) int {
-	if p.BF16GFLOPS > 0 {
-		return p.BF16GFLOPS / 1000
-	}
-	return p.FP32GFLOPS / 1000
 }
 
 // admitOrder is the orders topic's validator: ov's checks, then the
