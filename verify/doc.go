@@ -6,7 +6,8 @@
 // The device profile table (see [Profiles], [LookupProfile] and
 // [SlugForNVMLName]) is the one place that maps the names NVML reports to
 // canonical model slugs such as "h100-sxm". Matching and challenge judging
-// use these slugs and figures; all figures are integers.
+// use these slugs and figures; all figures are integers. TFLOPS
+// (tflops.go) is the figure search shows of a model.
 //
 // verify sits below node in the import graph: it must never import node
 // (or cmd). Sub-package inventory detects the GPUs of this machine.
