@@ -21,5 +21,9 @@ func (n *Node) Offers(f market.Filter) ([]market.Offer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return market.MatchOffers(ps, f, market.OfferInputs{Asks: n.market.book.Asks(""), Score: n.verify.rep.Standing, TFLOPS: verify.TFLOPS}), nil
+	in := market.OfferInputs{Asks: n.market.book.Asks(""), TFLOPS: verify.TFLOPS}
+	if n.verify.rep != nil {
+		in.Score = n.verify.rep.Standing
+	}
+	return market.MatchOffers(ps, f, in), nil
 }
