@@ -24,6 +24,8 @@ var forbidden = map[string][]string{
 	"verify":  {module + "node", module + "market", module + "cmd", module + "testnet"},
 	"node":    {module + "cmd", module + "testnet"},
 	"testnet": {module + "cmd"},
+	// merkle is a leaf that market/settle and verify/challenge share.
+	"merkle": {module + "node", module + "market", module + "verify", module + "store", module + "p2p", module + "cmd", module + "testnet"},
 }
 
 func TestImportDirection(t *testing.T) {
