@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math/bits"
+	"slices"
 	"testing"
 )
 
@@ -105,7 +106,7 @@ func TestTreeIsRFC6962(t *testing.T) {
 		}
 		for i := range n {
 			pf := tr.Proof(i)
-			if want := rfcPath(i, leaves); !equalHashes(pf, want) {
+			if want := rfcPath(i, leaves); !slices.Equal(pf, want) {
 				t.Fatalf("n=%d: proof of %d has %d hashes, not RFC 6962's path of %d", n, i, len(pf), len(want))
 			}
 			if len(pf) != ProofLen(n, i) || len(pf) > bits.Len(uint(n-1)) {
@@ -153,18 +154,6 @@ func TestVerifyRejectsMalformed(t *testing.T) {
 	}
 }
 
-func equalHashes(a, b []Hash) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // FuzzVerify feeds Verify proofs a peer could send: arbitrary sizes,
 // indexes and hashes, and real proofs with a byte changed. It must never
 // panic, and accept only a real proof of the real leaf.
@@ -198,7 +187,7 @@ func FuzzVerify(f *testing.F) {
 			any = append(any, Hash(junk[:32]))
 			junk = junk[32:]
 		}
-		if Verify(root, int(size), int(index), leaves[i], any) && !equalHashes(any, pf) {
+		if Verify(root, int(size), int(index), leaves[i], any) && !slices.Equal(any, pf) {
 			t.Fatalf("n=%d: junk proof of %d hashes at size %d index %d accepted", n, len(any), size, index)
 		}
 	})
