@@ -1,5 +1,6 @@
 // Package gpumesh_test guards the shape of the module: the one direction of
-// imports that SPEC §3 sets (cmd -> node -> (market, verify) -> (p2p, store)).
+// imports that SPEC §3 sets (cmd -> node -> (market, verify) -> (p2p, store)),
+// with the leaf package catalog below them all.
 package gpumesh_test
 
 import (
@@ -18,6 +19,10 @@ const module = "github.com/gpumesh/gpumesh/"
 // forbidden lists, per top-level package, the imports it must never make
 // (directly; with every edge pointing one way, transitive edges follow).
 var forbidden = map[string][]string{
+	// catalog is a leaf that every package may import: it imports nothing
+	// of the module (see TestLeavesImportNothingOfTheModule) and no GPU
+	// library.
+	"catalog": {"github.com/NVIDIA/go-nvml"},
 	"p2p":     {module + "node", module + "market", module + "verify", module + "store", module + "cmd", module + "testnet"},
 	"store":   {module + "node", module + "market", module + "verify", module + "p2p", module + "cmd", module + "testnet"},
 	"market":  {module + "node", module + "verify", module + "cmd", module + "testnet", "github.com/NVIDIA/go-nvml"},
@@ -63,6 +68,38 @@ func TestImportDirection(t *testing.T) {
 	}
 	if checked < 20 {
 		t.Fatalf("checked only %d files; is the test running at the module root?", checked)
+	}
+}
+
+// leaves are packages that import nothing of the module, so that every
+// package may import them without a cycle.
+var leaves = []string{"catalog"}
+
+func TestLeavesImportNothingOfTheModule(t *testing.T) {
+	for _, leaf := range leaves {
+		checked := 0
+		err := filepath.WalkDir(leaf, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+				return err
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			checked++
+			for _, imp := range f.Imports {
+				if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, module) {
+					t.Errorf("%s imports %s: leaf package %s must import nothing of the module", path, p, leaf)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if checked == 0 {
+			t.Errorf("leaf package %s has no Go files", leaf)
+		}
 	}
 }
 

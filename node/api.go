@@ -14,8 +14,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
@@ -290,8 +290,8 @@ func (n *Node) offerOfAsk(a *market.Ask) market.Offer {
 		PeerID: a.Supplier.String(), Model: a.Model, Count: int(a.Count), Free: int(a.Count),
 		Region: a.Region, Simulated: a.Simulated, PriceMicros: a.PriceMicros,
 	}
-	if prof, ok := verify.LookupProfile(a.Model); ok {
-		o.VRAMGiB, o.TFLOPS = prof.MemoryGiB, tflops(prof)
+	if prof, ok := catalog.Lookup(a.Model); ok {
+		o.VRAMGiB, o.TFLOPS = prof.MemoryGiB, prof.TFLOPS()
 		o.ComputeCapability = fmt.Sprintf("%d.%d", prof.CCMajor, prof.CCMinor)
 	}
 	return o

@@ -14,10 +14,10 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/p2p"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 )
 
@@ -270,8 +270,8 @@ func modelPrices(p func(*Config) *[]string) func(*Config, []string) error {
 			if micros <= 0 {
 				return fmt.Errorf("%q: a price must be above zero", s)
 			}
-			if _, ok := verify.LookupProfile(m); !ok {
-				return fmt.Errorf("%q: unknown model %q (known: %s)", s, m, strings.Join(verify.Slugs(), ", "))
+			if _, ok := catalog.Lookup(m); !ok {
+				return fmt.Errorf("%q: unknown model %q (known: %s)", s, m, strings.Join(catalog.Slugs(), ", "))
 			}
 			if seen[m] {
 				return fmt.Errorf("%q: model %s priced twice", s, m)

@@ -4,16 +4,16 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/p2p/pb"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
 // filterModels makes the filter parser check model slugs against the
 // device-profile table.
-func filterModels() market.FilterOption { return market.WithKnownModels(verify.Slugs()) }
+func filterModels() market.FilterOption { return market.WithKnownModels(catalog.Slugs()) }
 
 // ParseFilter parses a filter with model slugs checked against the
 // device-profile table.
@@ -37,12 +37,7 @@ func OffersFromProfile(p *p2p.Profile) []market.Offer {
 				ComputeCapability: fmt.Sprintf("%d.%d", g.CcMajor, g.CcMinor),
 				Region:            p.Region, Simulated: g.Simulated,
 				Version: p.Software, SeenAt: p.Issued().UTC(), JobLimits: limits,
-			}
-			if prof, ok := verify.LookupProfile(g.Model); ok {
-				o.TFLOPS = prof.BF16GFLOPS / 1000
-				if o.TFLOPS == 0 {
-					o.TFLOPS = prof.FP32GFLOPS / 1000
-				}
+				TFLOPS: catalog.TFLOPS(g.Model),
 			}
 			byModel[g.Model] = o
 			order = append(order, g.Model)
