@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/gpumesh/gpumesh/catalog"
 )
 
 // Limits on a filter's size, so that a filter from a peer or an API caller
@@ -122,16 +124,14 @@ func (e *FilterError) Error() string {
 type FilterOption func(*filterConfig)
 
 type filterConfig struct {
-	knownModels []string // sorted; empty = any slug accepted
+	anyModel bool // accept model slugs the catalog does not know
 }
 
-// WithKnownModels makes ParseFilter reject a model value that is not one of
-// slugs, with an error that lists them. An empty list disables the check.
-func WithKnownModels(slugs []string) FilterOption {
-	known := slices.Clone(slugs)
-	slices.Sort(known)
-	known = slices.Compact(known)
-	return func(c *filterConfig) { c.knownModels = known }
+// AnyModel makes ParseFilter accept any well-formed model slug, not only
+// the catalog's. It is for filters that come from peers or from stored
+// records, which may name models that this build's catalog does not know.
+func AnyModel() FilterOption {
+	return func(c *filterConfig) { c.anyModel = true }
 }
 
 // ParseFilter parses a filter: space-separated terms KEY OP VALUE, where OP
@@ -141,7 +141,7 @@ func WithKnownModels(slugs []string) FilterOption {
 //
 // Keys and their values:
 //
-//	model      device-profile slug (= and != only)
+//	model      a model slug of the catalog (= and != only; any slug with AnyModel)
 //	region     region name, compared case-insensitively (= and != only)
 //	count      GPUs of the model at the supplier (whole number)
 //	free       of which free (whole number)
@@ -267,7 +267,7 @@ func (t Term) resolve() (*keySpec, []value, error) {
 	if spec != nil && len(t.vals) == len(t.Values) && len(t.vals) > 0 {
 		return spec, t.vals, nil
 	}
-	parsed, err := parseTerm(t.String(), &filterConfig{})
+	parsed, err := parseTerm(t.String(), &filterConfig{anyModel: true})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -338,15 +338,13 @@ func splitAlternatives(spec *keySpec, op Op, raw string) ([]string, error) {
 	return alts, nil
 }
 
-// checkModel rejects a model slug that is not in the configured list.
+// checkModel rejects a model slug that the catalog does not know, unless
+// any model is accepted.
 func (c *filterConfig) checkModel(spec *keySpec, slug string) error {
-	if spec.name != "model" || len(c.knownModels) == 0 {
+	if spec.name != "model" || c.anyModel || catalog.Known(slug) {
 		return nil
 	}
-	if _, found := slices.BinarySearch(c.knownModels, slug); found {
-		return nil
-	}
-	return fmt.Errorf("unknown model %q (known: %s)", slug, strings.Join(c.knownModels, ", "))
+	return fmt.Errorf("unknown model %q (known: %s)", slug, strings.Join(catalog.Slugs(), ", "))
 }
 
 // kind is the type of a filter key's values.

@@ -24,7 +24,7 @@ func TestParseFilter(t *testing.T) {
 		{"tflops>500 free>0", "tflops>500 free>0"},
 		{"verified=yes simulated!=1", "verified=yes simulated!=1"},
 		{"region=EU-West|us-east", "region=EU-West|us-east"},
-		{"model!=rtx-4090|rtx-3090", "model!=rtx-4090|rtx-3090"},
+		{"model!=rtx4090|rtx3090", "model!=rtx4090|rtx3090"},
 		{"count=2|4|8", "count=2|4|8"},
 	}
 	for _, tt := range tests {
@@ -159,29 +159,28 @@ func TestParseFilterLimits(t *testing.T) {
 	}
 }
 
-func TestWithKnownModels(t *testing.T) {
-	known := WithKnownModels([]string{"h100-sxm", "a100-80gb", "h100-sxm"})
+func TestParseFilterKnowsTheCatalog(t *testing.T) {
 	tests := []struct {
 		in      string
 		wantErr string
 	}{
 		{"model=h100-sxm|a100-80gb", ""},
 		{"model!=a100-80gb", ""},
+		{"model=h100-sxm|rtx4090 vram>=24", ""},
 		{"region=eu", ""},
-		{"model=h100", `unknown model "h100" (known: a100-80gb, h100-sxm)`},
+		{"model=h100", `unknown model "h100" (known: a10, a100-40gb, a100-80gb, h100-pcie, h100-sxm,`},
 		{"model!=a100-80gb|rtx-9999", `unknown model "rtx-9999"`},
 	}
 	for _, tt := range tests {
-		_, err := ParseFilter(tt.in, known)
-		switch {
-		case tt.wantErr == "" && err != nil:
-			t.Errorf("ParseFilter(%q): unexpected error %v", tt.in, err)
-		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-			t.Errorf("ParseFilter(%q): error %v, want one containing %q", tt.in, err, tt.wantErr)
+		for _, opts := range [][]FilterOption{nil, {AnyModel()}} {
+			_, err := ParseFilter(tt.in, opts...)
+			switch {
+			case (tt.wantErr == "" || opts != nil) && err != nil:
+				t.Errorf("ParseFilter(%q, %d options): unexpected error %v", tt.in, len(opts), err)
+			case tt.wantErr != "" && opts == nil && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("ParseFilter(%q): error %v, want one containing %q", tt.in, err, tt.wantErr)
+			}
 		}
-	}
-	if _, err := ParseFilter("model=anything", WithKnownModels(nil)); err != nil {
-		t.Errorf("empty known list: unexpected error %v", err)
 	}
 }
 
@@ -197,7 +196,7 @@ func sampleOffers() map[string]Offer {
 			Reputation: ptr(0.97), UptimePct: ptr(99.9),
 		},
 		"4090": {
-			PeerID: "12D3KooW4090", Model: "rtx-4090", Name: "NVIDIA GeForce RTX 4090",
+			PeerID: "12D3KooW4090", Model: "rtx4090", Name: "NVIDIA GeForce RTX 4090",
 			Count: 1, Free: 1, VRAMGiB: 24, ComputeCapability: "8.9", TFLOPS: 165,
 			Region: "US-East", Simulated: true,
 		},
@@ -222,9 +221,9 @@ func TestMatch(t *testing.T) {
 		{"vram>=80", "h100", true, ""},
 		{"vram>=80", "4090", false, "vram>=80: has 24"},
 		{"model=h100-sxm|a100-80gb", "h100", true, ""},
-		{"model=h100-sxm|a100-80gb", "4090", false, "model=h100-sxm|a100-80gb: has rtx-4090"},
+		{"model=h100-sxm|a100-80gb", "4090", false, "model=h100-sxm|a100-80gb: has rtx4090"},
 		{"model!=h100-sxm|a100-80gb", "4090", true, ""},
-		{"model!=rtx-4090|h100-sxm", "h100", false, "model!=rtx-4090|h100-sxm: has h100-sxm"},
+		{"model!=rtx4090|h100-sxm", "h100", false, "model!=rtx4090|h100-sxm: has h100-sxm"},
 		// compute capability compares as (major, minor).
 		{"cc>=8.9", "h100", true, ""},
 		{"cc>=8.9", "4090", true, ""},
@@ -349,12 +348,12 @@ func TestModels(t *testing.T) {
 	}{
 		{"", nil},
 		{"vram>=80", nil},
-		{"model!=rtx-4090", nil},
+		{"model!=rtx4090", nil},
 		{"model=h100-sxm", []string{"h100-sxm"}},
 		{"model=h100-sxm|a100-80gb|h100-sxm", []string{"a100-80gb", "h100-sxm"}},
 		{"model=h100-sxm|a100-80gb model!=a100-80gb", []string{"h100-sxm"}},
-		{"model=h100-sxm|a100-80gb model=a100-80gb|rtx-4090", []string{"a100-80gb"}},
-		{"model=h100-sxm model=rtx-4090", []string{}},
+		{"model=h100-sxm|a100-80gb model=a100-80gb|rtx4090", []string{"a100-80gb"}},
+		{"model=h100-sxm model=rtx4090", []string{}},
 		{"model=h100-sxm model!=h100-sxm", []string{}},
 	}
 	for _, tt := range tests {

@@ -63,7 +63,7 @@ func (n *Node) startAPI() error {
 		writeJSON(w, nonNil(n.gpus))
 	})
 	mux.HandleFunc("GET /api/v1/offers", func(w http.ResponseWriter, r *http.Request) {
-		f, err := market.ParseFilter(r.URL.Query().Get("filter"), filterModels())
+		f, err := market.ParseFilter(r.URL.Query().Get("filter"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -76,7 +76,7 @@ func (n *Node) startAPI() error {
 		writeJSON(w, nonNil(MatchOffers(ps, f, n.market.book.Asks(""), n.verify.rep)))
 	})
 	mux.HandleFunc("GET /api/v1/orders", func(w http.ResponseWriter, r *http.Request) {
-		f, err := market.ParseFilter(r.URL.Query().Get("filter"), filterModels())
+		f, err := market.ParseFilter(r.URL.Query().Get("filter"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

@@ -48,7 +48,7 @@ type JobFile struct {
 
 // ToRequest checks a JobRequest and turns it into the controller's form.
 func (r JobRequest) ToRequest() (job.Request, error) {
-	f, err := ParseFilter(r.Filter)
+	f, err := market.ParseFilter(r.Filter)
 	if err != nil {
 		return job.Request{}, err
 	}

@@ -11,14 +11,6 @@ import (
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
-// filterModels makes the filter parser check model slugs against the
-// device-profile table.
-func filterModels() market.FilterOption { return market.WithKnownModels(catalog.Slugs()) }
-
-// ParseFilter parses a filter with model slugs checked against the
-// device-profile table.
-func ParseFilter(s string) (market.Filter, error) { return market.ParseFilter(s, filterModels()) }
-
 // OffersFromProfile turns a validated profile into one offer per GPU model.
 func OffersFromProfile(p *p2p.Profile) []market.Offer {
 	byModel := map[string]*market.Offer{}

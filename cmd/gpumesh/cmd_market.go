@@ -51,7 +51,7 @@ a job at once.`,
 			if err != nil {
 				return err
 			}
-			f, err := node.ParseFilter(strings.Join(args, " "))
+			f, err := market.ParseFilter(strings.Join(args, " "))
 			if err != nil {
 				return usageError{err}
 			}
@@ -175,7 +175,7 @@ func newOrdersCmd(a *app) *cobra.Command {
 				return err
 			}
 			filter := strings.Join(args, " ")
-			if _, err := node.ParseFilter(filter); err != nil {
+			if _, err := market.ParseFilter(filter); err != nil {
 				return usageError{err}
 			}
 			var o node.Orders

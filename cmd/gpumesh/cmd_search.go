@@ -34,7 +34,7 @@ rep (0-1), uptime (%), tflops, verified, simulated.`,
 			if err != nil {
 				return err
 			}
-			f, err := node.ParseFilter(strings.Join(args, " "))
+			f, err := market.ParseFilter(strings.Join(args, " "))
 			if err != nil {
 				return usageError{err}
 			}
