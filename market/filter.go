@@ -3,7 +3,6 @@ package market
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gpumesh/gpumesh/catalog"
+	"github.com/gpumesh/gpumesh/money"
 )
 
 // Limits on a filter's size, so that a filter from a peer or an API caller
@@ -354,7 +354,7 @@ const (
 	kindString kind = iota + 1 // = and != only
 	kindInt                    // whole number
 	kindNumber                 // non-negative decimal, compared as float64
-	kindPrice                  // decimal currency units, exact int64 micros
+	kindPrice                  // decimal currency units, exact money.Micros
 	kindCC                     // compute capability major.minor
 	kindBool                   // = and != only
 )
@@ -362,11 +362,12 @@ const (
 // value is a parsed filter value or an offer attribute; which field is used
 // depends on the key's kind.
 type value struct {
-	str string    // kindString
-	num float64   // kindNumber
-	n   int64     // kindInt; kindPrice in micros
-	cc  ccVersion // kindCC
-	b   bool      // kindBool
+	str string       // kindString
+	num float64      // kindNumber
+	n   int64        // kindInt
+	m   money.Micros // kindPrice
+	cc  ccVersion    // kindCC
+	b   bool         // kindBool
 }
 
 // keySpec describes one filter key.
@@ -396,7 +397,7 @@ var filterKeys = [...]keySpec{
 	{name: "cc", kind: kindCC, example: "8.9", absent: "compute capability unknown",
 		attr: offerCC},
 	{name: "price", kind: kindPrice, example: "2.50", absent: "price not advertised",
-		attr: func(o Offer) (value, bool) { return value{n: o.PriceMicros}, o.PriceMicros > 0 }},
+		attr: func(o Offer) (value, bool) { return value{m: money.Micros(o.PriceMicros)}, o.PriceMicros > 0 }},
 	{name: "rep", kind: kindNumber, max: 1, example: "0.9", absent: "reputation unknown",
 		attr: func(o Offer) (value, bool) { return optionalNumber(o.Reputation) }},
 	{name: "uptime", kind: kindNumber, max: 100, example: "99", absent: "uptime unknown",
@@ -466,8 +467,11 @@ func (k *keySpec) parse(s string) (value, error) {
 		f, err := parseNumber(k, s)
 		return value{num: f}, err
 	case kindPrice:
-		m, err := parseMicros(s)
-		return value{n: m}, err
+		m, err := money.ParseMicros(s)
+		if err != nil {
+			return value{}, fmt.Errorf("%s: %w", k.name, err)
+		}
+		return value{m: m}, nil
 	case kindCC:
 		cc, err := parseCC(s)
 		return value{cc: cc}, err
@@ -487,8 +491,10 @@ func (k *keySpec) compare(a, b value) int {
 			return 0
 		}
 		return 1
-	case kindInt, kindPrice:
+	case kindInt:
 		return cmp.Compare(a.n, b.n)
+	case kindPrice:
+		return cmp.Compare(a.m, b.m)
 	case kindNumber:
 		return cmp.Compare(a.num, b.num)
 	case kindCC:
@@ -512,7 +518,7 @@ func (k *keySpec) format(v value) string {
 	case kindNumber:
 		return strconv.FormatFloat(v.num, 'f', -1, 64)
 	case kindPrice:
-		return formatMicros(v.n)
+		return v.m.String()
 	case kindCC:
 		return v.cc.String()
 	case kindBool:
@@ -596,51 +602,6 @@ func parseNumber(k *keySpec, s string) (float64, error) {
 		return 0, fmt.Errorf("%s is between 0 and %g, not %s", k.name, k.max, s)
 	}
 	return f, nil
-}
-
-const (
-	microsPerUnit  = 1_000_000
-	microsFraction = 6 // decimal places of a micro-unit
-)
-
-// parseMicros parses a price in currency units, with at most six decimal
-// places, exactly into micro-units.
-func parseMicros(s string) (int64, error) {
-	whole, frac, err := splitDecimal("price", s)
-	if err != nil {
-		return 0, err
-	}
-	if len(frac) > microsFraction {
-		return 0, fmt.Errorf("price %s has %d decimal places; at most %d are allowed (1 micro-unit = 0.000001)", s, len(frac), microsFraction)
-	}
-	w, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("price %s is too large", s)
-	}
-	var f int64
-	if frac != "" {
-		f, _ = strconv.ParseInt(frac+strings.Repeat("0", microsFraction-len(frac)), 10, 64)
-	}
-	if w > (math.MaxInt64-f)/microsPerUnit {
-		return 0, fmt.Errorf("price %s is too large", s)
-	}
-	return w*microsPerUnit + f, nil
-}
-
-// formatMicros renders micro-units as a decimal in currency units, without
-// trailing zeros: 2100000 → "2.1".
-func formatMicros(m int64) string {
-	sign := ""
-	u := uint64(m)
-	if m < 0 {
-		sign, u = "-", -u
-	}
-	whole, frac := u/microsPerUnit, u%microsPerUnit
-	if frac == 0 {
-		return sign + strconv.FormatUint(whole, 10)
-	}
-	fs := strings.TrimRight(fmt.Sprintf("%06d", frac), "0")
-	return sign + strconv.FormatUint(whole, 10) + "." + fs
 }
 
 // ccVersion is a CUDA compute capability.

@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 
 	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 )
@@ -629,9 +630,9 @@ func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines,
 		}
 		if len(v.priceDeclines) > 0 {
 			slices.Sort(v.priceDeclines)
-			parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", FormatPrice(v.priceDeclines[0]), FormatPrice(req.MaxPrice)))
+			parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", money.Micros(v.priceDeclines[0]).String(), money.Micros(req.MaxPrice).String()))
 		} else if v.cheapestAsk > req.MaxPrice && len(v.answered) == 0 {
-			parts = append(parts, fmt.Sprintf("the cheapest ask is %s > your max %s", FormatPrice(v.cheapestAsk), FormatPrice(req.MaxPrice)))
+			parts = append(parts, fmt.Sprintf("the cheapest ask is %s > your max %s", money.Micros(v.cheapestAsk).String(), money.Micros(req.MaxPrice).String()))
 		}
 		if v.dur > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s not lease for %s", v.dur, plural(v.dur, "does", "do"), req.Duration))
@@ -651,7 +652,7 @@ func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines,
 		reasons = append(reasons, strings.Join(parts, "; "))
 	}
 	for _, t := range tried {
-		reasons = append(reasons, fmt.Sprintf("%s (%s at %s) refused the proposal: %s", t.q.Supplier, t.q.Model, FormatPrice(t.q.PriceMicros), t.reason))
+		reasons = append(reasons, fmt.Sprintf("%s (%s at %s) refused the proposal: %s", t.q.Supplier, t.q.Model, money.Micros(t.q.PriceMicros).String(), t.reason))
 	}
 	return &NoMatch{Reasons: reasons}
 }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 )
@@ -658,7 +659,7 @@ func (s *Supplier) grant(st network.Stream, p *Proposal, raw []byte, now time.Ti
 		s.log.Debug("tell the renter the lease is kept", "lease", p.ID.Short(), "err", err)
 	}
 	s.log.Info("leased", "lease", p.ID.Short(), "renter", p.Renter, "model", p.Model, "count", p.Count,
-		"price", FormatPrice(p.PriceMicros), "claim_by", claimBy.UTC().Format(time.RFC3339))
+		"price", money.Micros(p.PriceMicros).String(), "claim_by", claimBy.UTC().Format(time.RFC3339))
 	s.publishTrade(leaseRaw)
 	select {
 	case s.changed <- struct{}{}:

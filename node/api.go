@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
@@ -265,7 +266,7 @@ func (n *Node) Orders(f market.Filter) Orders {
 		}
 		out.Asks = append(out.Asks, OrderView{
 			ID: a.ID.String(), Kind: "ask", Peer: a.Supplier.String(), Model: a.Model, Count: int(a.Count),
-			PriceMicros: a.PriceMicros, Price: market.FormatPrice(a.PriceMicros), Region: a.Region,
+			PriceMicros: a.PriceMicros, Price: money.Micros(a.PriceMicros).String(), Region: a.Region,
 			Pricing: a.Pricing, Simulated: a.Simulated, Expires: a.Expires().UTC(),
 		})
 	}
@@ -276,7 +277,7 @@ func (n *Node) Orders(f market.Filter) Orders {
 		}
 		out.Bids = append(out.Bids, OrderView{
 			ID: b.ID.String(), Kind: "bid", Peer: b.Renter.String(), Filter: b.Filter.String(), Count: int(b.Count),
-			PriceMicros: b.MaxPriceMicros, Price: market.FormatPrice(b.MaxPriceMicros), DurationS: b.DurationS,
+			PriceMicros: b.MaxPriceMicros, Price: money.Micros(b.MaxPriceMicros).String(), DurationS: b.DurationS,
 			Expires: b.Expires().UTC(),
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node"
 )
 
@@ -84,7 +85,7 @@ func (a *app) printOffers(offers []market.Offer) error {
 	for _, o := range offers {
 		price := "-"
 		if o.PriceMicros > 0 {
-			price = market.FormatPrice(o.PriceMicros)
+			price = money.Micros(o.PriceMicros).String()
 		}
 		rep := "-"
 		if o.Reputation != nil {
