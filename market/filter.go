@@ -397,7 +397,7 @@ var filterKeys = [...]keySpec{
 	{name: "cc", kind: kindCC, example: "8.9", absent: "compute capability unknown",
 		attr: offerCC},
 	{name: "price", kind: kindPrice, example: "2.50", absent: "price not advertised",
-		attr: func(o Offer) (value, bool) { return value{m: money.Micros(o.PriceMicros)}, o.PriceMicros > 0 }},
+		attr: func(o Offer) (value, bool) { return value{m: o.PriceMicros}, o.PriceMicros > 0 }},
 	{name: "rep", kind: kindNumber, max: 1, example: "0.9", absent: "reputation unknown",
 		attr: func(o Offer) (value, bool) { return optionalNumber(o.Reputation) }},
 	{name: "uptime", kind: kindNumber, max: 100, example: "99", absent: "uptime unknown",

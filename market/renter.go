@@ -567,7 +567,7 @@ func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines,
 		return v
 	}
 	for _, a := range asks {
-		if ok, _ := req.Filter.Match(Offer{Model: a.Model, Region: a.Region, Simulated: a.Simulated, Count: int(a.Count), Free: int(a.Count), PriceMicros: a.PriceMicros}); !ok && !onlyAttrsUnknown(req.Filter, a) {
+		if ok, _ := req.Filter.Match(Offer{Model: a.Model, Region: a.Region, Simulated: a.Simulated, Count: int(a.Count), Free: int(a.Count), PriceMicros: money.Micros(a.PriceMicros)}); !ok && !onlyAttrsUnknown(req.Filter, a) {
 			continue
 		}
 		v := get(a.Model)

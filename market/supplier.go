@@ -486,7 +486,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 		}
 		free := s.ledger.Free(m)
 		o := s.cfg.Describe(m)
-		o.Count, o.Free, o.PriceMicros = len(s.cfg.GPUs[m]), free, list
+		o.Count, o.Free, o.PriceMicros = len(s.cfg.GPUs[m]), free, money.Micros(list)
 		var q *pb.Quote
 		switch price, why := s.cfg.Pricer.Quote(PriceInput{
 			Model: m, Count: int(b.Count), DurationS: b.DurationS, MaxPrice: b.MaxPriceMicros,
@@ -501,7 +501,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 		case why != "":
 			q = &pb.Quote{Model: m, Decline: why, Free: uint32(free), MinPriceMicros: price}
 		default:
-			o.PriceMicros = price
+			o.PriceMicros = money.Micros(price)
 			if !filterAllowsExcept(b.Filter, o, RenterKeys...) {
 				// Its price, or its free or total count, fails a term.
 				why := DeclinePrice

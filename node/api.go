@@ -289,7 +289,7 @@ func (n *Node) Orders(f market.Filter) Orders {
 func (n *Node) offerOfAsk(a *market.Ask) market.Offer {
 	o := market.Offer{
 		PeerID: a.Supplier.String(), Model: a.Model, Count: int(a.Count), Free: int(a.Count),
-		Region: a.Region, Simulated: a.Simulated, PriceMicros: a.PriceMicros,
+		Region: a.Region, Simulated: a.Simulated, PriceMicros: money.Micros(a.PriceMicros),
 	}
 	if prof, ok := catalog.Lookup(a.Model); ok {
 		o.VRAMGiB, o.TFLOPS = prof.MemoryGiB, prof.TFLOPS()

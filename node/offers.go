@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/p2p/pb"
 	"github.com/gpumesh/gpumesh/verify/reputation"
@@ -84,7 +85,7 @@ func MatchOffers(ps []*p2p.Profile, f market.Filter, asks []*market.Ask, rep *re
 	for _, p := range ps {
 		for _, o := range OffersFromProfile(p) {
 			if a := live[key{o.PeerID, o.Model}]; a != nil {
-				o.PriceMicros, o.Free = a.PriceMicros, min(int(a.Count), o.Count)
+				o.PriceMicros, o.Free = money.Micros(a.PriceMicros), min(int(a.Count), o.Count)
 			} else if asks != nil {
 				o.Free = 0 // sold out, or not for sale: no live ask
 			}

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumesh/gpumesh/market"
-	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node"
 )
 
@@ -85,7 +84,7 @@ func (a *app) printOffers(offers []market.Offer) error {
 	for _, o := range offers {
 		price := "-"
 		if o.PriceMicros > 0 {
-			price = money.Micros(o.PriceMicros).String()
+			price = o.PriceMicros.String()
 		}
 		rep := "-"
 		if o.Reputation != nil {
