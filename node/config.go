@@ -271,7 +271,7 @@ func modelPrices(p func(*Config) *[]string) func(*Config, []string) error {
 			if micros <= 0 {
 				return fmt.Errorf("%q: a price must be above zero", s)
 			}
-			if _, ok := catalog.Lookup(m); !ok {
+			if !catalog.Known(m) {
 				return fmt.Errorf("%q: unknown model %q (known: %s)", s, m, strings.Join(catalog.Slugs(), ", "))
 			}
 			if seen[m] {

@@ -91,7 +91,7 @@ func parseSimEntry(entry string) (SimSpec, error) {
 	if !ok {
 		return SimSpec{}, fmt.Errorf("entry %q: want MODEL:COUNT", entry)
 	}
-	if _, known := catalog.Lookup(model); !known {
+	if !catalog.Known(model) {
 		return SimSpec{}, fmt.Errorf("entry %q: unknown model %q; known models: %s", entry, model, strings.Join(catalog.Slugs(), ", "))
 	}
 	n, err := parseCount(count)
