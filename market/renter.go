@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 
 	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 )
@@ -604,7 +605,7 @@ func explainNoMatch(req RentRequest, f noMatchFacts) *NoMatch {
 		reasons = append(reasons, byModel[m].reason(req, m))
 	}
 	for _, t := range f.tried {
-		reasons = append(reasons, fmt.Sprintf("%s (%s at %s) refused the proposal: %s", t.q.Supplier, t.q.Model, FormatPrice(t.q.PriceMicros), t.reason))
+		reasons = append(reasons, fmt.Sprintf("%s (%s at %s) refused the proposal: %s", t.q.Supplier, t.q.Model, money.Micros(t.q.PriceMicros).String(), t.reason))
 	}
 	return &NoMatch{Reasons: reasons}
 }
@@ -622,7 +623,7 @@ func viewByModel(filter Filter, f noMatchFacts) map[string]*modelView {
 		return v
 	}
 	for _, a := range f.asks {
-		if ok, _ := filter.Match(Offer{Model: a.Model, Region: a.Region, Simulated: a.Simulated, Count: int(a.Count), Free: int(a.Count), PriceMicros: a.PriceMicros}); !ok && !onlyAttrsUnknown(filter, a) {
+		if ok, _ := filter.Match(Offer{Model: a.Model, Region: a.Region, Simulated: a.Simulated, Count: int(a.Count), Free: int(a.Count), PriceMicros: money.Micros(a.PriceMicros)}); !ok && !onlyAttrsUnknown(filter, a) {
 			continue
 		}
 		v := get(a.Model)
@@ -678,9 +679,9 @@ func (v *modelView) reason(req RentRequest, m string) string {
 		parts = append(parts, fmt.Sprintf("%d %s fully booked (fewer than %d free)", v.busy, plural(v.busy, "is", "are"), req.Count))
 	}
 	if len(v.priceDeclines) > 0 {
-		parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", FormatPrice(slices.Min(v.priceDeclines)), FormatPrice(req.MaxPrice)))
+		parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", money.Micros(slices.Min(v.priceDeclines)).String(), money.Micros(req.MaxPrice).String()))
 	} else if v.cheapestAsk > req.MaxPrice && len(v.answered) == 0 {
-		parts = append(parts, fmt.Sprintf("the cheapest ask is %s > your max %s", FormatPrice(v.cheapestAsk), FormatPrice(req.MaxPrice)))
+		parts = append(parts, fmt.Sprintf("the cheapest ask is %s > your max %s", money.Micros(v.cheapestAsk).String(), money.Micros(req.MaxPrice).String()))
 	}
 	if v.dur > 0 {
 		parts = append(parts, fmt.Sprintf("%d %s not lease for %s", v.dur, plural(v.dur, "does", "do"), req.Duration))

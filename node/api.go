@@ -14,8 +14,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
@@ -63,7 +64,7 @@ func (n *Node) startAPI() error {
 		writeJSON(w, nonNil(n.gpus))
 	})
 	mux.HandleFunc("GET /api/v1/offers", func(w http.ResponseWriter, r *http.Request) {
-		f, err := market.ParseFilter(r.URL.Query().Get("filter"), filterModels())
+		f, err := market.ParseFilter(r.URL.Query().Get("filter"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -76,7 +77,7 @@ func (n *Node) startAPI() error {
 		writeJSON(w, nonNil(MatchOffers(ps, f, n.market.book.Asks(""), n.verify.rep)))
 	})
 	mux.HandleFunc("GET /api/v1/orders", func(w http.ResponseWriter, r *http.Request) {
-		f, err := market.ParseFilter(r.URL.Query().Get("filter"), filterModels())
+		f, err := market.ParseFilter(r.URL.Query().Get("filter"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -265,7 +266,7 @@ func (n *Node) Orders(f market.Filter) Orders {
 		}
 		out.Asks = append(out.Asks, OrderView{
 			ID: a.ID.String(), Kind: "ask", Peer: a.Supplier.String(), Model: a.Model, Count: int(a.Count),
-			PriceMicros: a.PriceMicros, Price: market.FormatPrice(a.PriceMicros), Region: a.Region,
+			PriceMicros: a.PriceMicros, Price: money.Micros(a.PriceMicros).String(), Region: a.Region,
 			Pricing: a.Pricing, Simulated: a.Simulated, Expires: a.Expires().UTC(),
 		})
 	}
@@ -276,7 +277,7 @@ func (n *Node) Orders(f market.Filter) Orders {
 		}
 		out.Bids = append(out.Bids, OrderView{
 			ID: b.ID.String(), Kind: "bid", Peer: b.Renter.String(), Filter: b.Filter.String(), Count: int(b.Count),
-			PriceMicros: b.MaxPriceMicros, Price: market.FormatPrice(b.MaxPriceMicros), DurationS: b.DurationS,
+			PriceMicros: b.MaxPriceMicros, Price: money.Micros(b.MaxPriceMicros).String(), DurationS: b.DurationS,
 			Expires: b.Expires().UTC(),
 		})
 	}
@@ -288,10 +289,10 @@ func (n *Node) Orders(f market.Filter) Orders {
 func (n *Node) offerOfAsk(a *market.Ask) market.Offer {
 	o := market.Offer{
 		PeerID: a.Supplier.String(), Model: a.Model, Count: int(a.Count), Free: int(a.Count),
-		Region: a.Region, Simulated: a.Simulated, PriceMicros: a.PriceMicros,
+		Region: a.Region, Simulated: a.Simulated, PriceMicros: money.Micros(a.PriceMicros),
 	}
-	if prof, ok := verify.LookupProfile(a.Model); ok {
-		o.VRAMGiB, o.TFLOPS = prof.MemoryGiB, tflops(prof)
+	if prof, ok := catalog.Lookup(a.Model); ok {
+		o.VRAMGiB, o.TFLOPS = prof.MemoryGiB, prof.TFLOPS()
 		o.ComputeCapability = fmt.Sprintf("%d.%d", prof.CCMajor, prof.CCMinor)
 	}
 	return o

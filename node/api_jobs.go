@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/verify/reputation"
@@ -48,7 +49,7 @@ type JobFile struct {
 
 // ToRequest checks a JobRequest and turns it into the controller's form.
 func (r JobRequest) ToRequest() (job.Request, error) {
-	f, err := ParseFilter(r.Filter)
+	f, err := market.ParseFilter(r.Filter)
 	if err != nil {
 		return job.Request{}, err
 	}
@@ -62,11 +63,11 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 	if d < market.MinDuration || d > market.MaxDuration {
 		return job.Request{}, fmt.Errorf("hours %g: want %s to %s", r.Hours, market.MinDuration, market.MaxDuration)
 	}
-	maxP, err := market.ParsePrice(r.MaxPrice)
+	maxP, err := money.ParseMicros(r.MaxPrice)
 	if err != nil || maxP <= 0 {
 		return job.Request{}, fmt.Errorf("max_price %q: want a positive amount per GPU-hour, e.g. 2.50", r.MaxPrice)
 	}
-	req := job.Request{Filter: f.String(), Count: r.Count, Duration: d, MaxPrice: maxP, MinReputation: reputation.DefaultFloor, AllowUnproven: r.AllowUnproven}
+	req := job.Request{Filter: f.String(), Count: r.Count, Duration: d, MaxPrice: int64(maxP), MinReputation: reputation.DefaultFloor, AllowUnproven: r.AllowUnproven}
 	if r.MinRep != nil {
 		req.MinReputation = *r.MinRep
 	}
@@ -78,9 +79,11 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 		}
 	}
 	if r.CreditLimit != "" {
-		if req.CreditLimit, err = market.ParsePrice(r.CreditLimit); err != nil || req.CreditLimit < 0 {
+		credit, err := money.ParseMicros(r.CreditLimit)
+		if err != nil {
 			return job.Request{}, fmt.Errorf("credit_limit %q: want an amount, e.g. 0.05", r.CreditLimit)
 		}
+		req.CreditLimit = int64(credit)
 	}
 	spec := &pb.JobSpec{Argv: r.Argv, Gpus: uint32(r.Count), Limits: r.Limits, Runtime: r.Runtime, Image: r.Image, CheckpointDir: r.CheckpointDir}
 	for _, e := range r.Env {

@@ -12,6 +12,7 @@ import (
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 )
@@ -154,7 +155,7 @@ type LeaseView struct {
 func ViewLease(l *market.Lease, state, role string) LeaseView {
 	return LeaseView{
 		LeaseID: l.ID.String(), Supplier: l.Supplier.String(), Renter: l.Renter.String(),
-		Model: l.Model, Count: int(l.Count), PriceMicros: l.PriceMicros, Price: market.FormatPrice(l.PriceMicros),
+		Model: l.Model, Count: int(l.Count), PriceMicros: l.PriceMicros, Price: money.Micros(l.PriceMicros).String(),
 		Start: l.Start().UTC(), End: l.End().UTC(), GPUs: l.GpuUuids, Verified: true, State: state, Role: role,
 	}
 }

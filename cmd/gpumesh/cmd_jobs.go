@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/verify/reputation"
@@ -243,7 +244,7 @@ func (a *app) followToEnd(ctx context.Context, c *nodeClient, id string) error {
 	if err := c.do(context.Background(), http.MethodGet, "/api/v1/jobs/"+id, nil, &v); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "gpumesh: job %s %s after %d attempt(s), paid %s\n", id[:12], v.State, len(v.Attempts), market.FormatPrice(v.PaidMicros))
+	fmt.Fprintf(a.stderr, "gpumesh: job %s %s after %d attempt(s), paid %s\n", id[:12], v.State, len(v.Attempts), money.Micros(v.PaidMicros).String())
 	switch v.State {
 	case job.StateSucceeded:
 		return nil
@@ -291,7 +292,7 @@ func newJobsCmd(a *app) *cobra.Command {
 			}
 			var rows [][]string
 			for _, v := range vs {
-				rows = append(rows, []string{v.JobID[:12], v.State, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), market.FormatPrice(v.PaidMicros), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
+				rows = append(rows, []string{v.JobID[:12], v.State, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), money.Micros(v.PaidMicros).String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
 			}
 			a.table([]string{"JOB", "STATE", "ATTEMPT", "SUPPLIER", "PAID", "COMMAND", "CREATED"}, rows)
 			return nil
@@ -306,10 +307,10 @@ func (a *app) printJob(v job.View) {
 	if v.Message != "" {
 		fmt.Fprintf(a.stdout, " (%s)", v.Message)
 	}
-	fmt.Fprintf(a.stdout, "\ncommand   %s\npaid      %s\nfailovers %d, restarts %d\n", strings.Join(v.Argv, " "), market.FormatPrice(v.PaidMicros), v.Failovers, v.Restarts)
+	fmt.Fprintf(a.stdout, "\ncommand   %s\npaid      %s\nfailovers %d, restarts %d\n", strings.Join(v.Argv, " "), money.Micros(v.PaidMicros).String(), v.Failovers, v.Restarts)
 	var rows [][]string
 	for _, at := range v.Attempts {
-		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome), strconv.Itoa(at.Receipts), market.FormatPrice(at.PaidMicros), strconv.FormatBool(at.Settled), short(at.Checkpoint)})
+		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome), strconv.Itoa(at.Receipts), money.Micros(at.PaidMicros).String(), strconv.FormatBool(at.Settled), short(at.Checkpoint)})
 	}
 	a.table([]string{"ATTEMPT", "SUPPLIER", "LEASE", "OUTCOME", "RECEIPTS", "PAID", "SETTLED", "RESUMED FROM"}, rows)
 }
@@ -416,7 +417,7 @@ settlement statement. With --verify the command exits 1 when any lease has a pro
 				if !r.Valid {
 					valid = "INVALID"
 				}
-				rows = append(rows, []string{short(r.LeaseID), r.Role, strconv.Itoa(r.Receipts), fmt.Sprintf("%.1f", r.GPUSeconds), market.FormatPrice(r.AmountMicros), market.FormatPrice(r.PaidMicros), strconv.FormatBool(r.Settled), valid})
+				rows = append(rows, []string{short(r.LeaseID), r.Role, strconv.Itoa(r.Receipts), fmt.Sprintf("%.1f", r.GPUSeconds), money.Micros(r.AmountMicros).String(), money.Micros(r.PaidMicros).String(), strconv.FormatBool(r.Settled), valid})
 			}
 			a.table([]string{"LEASE", "ROLE", "RECEIPTS", "GPU-SECONDS", "BILLED", "PAID", "SETTLED", "CHECK"}, rows)
 			for _, r := range reps {

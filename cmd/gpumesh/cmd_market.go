@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node"
 	"github.com/gpumesh/gpumesh/store"
 	"github.com/gpumesh/gpumesh/verify/reputation"
@@ -51,7 +52,7 @@ a job at once.`,
 			if err != nil {
 				return err
 			}
-			f, err := node.ParseFilter(strings.Join(args, " "))
+			f, err := market.ParseFilter(strings.Join(args, " "))
 			if err != nil {
 				return usageError{err}
 			}
@@ -62,12 +63,12 @@ a job at once.`,
 			if duration < market.MinDuration || duration > market.MaxDuration {
 				return usageError{fmt.Errorf("--hours %g: want %s to %s", hours, market.MinDuration, market.MaxDuration)}
 			}
-			var maxMicros int64
+			var maxMicros money.Micros
 			if askID == "" {
 				if maxPrice == "" {
 					return usageError{errors.New("--max-price is required (per GPU-hour, e.g. 2.50), unless you take an ask with --ask")}
 				}
-				if maxMicros, err = market.ParsePrice(maxPrice); err != nil || maxMicros <= 0 {
+				if maxMicros, err = money.ParseMicros(maxPrice); err != nil || maxMicros <= 0 {
 					return usageError{fmt.Errorf("--max-price %q: want a positive amount per GPU-hour, e.g. 2.50", maxPrice)}
 				}
 			}
@@ -102,7 +103,7 @@ a job at once.`,
 			if askID != "" {
 				l, err = rc.TakeAsk(ctx, askID, count, duration)
 			} else {
-				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: count, Duration: duration, MaxPrice: maxMicros, Wait: wait, MinReputation: minRep, AllowUnproven: unproven})
+				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: count, Duration: duration, MaxPrice: int64(maxMicros), Wait: wait, MinReputation: minRep, AllowUnproven: unproven})
 			}
 			sp.Stop()
 			var nm *market.NoMatch
@@ -175,7 +176,7 @@ func newOrdersCmd(a *app) *cobra.Command {
 				return err
 			}
 			filter := strings.Join(args, " ")
-			if _, err := node.ParseFilter(filter); err != nil {
+			if _, err := market.ParseFilter(filter); err != nil {
 				return usageError{err}
 			}
 			var o node.Orders
@@ -266,7 +267,7 @@ func newPricesCmd(a *app) *cobra.Command {
 			}
 			var rows [][]string
 			for _, p := range ps {
-				rows = append(rows, []string{p.Model, strconv.Itoa(p.Trades), market.FormatPrice(p.LastMicros), market.FormatPrice(p.MedianMicros), market.FormatPrice(p.VWAPMicros), market.FormatPrice(p.MinMicros), market.FormatPrice(p.MaxMicros)})
+				rows = append(rows, []string{p.Model, strconv.Itoa(p.Trades), money.Micros(p.LastMicros).String(), money.Micros(p.MedianMicros).String(), money.Micros(p.VWAPMicros).String(), money.Micros(p.MinMicros).String(), money.Micros(p.MaxMicros).String()})
 			}
 			a.table([]string{"MODEL", "TRADES", "LAST", "MEDIAN", "VWAP", "MIN", "MAX"}, rows)
 			return nil

@@ -15,8 +15,8 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/p2p"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 	"github.com/gpumesh/gpumesh/verify/pb"
 	"github.com/gpumesh/gpumesh/verify/reputation"
@@ -155,7 +155,7 @@ func (o ownMem) respond(ctx context.Context, sigma0 [32]byte) ownRun {
 // reason; an error means the challenge could not be run (ErrUnreachable
 // for the prover's part).
 func (c *Challenger) Challenge(ctx context.Context, subject peer.ID, model string, uuids []string, simulated bool) (Result, error) {
-	prof, ok := verify.LookupProfile(model)
+	prof, ok := catalog.Lookup(model)
 	if !ok {
 		return Result{}, fmt.Errorf("challenge: unknown model %q", model)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/p2p"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 	"github.com/gpumesh/gpumesh/verify/pb"
 )
@@ -112,7 +112,7 @@ func (p *Prover) expect(req *pb.ChallengeRequest) (challenge.Params, challenge.M
 			simulated = simulated && g.Simulated
 		}
 	}
-	prof, ok := verify.LookupProfile(req.Model)
+	prof, ok := catalog.Lookup(req.Model)
 	switch {
 	case len(uuids) == 0 || !ok:
 		return challenge.Params{}, challenge.MemParams{}, fmt.Errorf("no %s GPUs here", req.Model)

@@ -10,7 +10,7 @@ import (
 	"math/big"
 	"testing"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 )
 
 // small are quick sizes with the real K: detection depends on N, K and
@@ -371,7 +371,7 @@ func TestDetectionRates(t *testing.T) {
 }
 
 func TestParamsAndCosts(t *testing.T) {
-	for _, prof := range verify.Profiles() {
+	for _, prof := range catalog.Profiles() {
 		rp := RealParams(prof)
 		if err := rp.Validate(); err != nil {
 			t.Errorf("%s: real params %+v: %v", prof.Slug, rp, err)
@@ -395,7 +395,7 @@ func TestParamsAndCosts(t *testing.T) {
 			sp.N, sp.T, 100*CostRatio(sp), RealMemParams(prof).Buffers, RealMemParams(prof).BufferBytes>>20,
 			SimMemParams(prof, 0).Buffers, SimMemParams(prof, 0).BufferBytes>>10)
 	}
-	h100, _ := verify.LookupProfile("h100-sxm")
+	h100, _ := catalog.Lookup("h100-sxm")
 	if got := RealParams(h100).T; got != 141 {
 		t.Errorf("h100 real T = %d, want 141", got)
 	}

@@ -206,7 +206,7 @@ func benchRent(ctx context.Context, res *Results, addrs []peer.AddrInfo, runs in
 		return fmt.Errorf("rent client: %w", err)
 	}
 	defer rc.Close()
-	f, _ := node.ParseFilter("")
+	f, _ := market.ParseFilter("")
 	var wait, first, base []time.Duration
 	for i := range runs * 2 {
 		req := market.RentRequest{Filter: f, Count: 1, Duration: time.Hour, MaxPrice: 10_000_000, Wait: 2 * time.Second, AllowUnproven: true}
