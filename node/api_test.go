@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumesh/gpumesh/node/api"
 )
 
 // TestAPINeedsToken: every route of the API but /healthz answers 401
@@ -17,7 +19,7 @@ func TestAPINeedsToken(t *testing.T) {
 	c := sellerConfig(t, "unset", "sim:h100-sxm:2", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil)
 	c.DataDir = t.TempDir()
 	n := startNode(t, c)
-	token, err := ReadToken(n.cfg.DataDir)
+	token, err := api.ReadToken(n.cfg.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,13 +40,13 @@ func TestAPINeedsToken(t *testing.T) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return resp.StatusCode, string(b)
 	}
-	if code, _ := get("/healthz", ""); code != http.StatusOK {
+	if code, _ := get(api.PathHealth, ""); code != http.StatusOK {
 		t.Fatalf("/healthz without a token: %d, want 200", code)
 	}
 	for _, path := range []string{
-		"/api/v1/peers", "/api/v1/gpus", "/api/v1/offers", "/api/v1/orders", "/api/v1/leases",
-		"/api/v1/prices", "/api/v1/capacity", "/api/v1/reputation", "/api/v1/jobs", "/api/v1/receipts",
-		"/metrics", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine", "/no/such/route",
+		api.PathPeers, api.PathGPUs, api.PathOffers, api.PathOrders, api.PathLeases,
+		api.PathPrices, api.PathCapacity, api.PathReputation, api.PathJobs, api.PathReceipts,
+		api.PathMetrics, api.PathPprof, "/debug/pprof/heap", "/debug/pprof/goroutine", "/no/such/route",
 	} {
 		for _, bad := range []string{"", "not-the-token", token + "x"} {
 			code, body := get(path, bad)
@@ -99,7 +101,7 @@ echo probe-done`
 func TestAPITokenKeptPrivate(t *testing.T) {
 	c := testConfig(t, "unset", "none", "eu-west", nil)
 	c.DataDir = t.TempDir()
-	path := filepath.Join(c.DataDir, TokenFile)
+	path := filepath.Join(c.DataDir, api.TokenFile)
 	if err := os.WriteFile(path, []byte(strings.Repeat("ab", 32)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
