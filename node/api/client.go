@@ -108,8 +108,8 @@ func (c *Client) GPUs(ctx context.Context) ([]inventory.GPU, error) {
 
 // Offers lists the offers the node knows that filter accepts.
 func (c *Client) Offers(ctx context.Context, filter string) ([]market.Offer, error) {
-	var os []market.Offer
-	return os, c.call(ctx, c.timeout, http.MethodGet, PathOffers, url.Values{QueryFilter: {filter}}, nil, &os)
+	var offers []market.Offer
+	return offers, c.call(ctx, c.timeout, http.MethodGet, PathOffers, url.Values{QueryFilter: {filter}}, nil, &offers)
 }
 
 // Orders lists the node's order book, as filter selects it.
@@ -256,9 +256,10 @@ func (c *Client) send(ctx context.Context, timeout time.Duration, method, path s
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		ctxErr := ctx.Err()
 		cancel()
-		if ctx.Err() != nil {
-			return nil, nil, fmt.Errorf("node API %s %s: no answer: %w", method, path, ctx.Err())
+		if ctxErr != nil {
+			return nil, nil, fmt.Errorf("node API %s %s: no answer: %w", method, path, ctxErr)
 		}
 		return nil, nil, &unreachableError{addr: c.addr, err: err}
 	}

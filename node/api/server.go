@@ -140,12 +140,12 @@ func (s *server) offers(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	os, err := s.b.Offers(f)
+	offers, err := s.b.Offers(f)
 	if err != nil {
 		fail(w, err, http.StatusInternalServerError)
 		return
 	}
-	writeJSON(w, nonNil(os))
+	writeJSON(w, nonNil(offers))
 }
 
 func (s *server) orders(w http.ResponseWriter, r *http.Request) {
