@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -63,6 +65,51 @@ func TestAPINeedsToken(t *testing.T) {
 		if code, body := get(path, token); code != http.StatusOK {
 			t.Errorf("GET %s with the token: %d %s", path, code, body)
 		}
+	}
+}
+
+// TestAPIClient: api.Client, with the token of the node's data dir, reads
+// a real node's API: its health, GPUs, capacity, and its empty lists of
+// leases, jobs and receipts; an unknown job is ErrNotFound, and another
+// token ErrUnauthorized.
+func TestAPIClient(t *testing.T) {
+	c := sellerConfig(t, "unset", "sim:h100-sxm:2", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil)
+	c.DataDir = t.TempDir()
+	n := startNode(t, c)
+	cl, err := api.ClientForDataDir(n.APIAddr(), c.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	h, err := cl.Health(ctx)
+	if err != nil || h.Status != "ok" || h.PeerID != n.ID().String() || h.GPUs != 2 || h.Region != "eu-west" {
+		t.Fatalf("Health: %+v, %v", h, err)
+	}
+	gs, err := cl.GPUs(ctx)
+	if err != nil || len(gs) != 2 || gs[0].Model != "h100-sxm" {
+		t.Fatalf("GPUs: %+v, %v", gs, err)
+	}
+	caps, err := cl.Capacity(ctx)
+	if err != nil || len(caps) != 1 || caps[0].Model != "h100-sxm" || caps[0].Total != 2 {
+		t.Fatalf("Capacity: %+v, %v", caps, err)
+	}
+	if ls, err := cl.Leases(ctx); err != nil || ls == nil || len(ls) != 0 {
+		t.Fatalf("Leases: %#v, %v; want an empty list", ls, err)
+	}
+	if js, err := cl.Jobs(ctx); err != nil || js == nil || len(js) != 0 {
+		t.Fatalf("Jobs: %#v, %v; want an empty list", js, err)
+	}
+	if reps, err := cl.Receipts(ctx, ""); err != nil || reps == nil || len(reps) != 0 {
+		t.Fatalf("Receipts: %#v, %v; want an empty list", reps, err)
+	}
+	if _, err := cl.Job(ctx, "nope"); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("Job(nope): %v, want ErrNotFound", err)
+	}
+	other := api.NewClient(n.APIAddr(), strings.Repeat("ab", 32))
+	defer other.Close()
+	if _, err := other.Jobs(ctx); !errors.Is(err, api.ErrUnauthorized) {
+		t.Fatalf("Jobs with another token: %v, want ErrUnauthorized", err)
 	}
 }
 
