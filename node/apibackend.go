@@ -47,41 +47,36 @@ func (b *apiBackend) Health() api.Health {
 // Peers lists connected peers and those heard from by heartbeat.
 func (b *apiBackend) Peers() []api.Peer {
 	n := b.n
-	states := n.peers.list(n.now())
+	var peers []api.Peer
 	byID := map[string]int{}
-	for i, s := range states {
+	for i, s := range n.peers.list(n.now()) {
+		peers = append(peers, s.Peer)
 		byID[s.ID.String()] = i
 	}
 	scores := n.net.PeerScores()
-	for i := range states {
-		states[i].Score = scores[states[i].ID]
+	for i := range peers {
+		peers[i].Score = scores[peers[i].ID]
 	}
 	for _, id := range n.net.Host.Network().Peers() {
 		i, ok := byID[id.String()]
 		if !ok {
-			states = append(states, PeerState{ID: id, Score: scores[id]})
-			i = len(states) - 1
+			peers = append(peers, api.Peer{ID: id, Score: scores[id]})
+			i = len(peers) - 1
 		}
-		states[i].Connected = true
+		peers[i].Connected = true
 		if rtt := n.net.Host.Peerstore().LatencyEWMA(id); rtt > 0 {
-			states[i].LatencyMs = float64(rtt.Microseconds()) / 1000
+			peers[i].LatencyMs = float64(rtt.Microseconds()) / 1000
 		}
 	}
-	out := make([]api.Peer, 0, len(states))
-	for _, s := range states {
-		sc := n.verify.rep.Score(s.ID)
-		p := api.Peer{
-			ID: s.ID, LastSeen: s.LastSeen, Heartbeats: s.Heartbeats, GPUsTotal: s.GPUsTotal, GPUsFree: s.GPUsFree,
-			Region: s.Region, Software: s.Software, ProfileSeq: s.ProfileSeq, Connected: s.Connected,
-			LatencyMs: s.LatencyMs, Score: s.Score, Reputation: sc.Reputation, Verified: sc.Verified,
+	for i := range peers {
+		s := n.verify.rep.Score(peers[i].ID)
+		peers[i].Reputation, peers[i].Verified = s.Reputation, s.Verified
+		if s.Pings > 0 {
+			u := s.Uptime * 100
+			peers[i].UptimePct = &u
 		}
-		if sc.Pings > 0 {
-			u := sc.Uptime * 100
-			p.UptimePct = &u
-		}
-		out = append(out, p)
 	}
-	return out
+	return peers
 }
 
 func (b *apiBackend) GPUs() []inventory.GPU { return b.n.gpus }

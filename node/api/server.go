@@ -73,9 +73,14 @@ func NewHandler(b Backend, token string, opts ...HandlerOption) http.Handler {
 		opt(&o)
 	}
 	s := &server{b: b}
+	handlers := s.handlers(o)
 	mux := http.NewServeMux()
 	for _, rt := range Routes() {
-		mux.HandleFunc(rt.Pattern(), s.route(rt, o))
+		h, ok := handlers[rt]
+		if !ok {
+			panic("api: no handler for route " + rt.Pattern())
+		}
+		mux.HandleFunc(rt.Pattern(), h)
 	}
 	// Go's profiler, for operators chasing CPU or memory use: any
 	// method, as net/http/pprof serves it.
@@ -91,47 +96,29 @@ type server struct {
 	b Backend
 }
 
-// route returns the handler of rt.
-func (s *server) route(rt Route, o handlerOptions) http.HandlerFunc {
-	switch rt {
-	case Route{http.MethodGet, PathHealth}:
-		return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.b.Health()) }
-	case Route{http.MethodGet, PathPeers}:
-		return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Peers())) }
-	case Route{http.MethodGet, PathGPUs}:
-		return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.GPUs())) }
-	case Route{http.MethodGet, PathOffers}:
-		return s.offers
-	case Route{http.MethodGet, PathOrders}:
-		return s.orders
-	case Route{http.MethodGet, PathLeases}:
-		return s.leases
-	case Route{http.MethodGet, PathPrices}:
-		return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Prices())) }
-	case Route{http.MethodGet, PathCapacity}:
-		return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Capacity())) }
-	case Route{http.MethodGet, PathReputation}:
-		return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Reputation())) }
-	case Route{http.MethodPost, PathChallenge}:
-		return s.challenge
-	case Route{http.MethodPost, PathJobs}:
-		return s.submitJob
-	case Route{http.MethodGet, PathJobs}:
-		return s.jobs
-	case Route{http.MethodGet, PathJob}:
-		return s.job
-	case Route{http.MethodPost, PathJobStop}:
-		return s.stopJob
-	case Route{http.MethodGet, PathJobLogs}:
-		return s.logs
-	case Route{http.MethodGet, PathReceipts}:
-		return s.receipts
-	case Route{http.MethodGet, PathMetrics}:
-		return o.metrics.ServeHTTP
-	case Route{"", PathPprof}:
-		return pprof.Index
+// handlers maps each route to its handler.
+func (s *server) handlers(o handlerOptions) map[Route]http.HandlerFunc {
+	get, post := http.MethodGet, http.MethodPost
+	return map[Route]http.HandlerFunc{
+		{get, PathHealth}:     func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.b.Health()) },
+		{get, PathPeers}:      func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Peers())) },
+		{get, PathGPUs}:       func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.GPUs())) },
+		{get, PathOffers}:     s.offers,
+		{get, PathOrders}:     s.orders,
+		{get, PathLeases}:     s.leases,
+		{get, PathPrices}:     func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Prices())) },
+		{get, PathCapacity}:   func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Capacity())) },
+		{get, PathReputation}: func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Reputation())) },
+		{post, PathChallenge}: s.challenge,
+		{post, PathJobs}:      s.submitJob,
+		{get, PathJobs}:       s.jobs,
+		{get, PathJob}:        s.job,
+		{post, PathJobStop}:   s.stopJob,
+		{get, PathJobLogs}:    s.logs,
+		{get, PathReceipts}:   s.receipts,
+		{get, PathMetrics}:    o.metrics.ServeHTTP,
+		{"", PathPprof}:       pprof.Index,
 	}
-	panic("api: no handler for route " + rt.Pattern())
 }
 
 func (s *server) offers(w http.ResponseWriter, r *http.Request) {
@@ -228,24 +215,23 @@ func (s *server) jobs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) job(w http.ResponseWriter, r *http.Request) {
-	js := s.jobService(w)
-	if js == nil {
-		return
-	}
-	v, err := js.Job(r.PathValue("id"))
-	if err != nil {
-		fail(w, err, http.StatusNotFound)
-		return
-	}
-	writeJSON(w, v)
+	s.jobView(w, func(js JobService) (job.View, error) { return js.Job(r.PathValue("id")) })
 }
 
 func (s *server) stopJob(w http.ResponseWriter, r *http.Request) {
+	s.jobView(w, func(js JobService) (job.View, error) {
+		return js.Stop(r.PathValue("id"), r.URL.Query().Get(QueryReason))
+	})
+}
+
+// jobView answers the view of one job that f returns, or 404 for its
+// error.
+func (s *server) jobView(w http.ResponseWriter, f func(JobService) (job.View, error)) {
 	js := s.jobService(w)
 	if js == nil {
 		return
 	}
-	v, err := js.Stop(r.PathValue("id"), r.URL.Query().Get(QueryReason))
+	v, err := f(js)
 	if err != nil {
 		fail(w, err, http.StatusNotFound)
 		return
