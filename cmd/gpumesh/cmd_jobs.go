@@ -35,6 +35,19 @@ func (a *app) nodeClient(cmd *cobra.Command) (*api.Client, error) {
 	return c, nil
 }
 
+// jobHint adds to an error of the node's job API what to do about it.
+func jobHint(err error) error {
+	switch {
+	case errors.Is(err, api.ErrUnauthorized):
+		return fmt.Errorf("%w; pass the --data of the node whose --api you ask", err)
+	case errors.Is(err, api.ErrNotFound):
+		return fmt.Errorf("%w; `gpumesh jobs` lists your node's jobs", err)
+	case errors.Is(err, api.ErrUnavailable):
+		return fmt.Errorf("%w; the node is still starting: try again in a moment", err)
+	}
+	return err
+}
+
 func newRunCmd(a *app) *cobra.Command {
 	var (
 		jr       api.JobRequest
@@ -103,7 +116,7 @@ follow later with "gpumesh logs -f JOB".`,
 				return a.printNoMatch(nm)
 			}
 			if err != nil {
-				return err
+				return jobHint(err)
 			}
 			if detach {
 				if a.json {
@@ -184,7 +197,7 @@ func newJobsCmd(a *app) *cobra.Command {
 			if len(args) == 1 {
 				v, err := c.Job(cmd.Context(), args[0])
 				if err != nil {
-					return err
+					return jobHint(err)
 				}
 				if a.json {
 					return a.printJSON(v)
@@ -194,7 +207,7 @@ func newJobsCmd(a *app) *cobra.Command {
 			}
 			vs, err := c.Jobs(cmd.Context())
 			if err != nil {
-				return err
+				return jobHint(err)
 			}
 			if a.json {
 				return a.printJSON(orEmpty(vs))
@@ -250,7 +263,7 @@ func newLogsCmd(a *app) *cobra.Command {
 			if cmd.Context().Err() != nil {
 				return nil // interrupted: the job goes on
 			}
-			return err
+			return jobHint(err)
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output as it arrives, until the job ends")
@@ -270,7 +283,7 @@ func newStopCmd(a *app) *cobra.Command {
 			}
 			v, err := c.StopJob(cmd.Context(), args[0], "")
 			if err != nil {
-				return err
+				return jobHint(err)
 			}
 			if a.json {
 				return a.printJSON(v)
@@ -304,7 +317,7 @@ settlement statement. With --verify the command exits 1 when any lease has a pro
 			}
 			reps, err := c.Receipts(cmd.Context(), lease)
 			if err != nil {
-				return err
+				return jobHint(err)
 			}
 			bad := 0
 			for _, r := range reps {
