@@ -34,6 +34,48 @@ var forbidden = map[string][]string{
 	"merkle": {module + "node", module + "market", module + "verify", module + "store", module + "p2p", module + "cmd", module + "testnet"},
 }
 
+// forbiddenIn lists, per package directory, imports forbidden there beside
+// those of its top-level package; these match the import path exactly.
+var forbiddenIn = map[string][]string{
+	// node imports node/api, which serves the node through api.Backend.
+	"node/api": {module + "node"},
+	// The CLI and the testnet reach a node's HTTP API only through
+	// node/api's Client, never by hand.
+	"cmd/gpumesh":         {"net/http"},
+	"testnet":             {"net/http"},
+	"testnet/cmd/bench":   {"net/http"},
+	"testnet/cmd/testnet": {"net/http"},
+}
+
+// TestImportsOfPackages checks forbiddenIn, in the non-test files of each
+// package it names.
+func TestImportsOfPackages(t *testing.T) {
+	for dir, rules := range forbiddenIn {
+		files, err := filepath.Glob(filepath.Join(filepath.FromSlash(dir), "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) == 0 {
+			t.Errorf("%s: no Go files; update forbiddenIn", dir)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range f.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				if slices.Contains(rules, p) {
+					t.Errorf("%s imports %s: package %s must not", path, p, dir)
+				}
+			}
+		}
+	}
+}
+
 func TestImportDirection(t *testing.T) {
 	checked := 0
 	for path, imports := range goImports(t) {

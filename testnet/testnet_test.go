@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -188,7 +188,7 @@ func TestUpSearchDown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rent: %v\n%s", err, stderr.String())
 	}
-	var lease node.LeaseView
+	var lease api.LeaseView
 	if err := json.Unmarshal(out, &lease); err != nil {
 		t.Fatalf("rent --json: %v\n%s", err, out)
 	}

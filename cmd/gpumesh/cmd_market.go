@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/store"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
@@ -156,7 +156,7 @@ type silentError struct{ err error }
 
 func (e silentError) Error() string { return e.err.Error() }
 
-func (a *app) printLease(l node.LeaseView) error {
+func (a *app) printLease(l api.LeaseView) error {
 	if a.json {
 		return a.printJSON(l)
 	}
@@ -179,9 +179,10 @@ func newOrdersCmd(a *app) *cobra.Command {
 			if _, err := market.ParseFilter(filter); err != nil {
 				return usageError{err}
 			}
-			var o node.Orders
-			if err := getJSON(cmd, cfg, "/api/v1/orders?filter="+url.QueryEscape(filter), &o); err != nil {
-				return err
+			c, tokenErr := readClient(cfg)
+			o, err := c.Orders(cmd.Context(), filter)
+			if err != nil {
+				return explainAPIError(err, cfg, tokenErr)
 			}
 			if a.json {
 				return a.printJSON(o)
@@ -215,8 +216,10 @@ func newLeasesCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ls []node.LeaseView
-			if err := getJSON(cmd, cfg, "/api/v1/leases", &ls); err != nil {
+			c, tokenErr := readClient(cfg)
+			ls, err := c.Leases(cmd.Context())
+			if err != nil {
+				err = explainAPIError(err, cfg, tokenErr)
 				if cfg.Sources["data"] == "default" {
 					return err // without --data there is no store to fall back on
 				}
@@ -254,9 +257,10 @@ func newPricesCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ps []market.PricePoint
-			if err := getJSON(cmd, cfg, "/api/v1/prices", &ps); err != nil {
-				return err
+			c, tokenErr := readClient(cfg)
+			ps, err := c.Prices(cmd.Context())
+			if err != nil {
+				return explainAPIError(err, cfg, tokenErr)
 			}
 			if a.json {
 				return a.printJSON(orEmpty(ps))

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 	"github.com/gpumesh/gpumesh/verify/pb"
 )
@@ -78,9 +78,9 @@ func TestMemCheck(t *testing.T) {
 	}
 }
 
-func mustProfile(t *testing.T, model string) verify.DeviceProfile {
+func mustProfile(t *testing.T, model string) catalog.Profile {
 	t.Helper()
-	p, ok := verify.LookupProfile(model)
+	p, ok := catalog.Lookup(model)
 	if !ok {
 		t.Fatalf("no profile %q", model)
 	}
