@@ -69,7 +69,7 @@
 //
 // Money is integer micro-units (10⁻⁶ of the price currency) per GPU-hour,
 // parsed exactly, never through a float. The wire formats are in
-// docs/PROTOCOL.md. market depends on p2p and store, never on node or
-// verify: what it needs of verification (reputation, device figures) is
-// passed in (Trust, ScoreFunc, OfferInputs).
+// docs/PROTOCOL.md. market depends on p2p, store and the leaves catalog
+// and money, never on node or verify: what it needs of verification
+// (reputation) is passed in (Trust, ScoreFunc, OfferInputs).
 package market

@@ -7,6 +7,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/catalog"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/p2p/pb"
 )
@@ -27,8 +29,9 @@ type Offer struct {
 	Region    string `json:"region"`
 	Simulated bool   `json:"simulated"`
 	Verified  bool   `json:"verified"`
-	// PriceMicros is the price per GPU-hour in micro-units; 0 = not advertised.
-	PriceMicros int64 `json:"price_micros,omitempty"`
+	// PriceMicros is the price per GPU-hour; 0 = not advertised. In JSON
+	// it is a plain integer of micro-units.
+	PriceMicros money.Micros `json:"price_micros,omitempty"`
 	// Reputation is 0..1; nil = unknown.
 	Reputation *float64 `json:"reputation,omitempty"`
 	// UptimePct is 0..100; nil = unknown.
@@ -70,15 +73,12 @@ type OfferInputs struct {
 	Asks []*Ask
 	// Score adds each supplier's reputation, uptime and verified status.
 	Score ScoreFunc
-	// TFLOPS gives a model's dense BF16 TFLOPS from the device-profile
-	// table (which market does not import); 0 when nil or unknown.
-	TFLOPS func(model string) int
 }
 
 // OffersFromProfile turns a validated profile into one offer per GPU
-// model, in the order the profile lists them; tflops, when not nil,
-// gives each model's TFLOPS.
-func OffersFromProfile(p *p2p.Profile, tflops func(model string) int) []Offer {
+// model, in the order the profile lists them, with each model's TFLOPS
+// from the catalog.
+func OffersFromProfile(p *p2p.Profile) []Offer {
 	byModel := map[string]*Offer{}
 	var order []string
 	addrs := make([]string, 0, len(p.Addrs))
@@ -95,9 +95,7 @@ func OffersFromProfile(p *p2p.Profile, tflops func(model string) int) []Offer {
 				ComputeCapability: fmt.Sprintf("%d.%d", g.CcMajor, g.CcMinor),
 				Region:            p.Region, Simulated: g.Simulated,
 				Version: p.Software, SeenAt: p.Issued().UTC(), JobLimits: limits,
-			}
-			if tflops != nil {
-				o.TFLOPS = tflops(g.Model)
+				TFLOPS: catalog.TFLOPS(g.Model),
 			}
 			byModel[g.Model] = o
 			order = append(order, g.Model)
@@ -128,8 +126,8 @@ func offerLimits(p *p2p.Profile) *JobLimits {
 
 // MatchOffers returns the offers of profiles that f accepts, sorted by
 // model, then region, then peer ID, with what in adds: each supplier's
-// price and free count from an order book's live asks, its reputation,
-// and each model's TFLOPS.
+// price and free count from an order book's live asks, and its
+// reputation.
 func MatchOffers(ps []*p2p.Profile, f Filter, in OfferInputs) []Offer {
 	type key struct{ peer, model string }
 	live := map[key]*Ask{}
@@ -138,9 +136,9 @@ func MatchOffers(ps []*p2p.Profile, f Filter, in OfferInputs) []Offer {
 	}
 	var out []Offer
 	for _, p := range ps {
-		for _, o := range OffersFromProfile(p, in.TFLOPS) {
+		for _, o := range OffersFromProfile(p) {
 			if a := live[key{o.PeerID, o.Model}]; a != nil {
-				o.PriceMicros, o.Free = a.PriceMicros, min(int(a.Count), o.Count)
+				o.PriceMicros, o.Free = money.Micros(a.PriceMicros), min(int(a.Count), o.Count)
 			} else if in.Asks != nil {
 				o.Free = 0 // sold out, or not for sale: no live ask
 			}

@@ -31,8 +31,7 @@ func TestOffersFromProfile(t *testing.T) {
 	p := testProfile(t, id, "eu-west", "h100-sxm", "rtx4090", "h100-sxm")
 	p.Gpus[2].Simulated = true
 	p.JobLimitsMax = &pb.JobLimits{Procs: 64}
-	tflops := func(m string) int { return map[string]int{"h100-sxm": 989}[m] }
-	got := OffersFromProfile(p, tflops)
+	got := OffersFromProfile(p)
 	if len(got) != 2 {
 		t.Fatalf("%d offers, want one per model (2): %+v", len(got), got)
 	}
@@ -46,11 +45,11 @@ func TestOffersFromProfile(t *testing.T) {
 	if h.JobLimits == nil || h.JobLimits.Max.Procs != 64 || h.JobLimits.Default != (JobLimitSet{}) {
 		t.Errorf("job limits = %+v, want max procs 64 and no defaults", h.JobLimits)
 	}
-	if r := got[1]; r.Model != "rtx4090" || r.Count != 1 || r.TFLOPS != 0 || r.Simulated {
+	if r := got[1]; r.Model != "rtx4090" || r.Count != 1 || r.TFLOPS != 165 || r.Simulated {
 		t.Errorf("rtx4090 offer = %+v", r)
 	}
-	if o := OffersFromProfile(testProfile(t, id, "", "a10"), nil); o[0].JobLimits != nil || o[0].TFLOPS != 0 {
-		t.Errorf("profile without limits or a TFLOPS table: %+v", o[0])
+	if o := OffersFromProfile(testProfile(t, id, "", "no-such-gpu")); o[0].JobLimits != nil || o[0].TFLOPS != 0 {
+		t.Errorf("profile without limits, of a model the catalog lacks: %+v", o[0])
 	}
 }
 

@@ -14,10 +14,11 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/p2p"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 )
 
@@ -270,8 +271,8 @@ func modelPrices(p func(*Config) *[]string) func(*Config, []string) error {
 			if micros <= 0 {
 				return fmt.Errorf("%q: a price must be above zero", s)
 			}
-			if _, ok := verify.LookupProfile(m); !ok {
-				return fmt.Errorf("%q: unknown model %q (known: %s)", s, m, strings.Join(verify.Slugs(), ", "))
+			if !catalog.Known(m) {
+				return fmt.Errorf("%q: unknown model %q (known: %s)", s, m, strings.Join(catalog.Slugs(), ", "))
 			}
 			if seen[m] {
 				return fmt.Errorf("%q: model %s priced twice", s, m)
@@ -296,10 +297,10 @@ func (c Config) Pricer() (market.Pricer, error) {
 	if err != nil {
 		return market.Pricer{}, err
 	}
-	pr := market.Pricer{Mode: mode, List: map[string]int64{}, Floor: map[string]int64{}}
+	pr := market.Pricer{Mode: mode, List: map[string]money.Micros{}, Floor: map[string]money.Micros{}}
 	for _, l := range []struct {
 		in  []string
-		out map[string]int64
+		out map[string]money.Micros
 	}{{c.Prices, pr.List}, {c.PriceFloors, pr.Floor}} {
 		for _, s := range l.in {
 			m, micros, err := market.ParseModelPrice(s)
@@ -430,7 +431,7 @@ func (c Config) checkFloors() error {
 	}
 	for m, floor := range pr.Floor {
 		if list, ok := pr.List[m]; ok && floor > list {
-			return fmt.Errorf("config: price_floor for %s (%s) is above its list price (%s)", m, market.FormatPrice(floor), market.FormatPrice(list))
+			return fmt.Errorf("config: price_floor for %s (%s) is above its list price (%s)", m, floor, list)
 		}
 	}
 	return nil

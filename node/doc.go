@@ -16,22 +16,23 @@
 //     cache (KnownProfiles), and the peer table.
 //   - market.go: the market's wiring: order book, price index, the orders
 //     and trades topics, the supplier and its pricing.
-//   - offers.go: filters checked against the device-profile table, and the
-//     node's view of offers (market.MatchOffers over its known profiles,
-//     its book and its reputation).
-//   - leases.go: leases as the CLI and the API show them (LeaseView),
+//   - leases.go: leases as the CLI and the API show them (api.LeaseView),
 //     built from market's lease persistence (market.Leases).
 //   - trust.go: the node's market.Trust over its profiles and reputation.
 //   - verify.go, audit.go: the reputation book and the attestation topic;
 //     the audit loop that challenges suppliers.
 //   - jobs.go: the settlement ledger, the evidence topic (validated by
 //     settle.EvidenceValidator), the job executor and controller.
-//   - api.go, api_jobs.go: the local HTTP API.
+//   - api.go, apibackend.go: the local HTTP API: its routes, types, handler
+//     and client live in package node/api; apibackend.go is the node as
+//     the handler sees it (an api.Backend), offers (market.MatchOffers
+//     over the known profiles, the book and the reputation) included.
 //   - version.go: the version and the software string.
 //
-// Sub-packages: job (a renter's workload on leased GPUs), runtime (how a
-// supplier runs one), and light, the light client that search, rent and
-// challenge run on without a node (light imports no part of node).
+// Sub-packages: api (the HTTP API), job (a renter's workload on leased
+// GPUs), runtime (how a supplier runs one), and light, the light client
+// that search, rent and challenge run on without a node (light imports no
+// part of node).
 //
 // Long-lived parts take a context or have Close; nothing here is global.
 package node

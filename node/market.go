@@ -9,9 +9,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
@@ -101,7 +101,7 @@ func (n *Node) describe(model string) market.Offer {
 			o.Simulated = o.Simulated || g.Simulated
 		}
 	}
-	o.TFLOPS = verify.TFLOPS(model)
+	o.TFLOPS = catalog.TFLOPS(model)
 	return o
 }
 

@@ -18,6 +18,6 @@
 //     answers: its order book and the attestations a reputation book is
 //     built from (checked here, the bootstrap peers pre-trusted).
 //
-// light sits beside node, not under it: it imports market, verify, p2p
-// and store, never node, so node (and cmd) may import it.
+// light sits beside node, not under it: it imports market, catalog,
+// verify, p2p and store, never node, so node (and cmd) may import it.
 package light

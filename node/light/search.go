@@ -7,9 +7,9 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
@@ -23,7 +23,7 @@ import (
 func (c *Client) Search(ctx context.Context, f market.Filter) ([]market.Offer, error) {
 	models := f.Models()
 	if models == nil {
-		models = verify.Slugs()
+		models = catalog.Slugs()
 	}
 	if len(models) == 0 {
 		return nil, nil
@@ -67,7 +67,7 @@ func (c *Client) Search(ctx context.Context, f market.Filter) ([]market.Offer, e
 	if err := ctx.Err(); err != nil && len(profiles) == 0 {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	in := market.OfferInputs{Asks: <-booked, TFLOPS: verify.TFLOPS}
+	in := market.OfferInputs{Asks: <-booked}
 	if book := <-rated; book != nil {
 		in.Score = book.Standing
 	}
