@@ -8,6 +8,12 @@ import (
 	"time"
 )
 
+// Two valid peer IDs.
+const (
+	peerA = "12D3KooWMD2urRgmT4JHgTz7XHd2ieUftbDqHFXqXqg1ReTvAktV"
+	peerB = "12D3KooWDuAqZNDTsHRcvZpBrvQGNVVtbkwtKYn8xsV6LutyhhGa"
+)
+
 func env(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
@@ -35,7 +41,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				if c.DataDir != "/home/u/.gpumesh" || c.Sources["data"] != "default" {
 					t.Errorf("data dir %q from %q", c.DataDir, c.Sources["data"])
 				}
-				if c.API != "127.0.0.1:7450" || c.GPUs != "auto" || c.HeartbeatInterval != 10*time.Second || len(c.Listen) != 2 {
+				if c.API != "127.0.0.1:7450" || c.GPUs.String() != "auto" || c.HeartbeatInterval != 10*time.Second || len(c.Listen) != 2 {
 					t.Errorf("defaults wrong: %+v", c)
 				}
 				for _, s := range c.Settings() {
@@ -49,7 +55,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			name: "file < env < flag",
 			in: Input{
 				Home: "/home/u",
-				Env:  env(map[string]string{"GPUMESH_HOME": "/srv/gm", "GPUMESH_REGION": "us-east", "GPUMESH_BOOTSTRAP": "/ip4/1.2.3.4/tcp/1/p2p/A, /ip4/1.2.3.5/tcp/1/p2p/B", "GPUMESH_GPUS": "none"}),
+				Env:  env(map[string]string{"GPUMESH_HOME": "/srv/gm", "GPUMESH_REGION": "us-east", "GPUMESH_BOOTSTRAP": "/ip4/1.2.3.4/tcp/1/p2p/" + peerA + ", /ip4/1.2.3.5/tcp/1/p2p/" + peerB, "GPUMESH_GPUS": "none"}),
 				ReadFile: files(map[string]string{"/srv/gm/config.toml": `
 region = "eu-west"
 gpus = "sim:t4:1"
@@ -65,7 +71,7 @@ listen = ["/ip4/127.0.0.1/tcp/5000"]
 					"region":    {"us-east", "env:GPUMESH_REGION"},
 					"gpus":      {"sim:a10:2", "flag:--gpus"},
 					"api":       {"127.0.0.1:9000", "file:/srv/gm/config.toml"},
-					"bootstrap": {"/ip4/1.2.3.4/tcp/1/p2p/A,/ip4/1.2.3.5/tcp/1/p2p/B", "env:GPUMESH_BOOTSTRAP"},
+					"bootstrap": {"/ip4/1.2.3.4/tcp/1/p2p/" + peerA + ",/ip4/1.2.3.5/tcp/1/p2p/" + peerB, "env:GPUMESH_BOOTSTRAP"},
 					"listen":    {"/ip4/127.0.0.1/tcp/6000,/ip4/127.0.0.1/udp/6000/quic-v1", "flag:--listen"},
 					"conn_high": {"50", "file:/srv/gm/config.toml"},
 				}
@@ -169,5 +175,20 @@ func TestConfigAcceptsWhatTheWireDoes(t *testing.T) {
 	}
 	if _, err := LoadConfig(Input{Home: "/h", Flags: map[string][]string{"job_user": {"nobody"}}}); err != nil {
 		t.Fatalf("job_user nobody: %v", err)
+	}
+}
+
+// setKey sets one key of c as a flag would, through the key table.
+func setKey(t testing.TB, c *Config, key string, vals ...string) {
+	t.Helper()
+	k, ok := LookupKey(key)
+	if !ok {
+		t.Fatalf("no config key %q", key)
+	}
+	if k.Repeatable {
+		vals = splitEach(vals)
+	}
+	if err := apply(c, k, vals, "flag:--"+k.Flag()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -25,7 +25,8 @@ import (
 func sellerConfig(t *testing.T, dir, gpus, region, pricing string, prices []string, bootstrap []string) Config {
 	t.Helper()
 	c := testConfig(t, dir, gpus, region, bootstrap)
-	c.Pricing, c.Prices = pricing, prices
+	setKey(t, &c, "pricing", pricing)
+	setKey(t, &c, "price", prices...)
 	return c
 }
 
@@ -43,7 +44,7 @@ func startMarketNet(t *testing.T, specs []Config) *marketNet {
 	for i, c := range specs {
 		c.DataDir = filepath.Join(root, "n"+strconv.Itoa(i))
 		if i > 0 {
-			c.Bootstrap = bootstrapOf(m.nodes[0])
+			setKey(t, &c, "bootstrap", bootstrapOf(m.nodes[0])...)
 		}
 		m.nodes = append(m.nodes, startNode(t, c))
 	}

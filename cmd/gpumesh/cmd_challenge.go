@@ -100,12 +100,8 @@ func (a *app) challengeViaNode(ctx context.Context, cfg node.Config, id peer.ID,
 
 // challengeHere runs the challenge as a light client; nothing is attested.
 func (a *app) challengeHere(ctx context.Context, cfg node.Config, id peer.ID, model string) (node.ChallengeReport, error) {
-	bootstrap, err := node.ParseBootstrap(cfg.Bootstrap)
-	if err != nil {
-		return node.ChallengeReport{}, usageError{err}
-	}
 	log := a.logger(cfg)
-	lc, err := node.NewLightClient(ctx, node.LightOptions{Bootstrap: bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: log})
+	lc, err := node.NewLightClient(ctx, node.LightOptions{Bootstrap: cfg.Bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: log})
 	if err != nil {
 		return node.ChallengeReport{}, err
 	}

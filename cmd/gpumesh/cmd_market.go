@@ -71,10 +71,6 @@ a job at once.`,
 					return usageError{fmt.Errorf("--max-price %q: want a positive amount per GPU-hour, e.g. 2.50", maxPrice)}
 				}
 			}
-			bootstrap, err := node.ParseBootstrap(cfg.Bootstrap)
-			if err != nil {
-				return usageError{err}
-			}
 			var (
 				key crypto.PrivKey
 				st  store.Store
@@ -91,7 +87,7 @@ a job at once.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			sp := a.spin("joining the network")
-			rc, err := node.NewRentClient(ctx, node.LightOptions{Key: key, Bootstrap: bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg)}, st)
+			rc, err := node.NewRentClient(ctx, node.LightOptions{Key: key, Bootstrap: cfg.Bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg)}, st)
 			sp.Stop()
 			if err != nil {
 				return err

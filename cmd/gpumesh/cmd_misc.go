@@ -57,15 +57,11 @@ func newGPUsCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			spec, err := inventory.ParseSpec(cfg.GPUs)
-			if err != nil {
-				return usageError{fmt.Errorf("--gpus: %w", err)}
-			}
 			seed := "local"
 			if key, err := node.LoadKey(cfg.DataDir); err == nil {
 				seed = node.PeerID(key).String()
 			}
-			gpus, err := inventory.FromSpec(spec, seed, a.logger(cfg)).Detect(cmd.Context())
+			gpus, err := inventory.FromSpec(cfg.GPUs, seed, a.logger(cfg)).Detect(cmd.Context())
 			if err != nil {
 				return err
 			}

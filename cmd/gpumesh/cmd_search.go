@@ -38,10 +38,6 @@ rep (0-1), uptime (%), tflops, verified, simulated.`,
 			if err != nil {
 				return usageError{err}
 			}
-			bootstrap, err := node.ParseBootstrap(cfg.Bootstrap)
-			if err != nil {
-				return usageError{err}
-			}
 			var key crypto.PrivKey
 			if cfg.Sources["data"] != "default" {
 				if key, _, err = node.LoadOrCreateKey(cfg.DataDir); err != nil {
@@ -52,7 +48,7 @@ rep (0-1), uptime (%), tflops, verified, simulated.`,
 			defer cancel()
 			sp := a.spin("joining the network")
 			lc, err := node.NewLightClient(ctx, node.LightOptions{
-				Key: key, Bootstrap: bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg),
+				Key: key, Bootstrap: cfg.Bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg),
 			})
 			sp.Stop()
 			if err != nil {

@@ -118,7 +118,7 @@ func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 // logger logs to stderr at the configured level. Commands other than node
 // are quieter by default (warn) so that their output stays readable.
 func (a *app) logger(cfg node.Config) *slog.Logger {
-	level, _ := node.ParseLogLevel(cfg.LogLevel)
+	level := cfg.LogLevel
 	if a.quiet && cfg.Sources["log_level"] == "default" {
 		level = slog.LevelWarn
 	}
