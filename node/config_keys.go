@@ -83,21 +83,21 @@ func (k Key) DefaultText() string {
 	return "`" + strings.Join(k.Default, "`, `") + "`"
 }
 
-// Usage is the flag's help text.
+// Usage is the flag's help text: Help, and how to repeat it and its
+// default.
 func (k Key) Usage() string {
-	u := k.Help
+	var notes []string
 	if k.Repeatable {
-		u += " (repeatable or comma-separated"
-	} else {
-		u += " ("
+		notes = append(notes, "repeatable or comma-separated")
 	}
 	if k.Kind != KindBool {
-		if k.Repeatable {
-			u += "; "
-		}
-		u += "default " + k.DefaultText()
+		notes = append(notes, "default "+k.DefaultText())
 	}
-	return strings.ReplaceAll(u+")", "`", "")
+	u := k.Help
+	if len(notes) > 0 {
+		u += " (" + strings.Join(notes, "; ") + ")"
+	}
+	return strings.ReplaceAll(u, "`", "")
 }
 
 // EnvName is the environment variable of a config key.

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -191,4 +192,120 @@ func setKey(t testing.TB, c *Config, key string, vals ...string) {
 	if err := apply(c, k, vals, "flag:--"+k.Flag()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// keySamples are three valid values of every key, each written as
+// `config show` writes it back (lists comma-separated): the file sets the
+// first, the environment the second, a flag the third.
+var keySamples = map[string][3]string{
+	"listen":             {"/ip4/127.0.0.1/tcp/1", "/ip4/127.0.0.1/tcp/2,/ip4/127.0.0.1/udp/2/quic-v1", "/ip4/127.0.0.1/tcp/3"},
+	"bootstrap":          {"/ip4/1.2.3.4/tcp/1/p2p/" + peerA, "/ip4/1.2.3.4/tcp/2/p2p/" + peerB, "/ip4/1.2.3.4/tcp/3/p2p/" + peerA + ",/ip4/1.2.3.5/tcp/3/p2p/" + peerB},
+	"gpus":               {"none", "sim:rtx4090:1", "sim:h100-sxm:2,t4:1"},
+	"region":             {"eu-west", "us-east", "ap-south"},
+	"api":                {"127.0.0.1:1", "127.0.0.1:2", "off"},
+	"log_level":          {"debug", "warn", "error"},
+	"heartbeat_interval": {"20s", "30s", "40s"},
+	"profile_ttl":        {"2h0m0s", "3h0m0s", "4h0m0s"},
+	"bootstrap_timeout":  {"20s", "30s", "40s"},
+	"conn_low":           {"2", "3", "4"},
+	"conn_high":          {"100", "200", "300"},
+	"ban":                {peerA, peerB, peerA + "," + peerB},
+	"pricing":            {"auction", "dynamic", "fixed"},
+	"price":              {"h100-sxm=2.10", "rtx4090=0.45", "a100-80gb=1.20,h100-sxm=2.00"},
+	"price_floor":        {"h100-sxm=1.00", "rtx4090=0.20", "a100-80gb=0.50"},
+	"ask_ttl":            {"20s", "30s", "40s"},
+	"trusted":            {peerA, peerB, peerB + "," + peerA},
+	"audit_interval":     {"off", "20s", "30s"},
+	"sim_cheat":          {"slow=3", "replay", "skip=0.5,wrong=0.1"},
+	"runtime":            {"docker", "podman", "process,docker"},
+	"job_user":           {"65534:65534", "1:1", "2:2"},
+	"halt_grace":         {"20s", "30s", "40s"},
+	"max_lease":          {"2h0m0s", "3h0m0s", "4h0m0s"},
+	"claim_window":       {"20s", "30s", "40s"},
+	"unsandboxed_jobs":   {"true", "false", "true"},
+	"mdns":               {"true", "false", "true"},
+	"job_memory":         {"1GiB", "2GiB", "3GiB"},
+	"job_memory_max":     {"4GiB", "8GiB", "16GiB"},
+	"job_procs":          {"100", "200", "300"},
+	"job_procs_max":      {"20000", "30000", "40000"},
+	"job_disk":           {"1GiB", "2GiB", "3GiB"},
+	"job_disk_max":       {"60GiB", "70GiB", "80GiB"},
+	"job_open_files":     {"100", "200", "300"},
+	"job_open_files_max": {"70000", "80000", "90000"},
+}
+
+// tomlLine writes key = value in TOML as k's kind wants it.
+func tomlLine(k Key, value string) string {
+	quote := func(s string) string {
+		if k.Kind == KindString {
+			return strconv.Quote(s)
+		}
+		return s
+	}
+	if !k.Repeatable {
+		return k.Name + " = " + quote(value) + "\n"
+	}
+	var items []string
+	for _, v := range strings.Split(value, ",") {
+		items = append(items, quote(v))
+	}
+	return k.Name + " = [" + strings.Join(items, ", ") + "]\n"
+}
+
+// TestEveryKeyFromEverySource sets every key from the file, then the
+// environment, then a flag, and checks that each later source wins, with
+// the value it gave and its name as the source.
+func TestEveryKeyFromEverySource(t *testing.T) {
+	const path = "/h/.gpumesh/config.toml"
+	for _, k := range ConfigKeys() {
+		t.Run(k.Name, func(t *testing.T) {
+			s, ok := keySamples[k.Name]
+			if !ok {
+				t.Fatalf("no samples for key %s: add three to keySamples", k.Name)
+			}
+			file := files(map[string]string{path: tomlLine(k, s[0])})
+			envs := env(map[string]string{k.Env(): s[1]})
+			flags := map[string][]string{k.Name: strings.Split(s[2], ",")}
+			if !k.Repeatable {
+				flags[k.Name] = []string{s[2]}
+			}
+			for _, tt := range []struct {
+				in        Input
+				want, src string
+			}{
+				{Input{Home: "/h", ReadFile: file}, s[0], "file:" + path},
+				{Input{Home: "/h", ReadFile: file, Env: envs}, s[1], "env:" + k.Env()},
+				{Input{Home: "/h", ReadFile: file, Env: envs, Flags: flags}, s[2], "flag:--" + k.Flag()},
+			} {
+				c, err := LoadConfig(tt.in)
+				if err != nil {
+					t.Fatalf("from %s: %v", tt.src, err)
+				}
+				got, src := shown(t, c, k.Name)
+				if got != tt.want || src != tt.src {
+					t.Errorf("%s = %q from %q, want %q from %q", k.Name, got, src, tt.want, tt.src)
+				}
+			}
+		})
+	}
+	for name := range keySamples {
+		if _, ok := LookupKey(name); !ok {
+			t.Errorf("keySamples has %s, which is no key", name)
+		}
+	}
+}
+
+// shown is a key's value and source as `config show` prints them.
+func shown(t *testing.T, c Config, key string) (value, source string) {
+	t.Helper()
+	for _, s := range c.Settings() {
+		if s.Key == key {
+			if l, ok := s.Value.([]string); ok {
+				return strings.Join(l, ","), s.Source
+			}
+			return fmt.Sprint(s.Value), s.Source
+		}
+	}
+	t.Fatalf("config show has no %s", key)
+	return "", ""
 }

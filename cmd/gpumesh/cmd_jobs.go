@@ -297,7 +297,7 @@ func newJobsCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -336,7 +336,7 @@ func newLogsCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output as it arrives, until the job ends")
-	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -361,7 +361,7 @@ func newStopCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -432,6 +432,6 @@ settlement statement. With --verify the command exits 1 when any lease has a pro
 	}
 	cmd.Flags().StringVar(&lease, "lease", "", "only the lease with this ID (or ID prefix)")
 	cmd.Flags().BoolVar(&verify, "verify", false, "exit 1 when any bill fails verification")
-	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }

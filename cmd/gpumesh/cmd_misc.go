@@ -80,7 +80,7 @@ func newGPUsCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("gpus", "", "auto, none, or sim:MODEL:COUNT[,...] (default auto)")
+	addKeyFlags(cmd.Flags(), namedKeys("gpus"))
 	return cmd
 }
 
@@ -153,7 +153,7 @@ func newPeersCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 

@@ -41,9 +41,8 @@ Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" a
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.data, "data", "", "data directory (default $GPUMESH_HOME, else ~/.gpumesh)")
 	pf.StringVar(&a.config, "config", "", "TOML config file (default DATA/config.toml if present)")
-	pf.StringArray("bootstrap", nil, "bootstrap peer multiaddr ending in /p2p/PEERID (repeatable; env GPUMESH_BOOTSTRAP takes a comma-separated list)")
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON")
-	pf.String("log-level", "", "log level: debug, info, warn, error (default info)")
+	addKeyFlags(pf, globalKeys())
 
 	root.AddCommand(
 		newNodeCmd(a), newIDCmd(a), newGPUsCmd(a), newConfigCmd(a),
@@ -93,19 +92,15 @@ func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 		DataFlag: a.data, ConfigFlag: a.config, Env: os.LookupEnv, Home: home,
 		Flags: map[string][]string{},
 	}
-	keys := map[string]bool{}
-	for _, k := range node.Keys() {
-		keys[k] = true
-	}
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		key := strings.ReplaceAll(f.Name, "-", "_")
-		if !keys[key] {
+		k, ok := node.LookupKey(f.Name)
+		if !ok || k.Flag() != f.Name {
 			return
 		}
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
-			in.Flags[key] = sv.GetSlice()
+			in.Flags[k.Name] = sv.GetSlice()
 		} else {
-			in.Flags[key] = []string{f.Value.String()}
+			in.Flags[k.Name] = []string{f.Value.String()}
 		}
 	})
 	cfg, err := node.LoadConfig(in)

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gpumesh/gpumesh/node"
+)
+
+// showJSON runs `config show --json` with args and returns its rows by key.
+func showJSON(t *testing.T, args ...string) map[string]node.Setting {
+	t.Helper()
+	code, out, errs := gm(t, append([]string{"config", "show", "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("config show %v: exit %d: %s", args, code, errs)
+	}
+	var rows []node.Setting
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]node.Setting{}
+	for _, r := range rows {
+		byKey[r.Key] = r
+	}
+	return byKey
+}
+
+// TestEveryKeyHasAFlag gives `config show` every key's flag, set to the
+// key's default, and checks that each is taken (its source is the flag)
+// and reads as the default does.
+func TestEveryKeyHasAFlag(t *testing.T) {
+	data := t.TempDir()
+	args := []string{"--data", data}
+	for _, k := range node.ConfigKeys() {
+		args = append(args, "--"+k.Flag()+"="+strings.Join(k.Default, ","))
+	}
+	defaults, flagged := showJSON(t, "--data", data), showJSON(t, args...)
+	for _, k := range node.ConfigKeys() {
+		d, f := defaults[k.Name], flagged[k.Name]
+		if d.Source != "default" || f.Source != "flag:--"+k.Flag() {
+			t.Errorf("%s: sources %q and %q, want default and flag:--%s", k.Name, d.Source, f.Source, k.Flag())
+		}
+		if !reflect.DeepEqual(d.Value, f.Value) {
+			t.Errorf("%s: --%s=%s reads as %v, the default as %v", k.Name, k.Flag(), strings.Join(k.Default, ","), f.Value, d.Value)
+		}
+	}
+}
+
+// TestKeyFlagsWhereDocumented: the global keys are flags of every
+// command, the others of node and config show only.
+func TestKeyFlagsWhereDocumented(t *testing.T) {
+	root := newRoot(nil, nil)
+	nodeCmd, _, err := root.Find([]string{"node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, _, err := root.Find([]string{"version"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range node.ConfigKeys() {
+		if nodeCmd.Flag(k.Flag()) == nil {
+			t.Errorf("gpumesh node has no --%s", k.Flag())
+		}
+		if got := version.Flag(k.Flag()) != nil; got != k.Global {
+			t.Errorf("gpumesh version has --%s: %v, want %v", k.Flag(), got, k.Global)
+		}
+	}
+}
