@@ -301,7 +301,8 @@ func KeysMarkdown() string {
 		if k.Repeatable {
 			flag += " (repeatable)"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s | %s |\n", k.Name, flag, k.Env(), k.DefaultText(), k.Help)
+		cell := strings.NewReplacer("|", `\|`, "\n", " ")
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s | %s |\n", k.Name, flag, k.Env(), cell.Replace(k.DefaultText()), cell.Replace(k.Help))
 	}
 	return b.String()
 }

@@ -8,6 +8,10 @@ import (
 	"github.com/gpumesh/gpumesh/node"
 )
 
+// keyAnnotation marks a flag as a configuration key's, with the key's
+// name: a command's own flag of the same name (run --runtime) is not.
+const keyAnnotation = "gpumesh-config-key"
+
 // addKeyFlags registers the flags of configuration keys on fs, from
 // node's key table. Values stay text: LoadConfig parses them, so that a
 // bad one is reported with its key and where it came from, as for the
@@ -22,7 +26,28 @@ func addKeyFlags(fs *pflag.FlagSet, keys []node.Key) {
 		default:
 			fs.String(k.Flag(), "", k.Usage())
 		}
+		if err := fs.SetAnnotation(k.Flag(), keyAnnotation, []string{k.Name}); err != nil {
+			panic(err) // the flag was just added
+		}
 	}
+}
+
+// keyFlagValues are the values of the configuration key flags set on fs,
+// by key, as node.Input.Flags takes them.
+func keyFlagValues(fs *pflag.FlagSet) map[string][]string {
+	vals := map[string][]string{}
+	fs.Visit(func(f *pflag.Flag) {
+		key := f.Annotations[keyAnnotation]
+		if len(key) != 1 {
+			return
+		}
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			vals[key[0]] = sv.GetSlice()
+		} else {
+			vals[key[0]] = []string{f.Value.String()}
+		}
+	})
+	return vals
 }
 
 // globalKeys are the keys whose flags every command takes.

@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/gpumesh/gpumesh/node"
 )
@@ -90,19 +89,8 @@ func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 	home, _ := os.UserHomeDir()
 	in := node.Input{
 		DataFlag: a.data, ConfigFlag: a.config, Env: os.LookupEnv, Home: home,
-		Flags: map[string][]string{},
+		Flags: keyFlagValues(cmd.Flags()),
 	}
-	cmd.Flags().Visit(func(f *pflag.Flag) {
-		k, ok := node.LookupKey(f.Name)
-		if !ok || k.Flag() != f.Name {
-			return
-		}
-		if sv, ok := f.Value.(pflag.SliceValue); ok {
-			in.Flags[k.Name] = sv.GetSlice()
-		} else {
-			in.Flags[k.Name] = []string{f.Value.String()}
-		}
-	})
 	cfg, err := node.LoadConfig(in)
 	if err != nil {
 		return cfg, usageError{err}
