@@ -109,7 +109,7 @@ func ConfigKeys() []Key {
 	return append([]Key{
 		{Name: "listen", Repeatable: true, Default: []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"},
 			Help: "libp2p multiaddr to listen on",
-			set:  multiaddrs(func(c *Config) *[]ma.Multiaddr { return &c.Listen }),
+			set:  parsedList(func(c *Config) *[]ma.Multiaddr { return &c.Listen }, ma.NewMultiaddr, "a multiaddr"),
 			show: func(c Config) any { return stringsOf(c.Listen) }},
 		{Name: "bootstrap", Repeatable: true, Global: true,
 			Help: "bootstrap peer to join the network through, a multiaddr ending in `/p2p/PEERID`",
@@ -171,7 +171,7 @@ func ConfigKeys() []Key {
 			show: func(c Config) any { return c.ConnHigh }},
 		{Name: "ban", Repeatable: true,
 			Help: "peer ID the connection gater refuses",
-			set:  peerIDs(func(c *Config) *[]peer.ID { return &c.Ban }),
+			set:  parsedList(func(c *Config) *[]peer.ID { return &c.Ban }, peer.Decode, "a peer ID"),
 			show: func(c Config) any { return stringsOf(c.Ban) }},
 		{Name: "pricing", Default: []string{"fixed"},
 			Help: "pricing mode: `fixed`, `auction` or `dynamic`",
@@ -195,7 +195,7 @@ func ConfigKeys() []Key {
 			show: func(c Config) any { return c.AskTTL.String() }},
 		{Name: "trusted", Repeatable: true,
 			Help: "peer ID whose attestations are pre-trusted, besides the node itself and its bootstrap peers",
-			set:  peerIDs(func(c *Config) *[]peer.ID { return &c.Trusted }),
+			set:  parsedList(func(c *Config) *[]peer.ID { return &c.Trusted }, peer.Decode, "a peer ID"),
 			show: func(c Config) any { return stringsOf(c.Trusted) }},
 		{Name: "audit_interval", IntOK: true, Default: []string{"10m"},
 			Help: "mean time between this node's challenges of other suppliers, 5s or more, or `off`",
@@ -366,32 +366,17 @@ func boolKey(p func(*Config) *bool) func(*Config, []string) error {
 	}
 }
 
-// multiaddrs sets a list of multiaddrs.
-func multiaddrs(p func(*Config) *[]ma.Multiaddr) func(*Config, []string) error {
+// parsedList sets a list key, parsing each value with parse; what names
+// a value in errors.
+func parsedList[T any](p func(*Config) *[]T, parse func(string) (T, error), what string) func(*Config, []string) error {
 	return func(c *Config, v []string) error {
-		out := make([]ma.Multiaddr, 0, len(v))
+		out := make([]T, 0, len(v))
 		for _, s := range v {
-			a, err := ma.NewMultiaddr(s)
+			x, err := parse(s)
 			if err != nil {
-				return fmt.Errorf("%q is not a multiaddr: %w", s, err)
+				return fmt.Errorf("%q is not %s: %w", s, what, err)
 			}
-			out = append(out, a)
-		}
-		*p(c) = out
-		return nil
-	}
-}
-
-// peerIDs sets a list of peer IDs.
-func peerIDs(p func(*Config) *[]peer.ID) func(*Config, []string) error {
-	return func(c *Config, v []string) error {
-		out := make([]peer.ID, 0, len(v))
-		for _, s := range v {
-			id, err := peer.Decode(s)
-			if err != nil {
-				return fmt.Errorf("%q is not a peer ID: %w", s, err)
-			}
-			out = append(out, id)
+			out = append(out, x)
 		}
 		*p(c) = out
 		return nil

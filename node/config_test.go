@@ -3,10 +3,14 @@ package node
 import (
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/verify/inventory"
 )
 
 // Two valid peer IDs.
@@ -119,6 +123,13 @@ listen = ["/ip4/127.0.0.1/tcp/5000"]
 		{name: "bad region", in: Input{Home: "/h", Flags: map[string][]string{"region": {"eu west"}}}, wantErr: "not a region label"},
 		{name: "low above high", in: Input{Home: "/h", Flags: map[string][]string{"conn_low": {"100"}, "conn_high": {"10"}}}, wantErr: "conn_low (100) is above conn_high (10)"},
 		{name: "no home", in: Input{}, wantErr: "no data dir"},
+		// Addresses, peer IDs and the GPU spec are parsed when loaded.
+		{name: "bootstrap without peer ID", in: Input{Home: "/h", Env: env(map[string]string{"GPUMESH_BOOTSTRAP": "/ip4/1.2.3.4/tcp/1"})}, wantErr: "bootstrap from env:GPUMESH_BOOTSTRAP: bootstrap address \"/ip4/1.2.3.4/tcp/1\""},
+		{name: "bad listen", in: Input{Home: "/h", Flags: map[string][]string{"listen": {"tcp:4001"}}}, wantErr: `listen from flag:--listen: "tcp:4001" is not a multiaddr`},
+		{name: "bad ban", in: Input{Home: "/h", Flags: map[string][]string{"ban": {peerA + ",QmNope"}}}, wantErr: `ban from flag:--ban: "QmNope" is not a peer ID`},
+		{name: "bad trusted", in: Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": `trusted = ["x"]`})}, wantErr: `trusted from file:/h/.gpumesh/config.toml: "x" is not a peer ID`},
+		{name: "bad gpus", in: Input{Home: "/h", ReadFile: files(map[string]string{"/h/.gpumesh/config.toml": `gpus = "sim:h100:1"`})}, wantErr: `gpus from file:/h/.gpumesh/config.toml: invalid gpu spec "sim:h100:1"`},
+		{name: "price twice", in: Input{Home: "/h", Env: env(map[string]string{"GPUMESH_PRICE": "h100-sxm=2,h100-sxm=3"})}, wantErr: "price from env:GPUMESH_PRICE: \"h100-sxm=3\": model h100-sxm priced twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,4 +319,38 @@ func shown(t *testing.T, c Config, key string) (value, source string) {
 	}
 	t.Fatalf("config show has no %s", key)
 	return "", ""
+}
+
+// TestConfigHoldsParsedValues: what LoadConfig returns is parsed once,
+// into the types the node uses.
+func TestConfigHoldsParsedValues(t *testing.T) {
+	c, err := LoadConfig(Input{Home: "/h",
+		Env: env(map[string]string{"GPUMESH_BOOTSTRAP": "/ip4/1.2.3.4/tcp/1/p2p/" + peerA + ",/ip4/1.2.3.4/udp/1/quic-v1/p2p/" + peerA + ",/ip4/1.2.3.5/tcp/1/p2p/" + peerB}),
+		Flags: map[string][]string{"log_level": {"debug"}, "pricing": {"Auction"}, "price": {"h100-sxm=2.10,rtx4090=0.45"}, "price_floor": {"h100-sxm=1.5"},
+			"gpus": {"sim:h100-sxm:2,rtx4090:1"}, "trusted": {peerB}, "ban": {peerA}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Bootstrap) != 2 || c.Bootstrap[0].ID.String() != peerA || len(c.Bootstrap[0].Addrs) != 2 || c.Bootstrap[1].ID.String() != peerB {
+		t.Errorf("bootstrap = %v, want %s with two addrs, then %s", c.Bootstrap, peerA, peerB)
+	}
+	if c.LogLevel != slog.LevelDebug || c.Pricing != market.Auction {
+		t.Errorf("log level %v, pricing %q", c.LogLevel, c.Pricing)
+	}
+	pr := c.Pricer()
+	if pr.Mode != market.Auction || pr.List["h100-sxm"] != 2_100_000 || pr.List["rtx4090"] != 450_000 || len(pr.List) != 2 || pr.Floor["h100-sxm"] != 1_500_000 || len(pr.Floor) != 1 {
+		t.Errorf("pricer = %+v", pr)
+	}
+	if c.GPUs.Mode != inventory.ModeSim || len(c.GPUs.Sim) != 2 || c.GPUs.Sim[0] != (inventory.SimSpec{Model: "h100-sxm", Count: 2}) {
+		t.Errorf("gpus = %+v", c.GPUs)
+	}
+	if len(c.Trusted) != 1 || c.Trusted[0].String() != peerB || len(c.Ban) != 1 || c.Ban[0].String() != peerA {
+		t.Errorf("trusted %v, ban %v", c.Trusted, c.Ban)
+	}
+	// The pricer is a copy: a strategy's changes do not reach the config.
+	pr.List["l40s"] = 1
+	if _, ok := c.Prices["l40s"]; ok {
+		t.Error("Pricer shares its price map with the config")
+	}
 }
