@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,43 +81,6 @@ func newGPUsCmd(a *app) *cobra.Command {
 	}
 	addKeyFlags(cmd.Flags(), namedKeys("gpus"))
 	return cmd
-}
-
-func newConfigCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration"}
-	show := &cobra.Command{
-		Use:   "show",
-		Short: "Print the effective configuration and where each value came from",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			settings := cfg.Settings()
-			if a.json {
-				return a.printJSON(settings)
-			}
-			var rows [][]string
-			for _, s := range settings {
-				v := fmt.Sprint(s.Value)
-				if l, ok := s.Value.([]string); ok {
-					v = strings.Join(l, ",")
-				}
-				rows = append(rows, []string{s.Key, v, s.Source})
-			}
-			a.table([]string{"KEY", "VALUE", "SOURCE"}, rows)
-			return nil
-		},
-	}
-	// config show reports node settings too, so it accepts the node's flags.
-	copyFlags(show, newNodeCmd(a))
-	cmd.AddCommand(show)
-	return cmd
-}
-
-func copyFlags(dst, src *cobra.Command) {
-	dst.Flags().AddFlagSet(src.Flags())
 }
 
 func newPeersCmd(a *app) *cobra.Command {

@@ -69,3 +69,28 @@ func TestKeyFlagsWhereDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigKeys: `config keys` lists every key once with its flag and
+// variable; --markdown prints the README's table.
+func TestConfigKeys(t *testing.T) {
+	code, out, errs := gm(t, "config", "keys", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rows []keyInfo
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	keys := node.ConfigKeys()
+	if len(rows) != len(keys) {
+		t.Fatalf("%d rows for %d keys", len(rows), len(keys))
+	}
+	for i, k := range keys {
+		if r := rows[i]; r.Key != k.Name || r.Flag != "--"+k.Flag() || r.Env != k.Env() || r.Help == "" {
+			t.Errorf("row %d = %+v, want key %s", i, r, k.Name)
+		}
+	}
+	if code, out, _ := gm(t, "config", "keys", "--markdown"); code != 0 || out != node.KeysMarkdown() {
+		t.Errorf("config keys --markdown: exit %d, printed\n%s", code, out)
+	}
+}
