@@ -225,7 +225,7 @@ follow later with "gpumesh logs -f JOB".`,
 	fl.StringVar(&jr.Runtime, "runtime", "", "process (default), docker or podman (with --image)")
 	fl.StringVar(&jr.Image, "image", "", "container image, with --runtime docker|podman")
 	fl.BoolVar(&detach, "detach", false, "return once the job runs; your node goes on following it")
-	fl.String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(fl, namedKeys("api"))
 	return cmd
 }
 

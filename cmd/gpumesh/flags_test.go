@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/gpumesh/gpumesh/node"
 )
 
@@ -93,4 +96,30 @@ func TestConfigKeys(t *testing.T) {
 	if code, out, _ := gm(t, "config", "keys", "--markdown"); code != 0 || out != node.KeysMarkdown() {
 		t.Errorf("config keys --markdown: exit %d, printed\n%s", code, out)
 	}
+}
+
+// TestNoHandWrittenKeyFlags: a flag named as a configuration key is the
+// key's, registered from the key table, on every command; `run --runtime`
+// (the job's runtime, not the supplier's list) is the one exception.
+func TestNoHandWrittenKeyFlags(t *testing.T) {
+	own := map[string]bool{"gpumesh run --runtime": true}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			k, ok := node.LookupKey(f.Name)
+			if !ok || k.Flag() != f.Name || own[c.CommandPath()+" --"+f.Name] {
+				return
+			}
+			if got := f.Annotations[keyAnnotation]; len(got) != 1 || got[0] != k.Name {
+				t.Errorf("%s --%s is written by hand; register it with addKeyFlags", c.CommandPath(), f.Name)
+			}
+			if f.Usage != k.Usage() {
+				t.Errorf("%s --%s: usage %q, want the key's %q", c.CommandPath(), f.Name, f.Usage, k.Usage())
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(nil, nil))
 }
