@@ -39,6 +39,8 @@ type Key struct {
 	Name string
 	// Kind is the TOML type of the key's values.
 	Kind Kind
+	// Arg names a value in --help, e.g. "duration"; none for booleans.
+	Arg string
 	// IntOK lets a KindString key take a TOML integer too, read as its
 	// decimal string (a size in bytes; 0 for off).
 	IntOK bool
@@ -107,11 +109,11 @@ func EnvName(key string) string { return "GPUMESH_" + strings.ToUpper(key) }
 // order of `config show`, the README and `--help`.
 func ConfigKeys() []Key {
 	return append([]Key{
-		{Name: "listen", Repeatable: true, Default: []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"},
+		{Name: "listen", Arg: "multiaddr", Repeatable: true, Default: []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"},
 			Help: "libp2p multiaddr to listen on",
 			set:  parsedList(func(c *Config) *[]ma.Multiaddr { return &c.Listen }, ma.NewMultiaddr, "a multiaddr"),
 			show: func(c Config) any { return stringsOf(c.Listen) }},
-		{Name: "bootstrap", Repeatable: true, Global: true,
+		{Name: "bootstrap", Arg: "multiaddr", Repeatable: true, Global: true,
 			Help: "bootstrap peer to join the network through, a multiaddr ending in `/p2p/PEERID`",
 			set: func(c *Config, v []string) error {
 				ais, err := ParseBootstrap(v)
@@ -119,7 +121,7 @@ func ConfigKeys() []Key {
 				return err
 			},
 			show: func(c Config) any { return bootstrapStrings(c.Bootstrap) }},
-		{Name: "gpus", Default: []string{"auto"},
+		{Name: "gpus", Arg: "spec", Default: []string{"auto"},
 			Help: "GPUs to offer: `auto` (NVML), `none`, or `sim:MODEL:COUNT[,MODEL:COUNT...]` (simulated)",
 			set: func(c *Config, v []string) error {
 				s, err := inventory.ParseSpec(v[0])
@@ -127,7 +129,7 @@ func ConfigKeys() []Key {
 				return err
 			},
 			show: func(c Config) any { return c.GPUs.String() }},
-		{Name: "region", Default: []string{"unknown"},
+		{Name: "region", Arg: "label", Default: []string{"unknown"},
 			Help: "region label advertised in the profile, e.g. `eu-west`",
 			set: func(c *Config, v []string) error {
 				if !validRegion(v[0]) {
@@ -137,11 +139,11 @@ func ConfigKeys() []Key {
 				return nil
 			},
 			show: func(c Config) any { return c.Region }},
-		{Name: "api", Default: []string{"127.0.0.1:7450"},
+		{Name: "api", Arg: "host:port", Default: []string{"127.0.0.1:7450"},
 			Help: "address of the local HTTP API (`/healthz`, `/api/v1/...`, `/metrics`), or `off`",
 			set:  str(func(c *Config) *string { return &c.API }),
 			show: func(c Config) any { return c.API }},
-		{Name: "log_level", Global: true, Default: []string{"info"},
+		{Name: "log_level", Arg: "level", Global: true, Default: []string{"info"},
 			Help: "log level: `debug`, `info`, `warn` or `error`",
 			set: func(c *Config, v []string) error {
 				l, err := ParseLogLevel(v[0])
@@ -149,31 +151,31 @@ func ConfigKeys() []Key {
 				return err
 			},
 			show: func(c Config) any { return strings.ToLower(c.LogLevel.String()) }},
-		{Name: "heartbeat_interval", Default: []string{"10s"},
+		{Name: "heartbeat_interval", Arg: "duration", Default: []string{"10s"},
 			Help: "how often a heartbeat is gossiped",
 			set:  durationIn(func(c *Config) *time.Duration { return &c.HeartbeatInterval }, 1, 0),
 			show: func(c Config) any { return c.HeartbeatInterval.String() }},
-		{Name: "profile_ttl", Default: []string{"1h"},
+		{Name: "profile_ttl", Arg: "duration", Default: []string{"1h"},
 			Help: "lifetime of the advertised profile, 1m to " + shortDuration(p2p.MaxProfileLifetime) + "; republished at half",
 			set:  durationIn(func(c *Config) *time.Duration { return &c.ProfileTTL }, time.Minute, p2p.MaxProfileLifetime),
 			show: func(c Config) any { return c.ProfileTTL.String() }},
-		{Name: "bootstrap_timeout", Default: []string{"10s"},
+		{Name: "bootstrap_timeout", Arg: "duration", Default: []string{"10s"},
 			Help: "how long to try the bootstrap peers before giving up",
 			set:  durationIn(func(c *Config) *time.Duration { return &c.BootstrapTimeout }, 1, 0),
 			show: func(c Config) any { return c.BootstrapTimeout.String() }},
-		{Name: "conn_low", Kind: KindInt, Default: []string{"32"},
+		{Name: "conn_low", Arg: "int", Kind: KindInt, Default: []string{"32"},
 			Help: "connection manager low watermark: connections kept when trimming",
 			set:  positiveInt(func(c *Config) *int { return &c.ConnLow }),
 			show: func(c Config) any { return c.ConnLow }},
-		{Name: "conn_high", Kind: KindInt, Default: []string{"96"},
+		{Name: "conn_high", Arg: "int", Kind: KindInt, Default: []string{"96"},
 			Help: "connection manager high watermark: connections above it are trimmed",
 			set:  positiveInt(func(c *Config) *int { return &c.ConnHigh }),
 			show: func(c Config) any { return c.ConnHigh }},
-		{Name: "ban", Repeatable: true,
+		{Name: "ban", Arg: "peer-id", Repeatable: true,
 			Help: "peer ID the connection gater refuses",
 			set:  parsedList(func(c *Config) *[]peer.ID { return &c.Ban }, peer.Decode, "a peer ID"),
 			show: func(c Config) any { return stringsOf(c.Ban) }},
-		{Name: "pricing", Default: []string{"fixed"},
+		{Name: "pricing", Arg: "mode", Default: []string{"fixed"},
 			Help: "pricing mode: `fixed`, `auction` or `dynamic`",
 			set: func(c *Config, v []string) error {
 				m, err := market.ParsePricingMode(v[0])
@@ -181,23 +183,23 @@ func ConfigKeys() []Key {
 				return err
 			},
 			show: func(c Config) any { return string(c.Pricing) }},
-		{Name: "price", Repeatable: true,
+		{Name: "price", Arg: "MODEL=AMOUNT", Repeatable: true,
 			Help: "list price per GPU-hour, `MODEL=AMOUNT`, e.g. `h100-sxm=2.10`; a model without one is not sold",
 			set:  modelPrices(func(c *Config) *map[string]int64 { return &c.Prices }),
 			show: func(c Config) any { return priceStrings(c.Prices) }},
-		{Name: "price_floor", Repeatable: true, DefaultDoc: "half the list price",
+		{Name: "price_floor", Arg: "MODEL=AMOUNT", Repeatable: true, DefaultDoc: "half the list price",
 			Help: "lowest price per GPU-hour it takes, `MODEL=AMOUNT`",
 			set:  modelPrices(func(c *Config) *map[string]int64 { return &c.PriceFloors }),
 			show: func(c Config) any { return priceStrings(c.PriceFloors) }},
-		{Name: "ask_ttl", Default: []string{"10m"},
+		{Name: "ask_ttl", Arg: "duration", Default: []string{"10m"},
 			Help: "lifetime of a posted ask, 10s to " + shortDuration(market.MaxOrderLifetime) + "; renewed at half",
 			set:  durationIn(func(c *Config) *time.Duration { return &c.AskTTL }, 10*time.Second, market.MaxOrderLifetime),
 			show: func(c Config) any { return c.AskTTL.String() }},
-		{Name: "trusted", Repeatable: true,
+		{Name: "trusted", Arg: "peer-id", Repeatable: true,
 			Help: "peer ID whose attestations are pre-trusted, besides the node itself and its bootstrap peers",
 			set:  parsedList(func(c *Config) *[]peer.ID { return &c.Trusted }, peer.Decode, "a peer ID"),
 			show: func(c Config) any { return stringsOf(c.Trusted) }},
-		{Name: "audit_interval", IntOK: true, Default: []string{"10m"},
+		{Name: "audit_interval", Arg: "duration", IntOK: true, Default: []string{"10m"},
 			Help: "mean time between this node's challenges of other suppliers, 5s or more, or `off`",
 			set: func(c *Config, v []string) error {
 				if v[0] == "off" || v[0] == "0" {
@@ -217,7 +219,7 @@ func ConfigKeys() []Key {
 				}
 				return c.AuditInterval.String()
 			}},
-		{Name: "sim_cheat", Default: []string{""},
+		{Name: "sim_cheat", Arg: "cheats", Default: []string{""},
 			Help: "testnets only, every GPU simulated: answer challenges as an impostor: `slow=F`, `skip=F`, `wrong=F`, `mem=F` or `replay`",
 			set: func(c *Config, v []string) error {
 				if _, err := challenge.ParseCheat(v[0]); err != nil {
@@ -227,7 +229,7 @@ func ConfigKeys() []Key {
 				return nil
 			},
 			show: func(c Config) any { return c.SimCheat }},
-		{Name: "runtime", Repeatable: true, Default: []string{"process"},
+		{Name: "runtime", Arg: "name", Repeatable: true, Default: []string{"process"},
 			Help: "job runtime this supplier offers: `process`, `docker` or `podman`",
 			set: func(c *Config, v []string) error {
 				for _, r := range v {
@@ -239,7 +241,7 @@ func ConfigKeys() []Key {
 				return nil
 			},
 			show: func(c Config) any { return c.Runtimes }},
-		{Name: "job_user", Default: []string{""}, DefaultDoc: "`nobody` when root, else the node's user",
+		{Name: "job_user", Arg: "user", Default: []string{""}, DefaultDoc: "`nobody` when root, else the node's user",
 			Help: "the user renters' jobs run as, by name or `UID:GID`",
 			set: func(c *Config, v []string) error {
 				if err := runtime.CheckUser(v[0]); err != nil {
@@ -249,15 +251,15 @@ func ConfigKeys() []Key {
 				return nil
 			},
 			show: func(c Config) any { return c.JobUser }},
-		{Name: "halt_grace", Default: []string{"2m"},
+		{Name: "halt_grace", Arg: "duration", Default: []string{"2m"},
 			Help: "how long a job stays paused for an unpaid renter before it is stopped, 1s or more",
 			set:  durationIn(func(c *Config) *time.Duration { return &c.HaltGrace }, time.Second, 0),
 			show: func(c Config) any { return c.HaltGrace.String() }},
-		{Name: "max_lease", Default: []string{"24h"},
+		{Name: "max_lease", Arg: "duration", Default: []string{"24h"},
 			Help: "the longest lease this supplier grants, " + shortDuration(market.MinDuration) + " to " + shortDuration(market.MaxDuration) + "; carried in its asks, longer bids are declined as `duration`",
 			set:  durationIn(func(c *Config) *time.Duration { return &c.MaxLease }, market.MinDuration, market.MaxDuration),
 			show: func(c Config) any { return c.MaxLease.String() }},
-		{Name: "claim_window", Default: []string{"60s"},
+		{Name: "claim_window", Arg: "duration", Default: []string{"60s"},
 			Help: "the most a lease on which no job has started is held before its GPUs are released, and how long a renter that let a lease lapse or go unclaimed is refused, 1s to 1h",
 			set:  durationIn(func(c *Config) *time.Duration { return &c.ClaimWindow }, time.Second, time.Hour),
 			show: func(c Config) any { return c.ClaimWindow.String() }},

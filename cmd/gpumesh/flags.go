@@ -2,15 +2,13 @@ package main
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/gpumesh/gpumesh/node"
 )
-
-// keyAnnotation marks a flag as a configuration key's, with the key's
-// name: a command's own flag of the same name (run --runtime) is not.
-const keyAnnotation = "gpumesh-config-key"
 
 // addKeyFlags registers the flags of configuration keys on fs, from
 // node's key table. Values stay text: LoadConfig parses them, so that a
@@ -18,18 +16,39 @@ const keyAnnotation = "gpumesh-config-key"
 // file and the environment.
 func addKeyFlags(fs *pflag.FlagSet, keys []node.Key) {
 	for _, k := range keys {
-		switch {
-		case k.Kind == node.KindBool:
-			fs.Bool(k.Flag(), false, k.Usage())
-		case k.Repeatable:
-			fs.StringArray(k.Flag(), nil, k.Usage())
-		default:
-			fs.String(k.Flag(), "", k.Usage())
-		}
-		if err := fs.SetAnnotation(k.Flag(), keyAnnotation, []string{k.Name}); err != nil {
-			panic(err) // the flag was just added
+		v := &keyValue{key: k}
+		f := fs.VarPF(v, k.Flag(), "", k.Usage())
+		if k.Kind == node.KindBool {
+			f.NoOptDefVal = "true"
 		}
 	}
+}
+
+// keyValue is the value of a key's flag, and what marks a flag as a
+// key's (a command's own flag of the same name, run --runtime, is not):
+// the text given, each time it is given for a repeatable key, else the
+// last.
+type keyValue struct {
+	key  node.Key
+	vals []string
+}
+
+func (v *keyValue) Set(s string) error {
+	if !v.key.Repeatable {
+		v.vals = v.vals[:0]
+	}
+	v.vals = append(v.vals, s)
+	return nil
+}
+
+func (v *keyValue) String() string { return strings.Join(v.vals, ",") }
+
+// Type names the value in --help.
+func (v *keyValue) Type() string {
+	if v.key.Kind == node.KindBool {
+		return "bool" // pflag then shows no placeholder
+	}
+	return v.key.Arg
 }
 
 // keyFlagValues are the values of the configuration key flags set on fs,
@@ -37,14 +56,8 @@ func addKeyFlags(fs *pflag.FlagSet, keys []node.Key) {
 func keyFlagValues(fs *pflag.FlagSet) map[string][]string {
 	vals := map[string][]string{}
 	fs.Visit(func(f *pflag.Flag) {
-		key := f.Annotations[keyAnnotation]
-		if len(key) != 1 {
-			return
-		}
-		if sv, ok := f.Value.(pflag.SliceValue); ok {
-			vals[key[0]] = sv.GetSlice()
-		} else {
-			vals[key[0]] = []string{f.Value.String()}
+		if v, ok := f.Value.(*keyValue); ok {
+			vals[v.key.Name] = slices.Clone(v.vals)
 		}
 	})
 	return vals

@@ -110,7 +110,7 @@ func TestNoHandWrittenKeyFlags(t *testing.T) {
 			if !ok || k.Flag() != f.Name || own[c.CommandPath()+" --"+f.Name] {
 				return
 			}
-			if got := f.Annotations[keyAnnotation]; len(got) != 1 || got[0] != k.Name {
+			if v, ok := f.Value.(*keyValue); !ok || v.key.Name != k.Name {
 				t.Errorf("%s --%s is written by hand; register it with addKeyFlags", c.CommandPath(), f.Name)
 			}
 			if f.Usage != k.Usage() {
