@@ -5,5 +5,11 @@
 // serves the node's local HTTP API and holds the light client used by
 // `gpumesh search`.
 //
+// Configuration: config_keys.go is the one table of configuration keys
+// (name, flag, environment variable, TOML type, default, help, and a
+// setter that parses the value into Config); config.go loads a Config
+// from it (defaults < file < environment < flags), and cmd/gpumesh
+// registers its flags and README.md its table from the same keys.
+//
 // Long-lived parts take a context or have Close; nothing here is global.
 package node
