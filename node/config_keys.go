@@ -117,16 +117,22 @@ func ConfigKeys() []Key {
 			Help: "bootstrap peer to join the network through, a multiaddr ending in `/p2p/PEERID`",
 			set: func(c *Config, v []string) error {
 				ais, err := ParseBootstrap(v)
+				if err != nil {
+					return err
+				}
 				c.Bootstrap = ais
-				return err
+				return nil
 			},
 			show: func(c Config) any { return bootstrapStrings(c.Bootstrap) }},
 		{Name: "gpus", Arg: "spec", Default: []string{"auto"},
 			Help: "GPUs to offer: `auto` (NVML), `none`, or `sim:MODEL:COUNT[,MODEL:COUNT...]` (simulated)",
 			set: func(c *Config, v []string) error {
 				s, err := inventory.ParseSpec(v[0])
+				if err != nil {
+					return err
+				}
 				c.GPUs = s
-				return err
+				return nil
 			},
 			show: func(c Config) any { return c.GPUs.String() }},
 		{Name: "region", Arg: "label", Default: []string{"unknown"},
@@ -147,8 +153,11 @@ func ConfigKeys() []Key {
 			Help: "log level: `debug`, `info`, `warn` or `error`",
 			set: func(c *Config, v []string) error {
 				l, err := ParseLogLevel(v[0])
+				if err != nil {
+					return err
+				}
 				c.LogLevel = l
-				return err
+				return nil
 			},
 			show: func(c Config) any { return strings.ToLower(c.LogLevel.String()) }},
 		{Name: "heartbeat_interval", Arg: "duration", Default: []string{"10s"},
@@ -179,8 +188,11 @@ func ConfigKeys() []Key {
 			Help: "pricing mode: `fixed`, `auction` or `dynamic`",
 			set: func(c *Config, v []string) error {
 				m, err := market.ParsePricingMode(v[0])
+				if err != nil {
+					return err
+				}
 				c.Pricing = m
-				return err
+				return nil
 			},
 			show: func(c Config) any { return string(c.Pricing) }},
 		{Name: "price", Arg: "MODEL=AMOUNT", Repeatable: true,
