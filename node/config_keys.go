@@ -115,25 +115,11 @@ func ConfigKeys() []Key {
 			show: func(c Config) any { return stringsOf(c.Listen) }},
 		{Name: "bootstrap", Arg: "multiaddr", Repeatable: true, Global: true,
 			Help: "bootstrap peer to join the network through, a multiaddr ending in `/p2p/PEERID`",
-			set: func(c *Config, v []string) error {
-				ais, err := ParseBootstrap(v)
-				if err != nil {
-					return err
-				}
-				c.Bootstrap = ais
-				return nil
-			},
+			set:  parsedAll(func(c *Config) *[]peer.AddrInfo { return &c.Bootstrap }, ParseBootstrap),
 			show: func(c Config) any { return bootstrapStrings(c.Bootstrap) }},
 		{Name: "gpus", Arg: "spec", Default: []string{"auto"},
 			Help: "GPUs to offer: `auto` (NVML), `none`, or `sim:MODEL:COUNT[,MODEL:COUNT...]` (simulated)",
-			set: func(c *Config, v []string) error {
-				s, err := inventory.ParseSpec(v[0])
-				if err != nil {
-					return err
-				}
-				c.GPUs = s
-				return nil
-			},
+			set:  parsed(func(c *Config) *inventory.Spec { return &c.GPUs }, inventory.ParseSpec),
 			show: func(c Config) any { return c.GPUs.String() }},
 		{Name: "region", Arg: "label", Default: []string{"unknown"},
 			Help: "region label advertised in the profile, e.g. `eu-west`",
@@ -151,14 +137,7 @@ func ConfigKeys() []Key {
 			show: func(c Config) any { return c.API }},
 		{Name: "log_level", Arg: "level", Global: true, Default: []string{"info"},
 			Help: "log level: `debug`, `info`, `warn` or `error`",
-			set: func(c *Config, v []string) error {
-				l, err := ParseLogLevel(v[0])
-				if err != nil {
-					return err
-				}
-				c.LogLevel = l
-				return nil
-			},
+			set:  parsed(func(c *Config) *slog.Level { return &c.LogLevel }, ParseLogLevel),
 			show: func(c Config) any { return strings.ToLower(c.LogLevel.String()) }},
 		{Name: "heartbeat_interval", Arg: "duration", Default: []string{"10s"},
 			Help: "how often a heartbeat is gossiped",
@@ -186,14 +165,7 @@ func ConfigKeys() []Key {
 			show: func(c Config) any { return stringsOf(c.Ban) }},
 		{Name: "pricing", Arg: "mode", Default: []string{"fixed"},
 			Help: "pricing mode: `fixed`, `auction` or `dynamic`",
-			set: func(c *Config, v []string) error {
-				m, err := market.ParsePricingMode(v[0])
-				if err != nil {
-					return err
-				}
-				c.Pricing = m
-				return nil
-			},
+			set:  parsed(func(c *Config) *market.PricingMode { return &c.Pricing }, market.ParsePricingMode),
 			show: func(c Config) any { return string(c.Pricing) }},
 		{Name: "price", Arg: "MODEL=AMOUNT", Repeatable: true,
 			Help: "list price per GPU-hour, `MODEL=AMOUNT`, e.g. `h100-sxm=2.10`; a model without one is not sold",
@@ -376,6 +348,24 @@ func boolKey(p func(*Config) *bool) func(*Config, []string) error {
 			return fmt.Errorf("%q is not true or false", v[0])
 		}
 		*p(c) = b
+		return nil
+	}
+}
+
+// parsed sets a single-valued key with parse.
+func parsed[T any](p func(*Config) *T, parse func(string) (T, error)) func(*Config, []string) error {
+	return parsedAll(p, func(v []string) (T, error) { return parse(v[0]) })
+}
+
+// parsedAll sets a key from all its values with parse; Config keeps its
+// value when parse fails.
+func parsedAll[T any](p func(*Config) *T, parse func([]string) (T, error)) func(*Config, []string) error {
+	return func(c *Config, v []string) error {
+		x, err := parse(v)
+		if err != nil {
+			return err
+		}
+		*p(c) = x
 		return nil
 	}
 }
