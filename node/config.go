@@ -17,6 +17,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 )
 
@@ -42,18 +43,18 @@ type Config struct {
 	BootstrapTimeout  time.Duration   // how long to try bootstrap peers
 	MDNS              bool            // find peers on the LAN by multicast DNS
 	Pricing           market.PricingMode
-	Prices            map[string]int64 // list prices per GPU-hour by model, micro-units
-	PriceFloors       map[string]int64 // floors by model (default half the list price)
-	AskTTL            time.Duration    // lifetime of a posted ask; renewed at half
-	Trusted           []peer.ID        // whose attestations are pre-trusted
-	AuditInterval     time.Duration    // mean time between this node's challenges of others; 0 = none
-	SimCheat          string           // testnets only: make this node an impostor (slow=F, skip=F, ...)
-	Runtimes          []string         // job runtimes a supplier offers: process, docker, podman
-	JobUser           string           // user that jobs run as ("": the node's own)
-	HaltGrace         time.Duration    // how long a job waits, paused, for an unpaid renter
-	UnsandboxedJobs   bool             // a node without user namespaces may run jobs unhidden
-	MaxLease          time.Duration    // longest lease the supplier grants
-	ClaimWindow       time.Duration    // most a lease with no job started on it is held
+	Prices            map[string]money.Micros // list prices per GPU-hour by model
+	PriceFloors       map[string]money.Micros // floors by model (default half the list price)
+	AskTTL            time.Duration           // lifetime of a posted ask; renewed at half
+	Trusted           []peer.ID               // whose attestations are pre-trusted
+	AuditInterval     time.Duration           // mean time between this node's challenges of others; 0 = none
+	SimCheat          string                  // testnets only: make this node an impostor (slow=F, skip=F, ...)
+	Runtimes          []string                // job runtimes a supplier offers: process, docker, podman
+	JobUser           string                  // user that jobs run as ("": the node's own)
+	HaltGrace         time.Duration           // how long a job waits, paused, for an unpaid renter
+	UnsandboxedJobs   bool                    // a node without user namespaces may run jobs unhidden
+	MaxLease          time.Duration           // longest lease the supplier grants
+	ClaimWindow       time.Duration           // most a lease with no job started on it is held
 	// Per-job limits a supplier applies: the default for what a spec
 	// leaves at 0, and the most a spec may ask. JobMemory and
 	// JobMemoryMax are 0 for auto (see JobLimits).
@@ -87,10 +88,10 @@ type Input struct {
 func (c Config) Pricer() market.Pricer {
 	pr := market.Pricer{Mode: c.Pricing, List: maps.Clone(c.Prices), Floor: maps.Clone(c.PriceFloors)}
 	if pr.List == nil {
-		pr.List = map[string]int64{}
+		pr.List = map[string]money.Micros{}
 	}
 	if pr.Floor == nil {
-		pr.Floor = map[string]int64{}
+		pr.Floor = map[string]money.Micros{}
 	}
 	return pr
 }
@@ -186,7 +187,7 @@ func (c Config) checkFloors() error {
 	pr := c.Pricer()
 	for m, floor := range pr.Floor {
 		if list, ok := pr.List[m]; ok && floor > list {
-			return fmt.Errorf("config: price_floor for %s (%s) is above its list price (%s)", m, market.FormatPrice(floor), market.FormatPrice(list))
+			return fmt.Errorf("config: price_floor for %s (%s) is above its list price (%s)", m, floor, list)
 		}
 	}
 	return nil

@@ -12,10 +12,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/p2p"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 )
@@ -169,11 +170,11 @@ func ConfigKeys() []Key {
 			show: func(c Config) any { return string(c.Pricing) }},
 		{Name: "price", Arg: "MODEL=AMOUNT", Repeatable: true,
 			Help: "list price per GPU-hour, `MODEL=AMOUNT`, e.g. `h100-sxm=2.10`; a model without one is not sold",
-			set:  modelPrices(func(c *Config) *map[string]int64 { return &c.Prices }),
+			set:  modelPrices(func(c *Config) *map[string]money.Micros { return &c.Prices }),
 			show: func(c Config) any { return priceStrings(c.Prices) }},
 		{Name: "price_floor", Arg: "MODEL=AMOUNT", Repeatable: true, DefaultDoc: "half the list price",
 			Help: "lowest price per GPU-hour it takes, `MODEL=AMOUNT`",
-			set:  modelPrices(func(c *Config) *map[string]int64 { return &c.PriceFloors }),
+			set:  modelPrices(func(c *Config) *map[string]money.Micros { return &c.PriceFloors }),
 			show: func(c Config) any { return priceStrings(c.PriceFloors) }},
 		{Name: "ask_ttl", Arg: "duration", Default: []string{"10m"},
 			Help: "lifetime of a posted ask, 10s to " + shortDuration(market.MaxOrderLifetime) + "; renewed at half",
@@ -388,9 +389,9 @@ func parsedList[T any](p func(*Config) *[]T, parse func(string) (T, error), what
 }
 
 // modelPrices sets prices per model from MODEL=AMOUNT values.
-func modelPrices(p func(*Config) *map[string]int64) func(*Config, []string) error {
+func modelPrices(p func(*Config) *map[string]money.Micros) func(*Config, []string) error {
 	return func(c *Config, v []string) error {
-		out := make(map[string]int64, len(v))
+		out := make(map[string]money.Micros, len(v))
 		for _, s := range v {
 			m, micros, err := market.ParseModelPrice(s)
 			if err != nil {
@@ -399,8 +400,8 @@ func modelPrices(p func(*Config) *map[string]int64) func(*Config, []string) erro
 			if micros <= 0 {
 				return fmt.Errorf("%q: a price must be above zero", s)
 			}
-			if _, ok := verify.LookupProfile(m); !ok {
-				return fmt.Errorf("%q: unknown model %q (known: %s)", s, m, strings.Join(verify.Slugs(), ", "))
+			if !catalog.Known(m) {
+				return fmt.Errorf("%q: unknown model %q (known: %s)", s, m, strings.Join(catalog.Slugs(), ", "))
 			}
 			if _, ok := out[m]; ok {
 				return fmt.Errorf("%q: model %s priced twice", s, m)
@@ -482,10 +483,10 @@ func bootstrapStrings(ais []peer.AddrInfo) []string {
 }
 
 // priceStrings writes prices as MODEL=AMOUNT, by model.
-func priceStrings(prices map[string]int64) []string {
+func priceStrings(prices map[string]money.Micros) []string {
 	out := []string{}
 	for _, m := range slices.Sorted(maps.Keys(prices)) {
-		out = append(out, m+"="+market.FormatPrice(prices[m]))
+		out = append(out, m+"="+prices[m].String())
 	}
 	return out
 }

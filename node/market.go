@@ -9,9 +9,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
@@ -100,17 +100,8 @@ func (n *Node) describe(model string) market.Offer {
 			o.Simulated = o.Simulated || g.Simulated
 		}
 	}
-	if prof, ok := verify.LookupProfile(model); ok {
-		o.TFLOPS = tflops(prof)
-	}
+	o.TFLOPS = catalog.TFLOPS(model)
 	return o
-}
-
-func tflops(p verify.DeviceProfile) int {
-	if p.BF16GFLOPS > 0 {
-		return p.BF16GFLOPS / 1000
-	}
-	return p.FP32GFLOPS / 1000
 }
 
 // admitOrder is the orders topic's validator: ov's checks, then the

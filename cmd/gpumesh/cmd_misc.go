@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 )
 
@@ -96,9 +95,10 @@ func newPeersCmd(a *app) *cobra.Command {
 			if cfg.API == "off" {
 				return usageError{fmt.Errorf("the node's API is off; pass --api HOST:PORT of a running node")}
 			}
-			var peers []node.PeerState
-			if err := getJSON(cmd, cfg, "/api/v1/peers", &peers); err != nil {
-				return err
+			c, tokenErr := readClient(cfg)
+			peers, err := c.Peers(cmd.Context())
+			if err != nil {
+				return explainAPIError(err, cfg, tokenErr)
 			}
 			if a.json {
 				return a.printJSON(orEmpty(peers))
@@ -119,23 +119,26 @@ func newPeersCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// getJSON asks the node's API (cfg.API) for path with the token of the
-// node whose data dir is cfg.DataDir, and decodes the JSON answer into v.
-// Without a token the request still goes out: that the node is not
-// running is the likelier problem, and the better error.
-func getJSON(cmd *cobra.Command, cfg node.Config, path string, v any) error {
-	token, tokenErr := node.ReadToken(cfg.DataDir)
-	c := &nodeClient{base: "http://" + cfg.API, token: token}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
-	defer cancel()
-	err := c.do(ctx, http.MethodGet, path, nil, v)
-	if errors.Is(err, errUnauthorized) {
-		if tokenErr != nil {
-			return fmt.Errorf("%w: it needs the node's token, and %s has none (%v); pass --data of the node you ask", err, cfg.DataDir, tokenErr)
-		}
-		return fmt.Errorf("%w: the token in %s is not that node's; pass --data of the node you ask", err, cfg.DataDir)
+// readClient is the client of the read commands (peers, orders, leases,
+// prices): a short timeout, and the token of the node whose data dir is
+// cfg.DataDir, with the error of reading it. Without a token the
+// requests still go out: that the node is not running is the likelier
+// problem, and the better error.
+func readClient(cfg node.Config) (*api.Client, error) {
+	token, tokenErr := api.ReadToken(cfg.DataDir)
+	return api.NewClient(cfg.API, token, api.WithTimeout(5*time.Second)), tokenErr
+}
+
+// explainAPIError says what to do about a 401 from a read command's
+// client: pass the data dir of the node asked.
+func explainAPIError(err error, cfg node.Config, tokenErr error) error {
+	if !errors.Is(err, api.ErrUnauthorized) {
+		return err
 	}
-	return err
+	if tokenErr != nil {
+		return fmt.Errorf("%w: it needs the node's token, and %s has none (%v); pass --data of the node you ask", err, cfg.DataDir, tokenErr)
+	}
+	return fmt.Errorf("%w: the token in %s is not that node's; pass --data of the node you ask", err, cfg.DataDir)
 }
 
 func uptime(p *float64) string {

@@ -34,7 +34,7 @@ rep (0-1), uptime (%), tflops, verified, simulated.`,
 			if err != nil {
 				return err
 			}
-			f, err := node.ParseFilter(strings.Join(args, " "))
+			f, err := market.ParseFilter(strings.Join(args, " "))
 			if err != nil {
 				return usageError{err}
 			}
@@ -80,7 +80,7 @@ func (a *app) printOffers(offers []market.Offer) error {
 	for _, o := range offers {
 		price := "-"
 		if o.PriceMicros > 0 {
-			price = market.FormatPrice(o.PriceMicros)
+			price = o.PriceMicros.String()
 		}
 		rep := "-"
 		if o.Reputation != nil {
