@@ -34,5 +34,11 @@
 // that search, rent and challenge run on without a node (light imports no
 // part of node).
 //
+// Configuration: config_keys.go is the one table of configuration keys
+// (name, flag, environment variable, TOML type, default, help, and a
+// setter that parses the value into Config); config.go loads a Config
+// from it (defaults < file < environment < flags), and cmd/gpumesh
+// registers its flags and README.md its table from the same keys.
+//
 // Long-lived parts take a context or have Close; nothing here is global.
 package node

@@ -51,7 +51,7 @@ func startJobNet(t *testing.T, haltGrace time.Duration, tweaks ...func(*Config))
 	mk := func(i int, c Config) *Node {
 		c.DataDir = filepath.Join(root, "n"+strconv.Itoa(i))
 		if i > 0 {
-			c.Bootstrap = bootstrapOf(jn.boot)
+			setKey(t, &c, "bootstrap", bootstrapOf(jn.boot)...)
 		}
 		c.HaltGrace, c.AuditInterval = haltGrace, 0
 		for _, tweak := range tweaks {

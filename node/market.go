@@ -57,10 +57,7 @@ func (n *Node) startMarket(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	market.ServeBook(n.net.Host, m.book)
-	pricer, err := n.cfg.Pricer()
-	if err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
+	pricer := n.cfg.Pricer()
 	gpus := map[string][]string{}
 	for _, g := range n.gpus {
 		if _, priced := pricer.List[g.Model]; priced {

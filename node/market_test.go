@@ -27,7 +27,8 @@ import (
 func sellerConfig(t *testing.T, dir, gpus, region, pricing string, prices []string, bootstrap []string) Config {
 	t.Helper()
 	c := testConfig(t, dir, gpus, region, bootstrap)
-	c.Pricing, c.Prices = pricing, prices
+	setKey(t, &c, "pricing", pricing)
+	setKey(t, &c, "price", prices...)
 	return c
 }
 
@@ -45,7 +46,7 @@ func startMarketNet(t *testing.T, specs []Config) *marketNet {
 	for i, c := range specs {
 		c.DataDir = filepath.Join(root, "n"+strconv.Itoa(i))
 		if i > 0 {
-			c.Bootstrap = bootstrapOf(m.nodes[0])
+			setKey(t, &c, "bootstrap", bootstrapOf(m.nodes[0])...)
 		}
 		m.nodes = append(m.nodes, startNode(t, c))
 	}

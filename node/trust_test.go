@@ -173,10 +173,7 @@ func TestSelfDealtPrintsDoNotMovePrices(t *testing.T) {
 	// The honest supplier holds as many GPUs with no job on them as it
 	// allows (two of three): the next renter gets the dynamic
 	// supplier's quote, priced from the honest index only.
-	pricer, err := dynamic.cfg.Pricer()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pricer := dynamic.cfg.Pricer()
 	want, _ := pricer.Quote(market.PriceInput{Model: model, Count: 1, DurationS: 3600, Index: 800_000})
 	l, err := m.rent(t, "model="+model, 1, "5")
 	if err != nil || l.Supplier != dynamic.ID() {

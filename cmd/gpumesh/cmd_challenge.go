@@ -64,7 +64,7 @@ supplier fails.`,
 	}
 	cmd.Flags().StringVar(&model, "model", "", "challenge only the GPUs of this model")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
-	cmd.Flags().String("api", "", "address of the local node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 

@@ -153,7 +153,7 @@ follow later with "gpumesh logs -f JOB".`,
 	fl.StringVar(&jr.Runtime, "runtime", "", "process (default), docker or podman (with --image)")
 	fl.StringVar(&jr.Image, "image", "", "container image, with --runtime docker|podman")
 	fl.BoolVar(&detach, "detach", false, "return once the job runs; your node goes on following it")
-	fl.String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(fl, namedKeys("api"))
 	return cmd
 }
 
@@ -226,7 +226,7 @@ func newJobsCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -269,7 +269,7 @@ func newLogsCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output as it arrives, until the job ends")
-	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -294,7 +294,7 @@ func newStopCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -365,6 +365,6 @@ settlement statement. With --verify the command exits 1 when any lease has a pro
 	}
 	cmd.Flags().StringVar(&lease, "lease", "", "only the lease with this ID (or ID prefix)")
 	cmd.Flags().BoolVar(&verify, "verify", false, "exit 1 when any bill fails verification")
-	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }

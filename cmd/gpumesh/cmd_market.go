@@ -197,7 +197,7 @@ func newOrdersCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -238,7 +238,7 @@ func newLeasesCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -272,6 +272,6 @@ func newPricesCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -56,15 +55,11 @@ func newGPUsCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			spec, err := inventory.ParseSpec(cfg.GPUs)
-			if err != nil {
-				return usageError{fmt.Errorf("--gpus: %w", err)}
-			}
 			seed := "local"
 			if key, err := node.LoadKey(cfg.DataDir); err == nil {
 				seed = node.PeerID(key).String()
 			}
-			gpus, err := inventory.FromSpec(spec, seed, a.logger(cfg)).Detect(cmd.Context())
+			gpus, err := inventory.FromSpec(cfg.GPUs, seed, a.logger(cfg)).Detect(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -83,45 +78,8 @@ func newGPUsCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("gpus", "", "auto, none, or sim:MODEL:COUNT[,...] (default auto)")
+	addKeyFlags(cmd.Flags(), namedKeys("gpus"))
 	return cmd
-}
-
-func newConfigCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration"}
-	show := &cobra.Command{
-		Use:   "show",
-		Short: "Print the effective configuration and where each value came from",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			settings := cfg.Settings()
-			if a.json {
-				return a.printJSON(settings)
-			}
-			var rows [][]string
-			for _, s := range settings {
-				v := fmt.Sprint(s.Value)
-				if l, ok := s.Value.([]string); ok {
-					v = strings.Join(l, ",")
-				}
-				rows = append(rows, []string{s.Key, v, s.Source})
-			}
-			a.table([]string{"KEY", "VALUE", "SOURCE"}, rows)
-			return nil
-		},
-	}
-	// config show reports node settings too, so it accepts the node's flags.
-	copyFlags(show, newNodeCmd(a))
-	cmd.AddCommand(show)
-	return cmd
-}
-
-func copyFlags(dst, src *cobra.Command) {
-	dst.Flags().AddFlagSet(src.Flags())
 }
 
 func newPeersCmd(a *app) *cobra.Command {
@@ -157,7 +115,7 @@ func newPeersCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 

@@ -13,12 +13,8 @@ import (
 // peers, within its bootstrap timeout, logging as cfg says; opts add the
 // rest (a key, a store, renting).
 func (a *app) joinLight(ctx context.Context, cfg node.Config, opts ...light.Option) (*light.Client, error) {
-	bootstrap, err := node.ParseBootstrap(cfg.Bootstrap)
-	if err != nil {
-		return nil, usageError{err}
-	}
 	base := []light.Option{
-		light.WithBootstrap(bootstrap...), light.WithBootstrapTimeout(cfg.BootstrapTimeout),
+		light.WithBootstrap(cfg.Bootstrap...), light.WithBootstrapTimeout(cfg.BootstrapTimeout),
 		light.WithLogger(a.logger(cfg)), light.WithUserAgent(node.Software()),
 	}
 	c, err := light.New(ctx, append(base, opts...)...)
