@@ -126,43 +126,59 @@ func prepareDirs(s Spec, in planInput) error {
 }
 
 // launchFallingBack launches the job, and launches it again without what
-// this machine refused: without its cgroup when the shim cannot start in
-// it, and without a user namespace (only where unsandboxed jobs are
-// allowed) when the kernel refuses one.
+// this machine refused (see fallBack).
 func (r *processRuntime) launchFallingBack(ctx context.Context, s *Spec, cfg shimConfig, in planInput, userns bool, prefix string, log *slog.Logger) (Process, error) {
-	useCgroup := r.cg != nil
+	m := launchMode{cgroup: r.cg != nil, userns: userns}
 	for {
 		var cg *jobCgroup
-		if useCgroup {
+		if m.cgroup {
 			var err error
 			cg, err = r.cg.create(fmt.Sprintf("job-%s-%d", s.JobID, s.Attempt), s.Limits, log)
 			if err != nil {
 				log.Warn("job runs without a cgroup", "err", err)
 			}
 		}
-		r.configure(s, &cfg, in, userns, cg, log)
-		p, err := r.launch(ctx, s, cfg, userns, cg, log)
+		r.configure(s, &cfg, in, m.userns, cg, log)
+		p, err := r.launch(ctx, s, cfg, m.userns, cg, log)
 		if err == nil {
 			return p, nil
 		}
-		var se *shimError
-		switch {
-		case ctx.Err() != nil:
-			return nil, fmt.Errorf("%s: %w", prefix, err)
-		case cg != nil && errors.As(err, &se) && se.stage == "start":
-			log.Warn("cannot start the job in its cgroup; starting it without", "err", err)
-			useCgroup = false
-		case userns && errors.As(err, &se) && (se.stage == stageNamespace || se.stage == "start" && usernsRefused(err)):
-			r.noUserNS.Store(true)
-			if !r.allowBare {
-				return nil, fmt.Errorf("%s: %w: user namespaces do not work here (%v), and without one the job could read the node's key and store; run the node as root, enable user namespaces, or allow unsandboxed jobs", prefix, ErrUnavailable, err)
-			}
-			log.Warn("user namespaces do not work here: jobs run WITHOUT a mount namespace, so hidden paths are readable and the filesystem is writable for them", "err", err)
-			userns = false
-		default:
-			return nil, fmt.Errorf("%s: %w", prefix, err)
+		if m, err = r.fallBack(ctx, err, m, cg != nil, prefix, log); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// launchMode is what a launch tries to start the job in.
+type launchMode struct {
+	cgroup bool // a cgroup of its own
+	userns bool // a user namespace
+}
+
+// fallBack decides, after a launch in m failed with err, what to launch
+// in next: without the cgroup when the shim could not start in the one it
+// had (inCgroup), without a user namespace (only where unsandboxed jobs
+// are allowed) when the kernel refused one. Otherwise it returns the
+// error to give up with.
+func (r *processRuntime) fallBack(ctx context.Context, err error, m launchMode, inCgroup bool, prefix string, log *slog.Logger) (launchMode, error) {
+	var se *shimError
+	switch {
+	case ctx.Err() != nil:
+		return m, fmt.Errorf("%s: %w", prefix, err)
+	case inCgroup && errors.As(err, &se) && se.stage == "start":
+		log.Warn("cannot start the job in its cgroup; starting it without", "err", err)
+		m.cgroup = false
+	case m.userns && errors.As(err, &se) && (se.stage == stageNamespace || se.stage == "start" && usernsRefused(err)):
+		r.noUserNS.Store(true)
+		if !r.allowBare {
+			return m, fmt.Errorf("%s: %w: user namespaces do not work here (%v), and without one the job could read the node's key and store; run the node as root, enable user namespaces, or allow unsandboxed jobs", prefix, ErrUnavailable, err)
+		}
+		log.Warn("user namespaces do not work here: jobs run WITHOUT a mount namespace, so hidden paths are readable and the filesystem is writable for them", "err", err)
+		m.userns = false
+	default:
+		return m, fmt.Errorf("%s: %w", prefix, err)
+	}
+	return m, nil
 }
 
 // configure sets the parts of cfg that depend on one launch: the rlimits

@@ -330,35 +330,14 @@ func coverFiles(cfg *shimConfig, warn func(string, ...any)) error {
 	if len(files) == 0 {
 		return nil
 	}
-	stage := ""
-	for _, d := range append([]string{"/dev/shm", "/tmp", "/mnt", "/run"}, cfg.Keep...) {
-		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
-			continue
-		}
-		clear := true
-		for _, f := range files {
-			if f.Path == d || under(f.Path, d) {
-				clear = false
-				break
-			}
-		}
-		if clear {
-			stage = d
-			break
-		}
-	}
+	stage := stagingDir(files, cfg.Keep)
 	if stage == "" {
 		return errors.New("hide files: no directory to stage the empty file on")
 	}
 	if err := unix.Mount("gpumesh-stage", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,size=4k,nr_inodes=8"); err != nil {
 		return fmt.Errorf("hide files: stage on %s: %w", stage, err)
 	}
-	empty := filepath.Join(stage, "empty")
-	fd, err := unix.Open(empty, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err == nil {
-		unix.Close(fd)
-		err = unix.Chmod(empty, 0)
-	}
+	empty, err := emptyFile(stage)
 	if err != nil {
 		return fmt.Errorf("hide files: create empty file: %w", err)
 	}
@@ -377,6 +356,39 @@ func coverFiles(cfg *shimConfig, warn func(string, ...any)) error {
 		warn("unmount stage %s: %v", stage, err)
 	}
 	return nil
+}
+
+// stagingDir is the first existing directory of /dev/shm, /tmp, /mnt,
+// /run and the kept dirs that no file of files is, or lies under; "" when
+// there is none.
+func stagingDir(files []cover, keep []string) string {
+	for _, d := range append([]string{"/dev/shm", "/tmp", "/mnt", "/run"}, keep...) {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		clear := true
+		for _, f := range files {
+			if f.Path == d || under(f.Path, d) {
+				clear = false
+				break
+			}
+		}
+		if clear {
+			return d
+		}
+	}
+	return ""
+}
+
+// emptyFile creates an empty file of mode 000 in dir and returns its path.
+func emptyFile(dir string) (string, error) {
+	empty := filepath.Join(dir, "empty")
+	fd, err := unix.Open(empty, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fd)
+		err = unix.Chmod(empty, 0)
+	}
+	return empty, err
 }
 
 // readOnlyAll makes every mount of the namespace read-only. Per-mount
