@@ -70,23 +70,21 @@ func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", p2p.ErrMalformed, fmt.Sprintf(format, args...))
 }
 
-// specChecks are the checks of a spec, in the order they run: the
-// version, then the bounds on counts and sizes, then each property's
-// contents. The first failure is the one reported.
-var specChecks = []func(*pb.JobSpec) error{
-	checkVersion,
-	checkBounds,
-	checkArgv,
-	checkEnv,
-	checkFiles,
-	checkCheckpointDir,
-	checkRuntime,
-	checkRestart,
-	checkLimits,
-}
-
+// checkSpec runs the checks of a spec in order: the version, then the
+// bounds on counts and sizes, then each property's contents. The first
+// failure is the one reported.
 func checkSpec(m *pb.JobSpec) error {
-	for _, check := range specChecks {
+	for _, check := range []func(*pb.JobSpec) error{
+		checkVersion,
+		checkBounds,
+		checkArgv,
+		checkEnv,
+		checkFiles,
+		checkCheckpointDir,
+		checkRuntime,
+		checkRestart,
+		checkLimits,
+	} {
 		if err := check(m); err != nil {
 			return err
 		}

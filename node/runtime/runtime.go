@@ -163,21 +163,19 @@ func New(name string, o Options) (Runtime, error) {
 // containers.
 var jobIDForm = regexp.MustCompile(`^[0-9a-fA-F]{1,128}$`)
 
-// specChecks are validate's checks of a Spec, in the order they run.
-var specChecks = []func(*Spec) error{
-	checkIdentity,
-	checkArgv,
-	checkEnv,
-	checkDirs,
-	checkGPUs,
-	checkHide,
-	checkLimits,
-}
-
-// validate checks what every runtime needs from a Spec, and sets a nil
-// Stdout or Stderr to io.Discard. Errors wrap ErrInvalidSpec.
+// validate checks what every runtime needs from a Spec, one property
+// after another, and sets a nil Stdout or Stderr to io.Discard. Errors
+// wrap ErrInvalidSpec.
 func validate(s *Spec) error {
-	for _, check := range specChecks {
+	for _, check := range []func(*Spec) error{
+		checkIdentity,
+		checkArgv,
+		checkEnv,
+		checkDirs,
+		checkGPUs,
+		checkHide,
+		checkLimits,
+	} {
 		if err := check(s); err != nil {
 			return err
 		}
