@@ -126,14 +126,9 @@ func New(cfg Config) (*Network, error) {
 		return nil, err
 	}
 	log := cfg.Logger.With("sub", "p2p")
-	gater, err := conngater.NewBasicConnectionGater(nil)
+	gater, err := newGater(cfg.Banned)
 	if err != nil {
-		return nil, fmt.Errorf("p2p: connection gater: %w", err)
-	}
-	for _, p := range cfg.Banned {
-		if err := gater.BlockPeer(p); err != nil {
-			return nil, fmt.Errorf("p2p: ban %s: %w", p, err)
-		}
+		return nil, err
 	}
 	cm, err := connmgr.NewConnManager(cfg.ConnLow, cfg.ConnHigh, connmgr.WithGracePeriod(30*time.Second))
 	if err != nil {
@@ -143,37 +138,8 @@ func New(cfg Config) (*Network, error) {
 	if err != nil {
 		return nil, fmt.Errorf("p2p: resource manager: %w", err)
 	}
-	opts := []libp2p.Option{
-		libp2p.Identity(cfg.Key),
-		libp2p.Transport(tcp.NewTCPTransport),
-		libp2p.Transport(quic.NewTransport),
-		libp2p.Security(noise.ID, noise.New),
-		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
-		libp2p.ResourceManager(rm),
-		libp2p.ConnectionManager(cm),
-		libp2p.ConnectionGater(gater),
-		libp2p.UserAgent(cfg.UserAgent),
-		libp2p.EnableHolePunching(),
-	}
-	if cfg.Registerer != nil {
-		opts = append(opts, libp2p.PrometheusRegisterer(cfg.Registerer))
-	} else {
-		opts = append(opts, libp2p.DisableMetrics())
-	}
-	if len(cfg.ListenAddrs) == 0 {
-		opts = append(opts, libp2p.NoListenAddrs)
-	} else {
-		opts = append(opts, libp2p.ListenAddrStrings(cfg.ListenAddrs...))
-	}
 	n := &Network{cfg: cfg, gater: gater, cm: cm, log: log}
-	if cfg.Mode == ModeServer {
-		// Servers help peers behind NAT: AutoNAT dial-backs and a limited
-		// circuit relay v2 service. If AutoNAT finds a server itself
-		// unreachable, it reserves a slot on relays picked from its DHT
-		// routing table, and DCUtR upgrades relayed connections.
-		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableRelayService(),
-			libp2p.EnableAutoRelayWithPeerSource(n.relayCandidates))
-	}
+	opts := hostOptions(cfg, rm, cm, gater, n.relayCandidates)
 	if err := checkPortsFree(cfg.ListenAddrs); err != nil {
 		rm.Close()
 		return nil, err
@@ -186,13 +152,100 @@ func New(cfg Config) (*Network, error) {
 	n.Host = h
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-
-	dhtMode := dht.ModeServer
-	if cfg.Mode == ModeClient {
-		dhtMode = dht.ModeClient
+	if err := n.startServices(ctx); err != nil {
+		n.Close()
+		return nil, err
 	}
+	log.Info("host started", "peer", h.ID(), "addrs", h.Addrs(), "dht_mode", dhtMode(cfg.Mode))
+	return n, nil
+}
+
+// newGater is a connection gater that refuses the banned peers.
+func newGater(banned []peer.ID) (*conngater.BasicConnectionGater, error) {
+	gater, err := conngater.NewBasicConnectionGater(nil)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: connection gater: %w", err)
+	}
+	for _, p := range banned {
+		if err := gater.BlockPeer(p); err != nil {
+			return nil, fmt.Errorf("p2p: ban %s: %w", p, err)
+		}
+	}
+	return gater, nil
+}
+
+// hostOptions are the libp2p options of the host, by concern: identity,
+// transports and security, resource limits and connection management,
+// metrics, listen addresses, and NAT traversal.
+func hostOptions(cfg Config, rm network.ResourceManager, cm *connmgr.BasicConnMgr, gater *conngater.BasicConnectionGater, relayPeers func(context.Context, int) <-chan peer.AddrInfo) []libp2p.Option {
+	opts := []libp2p.Option{libp2p.Identity(cfg.Key), libp2p.UserAgent(cfg.UserAgent)}
+	opts = append(opts, transportOptions()...)
+	opts = append(opts,
+		libp2p.ResourceManager(rm),
+		libp2p.ConnectionManager(cm),
+		libp2p.ConnectionGater(gater),
+		metricsOption(cfg.Registerer),
+		listenOption(cfg.ListenAddrs),
+	)
+	return append(opts, natOptions(cfg.Mode, relayPeers)...)
+}
+
+// transportOptions are TCP and QUIC, with Noise and yamux over TCP.
+func transportOptions() []libp2p.Option {
+	return []libp2p.Option{
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(quic.NewTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+	}
+}
+
+// metricsOption sends libp2p's metrics to reg, or turns them off when reg
+// is nil.
+func metricsOption(reg prometheus.Registerer) libp2p.Option {
+	if reg != nil {
+		return libp2p.PrometheusRegisterer(reg)
+	}
+	return libp2p.DisableMetrics()
+}
+
+// listenOption listens on addrs, or nowhere when there are none (a light
+// client).
+func listenOption(addrs []string) libp2p.Option {
+	if len(addrs) == 0 {
+		return libp2p.NoListenAddrs
+	}
+	return libp2p.ListenAddrStrings(addrs...)
+}
+
+// natOptions are hole punching for every host and, on servers, the help
+// they give peers behind NAT.
+func natOptions(mode Mode, relayPeers func(context.Context, int) <-chan peer.AddrInfo) []libp2p.Option {
+	opts := []libp2p.Option{libp2p.EnableHolePunching()}
+	if mode == ModeServer {
+		// Servers help peers behind NAT: AutoNAT dial-backs and a limited
+		// circuit relay v2 service. If AutoNAT finds a server itself
+		// unreachable, it reserves a slot on relays picked from its DHT
+		// routing table, and DCUtR upgrades relayed connections.
+		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableRelayService(),
+			libp2p.EnableAutoRelayWithPeerSource(relayPeers))
+	}
+	return opts
+}
+
+// dhtMode is the DHT's mode for mode.
+func dhtMode(mode Mode) dht.ModeOpt {
+	if mode == ModeClient {
+		return dht.ModeClient
+	}
+	return dht.ModeServer
+}
+
+// dhtOptions are the DHT's options: gpumesh's protocol prefix, the
+// profile record validator, the bootstrap peers and the record age.
+func dhtOptions(cfg Config) []dht.Option {
 	dopts := []dht.Option{
-		dht.Mode(dhtMode),
+		dht.Mode(dhtMode(cfg.Mode)),
 		dht.ProtocolPrefix(ProtocolPrefix),
 		dht.NamespacedValidator(ProfileNamespace, ProfileValidator{Now: cfg.Now}),
 		dht.BootstrapPeers(cfg.Bootstrap...),
@@ -200,34 +253,38 @@ func New(cfg Config) (*Network, error) {
 	if cfg.MaxRecordAge > 0 {
 		dopts = append(dopts, dht.MaxRecordAge(cfg.MaxRecordAge))
 	}
-	n.DHT, err = dht.New(h, dopts...)
+	return dopts
+}
+
+// startServices starts what runs on the host: the DHT, GossipSub when
+// configured, the upkeep of the bootstrap peers, and mDNS when
+// configured. The caller closes n when it fails.
+func (n *Network) startServices(ctx context.Context) error {
+	var err error
+	n.DHT, err = dht.New(n.Host, dhtOptions(n.cfg)...)
 	if err != nil {
-		n.Close()
-		return nil, fmt.Errorf("p2p: start dht: %w", err)
+		return fmt.Errorf("p2p: start dht: %w", err)
 	}
-	n.penalties = newPenalties(cfg.Now)
-	if cfg.PubSub {
-		n.PubSub, err = newGossipSub(ctx, h, cfg, n.setScores, n.penalties.score)
+	n.penalties = newPenalties(n.cfg.Now)
+	if n.cfg.PubSub {
+		n.PubSub, err = newGossipSub(ctx, n.Host, n.cfg, n.setScores, n.penalties.score)
 		if err != nil {
-			n.Close()
-			return nil, fmt.Errorf("p2p: start gossipsub: %w", err)
+			return fmt.Errorf("p2p: start gossipsub: %w", err)
 		}
 	}
-	for _, b := range cfg.Bootstrap {
-		cm.Protect(b.ID, "bootstrap")
+	for _, b := range n.cfg.Bootstrap {
+		n.cm.Protect(b.ID, "bootstrap")
 	}
-	if cfg.Mode == ModeServer && len(cfg.Bootstrap) > 0 {
+	if n.cfg.Mode == ModeServer && len(n.cfg.Bootstrap) > 0 {
 		go n.keepBootstrap(ctx)
 	}
-	if cfg.MDNS {
-		n.mdns = mdns.NewMdnsService(h, "gpumesh", mdnsNotifee{n})
+	if n.cfg.MDNS {
+		n.mdns = mdns.NewMdnsService(n.Host, "gpumesh", mdnsNotifee{n})
 		if err := n.mdns.Start(); err != nil {
-			n.Close()
-			return nil, fmt.Errorf("p2p: start mdns: %w", err)
+			return fmt.Errorf("p2p: start mdns: %w", err)
 		}
 	}
-	log.Info("host started", "peer", h.ID(), "addrs", h.Addrs(), "dht_mode", dhtMode)
-	return n, nil
+	return nil
 }
 
 // MaxStreamMemory is the most memory one stream, and one peer on one

@@ -70,10 +70,40 @@ func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", p2p.ErrMalformed, fmt.Sprintf(format, args...))
 }
 
+// checkSpec runs the checks of a spec in order: the version, then the
+// bounds on counts and sizes, then each property's contents. The first
+// failure is the one reported.
 func checkSpec(m *pb.JobSpec) error {
-	switch {
-	case m.Version != SpecVersion:
+	for _, check := range []func(*pb.JobSpec) error{
+		checkVersion,
+		checkBounds,
+		checkArgv,
+		checkEnv,
+		checkFiles,
+		checkCheckpointDir,
+		checkRuntime,
+		checkRestart,
+		checkLimits,
+	} {
+		if err := check(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkVersion refuses a spec version this code does not know.
+func checkVersion(m *pb.JobSpec) error {
+	if m.Version != SpecVersion {
 		return fmt.Errorf("%w: job spec version %d, want %d", p2p.ErrUnsupported, m.Version, SpecVersion)
+	}
+	return nil
+}
+
+// checkBounds checks the job ID's length, the number of args, env vars
+// and files, and the number of GPUs: cheap checks before any content.
+func checkBounds(m *pb.JobSpec) error {
+	switch {
 	case len(m.JobId) != 16:
 		return malformed("job_id is %d bytes, want 16", len(m.JobId))
 	case len(m.Argv) == 0:
@@ -87,16 +117,33 @@ func checkSpec(m *pb.JobSpec) error {
 	case m.Gpus == 0 || m.Gpus > 256:
 		return malformed("gpus %d outside 1..256", m.Gpus)
 	}
+	return nil
+}
+
+// checkArgv checks each arg: not too long, no NUL, and argv[0] not empty.
+func checkArgv(m *pb.JobSpec) error {
 	for i, a := range m.Argv {
 		if len(a) > MaxArgBytes || strings.IndexByte(a, 0) >= 0 || (i == 0 && a == "") {
 			return malformed("argv[%d] is empty, too long or holds NUL", i)
 		}
 	}
+	return nil
+}
+
+// checkEnv checks each env var: a name without '=' or NUL, a value
+// without NUL, and not too long together.
+func checkEnv(m *pb.JobSpec) error {
 	for _, e := range m.Env {
 		if e.Name == "" || strings.ContainsAny(e.Name, "=\x00") || strings.IndexByte(e.Value, 0) >= 0 || len(e.Name)+len(e.Value) > MaxArgBytes {
 			return malformed("env var %q is not NAME=VALUE without NUL, or too long", e.Name)
 		}
 	}
+	return nil
+}
+
+// checkFiles checks each file: a clean relative path, not repeated, and
+// a mode of permission bits only.
+func checkFiles(m *pb.JobSpec) error {
 	seen := map[string]bool{}
 	for _, f := range m.Files {
 		if !localPath(f.Path) || seen[f.Path] {
@@ -107,14 +154,29 @@ func checkSpec(m *pb.JobSpec) error {
 		}
 		seen[f.Path] = true
 	}
-	if m.CheckpointDir != "" && !localPath(m.CheckpointDir) {
+	return nil
+}
+
+// checkCheckpointDir checks that the checkpoint dir, if any, is a clean
+// relative path and that no file lies in it.
+func checkCheckpointDir(m *pb.JobSpec) error {
+	if m.CheckpointDir == "" {
+		return nil
+	}
+	if !localPath(m.CheckpointDir) {
 		return malformed("checkpoint_dir %q is not a clean relative path", m.CheckpointDir)
 	}
 	for _, f := range m.Files {
-		if m.CheckpointDir != "" && (f.Path == m.CheckpointDir || strings.HasPrefix(f.Path, m.CheckpointDir+"/")) {
+		if f.Path == m.CheckpointDir || strings.HasPrefix(f.Path, m.CheckpointDir+"/") {
 			return malformed("file %q lies in checkpoint_dir %q", f.Path, m.CheckpointDir)
 		}
 	}
+	return nil
+}
+
+// checkRuntime checks the runtime and that an image comes with, and only
+// with, a container runtime.
+func checkRuntime(m *pb.JobSpec) error {
 	switch m.Runtime {
 	case "", "process":
 		if m.Image != "" {
@@ -127,14 +189,26 @@ func checkSpec(m *pb.JobSpec) error {
 	default:
 		return malformed("runtime %q: want process, docker or podman", m.Runtime)
 	}
-	if r := m.Restart; r != nil {
-		if !slices.Contains([]string{"", "never", "on-failure"}, r.Policy) {
-			return malformed("restart policy %q: want never or on-failure", r.Policy)
-		}
-		if r.MaxRestarts > 100 {
-			return malformed("max_restarts %d above 100", r.MaxRestarts)
-		}
+	return nil
+}
+
+// checkRestart checks the restart policy, if any.
+func checkRestart(m *pb.JobSpec) error {
+	r := m.Restart
+	if r == nil {
+		return nil
 	}
+	if !slices.Contains([]string{"", "never", "on-failure"}, r.Policy) {
+		return malformed("restart policy %q: want never or on-failure", r.Policy)
+	}
+	if r.MaxRestarts > 100 {
+		return malformed("max_restarts %d above 100", r.MaxRestarts)
+	}
+	return nil
+}
+
+// checkLimits refuses a negative limit.
+func checkLimits(m *pb.JobSpec) error {
 	if l := m.Limits; l != nil && (l.MemoryBytes < 0 || l.CpuSeconds < 0 || l.Procs < 0 || l.FileBytes < 0 || l.OpenFiles < 0 || l.DiskBytes < 0) {
 		return malformed("a limit is negative")
 	}

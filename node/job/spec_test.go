@@ -184,3 +184,52 @@ func TestLogFileCap(t *testing.T) {
 		t.Fatalf("no note of the drop: %q %v", tail, err)
 	}
 }
+
+// TestSpecCheckMessages pins each check's message, including the cases
+// TestSpecRejects leaves out, and the order the checks run in: where a
+// spec breaks two rules, the earlier check's message is the one given.
+func TestSpecCheckMessages(t *testing.T) {
+	long := strings.Repeat("x", MaxArgBytes+1)
+	cases := []struct {
+		name   string
+		mutate func(*pb.JobSpec)
+		want   string
+	}{
+		{"too many env", func(m *pb.JobSpec) { m.Env = make([]*pb.EnvVar, MaxEnv+1) }, "257 env vars, limit 256"},
+		{"too many files", func(m *pb.JobSpec) { m.Files = make([]*pb.File, MaxFiles+1) }, "257 files, limit 256"},
+		{"too many gpus", func(m *pb.JobSpec) { m.Gpus = 257 }, "gpus 257 outside 1..256"},
+		{"long arg", func(m *pb.JobSpec) { m.Argv = append(m.Argv, long) }, "argv[2] is empty, too long or holds NUL"},
+		{"empty env name", func(m *pb.JobSpec) { m.Env = []*pb.EnvVar{{Value: "x"}} }, `env var "" is not NAME=VALUE`},
+		{"NUL in env value", func(m *pb.JobSpec) { m.Env = []*pb.EnvVar{{Name: "A", Value: "a\x00"}} }, `env var "A" is not NAME=VALUE`},
+		{"long env", func(m *pb.JobSpec) { m.Env = []*pb.EnvVar{{Name: "A", Value: long}} }, `env var "A" is not NAME=VALUE`},
+		{"setuid mode", func(m *pb.JobSpec) { m.Files = []*pb.File{{Path: "a", Mode: 0o4755}} }, `file "a": mode 4755 has bits other than permissions`},
+		{"unclean checkpoint dir", func(m *pb.JobSpec) { m.CheckpointDir = "/ckpt" }, `checkpoint_dir "/ckpt" is not a clean relative path`},
+		{"file in checkpoint dir", func(m *pb.JobSpec) { m.CheckpointDir = "data" }, `file "data/a.txt" lies in checkpoint_dir "data"`},
+		{"file is checkpoint dir", func(m *pb.JobSpec) { m.CheckpointDir = "train.py" }, `file "train.py" lies in checkpoint_dir "train.py"`},
+		{"podman w/o image", func(m *pb.JobSpec) { m.Runtime = "podman" }, "runtime podman needs an image"},
+		{"too many restarts", func(m *pb.JobSpec) { m.Restart = &pb.Restart{Policy: "on-failure", MaxRestarts: 101} }, "max_restarts 101 above 100"},
+		{"negative disk", func(m *pb.JobSpec) { m.Limits = &pb.Limits{DiskBytes: -1} }, "a limit is negative"},
+		// Two rules broken: the bounds run before the contents, the
+		// contents in the order of the spec's fields.
+		{"bounds before argv", func(m *pb.JobSpec) { m.Argv = append(m.Argv, "a\x00"); m.Gpus = 0 }, "gpus 0 outside"},
+		{"argv before env", func(m *pb.JobSpec) { m.Argv[1] = "a\x00"; m.Env[0].Name = "" }, "argv[1]"},
+		{"files before checkpoint dir", func(m *pb.JobSpec) { m.Files[1].Mode = 0o4000; m.CheckpointDir = "/x" }, "mode 4000"},
+		{"checkpoint dir before runtime", func(m *pb.JobSpec) { m.CheckpointDir = "/x"; m.Runtime = "lxc" }, "checkpoint_dir"},
+		{"runtime before restart", func(m *pb.JobSpec) { m.Runtime = "lxc"; m.Restart.Policy = "always" }, `runtime "lxc"`},
+		{"restart before limits", func(m *pb.JobSpec) { m.Restart.Policy = "always"; m.Limits.Procs = -1 }, "restart policy"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := validSpec()
+			c.mutate(m)
+			_, err := EncodeSpec(m)
+			if !errors.Is(err, p2p.ErrMalformed) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want ErrMalformed saying %q", err, c.want)
+			}
+		})
+	}
+	// With a valid spec, every check passes.
+	if _, err := EncodeSpec(validSpec()); err != nil {
+		t.Fatalf("valid spec: %v", err)
+	}
+}

@@ -67,6 +67,24 @@ func (c *cgroupRoot) create(name string, l Limits, log *slog.Logger) (*jobCgroup
 	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("cgroup %s: %w", parent, err)
 	}
+	want := c.enableControllers(parent, l, log)
+	path, err := makeCgroupDir(parent, name, log)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup %s: %w", path, err)
+	}
+	dir, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		_ = unix.Rmdir(path)
+		return nil, fmt.Errorf("cgroup %s: %w", path, err)
+	}
+	cg := &jobCgroup{path: path, dir: dir}
+	cg.writeLimits(l, want, log)
+	return cg, nil
+}
+
+// enableControllers enables, for the children of the root and of parent,
+// the controllers that l needs (memory, pids), and returns those enabled.
+func (c *cgroupRoot) enableControllers(parent string, l Limits, log *slog.Logger) map[string]bool {
 	want := map[string]bool{"memory": l.MemoryBytes > 0, "pids": l.Procs > 0}
 	for _, ctl := range []string{"memory", "pids"} {
 		if !want[ctl] {
@@ -85,6 +103,12 @@ func (c *cgroupRoot) create(name string, l Limits, log *slog.Logger) (*jobCgroup
 			}
 		}
 	}
+	return want
+}
+
+// makeCgroupDir makes parent/name, or parent/name-<random> when another
+// node's running job holds that name, and returns its path.
+func makeCgroupDir(parent, name string, log *slog.Logger) (string, error) {
 	path := filepath.Join(parent, name)
 	err := os.Mkdir(path, 0o755)
 	if errors.Is(err, fs.ErrExist) {
@@ -97,32 +121,28 @@ func (c *cgroupRoot) create(name string, l Limits, log *slog.Logger) (*jobCgroup
 			path, err = os.MkdirTemp(parent, name+"-")
 		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("cgroup %s: %w", path, err)
-	}
-	dir, err := os.OpenFile(path, os.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		_ = unix.Rmdir(path)
-		return nil, fmt.Errorf("cgroup %s: %w", path, err)
-	}
-	cg := &jobCgroup{path: path, dir: dir}
+	return path, err
+}
+
+// writeLimits writes memory.max (with no swap) and pids.max for the
+// controllers in want; a limit that cannot be written is logged.
+func (cg *jobCgroup) writeLimits(l Limits, want map[string]bool, log *slog.Logger) {
 	if want["memory"] {
 		err := cg.write("memory.max", strconv.FormatInt(l.MemoryBytes, 10))
 		if err == nil {
 			cg.memory = true
 			if err := cg.write("memory.swap.max", "0"); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				log.Warn("cgroup memory.swap.max", "cgroup", path, "err", err)
+				log.Warn("cgroup memory.swap.max", "cgroup", cg.path, "err", err)
 			}
 		} else {
-			log.Warn("cgroup memory.max; not enforced by the cgroup", "cgroup", path, "err", err)
+			log.Warn("cgroup memory.max; not enforced by the cgroup", "cgroup", cg.path, "err", err)
 		}
 	}
 	if want["pids"] {
 		if err := cg.write("pids.max", strconv.FormatInt(l.Procs+initTasks, 10)); err != nil {
-			log.Warn("cgroup pids.max; not enforced by the cgroup", "cgroup", path, "err", err)
+			log.Warn("cgroup pids.max; not enforced by the cgroup", "cgroup", cg.path, "err", err)
 		}
 	}
-	return cg, nil
 }
 
 func writeCgroup(dir, file, value string) error {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -102,5 +103,79 @@ func TestCgroupNameInUse(t *testing.T) {
 	defer third.remove()
 	if third.path != stale {
 		t.Errorf("stale cgroup not reused: got %s, want %s", third.path, stale)
+	}
+}
+
+// TestCgroupCreateSteps runs create's steps on plain directories, where
+// files written stay as written: what a cgroup2 hierarchy would be told.
+func TestCgroupCreateSteps(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	read := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "<" + err.Error() + ">"
+		}
+		return string(b)
+	}
+
+	// Only the controllers a limit needs, and only those the root has.
+	root := t.TempDir()
+	parent := filepath.Join(root, cgroupParent)
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &cgroupRoot{root: root, controllers: map[string]bool{"memory": true}}
+	want := c.enableControllers(parent, Limits{MemoryBytes: 1 << 20, Procs: 5}, log)
+	if !want["memory"] || want["pids"] {
+		t.Errorf("enabled %v, want memory only (pids is not available)", want)
+	}
+	for _, d := range []string{root, parent} {
+		if got := read(filepath.Join(d, "cgroup.subtree_control")); got != "+memory" {
+			t.Errorf("%s subtree_control = %q, want +memory", d, got)
+		}
+	}
+	if want := c.enableControllers(t.TempDir(), Limits{}, log); want["memory"] || want["pids"] {
+		t.Errorf("no limits: enabled %v", want)
+	}
+
+	// A name left over empty is taken again; one in use gets a suffix.
+	path, err := makeCgroupDir(parent, "job-ab-0", log)
+	if err != nil || path != filepath.Join(parent, "job-ab-0") {
+		t.Fatalf("makeCgroupDir = %q, %v", path, err)
+	}
+	if again, err := makeCgroupDir(parent, "job-ab-0", log); err != nil || again != path {
+		t.Errorf("left-over empty dir: makeCgroupDir = %q, %v; want %q", again, err, path)
+	}
+	if err := os.WriteFile(filepath.Join(path, "cgroup.procs"), []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other, err := makeCgroupDir(parent, "job-ab-0", log)
+	if err != nil || filepath.Dir(other) != parent || !strings.HasPrefix(filepath.Base(other), "job-ab-0-") {
+		t.Errorf("name in use: makeCgroupDir = %q, %v; want %s/job-ab-0-<random>", other, err, parent)
+	}
+
+	// The limits the controllers allow, pids.max with the init's tasks.
+	for _, f := range []string{"memory.max", "pids.max"} {
+		if err := os.WriteFile(filepath.Join(path, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	cg := &jobCgroup{path: path, dir: dir}
+	cg.writeLimits(Limits{MemoryBytes: 1 << 20, Procs: 5}, map[string]bool{"memory": true, "pids": true}, log)
+	if got := read(filepath.Join(path, "memory.max")); got != "1048576" || !cg.memory {
+		t.Errorf("memory.max = %q, memory %v; want 1048576, true", got, cg.memory)
+	}
+	if got := read(filepath.Join(path, "pids.max")); got != "21" {
+		t.Errorf("pids.max = %q, want 21 (5 + %d)", got, initTasks)
+	}
+	cg2 := &jobCgroup{path: path, dir: dir}
+	cg2.writeLimits(Limits{MemoryBytes: 1 << 20}, map[string]bool{"memory": false}, log)
+	if cg2.memory {
+		t.Error("memory set though the controller is not enabled")
 	}
 }

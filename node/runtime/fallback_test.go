@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 type lockedBuffer struct {
@@ -74,5 +76,59 @@ func TestWithoutNamespace(t *testing.T) {
 	}
 	if !strings.HasPrefix(mine, "mnt:") {
 		t.Errorf("own mount namespace %q", mine)
+	}
+}
+
+// TestFallBack checks what a failed launch is retried without: the
+// cgroup when the shim could not start in it, the user namespace when the
+// kernel refused one (only where unsandboxed jobs are allowed), and
+// nothing otherwise.
+func TestFallBack(t *testing.T) {
+	startErr := &shimError{stage: "start", err: errors.New("start shim: resource temporarily unavailable")}
+	refused := &shimError{stage: "start", err: os.NewSyscallError("clone", unix.EPERM)}
+	nsErr := &shimError{stage: stageNamespace, err: errors.New("map uid")}
+	mountErr := &shimError{stage: stageMounts, err: errors.New("bind")}
+	other := errors.New("pipes")
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	bg := context.Background()
+	both := launchMode{cgroup: true, userns: true}
+	userns := launchMode{userns: true}
+	for _, c := range []struct {
+		name      string
+		ctx       context.Context
+		err       error
+		m         launchMode
+		inCgroup  bool
+		allowBare bool
+		retry     bool
+		want      launchMode // retry: the next mode
+		wantErr   error      // !retry: what the error wraps
+		noUserNS  bool
+	}{
+		{"cgroup refused the shim", bg, startErr, both, true, false, true, userns, nil, false},
+		{"cgroup refused the shim, userns too", bg, refused, both, true, false, true, userns, nil, false},
+		{"context ended", canceled, startErr, both, true, true, false, both, startErr, false},
+		{"userns refused, bare allowed", bg, refused, userns, false, true, true, launchMode{}, nil, true},
+		{"userns refused, bare not allowed", bg, nsErr, userns, false, false, false, userns, ErrUnavailable, true},
+		{"namespace stage, bare allowed", bg, nsErr, userns, false, true, true, launchMode{}, nil, true},
+		{"start failed, not a refusal", bg, startErr, userns, false, true, false, userns, startErr, false},
+		{"a later stage failed", bg, mountErr, both, true, true, false, both, mountErr, false},
+		{"not a shim error", bg, other, both, true, true, false, both, other, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := &processRuntime{log: slog.New(slog.DiscardHandler), allowBare: c.allowBare}
+			got, err := r.fallBack(c.ctx, c.err, c.m, c.inCgroup, "job ab attempt 0", r.log)
+			if c.retry {
+				if err != nil || got != c.want {
+					t.Fatalf("fallBack = %+v, %v; want %+v, retried", got, err, c.want)
+				}
+			} else if err == nil || !strings.HasPrefix(err.Error(), "job ab attempt 0: ") || !errors.Is(err, c.wantErr) {
+				t.Fatalf("fallBack = %+v, %v; want an error wrapping %v", got, err, c.wantErr)
+			}
+			if r.noUserNS.Load() != c.noUserNS {
+				t.Errorf("noUserNS = %v, want %v", r.noUserNS.Load(), c.noUserNS)
+			}
+		})
 	}
 }

@@ -83,42 +83,81 @@ type planInput struct {
 // the rlimits (see rlimits). notes
 // are things worth a log line (skipped hide paths ...).
 func buildPlan(s Spec, in planInput) (cfg shimConfig, notes []string, err error) {
-	workDir, err := filepath.EvalSymlinks(s.WorkDir)
+	workDir, ckDir, keep, err := keepDirs(s)
 	if err != nil {
-		return cfg, nil, fmt.Errorf("work dir: %w", err)
+		return cfg, nil, err
 	}
-	ckDir, err := filepath.EvalSymlinks(s.CheckpointDir)
+	// seen holds the paths covered so far: each is covered once.
+	seen := map[string]bool{}
+	covers, notes, err := hideCovers(s.Hide, keep, seen)
 	if err != nil {
-		return cfg, nil, fmt.Errorf("checkpoint dir: %w", err)
+		return cfg, nil, err
 	}
-	keep := []string{workDir}
+	ac, an, err := unsearchableCovers(keep, in, seen)
+	if err != nil {
+		return cfg, nil, err
+	}
+	covers, notes = append(covers, ac...), append(notes, an...)
+	covers = append(covers, scratchCovers(seen, s.Limits.MemoryBytes)...)
+	slices.SortStableFunc(covers, func(a, b cover) int { return depth(b.Path) - depth(a.Path) })
+
+	cfg = shimConfig{
+		Argv:   s.Argv,
+		Env:    planEnv(s, workDir, ckDir),
+		Dir:    workDir,
+		Keep:   keep,
+		Covers: covers,
+	}
+	if in.runAs != nil {
+		cfg.User = &idPair{UID: in.runAs.uid, GID: in.runAs.gid}
+	}
+	return cfg, notes, nil
+}
+
+// keepDirs resolves the work and checkpoint dirs. keep holds them once
+// each, shallowest first: the dirs that stay reachable and writable.
+func keepDirs(s Spec) (workDir, ckDir string, keep []string, err error) {
+	workDir, err = filepath.EvalSymlinks(s.WorkDir)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("work dir: %w", err)
+	}
+	ckDir, err = filepath.EvalSymlinks(s.CheckpointDir)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("checkpoint dir: %w", err)
+	}
+	keep = []string{workDir}
 	if ckDir != workDir {
 		keep = append(keep, ckDir)
 	}
 	slices.SortStableFunc(keep, func(a, b string) int { return depth(a) - depth(b) })
+	return workDir, ckDir, keep, nil
+}
 
-	var covers []cover
-	seen := map[string]bool{}
-	for _, h := range s.Hide {
+// hideCovers covers each existing path of hide, resolved, once: a
+// directory with an empty one (searchable where the way to a kept dir
+// leads through it), a file with an empty file. Hiding a kept dir itself
+// is refused.
+func hideCovers(hide, keep []string, seen map[string]bool) (covers []cover, notes []string, err error) {
+	for _, h := range hide {
 		p, err := filepath.EvalSymlinks(filepath.Clean(h))
 		if errors.Is(err, fs.ErrNotExist) {
 			notes = append(notes, fmt.Sprintf("hide %s: does not exist, nothing to hide", h))
 			continue
 		}
 		if err != nil {
-			return cfg, nil, fmt.Errorf("hide %s: %w", h, err)
+			return nil, nil, fmt.Errorf("hide %s: %w", h, err)
 		}
 		if seen[p] {
 			continue
 		}
 		for _, k := range keep {
 			if p == k {
-				return cfg, nil, fmt.Errorf("%w: hide %s: that is the job's own work or checkpoint dir", ErrInvalidSpec, h)
+				return nil, nil, fmt.Errorf("%w: hide %s: that is the job's own work or checkpoint dir", ErrInvalidSpec, h)
 			}
 		}
 		fi, err := os.Stat(p)
 		if err != nil {
-			return cfg, nil, fmt.Errorf("hide %s: %w", h, err)
+			return nil, nil, fmt.Errorf("hide %s: %w", h, err)
 		}
 		seen[p] = true
 		c := cover{Path: p, Kind: coverFile}
@@ -130,9 +169,14 @@ func buildPlan(s Spec, in planInput) (cfg shimConfig, notes []string, err error)
 		}
 		covers = append(covers, c)
 	}
-	// Ancestors the job's user cannot search are covered too: nothing in
-	// them was reachable for the job anyway, and the covering tmpfs holds
-	// a searchable path down to WorkDir and CheckpointDir.
+	return covers, notes, nil
+}
+
+// unsearchableCovers covers the shallowest ancestor of each kept dir
+// that the job's user cannot search, unless a cover already lies on the
+// way: nothing in it was reachable for the job anyway, and the covering
+// tmpfs holds a searchable path down to WorkDir and CheckpointDir.
+func unsearchableCovers(keep []string, in planInput, seen map[string]bool) (covers []cover, notes []string, err error) {
 	for _, k := range keep {
 		for _, a := range ancestors(k) {
 			if seen[a] {
@@ -140,7 +184,7 @@ func buildPlan(s Spec, in planInput) (cfg shimConfig, notes []string, err error)
 			}
 			ok, err := searchable(a, in.uid, in.gid, in.groups)
 			if err != nil {
-				return cfg, nil, err
+				return nil, nil, err
 			}
 			if !ok {
 				seen[a] = true
@@ -150,36 +194,37 @@ func buildPlan(s Spec, in planInput) (cfg shimConfig, notes []string, err error)
 			}
 		}
 	}
+	return covers, notes, nil
+}
+
+// scratchCovers gives each scratch dir this machine has, and that is not
+// covered yet, a private writable tmpfs of size bytes (0: the kernel's
+// default).
+func scratchCovers(seen map[string]bool, size int64) []cover {
+	var covers []cover
 	for _, d := range scratchDirs {
 		if seen[d] {
 			continue
 		}
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			seen[d] = true
-			covers = append(covers, cover{Path: d, Kind: coverScratch, Mode: 0o1777, Size: s.Limits.MemoryBytes})
+			covers = append(covers, cover{Path: d, Kind: coverScratch, Mode: 0o1777, Size: size})
 		}
 	}
-	slices.SortStableFunc(covers, func(a, b cover) int { return depth(b.Path) - depth(a.Path) })
+	return covers
+}
 
+// planEnv is the job's environment: defaults, the renter's Env, then
+// what the renter may not change (home, GPUs, checkpoint dir, attempt
+// and job ID).
+func planEnv(s Spec, workDir, ckDir string) []string {
 	gpus := strings.Join(s.GPUs, ",")
-	env := jobEnv(
+	return jobEnv(
 		[][2]string{{"PATH", DefaultPath}, {"HOME", workDir}, {"LANG", "C.UTF-8"}, {"TMPDIR", filepath.Join(workDir, "tmp")}},
 		s.Env,
 		[][2]string{{"HOME", workDir}, {"CUDA_VISIBLE_DEVICES", gpus}, {"CHECKPOINT_DIR", ckDir},
 			{"JOB_ATTEMPT", fmt.Sprint(s.Attempt)}, {"GPUMESH_JOB_ID", s.JobID}},
 	)
-
-	cfg = shimConfig{
-		Argv:   s.Argv,
-		Env:    env,
-		Dir:    workDir,
-		Keep:   keep,
-		Covers: covers,
-	}
-	if in.runAs != nil {
-		cfg.User = &idPair{UID: in.runAs.uid, GID: in.runAs.gid}
-	}
-	return cfg, notes, nil
 }
 
 // rlimits turns Limits into setrlimit calls for the shim.

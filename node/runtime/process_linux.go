@@ -64,31 +64,12 @@ func (r *processRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
 	log := r.log.With("job", short(s.JobID), "attempt", s.Attempt)
-	in := planInput{uid: os.Geteuid(), gid: os.Getegid()}
-	in.groups, _ = os.Getgroups()
-	if s.RunAs != "" {
-		if !r.root {
-			return nil, fmt.Errorf("%s: run as %q: %w: the node does not run as root", prefix, s.RunAs, errors.ErrUnsupported)
-		}
-		u, err := resolveUser(s.RunAs)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", prefix, err)
-		}
-		in.runAs, in.uid, in.gid, in.groups = &u, u.uid, u.gid, nil
-	} else if r.root {
-		r.warnRoot.Do(func() {
-			r.log.Warn("jobs run as root (without capabilities): they can read every root-owned file that is not hidden; set a user to run jobs as")
-		})
+	in, err := r.planUser(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	if err := os.Mkdir(filepath.Join(s.WorkDir, "tmp"), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("%s: tmp dir: %w", prefix, err)
-	}
-	if in.runAs != nil {
-		for _, d := range []string{s.WorkDir, s.CheckpointDir} {
-			if err := chownTree(d, *in.runAs); err != nil {
-				return nil, fmt.Errorf("%s: %w", prefix, err)
-			}
-		}
+	if err := prepareDirs(s, in); err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
 
 	cfg, notes, err := buildPlan(s, in)
@@ -99,53 +80,124 @@ func (r *processRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 		log.Debug("sandbox", "note", n)
 	}
 
-	useCgroup := r.cg != nil
 	userns := !r.root && !r.noUserNS.Load()
 	if !r.root && r.noUserNS.Load() && !r.allowBare {
 		return nil, fmt.Errorf("%s: %w: user namespaces do not work here, and without one the job could read the node's key and store; run the node as root, enable user namespaces, or allow unsandboxed jobs", prefix, ErrUnavailable)
 	}
+	return r.launchFallingBack(ctx, &s, cfg, in, userns, prefix, log)
+}
+
+// planUser is the planInput for the user s runs as: RunAs (which needs a
+// node running as root), or else the node's own user.
+func (r *processRuntime) planUser(s Spec) (planInput, error) {
+	in := planInput{uid: os.Geteuid(), gid: os.Getegid()}
+	in.groups, _ = os.Getgroups()
+	if s.RunAs != "" {
+		if !r.root {
+			return in, fmt.Errorf("run as %q: %w: the node does not run as root", s.RunAs, errors.ErrUnsupported)
+		}
+		u, err := resolveUser(s.RunAs)
+		if err != nil {
+			return in, err
+		}
+		in.runAs, in.uid, in.gid, in.groups = &u, u.uid, u.gid, nil
+	} else if r.root {
+		r.warnRoot.Do(func() {
+			r.log.Warn("jobs run as root (without capabilities): they can read every root-owned file that is not hidden; set a user to run jobs as")
+		})
+	}
+	return in, nil
+}
+
+// prepareDirs makes the job's tmp dir in its work dir and, for a job run
+// as another user, hands the work and checkpoint dirs to that user.
+func prepareDirs(s Spec, in planInput) error {
+	if err := os.Mkdir(filepath.Join(s.WorkDir, "tmp"), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("tmp dir: %w", err)
+	}
+	if in.runAs != nil {
+		for _, d := range []string{s.WorkDir, s.CheckpointDir} {
+			if err := chownTree(d, *in.runAs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// launchFallingBack launches the job, and launches it again without what
+// this machine refused (see fallBack).
+func (r *processRuntime) launchFallingBack(ctx context.Context, s *Spec, cfg shimConfig, in planInput, userns bool, prefix string, log *slog.Logger) (Process, error) {
+	m := launchMode{cgroup: r.cg != nil, userns: userns}
 	for {
 		var cg *jobCgroup
-		if useCgroup {
+		if m.cgroup {
+			var err error
 			cg, err = r.cg.create(fmt.Sprintf("job-%s-%d", s.JobID, s.Attempt), s.Limits, log)
 			if err != nil {
 				log.Warn("job runs without a cgroup", "err", err)
 			}
 		}
-		in.memoryByCgroup = cg != nil && cg.memory
-		cfg.Rlimits, notes = rlimits(s, in, nil)
-		for _, n := range notes {
-			log.Info("sandbox", "note", n)
-		}
-		cfg.Namespace = r.root || userns
-		// A PID namespace goes with the mount namespace: the job sees only
-		// its own processes, and when its init (the shim) dies the kernel
-		// kills every process the job started, setsid or not.
-		cfg.PIDNamespace = cfg.Namespace
-		if !cfg.PIDNamespace && cg == nil {
-			log.Warn("job runs without a PID namespace or a cgroup: processes that leave its process group (setsid) survive its end")
-		}
-		p, err := r.launch(ctx, &s, cfg, userns, cg, log)
+		r.configure(s, &cfg, in, m.userns, cg, log)
+		p, err := r.launch(ctx, s, cfg, m.userns, cg, log)
 		if err == nil {
 			return p, nil
 		}
-		var se *shimError
-		switch {
-		case ctx.Err() != nil:
-			return nil, fmt.Errorf("%s: %w", prefix, err)
-		case cg != nil && errors.As(err, &se) && se.stage == "start":
-			log.Warn("cannot start the job in its cgroup; starting it without", "err", err)
-			useCgroup = false
-		case userns && errors.As(err, &se) && (se.stage == stageNamespace || se.stage == "start" && usernsRefused(err)):
-			r.noUserNS.Store(true)
-			if !r.allowBare {
-				return nil, fmt.Errorf("%s: %w: user namespaces do not work here (%v), and without one the job could read the node's key and store; run the node as root, enable user namespaces, or allow unsandboxed jobs", prefix, ErrUnavailable, err)
-			}
-			log.Warn("user namespaces do not work here: jobs run WITHOUT a mount namespace, so hidden paths are readable and the filesystem is writable for them", "err", err)
-			userns = false
-		default:
-			return nil, fmt.Errorf("%s: %w", prefix, err)
+		if m, err = r.fallBack(ctx, err, m, cg != nil, prefix, log); err != nil {
+			return nil, err
 		}
+	}
+}
+
+// launchMode is what a launch tries to start the job in.
+type launchMode struct {
+	cgroup bool // a cgroup of its own
+	userns bool // a user namespace
+}
+
+// fallBack decides, after a launch in m failed with err, what to launch
+// in next: without the cgroup when the shim could not start in the one it
+// had (inCgroup), without a user namespace (only where unsandboxed jobs
+// are allowed) when the kernel refused one. Otherwise it returns the
+// error to give up with.
+func (r *processRuntime) fallBack(ctx context.Context, err error, m launchMode, inCgroup bool, prefix string, log *slog.Logger) (launchMode, error) {
+	var se *shimError
+	switch {
+	case ctx.Err() != nil:
+		return m, fmt.Errorf("%s: %w", prefix, err)
+	case inCgroup && errors.As(err, &se) && se.stage == "start":
+		log.Warn("cannot start the job in its cgroup; starting it without", "err", err)
+		m.cgroup = false
+	case m.userns && errors.As(err, &se) && (se.stage == stageNamespace || se.stage == "start" && usernsRefused(err)):
+		r.noUserNS.Store(true)
+		if !r.allowBare {
+			return m, fmt.Errorf("%s: %w: user namespaces do not work here (%v), and without one the job could read the node's key and store; run the node as root, enable user namespaces, or allow unsandboxed jobs", prefix, ErrUnavailable, err)
+		}
+		log.Warn("user namespaces do not work here: jobs run WITHOUT a mount namespace, so hidden paths are readable and the filesystem is writable for them", "err", err)
+		m.userns = false
+	default:
+		return m, fmt.Errorf("%s: %w", prefix, err)
+	}
+	return m, nil
+}
+
+// configure sets the parts of cfg that depend on one launch: the rlimits
+// (memory is left to a cgroup whose memory.max bounds it) and the mount
+// and PID namespaces.
+func (r *processRuntime) configure(s *Spec, cfg *shimConfig, in planInput, userns bool, cg *jobCgroup, log *slog.Logger) {
+	in.memoryByCgroup = cg != nil && cg.memory
+	var notes []string
+	cfg.Rlimits, notes = rlimits(*s, in, nil)
+	for _, n := range notes {
+		log.Info("sandbox", "note", n)
+	}
+	cfg.Namespace = r.root || userns
+	// A PID namespace goes with the mount namespace: the job sees only
+	// its own processes, and when its init (the shim) dies the kernel
+	// kills every process the job started, setsid or not.
+	cfg.PIDNamespace = cfg.Namespace
+	if !cfg.PIDNamespace && cg == nil {
+		log.Warn("job runs without a PID namespace or a cgroup: processes that leave its process group (setsid) survive its end")
 	}
 }
 
@@ -180,42 +232,118 @@ func (e *shimError) Unwrap() error { return e.err }
 // failed). On failure everything it started is gone, cg included.
 func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, userns bool, cg *jobCgroup, log *slog.Logger) (*process, error) {
 	cfg.NodePID = os.Getpid()
-	var closers []*os.File
-	closeAll := func() {
-		for _, f := range closers {
-			f.Close()
-		}
-	}
-	pipe := func() (rd, wr *os.File, err error) {
-		rd, wr, err = os.Pipe()
-		if err == nil {
-			closers = append(closers, rd, wr)
-		}
-		return rd, wr, err
-	}
-	cfgR, cfgW, err1 := pipe()
-	stR, stW, err2 := pipe()
-	outR, outW, err3 := pipe()
-	errR, errW := outR, outW
-	var err4, err5, err6 error
-	if !sameWriter(s.Stdout, s.Stderr) {
-		errR, errW, err4 = pipe()
-	}
-	// The init of a PID namespace reports the job's end on resR and takes
-	// pause, resume and stop on ctlW.
-	var resR, resW, ctlR, ctlW *os.File
-	if cfg.PIDNamespace {
-		resR, resW, err5 = pipe()
-		ctlR, ctlW, err6 = pipe()
-	}
-	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
-		closeAll()
+	pp, err := openShimPipes(cfg.PIDNamespace, !sameWriter(s.Stdout, s.Stderr))
+	if err != nil {
 		if cg != nil {
 			_ = cg.remove()
 		}
 		return nil, fmt.Errorf("pipes: %w", err)
 	}
+	cmd := shimCmd(pp, shimAttr(cfg, userns, cg))
+	done := make(chan struct{})
+	if err := startOnLockedThread(cmd, done); err != nil {
+		pp.closeAll()
+		if cg != nil {
+			_ = cg.remove()
+		}
+		return nil, &shimError{stage: "start", err: fmt.Errorf("start shim: %w", err)}
+	}
+	pp.closeShimEnds() // the child has its copies now
 
+	p := &process{
+		log:    log,
+		cmd:    cmd,
+		pid:    cmd.Process.Pid,
+		cg:     cg,
+		done:   done,
+		result: pp.resR,
+		ctl:    pp.ctlW,
+	}
+	p.copy(pp.outR, s.Stdout)
+	if pp.errR != pp.outR {
+		p.copy(pp.errR, s.Stderr)
+	}
+	go sendShimConfig(pp.cfgW, cfg)
+	reports := readShimReports(pp.stR)
+	go p.wait()
+
+	if err := awaitReady(ctx, p, reports, log); err != nil {
+		return nil, err
+	}
+	log.Debug("job started", "pid", p.pid, "namespace", cfg.Namespace, "pidns", cfg.PIDNamespace, "userns", userns, "cgroup", cg != nil, "run_as", s.RunAs)
+	return p, nil
+}
+
+// shimPipes are the pipes between the node and one shim. Of each pair
+// the node keeps one end and the shim gets the other.
+type shimPipes struct {
+	cfgR, cfgW *os.File // the shim's config: the shim reads cfgR (configFD)
+	stR, stW   *os.File // the shim's status lines: the shim writes stW (statusFD)
+	outR, outW *os.File // the job's stdout
+	errR, errW *os.File // the job's stderr: the stdout pair where both go to one writer
+	// The init of a PID namespace reports the job's end on resR and takes
+	// pause, resume and stop on ctlW; nil without a PID namespace.
+	resR, resW *os.File
+	ctlR, ctlW *os.File
+	all        []*os.File
+}
+
+// openShimPipes opens the pipes of one shim: a stderr pipe of its own
+// when separate, the result and control pipes when pidNS. On failure it
+// closes what it opened.
+func openShimPipes(pidNS, separate bool) (*shimPipes, error) {
+	pp := &shimPipes{}
+	pipe := func() (rd, wr *os.File, err error) {
+		rd, wr, err = os.Pipe()
+		if err == nil {
+			pp.all = append(pp.all, rd, wr)
+		}
+		return rd, wr, err
+	}
+	var err1, err2, err3, err4, err5, err6 error
+	pp.cfgR, pp.cfgW, err1 = pipe()
+	pp.stR, pp.stW, err2 = pipe()
+	pp.outR, pp.outW, err3 = pipe()
+	pp.errR, pp.errW = pp.outR, pp.outW
+	if separate {
+		pp.errR, pp.errW, err4 = pipe()
+	}
+	if pidNS {
+		pp.resR, pp.resW, err5 = pipe()
+		pp.ctlR, pp.ctlW, err6 = pipe()
+	}
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+		pp.closeAll()
+		return nil, err
+	}
+	return pp, nil
+}
+
+func (pp *shimPipes) closeAll() {
+	for _, f := range pp.all {
+		f.Close()
+	}
+}
+
+// closeShimEnds closes the node's copies of the shim's ends, once the
+// shim has been started with them.
+func (pp *shimPipes) closeShimEnds() {
+	pp.cfgR.Close()
+	pp.stW.Close()
+	pp.outW.Close()
+	if pp.errW != pp.outW {
+		pp.errW.Close()
+	}
+	if pp.resW != nil {
+		pp.resW.Close()
+		pp.ctlR.Close()
+	}
+}
+
+// shimAttr is how the shim is started: in its own process group, killed
+// with the node, in the namespaces cfg asks for (a user namespace mapping
+// the node's user to root when userns), and in cg when there is one.
+func shimAttr(cfg shimConfig, userns bool, cg *jobCgroup) *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{
 		Setpgid:   true,            // Stop and Pause reach the whole tree
 		Pdeathsig: syscall.SIGKILL, // no node, no metering: no job
@@ -235,65 +363,47 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 		attr.UseCgroupFD = true
 		attr.CgroupFD = int(cg.dir.Fd())
 	}
-	extra := []*os.File{cfgR, stW} // configFD, statusFD
-	if cfg.PIDNamespace {
-		extra = append(extra, resW, ctlR) // resultFD, controlFD
+	return attr
+}
+
+// shimCmd is the command that runs this binary as the shim, with the
+// shim's ends of pp.
+func shimCmd(pp *shimPipes, attr *syscall.SysProcAttr) *exec.Cmd {
+	extra := []*os.File{pp.cfgR, pp.stW} // configFD, statusFD
+	if pp.resW != nil {
+		extra = append(extra, pp.resW, pp.ctlR) // resultFD, controlFD
 	}
-	cmd := &exec.Cmd{
+	return &exec.Cmd{
 		Path:        "/proc/self/exe", // this very binary, even if replaced on disk
 		Args:        []string{"gpumesh-job-shim"},
 		Env:         []string{shimEnv + "=" + shimEnvValue},
-		Stdout:      outW,
-		Stderr:      errW,
+		Stdout:      pp.outW,
+		Stderr:      pp.errW,
 		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
-	done := make(chan struct{})
-	if err := startOnLockedThread(cmd, done); err != nil {
-		closeAll()
-		if cg != nil {
-			_ = cg.remove()
-		}
-		return nil, &shimError{stage: "start", err: fmt.Errorf("start shim: %w", err)}
-	}
-	// The child has its copies now.
-	cfgR.Close()
-	stW.Close()
-	outW.Close()
-	if errW != outW {
-		errW.Close()
-	}
-	if cfg.PIDNamespace {
-		resW.Close()
-		ctlR.Close()
-	}
+}
 
-	p := &process{
-		log:    log,
-		cmd:    cmd,
-		pid:    cmd.Process.Pid,
-		cg:     cg,
-		done:   done,
-		result: resR,
-		ctl:    ctlW,
-	}
-	p.copy(outR, s.Stdout)
-	if errR != outR {
-		p.copy(errR, s.Stderr)
-	}
+// sendShimConfig writes cfg to the shim and closes the pipe.
+func sendShimConfig(w *os.File, cfg shimConfig) {
+	b, _ := json.Marshal(cfg)
+	_, _ = w.Write(b)
+	w.Close()
+}
+
+// shimReport is what a shim said on its status pipe before closing it.
+type shimReport struct {
+	ready bool
+	fatal *shimError
+	warns []string
+}
+
+// readShimReports reads the shim's status lines until the shim closes
+// the pipe, then sends what they said.
+func readShimReports(stR *os.File) <-chan shimReport {
+	reports := make(chan shimReport, 1)
 	go func() {
-		b, _ := json.Marshal(cfg)
-		_, _ = cfgW.Write(b)
-		cfgW.Close()
-	}()
-	type report struct {
-		ready bool
-		fatal *shimError
-		warns []string
-	}
-	reports := make(chan report, 1)
-	go func() {
-		var rep report
+		var rep shimReport
 		sc := bufio.NewScanner(stR)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -313,15 +423,20 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 		stR.Close()
 		reports <- rep
 	}()
-	go p.wait()
+	return reports
+}
 
-	var rep report
+// awaitReady waits for the shim's report and returns nil once it has
+// exec'd the job. When the shim failed, or ctx ends first (then it kills
+// the shim), it waits for the shim's end and returns why.
+func awaitReady(ctx context.Context, p *process, reports <-chan shimReport, log *slog.Logger) error {
+	var rep shimReport
 	select {
 	case rep = <-reports:
 	case <-ctx.Done():
 		_ = p.live(func() error { return p.signal(unix.SIGKILL) })
 		<-p.done
-		return nil, fmt.Errorf("start: %w", ctx.Err())
+		return fmt.Errorf("start: %w", ctx.Err())
 	}
 	for _, w := range rep.warns {
 		log.Warn("sandbox", "warning", w)
@@ -329,14 +444,13 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 	switch {
 	case rep.fatal != nil:
 		<-p.done
-		return nil, rep.fatal
+		return rep.fatal
 	case !rep.ready:
 		<-p.done
 		res := p.Result()
-		return nil, fmt.Errorf("the job shim never reported (exit %d %s); does main (or TestMain) call runtime.MaybeShim first?", res.ExitCode, res.Signal)
+		return fmt.Errorf("the job shim never reported (exit %d %s); does main (or TestMain) call runtime.MaybeShim first?", res.ExitCode, res.Signal)
 	}
-	log.Debug("job started", "pid", p.pid, "namespace", cfg.Namespace, "pidns", cfg.PIDNamespace, "userns", userns, "cgroup", cg != nil, "run_as", s.RunAs)
-	return p, nil
+	return nil
 }
 
 // startOnLockedThread starts cmd from an OS thread that lives until done

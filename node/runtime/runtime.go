@@ -163,70 +163,124 @@ func New(name string, o Options) (Runtime, error) {
 // containers.
 var jobIDForm = regexp.MustCompile(`^[0-9a-fA-F]{1,128}$`)
 
-// validate checks what every runtime needs from a Spec. Errors wrap
-// ErrInvalidSpec.
+// validate checks what every runtime needs from a Spec, one property
+// after another, and sets a nil Stdout or Stderr to io.Discard. Errors
+// wrap ErrInvalidSpec.
 func validate(s *Spec) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidSpec, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case !jobIDForm.MatchString(s.JobID):
-		return bad("job id %q: want 1 to 128 hex digits", s.JobID)
-	case s.Attempt < 0:
-		return bad("attempt %d: want >= 0", s.Attempt)
-	case len(s.Argv) == 0 || s.Argv[0] == "":
-		return bad("empty argv")
-	}
-	for i, a := range s.Argv {
-		if strings.IndexByte(a, 0) >= 0 {
-			return bad("argv[%d] contains NUL", i)
+	for _, check := range []func(*Spec) error{
+		checkIdentity,
+		checkArgv,
+		checkEnv,
+		checkDirs,
+		checkGPUs,
+		checkHide,
+		checkLimits,
+	} {
+		if err := check(s); err != nil {
+			return err
 		}
-	}
-	for i, kv := range s.Env {
-		k, _, ok := strings.Cut(kv, "=")
-		switch {
-		case !ok:
-			return bad("env[%d]: want KEY=VALUE, got no '='", i)
-		case k == "":
-			return bad("env[%d]: empty name", i)
-		case strings.IndexByte(kv, 0) >= 0:
-			return bad("env[%d] %s: contains NUL", i, k)
-		}
-	}
-	for _, d := range []struct{ name, path string }{{"work dir", s.WorkDir}, {"checkpoint dir", s.CheckpointDir}} {
-		if !filepath.IsAbs(d.path) {
-			return bad("%s %q: want an absolute path", d.name, d.path)
-		}
-		fi, err := os.Stat(d.path)
-		if err != nil {
-			return bad("%s: %v", d.name, err)
-		}
-		if !fi.IsDir() {
-			return bad("%s %s: not a directory", d.name, d.path)
-		}
-	}
-	for i, g := range s.GPUs {
-		if g == "" || strings.ContainsAny(g, ",\x00\n\"") {
-			return bad("gpu[%d] %q: want a device index or UUID", i, g)
-		}
-	}
-	for _, h := range s.Hide {
-		if !filepath.IsAbs(h) || strings.IndexByte(h, 0) >= 0 {
-			return bad("hide %q: want an absolute path", h)
-		}
-		if filepath.Clean(h) == "/" {
-			return bad("hide /: would hide everything")
-		}
-	}
-	l := s.Limits
-	if l.MemoryBytes < 0 || l.CPUSeconds < 0 || l.Procs < 0 || l.FileBytes < 0 || l.OpenFiles < 0 {
-		return bad("negative limit in %+v", l)
 	}
 	if s.Stdout == nil {
 		s.Stdout = io.Discard
 	}
 	if s.Stderr == nil {
 		s.Stderr = io.Discard
+	}
+	return nil
+}
+
+// invalid is an error wrapping ErrInvalidSpec.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidSpec, fmt.Sprintf(format, args...))
+}
+
+// checkIdentity checks the job ID and attempt, and that there is a
+// command.
+func checkIdentity(s *Spec) error {
+	switch {
+	case !jobIDForm.MatchString(s.JobID):
+		return invalid("job id %q: want 1 to 128 hex digits", s.JobID)
+	case s.Attempt < 0:
+		return invalid("attempt %d: want >= 0", s.Attempt)
+	case len(s.Argv) == 0 || s.Argv[0] == "":
+		return invalid("empty argv")
+	}
+	return nil
+}
+
+// checkArgv refuses an arg holding NUL.
+func checkArgv(s *Spec) error {
+	for i, a := range s.Argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return invalid("argv[%d] contains NUL", i)
+		}
+	}
+	return nil
+}
+
+// checkEnv wants each env entry KEY=VALUE, with a name and without NUL.
+func checkEnv(s *Spec) error {
+	for i, kv := range s.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok:
+			return invalid("env[%d]: want KEY=VALUE, got no '='", i)
+		case k == "":
+			return invalid("env[%d]: empty name", i)
+		case strings.IndexByte(kv, 0) >= 0:
+			return invalid("env[%d] %s: contains NUL", i, k)
+		}
+	}
+	return nil
+}
+
+// checkDirs wants the work and checkpoint dirs to be absolute paths of
+// existing directories.
+func checkDirs(s *Spec) error {
+	for _, d := range []struct{ name, path string }{{"work dir", s.WorkDir}, {"checkpoint dir", s.CheckpointDir}} {
+		if !filepath.IsAbs(d.path) {
+			return invalid("%s %q: want an absolute path", d.name, d.path)
+		}
+		fi, err := os.Stat(d.path)
+		if err != nil {
+			return invalid("%s: %v", d.name, err)
+		}
+		if !fi.IsDir() {
+			return invalid("%s %s: not a directory", d.name, d.path)
+		}
+	}
+	return nil
+}
+
+// checkGPUs wants each GPU to be something CUDA_VISIBLE_DEVICES (a comma
+// list) and a container's device option can hold.
+func checkGPUs(s *Spec) error {
+	for i, g := range s.GPUs {
+		if g == "" || strings.ContainsAny(g, ",\x00\n\"") {
+			return invalid("gpu[%d] %q: want a device index or UUID", i, g)
+		}
+	}
+	return nil
+}
+
+// checkHide wants each path to hide absolute, without NUL, and not /.
+func checkHide(s *Spec) error {
+	for _, h := range s.Hide {
+		if !filepath.IsAbs(h) || strings.IndexByte(h, 0) >= 0 {
+			return invalid("hide %q: want an absolute path", h)
+		}
+		if filepath.Clean(h) == "/" {
+			return invalid("hide /: would hide everything")
+		}
+	}
+	return nil
+}
+
+// checkLimits refuses a negative limit.
+func checkLimits(s *Spec) error {
+	l := s.Limits
+	if l.MemoryBytes < 0 || l.CPUSeconds < 0 || l.Procs < 0 || l.FileBytes < 0 || l.OpenFiles < 0 {
+		return invalid("negative limit in %+v", l)
 	}
 	return nil
 }

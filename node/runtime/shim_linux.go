@@ -192,75 +192,129 @@ func setupMounts(cfg *shimConfig, warn func(string, ...any)) (string, error) {
 		return stageNamespace, fmt.Errorf("make / private: %w", err)
 	}
 	// Hold the dirs the job needs before anything covers them.
-	keep := make([]int, len(cfg.Keep))
-	for i, p := range cfg.Keep {
-		fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return stageMounts, fmt.Errorf("open %s: %w", p, err)
-		}
-		keep[i] = fd
+	keep, err := holdDirs(cfg.Keep)
+	if err != nil {
+		return stageMounts, err
 	}
 	readOnlyAll(warn)
 	if err := coverFiles(cfg, warn); err != nil {
 		return stageMounts, err
 	}
-	var relock []int // covers to make read-only once WorkDir is back
-	for _, c := range cfg.Covers {
+	relock, err := mountCovers(cfg.Covers)
+	if err != nil {
+		return stageMounts, err
+	}
+	old := unix.Umask(0)
+	defer unix.Umask(old)
+	if err := restoreKept(cfg.Keep, keep, warn); err != nil {
+		return stageMounts, err
+	}
+	relockCovers(relock, warn)
+	return "", nil
+}
+
+// holdDirs opens an O_PATH descriptor on each of paths.
+func holdDirs(paths []string) ([]int, error) {
+	fds := make([]int, len(paths))
+	for i, p := range paths {
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", p, err)
+		}
+		fds[i] = fd
+	}
+	return fds, nil
+}
+
+// mountCovers mounts the dir and scratch covers (file covers are
+// coverFiles'). relock holds a descriptor on each hidden dir mounted, to
+// make read-only once the kept dirs are back.
+func mountCovers(covers []cover) (relock []int, err error) {
+	for _, c := range covers {
 		switch c.Kind {
 		case coverDir:
-			opts := fmt.Sprintf("mode=%04o,size=%d,nr_inodes=%d", c.Mode, 64<<10, 1024)
-			if err := unix.Mount("gpumesh-hidden", c.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
-				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-					continue // gone since the node looked, or under another cover
-				}
-				return stageMounts, fmt.Errorf("hide %s: %w", c.Path, err)
-			}
-			fd, err := unix.Open(c.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			fd, err := mountHiddenDir(c)
 			if err != nil {
-				return stageMounts, fmt.Errorf("hide %s: %w", c.Path, err)
+				return nil, err
 			}
-			relock = append(relock, fd)
+			if fd >= 0 {
+				relock = append(relock, fd)
+			}
 		case coverScratch:
-			opts := fmt.Sprintf("mode=%04o", c.Mode)
-			if c.Size > 0 {
-				opts += fmt.Sprintf(",size=%d", c.Size)
-			}
-			if err := unix.Mount("gpumesh-scratch", c.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-				return stageMounts, fmt.Errorf("private %s: %w", c.Path, err)
+			if err := mountScratch(c); err != nil {
+				return nil, err
 			}
 		}
 	}
-	// Put WorkDir and CheckpointDir back (writable) where the job expects
-	// them, recreating the way down inside any cover above them.
-	old := unix.Umask(0)
-	defer unix.Umask(old)
-	for i, p := range cfg.Keep {
+	return relock, nil
+}
+
+// mountHiddenDir mounts a small empty tmpfs over c.Path and returns a
+// descriptor on it, or -1 when c.Path is gone since the node looked, or
+// lies under another cover.
+func mountHiddenDir(c cover) (int, error) {
+	opts := fmt.Sprintf("mode=%04o,size=%d,nr_inodes=%d", c.Mode, 64<<10, 1024)
+	if err := unix.Mount("gpumesh-hidden", c.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			return -1, nil // gone since the node looked, or under another cover
+		}
+		return -1, fmt.Errorf("hide %s: %w", c.Path, err)
+	}
+	fd, err := unix.Open(c.Path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("hide %s: %w", c.Path, err)
+	}
+	return fd, nil
+}
+
+// mountScratch mounts a private writable tmpfs over c.Path.
+func mountScratch(c cover) error {
+	opts := fmt.Sprintf("mode=%04o", c.Mode)
+	if c.Size > 0 {
+		opts += fmt.Sprintf(",size=%d", c.Size)
+	}
+	if err := unix.Mount("gpumesh-scratch", c.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("private %s: %w", c.Path, err)
+	}
+	return nil
+}
+
+// restoreKept puts WorkDir and CheckpointDir (paths, held by fds) back,
+// writable, where the job expects them, recreating the way down inside
+// any cover above them.
+func restoreKept(paths []string, fds []int, warn func(string, ...any)) error {
+	for i, p := range paths {
 		var want, got unix.Stat_t
-		if err := unix.Fstat(keep[i], &want); err != nil {
-			return stageMounts, fmt.Errorf("stat %s: %w", p, err)
+		if err := unix.Fstat(fds[i], &want); err != nil {
+			return fmt.Errorf("stat %s: %w", p, err)
 		}
 		if err := unix.Stat(p, &got); err != nil || got.Dev != want.Dev || got.Ino != want.Ino {
 			if err := os.MkdirAll(p, 0o711); err != nil {
-				return stageMounts, fmt.Errorf("recreate %s: %w", p, err)
+				return fmt.Errorf("recreate %s: %w", p, err)
 			}
 		}
-		src := "/proc/self/fd/" + strconv.Itoa(keep[i])
+		src := "/proc/self/fd/" + strconv.Itoa(fds[i])
 		if err := unix.Mount(src, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-			return stageMounts, fmt.Errorf("bind %s: %w", p, err)
+			return fmt.Errorf("bind %s: %w", p, err)
 		}
 		if err := remount(p, false, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
 			warn("make %s writable: %v", p, err)
 		}
-		unix.Close(keep[i])
+		unix.Close(fds[i])
 	}
-	for _, fd := range relock {
+	return nil
+}
+
+// relockCovers makes the hidden dirs held by fds read-only, and closes
+// the fds.
+func relockCovers(fds []int, warn func(string, ...any)) {
+	for _, fd := range fds {
 		p := "/proc/self/fd/" + strconv.Itoa(fd)
 		if err := remount(p, true, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
 			warn("make hidden dir read-only: %v", err)
 		}
 		unix.Close(fd)
 	}
-	return "", nil
 }
 
 // coverFiles puts an empty, mode 000, read-only file over every file
@@ -276,35 +330,14 @@ func coverFiles(cfg *shimConfig, warn func(string, ...any)) error {
 	if len(files) == 0 {
 		return nil
 	}
-	stage := ""
-	for _, d := range append([]string{"/dev/shm", "/tmp", "/mnt", "/run"}, cfg.Keep...) {
-		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
-			continue
-		}
-		clear := true
-		for _, f := range files {
-			if f.Path == d || under(f.Path, d) {
-				clear = false
-				break
-			}
-		}
-		if clear {
-			stage = d
-			break
-		}
-	}
+	stage := stagingDir(files, cfg.Keep)
 	if stage == "" {
 		return errors.New("hide files: no directory to stage the empty file on")
 	}
 	if err := unix.Mount("gpumesh-stage", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,size=4k,nr_inodes=8"); err != nil {
 		return fmt.Errorf("hide files: stage on %s: %w", stage, err)
 	}
-	empty := filepath.Join(stage, "empty")
-	fd, err := unix.Open(empty, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err == nil {
-		unix.Close(fd)
-		err = unix.Chmod(empty, 0)
-	}
+	empty, err := emptyFile(stage)
 	if err != nil {
 		return fmt.Errorf("hide files: create empty file: %w", err)
 	}
@@ -323,6 +356,39 @@ func coverFiles(cfg *shimConfig, warn func(string, ...any)) error {
 		warn("unmount stage %s: %v", stage, err)
 	}
 	return nil
+}
+
+// stagingDir is the first existing directory of /dev/shm, /tmp, /mnt,
+// /run and the kept dirs that no file of files is, or lies under; "" when
+// there is none.
+func stagingDir(files []cover, keep []string) string {
+	for _, d := range append([]string{"/dev/shm", "/tmp", "/mnt", "/run"}, keep...) {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		clear := true
+		for _, f := range files {
+			if f.Path == d || under(f.Path, d) {
+				clear = false
+				break
+			}
+		}
+		if clear {
+			return d
+		}
+	}
+	return ""
+}
+
+// emptyFile creates an empty file of mode 000 in dir and returns its path.
+func emptyFile(dir string) (string, error) {
+	empty := filepath.Join(dir, "empty")
+	fd, err := unix.Open(empty, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err == nil {
+		unix.Close(fd)
+		err = unix.Chmod(empty, 0)
+	}
+	return empty, err
 }
 
 // readOnlyAll makes every mount of the namespace read-only. Per-mount
