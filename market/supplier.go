@@ -225,6 +225,12 @@ func (s *Supplier) withdraw() {
 	}
 	s.mu.Unlock()
 	holders := s.holding(ctx, live, nil)
+	if len(s.cfg.Orders.Peers()) == 0 {
+		// Nobody shares the topic to hear the cancels (the last node of
+		// a network going down): Publish would wait the whole grace for
+		// a peer. The asks are still dropped here.
+		cancel()
+	}
 	ids := s.cancelAsks(ctx)
 	if len(ids) == 0 || len(holders) == 0 {
 		return
