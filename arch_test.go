@@ -25,7 +25,8 @@ var forbidden = map[string][]string{
 	"node":    {module + "cmd", module + "testnet"},
 	"testnet": {module + "cmd"},
 	// clock is a leaf every layer may use: it imports none of ours.
-	"clock": {module + "node", module + "market", module + "verify", module + "p2p", module + "store", module + "cmd", module + "testnet"},
+	// internal holds test helpers (leakcheck) every layer's tests use.
+	"internal": {module + "clock", module + "node", module + "market", module + "verify", module + "p2p", module + "store", module + "cmd", module + "testnet"},
 }
 
 func TestImportDirection(t *testing.T) {
