@@ -79,7 +79,7 @@ func (n *Node) startMarket(ctx context.Context) error {
 		m.supplier, err = market.NewSupplier(market.SupplierConfig{
 			Net: n.net, Key: n.key, Store: n.store, Orders: m.orders, Trades: m.trades,
 			Book: m.book, Index: m.index, Pricer: pricer, GPUs: gpus, Region: n.cfg.Region,
-			Describe: n.describe, AskTTL: n.cfg.AskTTL, Now: n.now, Log: n.log,
+			Describe: n.describe, AskTTL: n.cfg.AskTTL, Clock: n.clock, Now: n.now, Log: n.log,
 			MaxDuration: n.cfg.MaxLease, ClaimWindow: n.cfg.ClaimWindow,
 		})
 		if err != nil {
