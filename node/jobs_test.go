@@ -150,6 +150,7 @@ func verifyBillAt(t *testing.T, led *settle.Ledger, lease string, now time.Time)
 // with receipts and vouchers and settle; the bill verifies on both sides
 // and the GPU is free again.
 func TestJobRunsAndSettles(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, time.Minute)
 	v := submit(t, jn.renter, stepScript(6, "0.3"), 500*time.Millisecond)
 	if v.Supplier != jn.cheap.ID().String() || v.Attempt != 1 || v.JobID == "" || v.LeaseID == "" {
@@ -195,6 +196,7 @@ func TestJobRunsAndSettles(t *testing.T) {
 // pulled with JOB_ATTEMPT=2. The bill covers only acknowledged receipts of
 // each attempt, and the cut-off supplier, unpaid, halts its copy.
 func TestJobFailsOverFromLostSupplier(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, 3*time.Second)
 	v := submit(t, jn.renter, stepScript(40, "0.2"), 500*time.Millisecond)
 	if v.Supplier != jn.cheap.ID().String() {
@@ -266,6 +268,7 @@ func TestJobFailsOverFromLostSupplier(t *testing.T) {
 // the credit limit, and resumes it when the restarted renter node
 // reattaches and pays the backlog; the output arrives once, complete.
 func TestJobSurvivesRenterRestart(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, time.Minute)
 	v := submit(t, jn.renter, stepScript(60, "0.2"), 500*time.Millisecond)
 	eventually(t, 30*time.Second, "step 3", func() bool {
@@ -302,6 +305,7 @@ func TestJobSurvivesRenterRestart(t *testing.T) {
 // TestJobUnpaidIsStopped: a renter that never comes back gets its job
 // paused, then stopped after the halt grace, and billed only up to then.
 func TestJobUnpaidIsStopped(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, 2*time.Second)
 	v := submit(t, jn.renter, []string{"sleep", "300"}, 500*time.Millisecond)
 	time.Sleep(time.Second)
@@ -329,6 +333,7 @@ func TestJobUnpaidIsStopped(t *testing.T) {
 // TestJobStop: the renter stops a running job; it ends as stopped and
 // settles.
 func TestJobStop(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, time.Minute)
 	v := submit(t, jn.renter, []string{"sleep", "300"}, 500*time.Millisecond)
 	time.Sleep(time.Second)
@@ -345,6 +350,7 @@ func TestJobStop(t *testing.T) {
 // TestJobSpecMustMatchLease: a supplier refuses a spec other than the one
 // whose hash the lease carries, and a start on a lease it never made.
 func TestJobSpecMustMatchLease(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, time.Minute)
 	good, err := job.EncodeSpec(&pb.JobSpec{JobId: job.NewJobID(), Argv: []string{"true"}, Gpus: 1})
 	if err != nil {
@@ -401,6 +407,7 @@ func TestJobSpecMustMatchLease(t *testing.T) {
 // checkpoint of attempt 1 (kept in a checkpoint_dir inside its working
 // dir); every lease settles.
 func TestJobRestartsOnItsOwnFailure(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -443,6 +450,7 @@ echo ok`
 // one-minute lease (the least the wire allows) ends without a minute's
 // wait.
 func TestJobKilledAtLeaseEnd(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	clk := clocktest.New()
 	jn := startJobNetWith(t, time.Minute, []Option{WithClock(clk)})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

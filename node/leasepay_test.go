@@ -364,6 +364,7 @@ func startJob(t *testing.T, renter *Node, l *market.Lease, spec *job.Spec) (netw
 // while before starting its job pays for that time: the first receipt
 // covers the lease from its start, and the renter's checks accept it.
 func TestJobStartedLateIsBilledFromLeaseStart(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, time.Minute)
 	spec := jobSpec(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
