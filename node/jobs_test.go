@@ -546,11 +546,10 @@ func TestEvidenceGossip(t *testing.T) {
 		}
 		return raw
 	}
-	// Wait until a and b are in each other's evidence-topic mesh.
-	eventually(t, 20*time.Second, "a and b connected", func() bool {
-		return len(b.Network().Host.Network().Peers()) > 0
+	// Wait until a and b know each other on the evidence topic.
+	eventually(t, 20*time.Second, "a and b on the evidence topic", func() bool {
+		return len(a.jobs.evidence.Peers()) > 0 && len(b.jobs.evidence.Peers()) > 0
 	})
-	time.Sleep(2 * time.Second)
 	forged := evidence(receipt(cheat, 1000), receipt(other, 900))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
