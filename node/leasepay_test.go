@@ -121,6 +121,7 @@ func supplierLease(t *testing.T, sup *Node, id market.ID) market.StoredLease {
 // releases the lease after its claim window, says why, and an honest
 // renter then gets the GPUs.
 func TestUnclaimedLeaseIsReleased(t *testing.T) {
+	t.Parallel() // waits on a claim window, not the CPU
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		h100Seller(t, "sim:h100-sxm:3", map[string][]string{"claim_window": {"2s"}}),
@@ -314,6 +315,7 @@ func TestLeaseLongerThanMaxLeaseIsDeclined(t *testing.T) {
 // books' per-renter cap and gets the supplier's answer (here a duration
 // decline, which leases nothing).
 func TestRentingOftenKeepsGettingQuotes(t *testing.T) {
+	t.Parallel() // waits on rent's quote windows, not the CPU
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		h100Seller(t, "sim:h100-sxm:4", nil),

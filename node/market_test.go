@@ -324,6 +324,7 @@ func TestConcurrentProposalsNeverOverbook(t *testing.T) {
 // TestUnconfirmedReservationLapses plays a renter that vanishes after the
 // supplier countersigns: the GPUs come back within the confirm window.
 func TestUnconfirmedReservationLapses(t *testing.T) {
+	t.Parallel() // waits on the confirm window, not the CPU
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		sellerConfig(t, "unset", "sim:h100-sxm:4", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
@@ -542,6 +543,7 @@ func TestRentAvoidsFailedSupplier(t *testing.T) {
 // renewal (half of its 10 min lifetime). The nodes share a clock the test
 // moves past the lease's end.
 func TestFreedCapacityIsAdvertisedAtOnce(t *testing.T) {
+	t.Parallel() // its own nodes and clock
 	clk := clocktest.New()
 	m := startMarketNetClock(t, clk, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),

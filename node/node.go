@@ -46,7 +46,7 @@ type options struct {
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithClock sets the clock used for records and validation, and the one
-// the job meter's timers run by (default clock.Real()).
+// the job meter's and the supplier's timers run by (default clock.Real()).
 func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithDetector replaces the GPU detector chosen by Config.GPUs.
