@@ -209,6 +209,7 @@ func TestUnconfirmedProposalsAreCapped(t *testing.T) {
 // confirmed lease it never starts a job on. The re-send is refused and
 // the lease is still released after its claim window: it stays tracked.
 func TestResentProposalKeepsItsLease(t *testing.T) {
+	t.Parallel() // its own nodes; it waits on the network, not the CPU
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		h100Seller(t, "sim:h100-sxm:4", map[string][]string{"claim_window": {"2s"}}),
@@ -413,6 +414,7 @@ func TestJobStartedLateIsBilledFromLeaseStart(t *testing.T) {
 // no job started on, its GPUs are free and a job can no longer start on
 // it.
 func TestJobOnReleasedLeaseIsRefused(t *testing.T) {
+	t.Parallel() // its own nodes; it waits on the network, not the CPU
 	root := t.TempDir()
 	boot := testConfig(t, filepath.Join(root, "boot"), "none", "eu-west", nil)
 	bn := startNode(t, boot)

@@ -119,6 +119,7 @@ func (m *marketNet) rent(t *testing.T, filter string, count int, maxPrice string
 // dual-signed lease, the supplier's capacity shrinks, the trade print
 // reaches other nodes' price index, and an unmatched bid is explained.
 func TestRentEndToEnd(t *testing.T) {
+	t.Parallel() // its own nodes; it waits on the network, not the CPU
 	m := startMarketNet(t, []Config{
 		sellerConfig(t, "unset", "sim:h100-sxm:8", "eu-west", "fixed", []string{"h100-sxm=2.10"}, nil),
 		sellerConfig(t, "unset", "sim:h100-sxm:4", "us-east", "fixed", []string{"h100-sxm=2.30"}, nil),
@@ -185,6 +186,7 @@ func TestRentEndToEnd(t *testing.T) {
 
 // TestPricingModes checks what each mode quotes over the network.
 func TestPricingModes(t *testing.T) {
+	t.Parallel() // its own nodes; it waits on the network, not the CPU
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		sellerConfig(t, "unset", "sim:a100-80gb:4", "eu-west", "dynamic", []string{"a100-80gb=1.40"}, nil),
