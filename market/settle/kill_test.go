@@ -106,11 +106,12 @@ func TestHelperProcessMeterPayer(t *testing.T) {
 }
 
 // TestKillDurability kills the child with SIGKILL at a random moment, 50
-// times (8 with -short) on one directory. After each kill it reopens both ledgers and
-// checks that every receipt the child printed as signed is kept with that
-// hash (no seq was ever signed twice), every acknowledged seq has its
-// receipt and voucher at the renter, every paid seq is covered by the
-// supplier's best voucher, and Verify finds both ledgers valid.
+// times (8 with -short) on one directory. After each kill it reopens both
+// ledgers and checks that every receipt the child printed as signed is
+// kept with that hash (no seq was ever signed twice), every acknowledged
+// seq has its receipt and voucher at the renter, every paid seq is
+// covered by the supplier's best voucher, and Verify finds both ledgers
+// valid.
 func TestKillDurability(t *testing.T) {
 	rounds := 50
 	if testing.Short() {
