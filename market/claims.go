@@ -134,11 +134,11 @@ func (s *Supplier) wakeClaims() {
 func (s *Supplier) Claim(id ID) (undo func(), err error) {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
-	rec, err := s.leaseRecord(id)
+	rec, err := getLeaseRecord(s.cfg.Store, id)
 	switch {
 	case err != nil:
 		return nil, err
-	case rec.State != "confirmed":
+	case rec.State != LeaseConfirmed:
 		return nil, fmt.Errorf("lease %s is %s%s", id.Short(), rec.State, reasonSuffix(rec.Reason))
 	case !rec.Claimed.IsZero():
 		return func() {}, nil
@@ -157,8 +157,8 @@ func (s *Supplier) Claim(id ID) (undo func(), err error) {
 func (s *Supplier) unclaim(id ID, h *hold) {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
-	rec, err := s.leaseRecord(id)
-	if err != nil || rec.State != "confirmed" {
+	rec, err := getLeaseRecord(s.cfg.Store, id)
+	if err != nil || rec.State != LeaseConfirmed {
 		return
 	}
 	rec.Claimed = time.Time{}
@@ -232,14 +232,14 @@ func (s *Supplier) releaseUnclaimed() (next time.Time) {
 // reports whether the hold is done with and whether GPUs were freed; the
 // caller holds s.lmu.
 func (s *Supplier) releaseHold(id ID, h *hold, now time.Time) (done, freed bool) {
-	rec, err := s.leaseRecord(id)
-	if err != nil || rec.State != "confirmed" || !rec.Claimed.IsZero() {
+	rec, err := getLeaseRecord(s.cfg.Store, id)
+	if err != nil || rec.State != LeaseConfirmed || !rec.Claimed.IsZero() {
 		return true, false
 	}
 	if !s.ledger.Holds(id) {
 		return true, false // its reservation ended otherwise (a restart's recovery)
 	}
-	rec.State, rec.Saved = "released", now.UTC()
+	rec.State, rec.Saved = LeaseReleased, now.UTC()
 	rec.Reason = fmt.Sprintf("unclaimed: no job started on it by %s", h.claimBy.UTC().Format(time.RFC3339))
 	if err := putLeaseRecord(s.cfg.Store, id, rec); err != nil {
 		s.log.Warn("release an unclaimed lease", "lease", id.Short(), "err", err)
@@ -261,7 +261,7 @@ func (s *Supplier) loadHolds() error {
 	codec := store.JSONCodec[LeaseRecord]{}
 	return s.cfg.Store.Iterate(ksLeases, nil, func(k, v []byte) error {
 		rec, err := codec.Unmarshal(v)
-		if err != nil || rec.Role != "supplier" || rec.State != "confirmed" || !rec.Claimed.IsZero() || len(k) != len(ID{}) {
+		if err != nil || rec.Role != RoleSupplier || rec.State != LeaseConfirmed || !rec.Claimed.IsZero() || len(k) != len(ID{}) {
 			return nil
 		}
 		id := ID(k)
@@ -279,19 +279,6 @@ func (s *Supplier) loadHolds() error {
 		s.holds[id] = &hold{renter: l.Renter, model: l.Model, count: int(l.Count), claimBy: by}
 		return nil
 	})
-}
-
-// leaseRecord reads the stored record of lease id.
-func (s *Supplier) leaseRecord(id ID) (LeaseRecord, error) {
-	b, err := s.cfg.Store.Get(ksLeases, id[:])
-	if err != nil {
-		return LeaseRecord{}, fmt.Errorf("lease %s: %w", id.Short(), err)
-	}
-	rec, err := (store.JSONCodec[LeaseRecord]{}).Unmarshal(b)
-	if err != nil {
-		return LeaseRecord{}, fmt.Errorf("lease %s: decode: %w", id.Short(), err)
-	}
-	return rec, nil
 }
 
 func reasonSuffix(reason string) string {

@@ -3,6 +3,24 @@
 // prints, the order book, the supplier's capacity ledger, pricing
 // strategies and the price index, and the two sides of matching.
 //
+// # Files
+//
+//   - order.go, records.go, protocol.go, errors.go: the records (IDs, asks,
+//     bids, cancels, quotes, proposals, leases, trade prints), their
+//     Seal and Open, the protocol IDs and limits, lease terms.
+//   - validate.go: the gossip validators of the orders and trades topics.
+//   - book.go, bookproto.go: the order book and the protocol that serves it.
+//   - offer.go, filter.go: offers (one supplier's GPUs of one model, built
+//     from its profile and matched against a filter: MatchOffers) and the
+//     filter language.
+//   - renter.go, supplier.go, claims.go: the two sides of a lease, and the
+//     supplier's release of leases on which no job starts.
+//   - ledger.go: the supplier's capacity ledger (reservations).
+//   - leases.go: lease persistence, both sides (LeaseRecord, Leases,
+//     GetLease), with typed LeaseState and Role.
+//   - pricing.go, index.go: pricing strategies, and the price index with
+//     the Trust it counts trade prints by.
+//
 // # Matching without a central matcher
 //
 // Suppliers post asks and renters post bids on the orders topic; every
@@ -51,5 +69,7 @@
 //
 // Money is integer micro-units (10⁻⁶ of the price currency) per GPU-hour,
 // parsed exactly, never through a float. The wire formats are in
-// docs/PROTOCOL.md. market depends on p2p and store, never on node.
+// docs/PROTOCOL.md. market depends on p2p, store and the leaves catalog
+// and money, never on node or verify: what it needs of verification
+// (reputation) is passed in (Trust, ScoreFunc, OfferInputs).
 package market

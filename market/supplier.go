@@ -19,25 +19,10 @@ import (
 
 	"github.com/gpumesh/gpumesh/clock"
 	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 )
-
-var ksLeases = store.MustKeyspace("leases") // lease ID -> LeaseRecord (JSON)
-
-// LeaseRecord is how both sides keep a lease: the countersigned envelope
-// and where it stands.
-type LeaseRecord struct {
-	Envelope []byte    `json:"envelope"`
-	State    string    `json:"state"` // pending | confirmed | lapsed | released
-	Role     string    `json:"role"`  // supplier | renter
-	Saved    time.Time `json:"saved"`
-	// A supplier's confirmed lease is released at ClaimBy unless a job
-	// started on it (Claimed); Reason says why a lease was released.
-	ClaimBy time.Time `json:"claim_by,omitzero"`
-	Claimed time.Time `json:"claimed,omitzero"`
-	Reason  string    `json:"reason,omitempty"`
-}
 
 // SupplierConfig configures a Supplier. Every field without a default
 // note is required.
@@ -499,7 +484,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 		}
 		free := s.ledger.Free(m)
 		o := s.cfg.Describe(m)
-		o.Count, o.Free, o.PriceMicros = len(s.cfg.GPUs[m]), free, list
+		o.Count, o.Free, o.PriceMicros = len(s.cfg.GPUs[m]), free, money.Micros(list)
 		var q *pb.Quote
 		switch price, why := s.cfg.Pricer.Quote(PriceInput{
 			Model: m, Count: int(b.Count), DurationS: b.DurationS, MaxPrice: b.MaxPriceMicros,
@@ -514,7 +499,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 		case why != "":
 			q = &pb.Quote{Model: m, Decline: why, Free: uint32(free), MinPriceMicros: price}
 		default:
-			o.PriceMicros = price
+			o.PriceMicros = money.Micros(price)
 			if !filterAllowsExcept(b.Filter, o, RenterKeys...) {
 				// Its price, or its free or total count, fails a term.
 				why := DeclinePrice
@@ -641,7 +626,7 @@ func (s *Supplier) grant(st network.Stream, p *Proposal, raw []byte, now time.Ti
 		_ = s.ledger.Release(p.ID)
 		return holdDropped, time.Time{}, refuse("seal lease: %v", err)
 	}
-	if err := saveLease(s.cfg.Store, p.ID, leaseRaw, "pending", "supplier", now); err != nil {
+	if err := saveLease(s.cfg.Store, p.ID, leaseRaw, LeasePending, RoleSupplier, now); err != nil {
 		_ = s.ledger.Release(p.ID)
 		return holdDropped, time.Time{}, refuse("persist lease: %v", err)
 	}
@@ -652,17 +637,17 @@ func (s *Supplier) grant(st network.Stream, p *Proposal, raw []byte, now time.Ti
 	var c pb.LeaseConfirm
 	if err := p2p.ReadMsg(st, 256, &c); err != nil || ID(c.LeaseId) != p.ID {
 		s.log.Info("lease not confirmed; reservation lapses", "lease", p.ID.Short(), "err", err)
-		_ = saveLease(s.cfg.Store, p.ID, leaseRaw, "lapsed", "supplier", s.cfg.Now())
+		_ = saveLease(s.cfg.Store, p.ID, leaseRaw, LeaseLapsed, RoleSupplier, s.cfg.Now())
 		return holdLapsed, time.Time{}, nil
 	}
 	_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
 	if _, err := s.ledger.Confirm(p.ID, time.UnixMilli(l.EndMs)); err != nil {
 		s.log.Warn("confirm came too late", "lease", p.ID.Short(), "err", err)
-		_ = saveLease(s.cfg.Store, p.ID, leaseRaw, "lapsed", "supplier", s.cfg.Now())
+		_ = saveLease(s.cfg.Store, p.ID, leaseRaw, LeaseLapsed, RoleSupplier, s.cfg.Now())
 		return holdLapsed, time.Time{}, p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the confirmation came after the reservation lapsed"})
 	}
 	claimBy := time.UnixMilli(l.StartMs).Add((&Lease{Lease: l, Proposal: p}).ClaimWindow(s.cfg.ClaimWindow))
-	rec := LeaseRecord{Envelope: leaseRaw, State: "confirmed", Role: "supplier", Saved: s.cfg.Now().UTC(), ClaimBy: claimBy.UTC()}
+	rec := LeaseRecord{Envelope: leaseRaw, State: LeaseConfirmed, Role: RoleSupplier, Saved: s.cfg.Now().UTC(), ClaimBy: claimBy.UTC()}
 	if err := putLeaseRecord(s.cfg.Store, p.ID, rec); err != nil {
 		s.log.Error("persist confirmed lease", "lease", p.ID.Short(), "err", err)
 		_ = s.ledger.Release(p.ID)
@@ -672,7 +657,7 @@ func (s *Supplier) grant(st network.Stream, p *Proposal, raw []byte, now time.Ti
 		s.log.Debug("tell the renter the lease is kept", "lease", p.ID.Short(), "err", err)
 	}
 	s.log.Info("leased", "lease", p.ID.Short(), "renter", p.Renter, "model", p.Model, "count", p.Count,
-		"price", FormatPrice(p.PriceMicros), "claim_by", claimBy.UTC().Format(time.RFC3339))
+		"price", money.Micros(p.PriceMicros).String(), "claim_by", claimBy.UTC().Format(time.RFC3339))
 	s.publishTrade(leaseRaw)
 	select {
 	case s.changed <- struct{}{}:
@@ -694,12 +679,8 @@ func (s *Supplier) isCurrentAsk(a *Ask) bool {
 // confirmed (and maybe released since): a proposal is good for one lease
 // only.
 func (s *Supplier) leaseExists(id ID) bool {
-	b, err := s.cfg.Store.Get(ksLeases, id[:])
-	if err != nil {
-		return false
-	}
-	rec, err := (store.JSONCodec[LeaseRecord]{}).Unmarshal(b)
-	return err == nil && (rec.State == "confirmed" || rec.State == "released")
+	rec, err := getLeaseRecord(s.cfg.Store, id)
+	return err == nil && (rec.State == LeaseConfirmed || rec.State == LeaseReleased)
 }
 
 // publishTrade announces a confirmed lease and adds it to the local index.
@@ -723,50 +704,6 @@ func (s *Supplier) publishTrade(leaseRaw []byte) {
 // AddTrade records a trade print in an index.
 func AddTrade(x *PriceIndex, tp *TradePrint) bool { return x.AddPrint(tp) }
 
-func saveLease(s store.Store, id ID, raw []byte, state, role string, now time.Time) error {
-	return putLeaseRecord(s, id, LeaseRecord{Envelope: raw, State: state, Role: role, Saved: now.UTC()})
-}
-
-func putLeaseRecord(s store.Store, id ID, rec LeaseRecord) error {
-	b, err := (store.JSONCodec[LeaseRecord]{}).Marshal(rec)
-	if err != nil {
-		return err
-	}
-	return s.Put(ksLeases, id[:], b)
-}
-
-// StoredLease is a lease as kept in a store, validated again on reading.
-type StoredLease struct {
-	*Lease
-	State  string
-	Role   string
-	Reason string // why it was released, if it was
-}
-
-// Leases lists the leases kept in s, newest first. Records that no longer
-// validate are skipped.
-func Leases(s store.Store, now time.Time) ([]StoredLease, error) {
-	var out []StoredLease
-	err := s.Iterate(ksLeases, nil, func(_, v []byte) error {
-		rec, err := (store.JSONCodec[LeaseRecord]{}).Unmarshal(v)
-		if err != nil {
-			return nil
-		}
-		l, err := OpenLease(rec.Envelope, now)
-		if err != nil {
-			return nil
-		}
-		state := rec.State
-		if state == "pending" && !now.Before(time.UnixMilli(l.ConfirmByMs)) {
-			state = "lapsed" // never confirmed (e.g. the supplier stopped first)
-		}
-		out = append(out, StoredLease{Lease: l, State: state, Role: rec.Role, Reason: rec.Reason})
-		return nil
-	})
-	sort.Slice(out, func(i, j int) bool { return out[i].StartMs > out[j].StartMs })
-	return out, err
-}
-
 // nonce is a random non-zero 64-bit number.
 func nonce() uint64 {
 	var b [8]byte
@@ -776,26 +713,4 @@ func nonce() uint64 {
 			return n
 		}
 	}
-}
-
-// GetLease returns the lease with this ID kept in s, validated again, or
-// an error wrapping store.ErrNotFound.
-func GetLease(s store.Store, id ID, now time.Time) (StoredLease, error) {
-	b, err := s.Get(ksLeases, id[:])
-	if err != nil {
-		return StoredLease{}, fmt.Errorf("lease %s: %w", id.Short(), err)
-	}
-	rec, err := (store.JSONCodec[LeaseRecord]{}).Unmarshal(b)
-	if err != nil {
-		return StoredLease{}, fmt.Errorf("lease %s: decode: %w", id.Short(), err)
-	}
-	l, err := OpenLease(rec.Envelope, now)
-	if err != nil {
-		return StoredLease{}, err
-	}
-	state := rec.State
-	if state == "pending" && !now.Before(time.UnixMilli(l.ConfirmByMs)) {
-		state = "lapsed"
-	}
-	return StoredLease{Lease: l, State: state, Role: rec.Role, Reason: rec.Reason}, nil
 }

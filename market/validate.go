@@ -11,6 +11,14 @@ import (
 	"github.com/gpumesh/gpumesh/p2p"
 )
 
+// Per-author gossip rate limits of OrdersTopic for NewOrderValidator:
+// generous for honest nodes (a supplier posts one ask per model every few
+// minutes), tight enough to stop floods.
+const (
+	OrderRate  = rate.Limit(20)
+	OrderBurst = 40
+)
+
 const (
 	// maxSeen bounds a validator's replay table. When it is full of live
 	// records, the ones closest to expiry are forgotten first.

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -14,25 +13,13 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
-	"golang.org/x/time/rate"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/p2p"
-)
-
-// EvidenceTopic gossips signed evidence of equivocation in metering
-// (docs/PROTOCOL.md Part IV).
-const EvidenceTopic = "/gpumesh/evidence/1.0.0"
-
-// EvidenceGossipAge is how long after its creation evidence is gossiped.
-const EvidenceGossipAge = 24 * time.Hour
-
-const (
-	evidenceRate  = rate.Limit(1)
-	evidenceBurst = 10
 )
 
 // jobParts are the job pieces every node runs: the settlement ledger, the
@@ -55,8 +42,8 @@ func (n *Node) startJobs(ctx context.Context) error {
 	if j.ledger, err = settle.OpenLedger(n.store); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	ev := newEvidenceValidator(n.now)
-	if j.evidence, err = p2p.JoinTopic(n.net.PubSub, n.id, EvidenceTopic, ev.check, n.log); err != nil {
+	ev := settle.NewEvidenceValidator(n.now)
+	if j.evidence, err = p2p.JoinTopic(n.net.PubSub, n.id, settle.EvidenceTopic, ev.Check, n.log); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	j.ledger.OnEvidence(func(raw []byte) {
@@ -98,17 +85,17 @@ func (n *Node) startJobs(ctx context.Context) error {
 		j.exec, err = job.NewExecutor(job.ExecutorConfig{
 			Host: n.net.Host, Key: n.key, Store: n.store, Ledger: j.ledger, Runtimes: rts,
 			DataDir: n.cfg.DataDir, RunAs: n.jobUser(), HaltGrace: n.cfg.HaltGrace, Limits: limits,
-			Hide: []string{filepath.Join(n.cfg.DataDir, KeyFile), filepath.Join(n.cfg.DataDir, TokenFile), storeDir(n.cfg.DataDir), filepath.Join(n.cfg.DataDir, "renter-jobs")},
+			Hide: []string{filepath.Join(n.cfg.DataDir, KeyFile), filepath.Join(n.cfg.DataDir, api.TokenFile), storeDir(n.cfg.DataDir), filepath.Join(n.cfg.DataDir, "renter-jobs")},
 			Lease: func(id market.ID) (*market.Lease, error) {
 				sl, err := market.GetLease(n.store, id, n.now())
 				switch {
 				case err != nil:
 					return nil, err
-				case sl.Role != "supplier":
+				case sl.Role != market.RoleSupplier:
 					return nil, fmt.Errorf("lease %s was not made by this supplier", id.Short())
-				case sl.State != "confirmed" && sl.Reason != "":
+				case sl.State != market.LeaseConfirmed && sl.Reason != "":
 					return nil, fmt.Errorf("lease %s is %s, not confirmed: %s", id.Short(), sl.State, sl.Reason)
-				case sl.State != "confirmed":
+				case sl.State != market.LeaseConfirmed:
 					return nil, fmt.Errorf("lease %s is %s, not confirmed", id.Short(), sl.State)
 				}
 				return sl.Lease, nil
@@ -189,18 +176,10 @@ func (n *Node) rent(ctx context.Context, req market.RentRequest) (*market.Lease,
 	// fate, which failover exists to avoid.
 	req.Exclude = append(req.Exclude, n.id)
 	if req.Score == nil {
-		req.Score = func(p peer.ID) (float64, bool, *float64) {
-			s := n.verify.rep.Score(p)
-			var up *float64
-			if s.Pings > 0 {
-				u := s.Uptime * 100
-				up = &u
-			}
-			return s.Reputation, s.Verified, up
-		}
+		req.Score = n.verify.rep.Standing
 	}
 	if req.Proven == nil {
-		req.Proven = func(p peer.ID) bool { return proven(n.verify.rep.Score(p)) }
+		req.Proven = func(p peer.ID) bool { return n.verify.rep.Score(p).Proven() }
 	}
 	return n.jobs.renter.Rent(ctx, req)
 }
@@ -259,46 +238,4 @@ func (n *Node) readEvidence(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// evidenceValidator checks gossiped evidence: size, the reporter's rate,
-// the claim itself (settle.OpenEvidence), that the publisher is the
-// reporter, and that it was not seen before.
-type evidenceValidator struct {
-	now    func() time.Time
-	limits *p2p.AuthorLimits
-	seen   *p2p.ReplayTable[[32]byte]
-}
-
-func newEvidenceValidator(now func() time.Time) *evidenceValidator {
-	return &evidenceValidator{now: now, limits: p2p.NewAuthorLimits(evidenceRate, evidenceBurst, 4096), seen: p2p.NewReplayTable[[32]byte](16384)}
-}
-
-func (v *evidenceValidator) check(author peer.ID, data []byte) (any, error) {
-	now := v.now()
-	if len(data) > settle.MaxEvidenceSize {
-		return nil, fmt.Errorf("evidence from %s: %d bytes: %w", author, len(data), p2p.ErrTooLarge)
-	}
-	if err := v.limits.Allow(author, now); err != nil {
-		return nil, fmt.Errorf("evidence from %s: %w", author, err)
-	}
-	e, err := settle.OpenEvidence(data)
-	if err != nil {
-		return nil, err
-	}
-	if e.Reporter != author {
-		return nil, fmt.Errorf("evidence: %w: reported by %s, published by %s", p2p.ErrSignerMismatch, e.Reporter, author)
-	}
-	// Evidence is gossiped for a day after it was made, and remembered
-	// that long, so that none goes round twice.
-	switch created := time.UnixMilli(e.CreatedMs); {
-	case created.After(now.Add(p2p.ClockSkew)):
-		return nil, fmt.Errorf("evidence: %w: created %s", p2p.ErrFutureDated, created.UTC().Format(time.RFC3339))
-	case now.Sub(created) > EvidenceGossipAge:
-		return nil, fmt.Errorf("evidence: %w: created %s, gossiped for %s only", p2p.ErrStale, created.UTC().Format(time.RFC3339), EvidenceGossipAge)
-	}
-	if !v.seen.Add(sha256.Sum256(data), now.Add(EvidenceGossipAge+p2p.ClockSkew), now) {
-		return nil, fmt.Errorf("evidence: %w: already seen", p2p.ErrStale)
-	}
-	return data, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/node/job"
 	jpb "github.com/gpumesh/gpumesh/node/job/pb"
+	"github.com/gpumesh/gpumesh/node/light"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 	"github.com/gpumesh/gpumesh/verify/reputation"
@@ -41,11 +42,11 @@ func h100Seller(t *testing.T, gpus string, extra map[string][]string) Config {
 
 // newRentClient is a renter with a fresh identity, bootstrapped on m's
 // node 0.
-func newRentClient(t *testing.T, m *marketNet) *RentClient {
+func newRentClient(t *testing.T, m *marketNet) *light.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rc, err := NewRentClient(ctx, LightOptions{Bootstrap: mustBootstrap(t, m.nodes[0]), Logger: quiet()}, store.NewMemory())
+	rc, err := light.New(ctx, light.WithBootstrap(mustBootstrap(t, m.nodes[0])...), light.WithLogger(quiet()), light.WithStore(store.NewMemory()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func newRentClient(t *testing.T, m *marketNet) *RentClient {
 	return rc
 }
 
-func rentH100(t *testing.T, rc *RentClient, count int, d time.Duration) (*market.Lease, error) {
+func rentH100(t *testing.T, rc *light.Client, count int, d time.Duration) (*market.Lease, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -79,9 +80,9 @@ func ownAsk(t *testing.T, sup *Node) *market.Ask {
 
 // proposeRaw sends a proposal taking ask for count GPUs from rc's host
 // and reads the answer, leaving the stream open and unconfirmed.
-func proposeRaw(t *testing.T, rc *RentClient, ask *market.Ask, count int, nonce uint64) (network.Stream, *pb.LeaseResponse) {
+func proposeRaw(t *testing.T, rc *light.Client, ask *market.Ask, count int, nonce uint64) (network.Stream, *pb.LeaseResponse) {
 	t.Helper()
-	h := rc.net.Host
+	h := rc.Network().Host
 	now := time.Now()
 	raw, err := market.SealProposal(&pb.LeaseProposal{
 		Supplier: []byte(ask.Supplier), Nonce: nonce, CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(time.Minute).UnixMilli(),
@@ -221,7 +222,7 @@ func TestResentProposalKeepsItsLease(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := m.rc.net.Host.NewStream(ctx, sup.ID(), market.LeaseProtocol)
+	st, err := m.rc.Network().Host.NewStream(ctx, sup.ID(), market.LeaseProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +420,8 @@ func TestJobOnReleasedLeaseIsRefused(t *testing.T) {
 	boot := testConfig(t, filepath.Join(root, "boot"), "none", "eu-west", nil)
 	bn := startNode(t, boot)
 	sc := h100Seller(t, "sim:h100-sxm:1", map[string][]string{"claim_window": {"2s"}})
-	sc.DataDir, sc.Bootstrap, sc.AuditInterval = filepath.Join(root, "sup"), bootstrapOf(bn), 0
+	sc.DataDir, sc.AuditInterval = filepath.Join(root, "sup"), 0
+	setKey(t, &sc, "bootstrap", bootstrapOf(bn)...)
 	sup := startNode(t, sc)
 	rcfg := testConfig(t, filepath.Join(root, "renter"), "none", "eu-west", bootstrapOf(bn))
 	rcfg.AuditInterval = 0

@@ -10,18 +10,16 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
-// Per-author gossip rate limits: generous for honest nodes (a supplier
-// posts one ask per model every few minutes), tight enough to stop floods.
+// Per-author gossip rate limits of the trades topic (those of the orders
+// topic are market.OrderRate and OrderBurst).
 const (
-	orderRate  = rate.Limit(20)
-	orderBurst = 40
 	tradeRate  = rate.Limit(10)
 	tradeBurst = 20
 )
@@ -51,7 +49,7 @@ func (n *Node) startMarket(ctx context.Context) error {
 	m.book = market.NewBook(n.now, market.WithBookTrust(m.trust))
 	m.index = market.NewPriceIndex(n.now, 24*time.Hour, market.WithTrust(m.trust, reputation.DefaultFloor))
 	var err error
-	ov := market.NewOrderValidator(n.now, orderRate, orderBurst)
+	ov := market.NewOrderValidator(n.now, market.OrderRate, market.OrderBurst)
 	if m.orders, err = p2p.JoinRelayTopic(n.net.PubSub, n.id, market.OrdersTopic, n.admitOrder(ov), n.log); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
@@ -60,10 +58,7 @@ func (n *Node) startMarket(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	market.ServeBook(n.net.Host, m.book)
-	pricer, err := n.cfg.Pricer()
-	if err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
+	pricer := n.cfg.Pricer()
 	gpus := map[string][]string{}
 	for _, g := range n.gpus {
 		if _, priced := pricer.List[g.Model]; priced {
@@ -104,17 +99,8 @@ func (n *Node) describe(model string) market.Offer {
 			o.Simulated = o.Simulated || g.Simulated
 		}
 	}
-	if prof, ok := verify.LookupProfile(model); ok {
-		o.TFLOPS = tflops(prof)
-	}
+	o.TFLOPS = catalog.TFLOPS(model)
 	return o
-}
-
-func tflops(p verify.DeviceProfile) int {
-	if p.BF16GFLOPS > 0 {
-		return p.BF16GFLOPS / 1000
-	}
-	return p.FP32GFLOPS / 1000
 }
 
 // admitOrder is the orders topic's validator: ov's checks, then the

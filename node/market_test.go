@@ -17,6 +17,8 @@ import (
 	"github.com/gpumesh/gpumesh/clock/clocktest"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/node/light"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 	vpb "github.com/gpumesh/gpumesh/verify/pb"
@@ -27,14 +29,15 @@ import (
 func sellerConfig(t *testing.T, dir, gpus, region, pricing string, prices []string, bootstrap []string) Config {
 	t.Helper()
 	c := testConfig(t, dir, gpus, region, bootstrap)
-	c.Pricing, c.Prices = pricing, prices
+	setKey(t, &c, "pricing", pricing)
+	setKey(t, &c, "price", prices...)
 	return c
 }
 
 // marketNet is a network of selling nodes plus a renter.
 type marketNet struct {
 	nodes []*Node
-	rc    *RentClient
+	rc    *light.Client
 	rst   store.Store
 }
 
@@ -52,7 +55,7 @@ func startMarketNetClock(t *testing.T, clk clock.Clock, specs []Config) *marketN
 	for i, c := range specs {
 		c.DataDir = filepath.Join(root, "n"+strconv.Itoa(i))
 		if i > 0 {
-			c.Bootstrap = bootstrapOf(m.nodes[0])
+			setKey(t, &c, "bootstrap", bootstrapOf(m.nodes[0])...)
 		}
 		m.nodes = append(m.nodes, startNode(t, c, WithClock(clk)))
 	}
@@ -78,7 +81,7 @@ func startMarketNetClock(t *testing.T, clk clock.Clock, specs []Config) *marketN
 	m.rst = store.NewMemory()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rc, err := NewRentClient(ctx, LightOptions{Bootstrap: mustBootstrap(t, m.nodes[0]), Logger: quiet(), Now: clk.Now}, m.rst)
+	rc, err := light.New(ctx, light.WithBootstrap(mustBootstrap(t, m.nodes[0])...), light.WithLogger(quiet()), light.WithStore(m.rst), light.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,13 +108,13 @@ func supplierOf(l *market.Lease) string {
 // about matching, on networks where nobody has been challenged.
 func (m *marketNet) rent(t *testing.T, filter string, count int, maxPrice string) (*market.Lease, error) {
 	t.Helper()
-	max, err := market.ParsePrice(maxPrice)
+	max, err := money.ParseMicros(maxPrice)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: max, Wait: 1500 * time.Millisecond, MinReputation: reputation.DefaultFloor, AllowUnproven: true})
+	return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: int64(max), Wait: 1500 * time.Millisecond, MinReputation: reputation.DefaultFloor, AllowUnproven: true})
 }
 
 // TestRentEndToEnd leases over a six-node network of real libp2p hosts:
@@ -135,7 +138,7 @@ func TestRentEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rent: %v", err)
 	}
-	if l.Supplier != h100.ID() || l.PriceMicros != 2_100_000 || l.Count != 2 || len(l.GpuUuids) != 2 || l.Renter != m.rc.net.Host.ID() {
+	if l.Supplier != h100.ID() || l.PriceMicros != 2_100_000 || l.Count != 2 || len(l.GpuUuids) != 2 || l.Renter != m.rc.Network().Host.ID() {
 		t.Fatalf("lease %+v from %s, want 2 × h100-sxm at 2.10 from %s", l.Lease, l.Supplier, h100.ID())
 	}
 	if got := l.End().Sub(l.Start()); got != time.Hour {
@@ -337,13 +340,13 @@ func TestUnconfirmedReservationLapses(t *testing.T) {
 	raw, err := market.SealProposal(&pb.LeaseProposal{
 		Supplier: []byte(sup.ID()), Nonce: 7, CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(time.Minute).UnixMilli(),
 		Ask: ask.Raw, Model: "h100-sxm", Count: 2, PriceMicros: ask.PriceMicros, DurationS: 3600,
-	}, m.rc.net.Host.Peerstore().PrivKey(m.rc.net.Host.ID()))
+	}, m.rc.Network().Host.Peerstore().PrivKey(m.rc.Network().Host.ID()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := m.rc.net.Host.NewStream(ctx, sup.ID(), market.LeaseProtocol)
+	st, err := m.rc.Network().Host.NewStream(ctx, sup.ID(), market.LeaseProtocol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,7 +517,7 @@ func TestRentAvoidsFailedSupplier(t *testing.T) {
 		t.Fatalf("leased from %s, want the honest supplier %s (the cheaper one failed a challenge)", l.Supplier, honest.ID())
 	}
 	// Search shows the standing the renter's bootstrap node reports.
-	lc, err := NewLightClient(ctx, LightOptions{Bootstrap: mustBootstrap(t, auditor), Logger: quiet()})
+	lc, err := light.New(ctx, light.WithBootstrap(mustBootstrap(t, auditor)...), light.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/node/light"
 	"github.com/gpumesh/gpumesh/store"
 )
 
@@ -98,7 +99,7 @@ func TestNetworkOfNodes(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	lc, err := NewLightClient(ctx, LightOptions{Bootstrap: mustBootstrap(t, nodes[1]), Logger: quiet()})
+	lc, err := light.New(ctx, light.WithBootstrap(mustBootstrap(t, nodes[1])...), light.WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestNetworkOfNodes(t *testing.T) {
 	if err := nodes[4].Close(); err != nil {
 		t.Fatal(err)
 	}
-	cfg4.Bootstrap = bootstrapOf(nodes[0])
+	setKey(t, &cfg4, "bootstrap", bootstrapOf(nodes[0])...)
 	restarted := startNode(t, cfg4)
 	if restarted.ID() != oldID {
 		t.Fatalf("peer ID changed on restart: %s -> %s", oldID, restarted.ID())

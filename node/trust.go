@@ -111,13 +111,3 @@ func (t *trustView) Reputation(supplier peer.ID) (float64, bool) {
 	}
 	return s.Reputation, s.Passes+s.Fails > 0
 }
-
-// proven reports whether a supplier has earned a renter's trust rather
-// than merely exist: verified, or passed by a trusted challenger, not
-// failing (its reputation above the floor) and in no UUID conflict.
-func proven(s reputation.Score) bool {
-	if s.Conflict {
-		return false
-	}
-	return s.Verified || s.Passes > 0 && s.Reputation > reputation.DefaultFloor
-}

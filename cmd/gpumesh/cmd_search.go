@@ -7,11 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/spf13/cobra"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/light"
 )
 
 func newSearchCmd(a *app) *cobra.Command {
@@ -34,26 +34,22 @@ rep (0-1), uptime (%), tflops, verified, simulated.`,
 			if err != nil {
 				return err
 			}
-			f, err := node.ParseFilter(strings.Join(args, " "))
+			f, err := market.ParseFilter(strings.Join(args, " "))
 			if err != nil {
 				return usageError{err}
 			}
-			bootstrap, err := node.ParseBootstrap(cfg.Bootstrap)
-			if err != nil {
-				return usageError{err}
-			}
-			var key crypto.PrivKey
+			var opts []light.Option
 			if cfg.Sources["data"] != "default" {
-				if key, _, err = node.LoadOrCreateKey(cfg.DataDir); err != nil {
+				key, _, err := node.LoadOrCreateKey(cfg.DataDir)
+				if err != nil {
 					return err
 				}
+				opts = append(opts, light.WithKey(key))
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			sp := a.spin("joining the network")
-			lc, err := node.NewLightClient(ctx, node.LightOptions{
-				Key: key, Bootstrap: bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg),
-			})
+			lc, err := a.joinLight(ctx, cfg, opts...)
 			sp.Stop()
 			if err != nil {
 				return err
@@ -84,7 +80,7 @@ func (a *app) printOffers(offers []market.Offer) error {
 	for _, o := range offers {
 		price := "-"
 		if o.PriceMicros > 0 {
-			price = market.FormatPrice(o.PriceMicros)
+			price = o.PriceMicros.String()
 		}
 		rep := "-"
 		if o.Reputation != nil {

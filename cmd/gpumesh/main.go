@@ -1,7 +1,9 @@
 // Command gpumesh is the one binary of the gpumesh GPU marketplace: run it
 // as a supplier daemon (`gpumesh node`) or as a light client (`gpumesh
 // search`). This package only parses flags and prints results; the work is
-// done in package node.
+// done in package node, or, for the commands that run without a node
+// (search, rent, challenge), on its light client, node/light (joined in
+// light.go).
 package main
 
 import (

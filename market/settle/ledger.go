@@ -95,13 +95,13 @@ func (l *Ledger) release(lease market.ID, m any) {
 // adopt checks terms t, that key is the party's of role in them (the
 // supplier's for a Meter, the renter's for a Payer), and keeps the terms
 // with the lease. It returns t with its own copy of the job ID.
-func (l *Ledger) adopt(role string, key crypto.PrivKey, t Terms) (Terms, error) {
+func (l *Ledger) adopt(role market.Role, key crypto.PrivKey, t Terms) (Terms, error) {
 	if err := t.check(); err != nil {
 		return t, err
 	}
 	t.JobID = bytes.Clone(t.JobID)
 	want, verb := t.Supplier, "supplied"
-	if role == RoleRenter {
+	if role == market.RoleRenter {
 		want, verb = t.Renter, "rented"
 	}
 	self, err := peer.IDFromPrivateKey(key)
@@ -114,7 +114,7 @@ func (l *Ledger) adopt(role string, key crypto.PrivKey, t Terms) (Terms, error) 
 	return t, l.keepTerms(role, t)
 }
 
-func (l *Ledger) keepTerms(role string, t Terms) error {
+func (l *Ledger) keepTerms(role market.Role, t Terms) error {
 	want := metaOf(role, t)
 	metas := store.NewTyped(l.s, ksLeases, store.JSONCodec[leaseMeta]{})
 	got, err := metas.Get(t.LeaseID[:])

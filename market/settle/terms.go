@@ -11,12 +11,6 @@ import (
 	"github.com/gpumesh/gpumesh/p2p"
 )
 
-// Roles of a ledger in a lease.
-const (
-	RoleSupplier = "supplier" // it meters the lease (Meter)
-	RoleRenter   = "renter"   // it pays for the lease (Payer)
-)
-
 // Terms are what metering needs of a lease and its job.
 type Terms struct {
 	LeaseID     market.ID
@@ -74,19 +68,19 @@ func (t Terms) check() error {
 // leaseMeta is what a ledger keeps of a lease it meters or pays: its role
 // and the terms, so an audit needs nothing else.
 type leaseMeta struct {
-	Role        string `json:"role"`
-	JobID       string `json:"job_id"` // hex
-	Renter      string `json:"renter"`
-	Supplier    string `json:"supplier"`
-	GPUs        int    `json:"gpus"`
-	PriceMicros int64  `json:"price_micros"`
-	StartMs     int64  `json:"start_ms"`
-	EndMs       int64  `json:"end_ms"`
-	IntervalMs  int64  `json:"interval_ms"`
-	CreditLimit int64  `json:"credit_limit_micros"`
+	Role        market.Role `json:"role"`
+	JobID       string      `json:"job_id"` // hex
+	Renter      string      `json:"renter"`
+	Supplier    string      `json:"supplier"`
+	GPUs        int         `json:"gpus"`
+	PriceMicros int64       `json:"price_micros"`
+	StartMs     int64       `json:"start_ms"`
+	EndMs       int64       `json:"end_ms"`
+	IntervalMs  int64       `json:"interval_ms"`
+	CreditLimit int64       `json:"credit_limit_micros"`
 }
 
-func metaOf(role string, t Terms) leaseMeta {
+func metaOf(role market.Role, t Terms) leaseMeta {
 	return leaseMeta{
 		Role:        role,
 		JobID:       hex.EncodeToString(t.JobID),

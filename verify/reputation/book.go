@@ -290,6 +290,35 @@ func (b *Book) Score(subject peer.ID) Score {
 	return neutral
 }
 
+// Standing is what a renter weighs of subject: its reputation, whether
+// it is verified, and its uptime in percent (nil when no trusted attester
+// pinged it). Its shape is market's score function (RentRequest.Score,
+// OfferInputs.Score), so b.Standing can be passed as one.
+func (b *Book) Standing(subject peer.ID) (reputation float64, verified bool, uptimePct *float64) {
+	s := b.Score(subject)
+	return s.Reputation, s.Verified, s.UptimePct()
+}
+
+// UptimePct is s's uptime in percent, nil when no trusted attester
+// pinged it.
+func (s Score) UptimePct() *float64 {
+	if s.Pings == 0 {
+		return nil
+	}
+	u := s.Uptime * 100
+	return &u
+}
+
+// Proven reports whether a supplier has earned a renter's trust rather
+// than merely exist: verified, or passed by a trusted challenger, not
+// failing (its reputation above DefaultFloor), and in no UUID conflict.
+func (s Score) Proven() bool {
+	if s.Conflict {
+		return false
+	}
+	return s.Verified || s.Passes > 0 && s.Reputation > DefaultFloor
+}
+
 // Scores returns the score of every supplier the book has an attestation
 // about or has observed GPUs of.
 func (b *Book) Scores() map[peer.ID]Score {

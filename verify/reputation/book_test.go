@@ -500,3 +500,28 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("Len = %d, want %d", got, 4+len(atts))
 	}
 }
+
+func TestScoreProvenAndUptime(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		s      Score
+		proven bool
+	}{
+		{"unknown", neutral, false},
+		{"verified", Score{Reputation: 0.9, Verified: true}, true},
+		{"passed, above the floor", Score{Reputation: DefaultFloor + 0.1, Passes: 1}, true},
+		{"passed, at the floor", Score{Reputation: DefaultFloor, Passes: 1}, false},
+		{"above the floor, never challenged", Score{Reputation: 0.9}, false},
+		{"verified, in a UUID conflict", Score{Reputation: 0.9, Verified: true, Conflict: true}, false},
+	} {
+		if got := tt.s.Proven(); got != tt.proven {
+			t.Errorf("%s: Proven() = %v, want %v", tt.name, got, tt.proven)
+		}
+	}
+	if u := (Score{Uptime: 1}).UptimePct(); u != nil {
+		t.Errorf("UptimePct without pings = %v, want nil", *u)
+	}
+	if u := (Score{Uptime: 0.25, Pings: 4}).UptimePct(); u == nil || *u != 25 {
+		t.Errorf("UptimePct of 0.25 = %v, want 25", u)
+	}
+}

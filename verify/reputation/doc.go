@@ -93,6 +93,11 @@
 // decay is applied as time passes. A computation costs O(A + k·E) for A
 // attestations, E attester–subject pairs and k iterations.
 //
+// Proven. A renter leases by default only from proven suppliers
+// (Score.Proven): verified, or passed by a trusted attester and above
+// DefaultFloor, and in no conflict. Book.Standing gives a supplier's
+// reputation, verified status and uptime in the shape market takes.
+//
 // Known limits: a trusted attester that turns hostile can fail an honest
 // supplier, which is then failing until another trusted attester passes
 // it; and a profile that claims another supplier's UUID puts both in

@@ -1,0 +1,23 @@
+// Package light is gpumesh's light client: a short-lived peer that joins
+// the network through bootstrap peers in DHT client mode, serves nothing,
+// and leaves when its command is done. `gpumesh search`, `rent` and
+// `challenge` run on it, and so can any program that only buys.
+//
+// One Client type does it all; its options (options.go) say what it needs:
+//
+//   - client.go: New and Close; joining through the bootstrap peers, and,
+//     WithRenting, the orders topic and an ephemeral listen address (a bid
+//     must list one; suppliers answer over connections the renter opens).
+//   - search.go: Search: suppliers found through their DHT provider
+//     records, their signed profiles fetched and checked, priced from a
+//     bootstrap node's order book and scored by reputation, then matched
+//     (market.MatchOffers).
+//   - rent.go: Rent and TakeAsk, which lease GPUs (market.Renter) screened
+//     by that reputation; WithStore keeps the leases made.
+//   - sync.go: what every command reads from the first bootstrap peer that
+//     answers: its order book and the attestations a reputation book is
+//     built from (checked here, the bootstrap peers pre-trusted).
+//
+// light sits beside node, not under it: it imports market, catalog,
+// verify, p2p and store, never node, so node (and cmd) may import it.
+package light
