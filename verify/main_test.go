@@ -1,9 +1,0 @@
-package verify
-
-import (
-	"testing"
-
-	"github.com/gpumesh/gpumesh/internal/leakcheck"
-)
-
-func TestMain(m *testing.M) { leakcheck.Main(m) }
