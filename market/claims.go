@@ -179,13 +179,13 @@ func (s *Supplier) RunClaims(ctx context.Context) {
 		if next := s.releaseUnclaimed(); !next.IsZero() {
 			wait = max(next.Sub(s.cfg.Now()), 10*time.Millisecond)
 		}
-		t := time.NewTimer(wait)
+		t := s.cfg.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-s.claimsChanged:
-		case <-t.C:
+		case <-t.C():
 		}
 		t.Stop()
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
 
+	"github.com/gpumesh/gpumesh/clock"
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -52,8 +53,12 @@ type SupplierConfig struct {
 	// a lease lapse or go unclaimed is refused; DefaultClaimWindow when
 	// zero.
 	ClaimWindow time.Duration
-	Now         func() time.Time
-	Log         *slog.Logger
+	// Clock runs the supplier's timers: ask renewal, reposts when a lease
+	// ends, claim windows (clock.Real() when nil).
+	Clock clock.Clock
+	// Now is the time for records (Clock.Now when nil).
+	Now func() time.Time
+	Log *slog.Logger
 }
 
 // Supplier is the selling side of a node: it posts asks, answers bids
@@ -82,8 +87,9 @@ type Supplier struct {
 
 // NewSupplier opens the capacity ledger and installs the lease protocol.
 func NewSupplier(cfg SupplierConfig) (*Supplier, error) {
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = cfg.Clock.Now
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -143,22 +149,24 @@ func (s *Supplier) Run(ctx context.Context) {
 	for {
 		ok := s.postAsks(ctx)
 		wait := s.nextPost(ok)
-		timer := time.NewTimer(wait)
+		timer := s.cfg.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			s.withdraw()
 			return
-		case <-timer.C:
+		case <-timer.C():
 		case <-s.changed:
 			timer.Stop()
 		}
 		// Space reposts out, whatever woke us.
+		gap := s.cfg.Clock.NewTimer(repostGap)
 		select {
 		case <-ctx.Done():
+			gap.Stop()
 			s.withdraw()
 			return
-		case <-time.After(repostGap):
+		case <-gap.C():
 		}
 	}
 }
@@ -210,6 +218,12 @@ func (s *Supplier) withdraw() {
 	}
 	s.mu.Unlock()
 	holders := s.holding(ctx, live, nil)
+	if len(s.cfg.Orders.Peers()) == 0 {
+		// Nobody shares the topic to hear the cancels (the last node of
+		// a network going down): Publish would wait the whole grace for
+		// a peer. The asks are still dropped here.
+		cancel()
+	}
 	ids := s.cancelAsks(ctx)
 	if len(ids) == 0 || len(holders) == 0 {
 		return

@@ -106,7 +106,7 @@ func (n *Node) startJobs(ctx context.Context) error {
 					sup.CapacityChanged()
 				}
 			},
-			Now: n.now, Log: n.log,
+			Clock: n.clock, Now: n.now, Log: n.log,
 		})
 		if err != nil {
 			return fmt.Errorf("node: %w", err)

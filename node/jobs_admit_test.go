@@ -21,6 +21,7 @@ import (
 // same lease meanwhile is told to come back (busy), and the lease can
 // still be started afterwards.
 func TestJobStartBodyIsAccounted(t *testing.T) {
+	t.Parallel() // its own nodes; it waits on the network, not the CPU
 	jn := startJobNet(t, time.Minute)
 	spec, err := job.EncodeSpec(&pb.JobSpec{JobId: job.NewJobID(), Argv: []string{"true"}, Gpus: 1})
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 // identity.key). The supplier goes on archiving the folder it gave the
 // job, and what the renter pulls never holds the supplier's file.
 func TestJobCannotRedirectItsCheckpoint(t *testing.T) {
+	t.Parallel() // its own nodes; it waits on the network, not the CPU
 	jn := startJobNet(t, time.Minute)
 	secrets := t.TempDir()
 	secret := []byte("SUPPLIER-IDENTITY-KEY-" + strings.Repeat("k", 20))

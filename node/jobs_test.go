@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/clock/clocktest"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
 	spb "github.com/gpumesh/gpumesh/market/settle/pb"
@@ -46,6 +47,13 @@ type jobNet struct {
 // startJobNet starts a jobNet; tweaks change every node's config.
 func startJobNet(t *testing.T, haltGrace time.Duration, tweaks ...func(*Config)) *jobNet {
 	t.Helper()
+	return startJobNetWith(t, haltGrace, nil, tweaks...)
+}
+
+// startJobNetWith is startJobNet with opts for every node (e.g. a shared
+// clock).
+func startJobNetWith(t *testing.T, haltGrace time.Duration, opts []Option, tweaks ...func(*Config)) *jobNet {
+	t.Helper()
 	root := t.TempDir()
 	var jn jobNet
 	mk := func(i int, c Config) *Node {
@@ -58,7 +66,7 @@ func startJobNet(t *testing.T, haltGrace time.Duration, tweaks ...func(*Config))
 			tweak(&c)
 		}
 		jn.dirs, jn.configs = append(jn.dirs, c.DataDir), append(jn.configs, c)
-		return startNode(t, c)
+		return startNode(t, c, opts...)
 	}
 	jn.boot = mk(0, sellerConfig(t, "unset", "sim:rtx4090:1", "eu-west", "fixed", []string{"rtx4090=0.50"}, nil))
 	jn.cheap = mk(1, sellerConfig(t, "unset", "sim:rtx4090:1", "eu-west", "fixed", []string{"rtx4090=0.45"}, nil))
@@ -121,7 +129,13 @@ func settledEverywhere(v job.View) bool {
 // verifyBill checks one lease's bill as a ledger keeps it.
 func verifyBill(t *testing.T, led *settle.Ledger, lease string) settle.Report {
 	t.Helper()
-	reps, err := Receipts(led, lease, time.Now())
+	return verifyBillAt(t, led, lease, time.Now())
+}
+
+// verifyBillAt is verifyBill at now by the nodes' clock.
+func verifyBillAt(t *testing.T, led *settle.Ledger, lease string, now time.Time) settle.Report {
+	t.Helper()
+	reps, err := Receipts(led, lease, now)
 	if err != nil || len(reps) != 1 {
 		t.Fatalf("receipts of %s: %v (%d reports)", lease, err, len(reps))
 	}
@@ -137,6 +151,7 @@ func verifyBill(t *testing.T, led *settle.Ledger, lease string) settle.Report {
 // with receipts and vouchers and settle; the bill verifies on both sides
 // and the GPU is free again.
 func TestJobRunsAndSettles(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, time.Minute)
 	v := submit(t, jn.renter, stepScript(6, "0.3"), 500*time.Millisecond)
 	if v.Supplier != jn.cheap.ID().String() || v.Attempt != 1 || v.JobID == "" || v.LeaseID == "" {
@@ -182,6 +197,7 @@ func TestJobRunsAndSettles(t *testing.T) {
 // pulled with JOB_ATTEMPT=2. The bill covers only acknowledged receipts of
 // each attempt, and the cut-off supplier, unpaid, halts its copy.
 func TestJobFailsOverFromLostSupplier(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, 3*time.Second)
 	v := submit(t, jn.renter, stepScript(40, "0.2"), 500*time.Millisecond)
 	if v.Supplier != jn.cheap.ID().String() {
@@ -253,6 +269,7 @@ func TestJobFailsOverFromLostSupplier(t *testing.T) {
 // the credit limit, and resumes it when the restarted renter node
 // reattaches and pays the backlog; the output arrives once, complete.
 func TestJobSurvivesRenterRestart(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, time.Minute)
 	v := submit(t, jn.renter, stepScript(60, "0.2"), 500*time.Millisecond)
 	eventually(t, 30*time.Second, "step 3", func() bool {
@@ -289,6 +306,7 @@ func TestJobSurvivesRenterRestart(t *testing.T) {
 // TestJobUnpaidIsStopped: a renter that never comes back gets its job
 // paused, then stopped after the halt grace, and billed only up to then.
 func TestJobUnpaidIsStopped(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, 2*time.Second)
 	v := submit(t, jn.renter, []string{"sleep", "300"}, 500*time.Millisecond)
 	time.Sleep(time.Second)
@@ -316,6 +334,7 @@ func TestJobUnpaidIsStopped(t *testing.T) {
 // TestJobStop: the renter stops a running job; it ends as stopped and
 // settles.
 func TestJobStop(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, time.Minute)
 	v := submit(t, jn.renter, []string{"sleep", "300"}, 500*time.Millisecond)
 	time.Sleep(time.Second)
@@ -332,6 +351,7 @@ func TestJobStop(t *testing.T) {
 // TestJobSpecMustMatchLease: a supplier refuses a spec other than the one
 // whose hash the lease carries, and a start on a lease it never made.
 func TestJobSpecMustMatchLease(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, time.Minute)
 	good, err := job.EncodeSpec(&pb.JobSpec{JobId: job.NewJobID(), Argv: []string{"true"}, Gpus: 1})
 	if err != nil {
@@ -388,6 +408,7 @@ func TestJobSpecMustMatchLease(t *testing.T) {
 // checkpoint of attempt 1 (kept in a checkpoint_dir inside its working
 // dir); every lease settles.
 func TestJobRestartsOnItsOwnFailure(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -425,12 +446,14 @@ echo ok`
 }
 
 // TestJobKilledAtLeaseEnd: a job still running when its lease ends is
-// stopped by its supplier, and no receipt bills past the lease's end.
+// stopped by its supplier, and no receipt bills past the lease's end. The
+// nodes share a clock the test moves past the lease's end, so the
+// one-minute lease (the least the wire allows) ends without a minute's
+// wait.
 func TestJobKilledAtLeaseEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for a one-minute lease to end")
-	}
-	jn := startJobNet(t, time.Minute)
+	t.Parallel() // waits on its job's sleeps, not the CPU
+	clk := clocktest.New()
+	jn := startJobNetWith(t, time.Minute, []Option{WithClock(clk)})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxP := int64(money.Unit) // 1.00 per GPU-hour
@@ -442,20 +465,28 @@ func TestJobKilledAtLeaseEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := v.LeaseID
-	eventually(t, 100*time.Second, "the supplier to stop the job at the lease's end", func() bool {
+	runState := func() string {
 		for _, r := range jn.cheap.jobs.exec.Runs() {
 			if r.LeaseID == first {
-				return r.State == job.StateExpired
+				return r.State
 			}
 		}
-		return false
+		return ""
+	}
+	eventually(t, 30*time.Second, "the job running on the supplier", func() bool { return runState() == job.StateRunning })
+	if s := runState(); s != job.StateRunning {
+		t.Fatalf("job %s before the lease's end", s)
+	}
+	clk.Advance(market.MinDuration)
+	eventually(t, 30*time.Second, "the supplier to stop the job at the lease's end", func() bool {
+		return runState() == job.StateExpired
 	})
 	// The renter's node counts the expiry as an infrastructure failure
 	// and moves on; stop the job there.
 	if _, err := jn.renter.Jobs().Stop(v.JobID, "test over"); err != nil {
 		t.Fatal(err)
 	}
-	l, err := market.GetLease(jn.cheap.store, mustID(t, first), time.Now())
+	l, err := market.GetLease(jn.cheap.store, mustID(t, first), clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +498,7 @@ func TestJobKilledAtLeaseEnd(t *testing.T) {
 	if !last.Final || last.State != job.StateExpired || last.EndMs > l.EndMs {
 		t.Fatalf("last receipt: final %v, state %q, ends %d ms after the lease", last.Final, last.State, last.EndMs-l.EndMs)
 	}
-	if rep := verifyBill(t, jn.cheap.Ledger(), first); rep.GPUSeconds > 61 {
+	if rep := verifyBillAt(t, jn.cheap.Ledger(), first, clk.Now()); rep.GPUSeconds > 61 || rep.GPUSeconds < 59 {
 		t.Fatalf("billed %.1f GPU-seconds on a one-minute lease of one GPU", rep.GPUSeconds)
 	}
 }
@@ -516,11 +547,10 @@ func TestEvidenceGossip(t *testing.T) {
 		}
 		return raw
 	}
-	// Wait until a and b are in each other's evidence-topic mesh.
-	eventually(t, 20*time.Second, "a and b connected", func() bool {
-		return len(b.Network().Host.Network().Peers()) > 0
+	// Wait until a and b know each other on the evidence topic.
+	eventually(t, 20*time.Second, "a and b on the evidence topic", func() bool {
+		return len(a.jobs.evidence.Peers()) > 0 && len(b.jobs.evidence.Peers()) > 0
 	})
-	time.Sleep(2 * time.Second)
 	forged := evidence(receipt(cheat, 1000), receipt(other, 900))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

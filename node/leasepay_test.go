@@ -122,6 +122,7 @@ func supplierLease(t *testing.T, sup *Node, id market.ID) market.StoredLease {
 // releases the lease after its claim window, says why, and an honest
 // renter then gets the GPUs.
 func TestUnclaimedLeaseIsReleased(t *testing.T) {
+	t.Parallel() // waits on a claim window, not the CPU
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		h100Seller(t, "sim:h100-sxm:3", map[string][]string{"claim_window": {"2s"}}),
@@ -209,6 +210,7 @@ func TestUnconfirmedProposalsAreCapped(t *testing.T) {
 // confirmed lease it never starts a job on. The re-send is refused and
 // the lease is still released after its claim window: it stays tracked.
 func TestResentProposalKeepsItsLease(t *testing.T) {
+	t.Parallel() // its own nodes; it waits on the network, not the CPU
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		h100Seller(t, "sim:h100-sxm:4", map[string][]string{"claim_window": {"2s"}}),
@@ -315,6 +317,7 @@ func TestLeaseLongerThanMaxLeaseIsDeclined(t *testing.T) {
 // books' per-renter cap and gets the supplier's answer (here a duration
 // decline, which leases nothing).
 func TestRentingOftenKeepsGettingQuotes(t *testing.T) {
+	t.Parallel() // waits on rent's quote windows, not the CPU
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		h100Seller(t, "sim:h100-sxm:4", nil),
@@ -365,6 +368,7 @@ func startJob(t *testing.T, renter *Node, l *market.Lease, spec *job.Spec) (netw
 // while before starting its job pays for that time: the first receipt
 // covers the lease from its start, and the renter's checks accept it.
 func TestJobStartedLateIsBilledFromLeaseStart(t *testing.T) {
+	t.Parallel() // waits on its job's sleeps, not the CPU
 	jn := startJobNet(t, time.Minute)
 	spec := jobSpec(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -411,6 +415,7 @@ func TestJobStartedLateIsBilledFromLeaseStart(t *testing.T) {
 // no job started on, its GPUs are free and a job can no longer start on
 // it.
 func TestJobOnReleasedLeaseIsRefused(t *testing.T) {
+	t.Parallel() // its own nodes; it waits on the network, not the CPU
 	root := t.TempDir()
 	boot := testConfig(t, filepath.Join(root, "boot"), "none", "eu-west", nil)
 	bn := startNode(t, boot)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/node/api"
@@ -29,6 +30,14 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 	republish := n.cfg.ProfileTTL / 2
 	backoff := time.Second
 	first := true
+	// A node alone (the first of a network) cannot publish until a peer
+	// joins: it retries as soon as one is identified, not a backoff later.
+	joined, err := n.net.Host.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+	if err != nil {
+		n.log.Warn("watch for peers", "err", err)
+	} else {
+		defer joined.Close()
+	}
 	for {
 		err := n.publishProfile(ctx)
 		wait := republish
@@ -49,10 +58,27 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 				first = false
 			}
 		}
+		var peerJoined <-chan any
+		if err != nil && joined != nil {
+			drain(joined.Out())
+			peerJoined = joined.Out()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
+		case <-peerJoined:
+		}
+	}
+}
+
+// drain empties c of what is queued in it now.
+func drain(c <-chan any) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
 		}
 	}
 }

@@ -1,9 +1,9 @@
 package node
 
 import (
-	"os"
 	"testing"
 
+	"github.com/gpumesh/gpumesh/internal/leakcheck"
 	jobruntime "github.com/gpumesh/gpumesh/node/runtime"
 )
 
@@ -11,5 +11,5 @@ import (
 // by this package's nodes re-execute it.
 func TestMain(m *testing.M) {
 	jobruntime.MaybeShim()
-	os.Exit(m.Run())
+	leakcheck.Main(m)
 }

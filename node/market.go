@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -73,7 +74,7 @@ func (n *Node) startMarket(ctx context.Context) error {
 		m.supplier, err = market.NewSupplier(market.SupplierConfig{
 			Net: n.net, Key: n.key, Store: n.store, Orders: m.orders, Trades: m.trades,
 			Book: m.book, Index: m.index, Pricer: pricer, GPUs: gpus, Region: n.cfg.Region,
-			Describe: n.describe, AskTTL: n.cfg.AskTTL, Now: n.now, Log: n.log,
+			Describe: n.describe, AskTTL: n.cfg.AskTTL, Clock: n.clock, Now: n.now, Log: n.log,
 			MaxDuration: n.cfg.MaxLease, ClaimWindow: n.cfg.ClaimWindow,
 		})
 		if err != nil {
@@ -132,9 +133,13 @@ func (n *Node) admitOrder(ov *market.OrderValidator) p2p.RelayCheckFunc {
 }
 
 // readOrders applies cancels from the orders topic and hands bids, which
-// the validator put in the book, to the supplier.
+// the validator put in the book, to the supplier's bid answerers.
 func (n *Node) readOrders(ctx context.Context) {
 	m := &n.market
+	var bids *bidAnswerers
+	if m.supplier != nil {
+		bids = newBidAnswerers(ctx, bidWorkers, bidQueue, m.supplier.HandleBid, n.goLoop)
+	}
 	for {
 		msg, err := m.orders.Next(ctx)
 		if err != nil {
@@ -142,12 +147,64 @@ func (n *Node) readOrders(ctx context.Context) {
 		}
 		switch o := msg.Value.(type) {
 		case *market.Bid:
-			if m.supplier != nil {
-				n.goLoop(func() { m.supplier.HandleBid(ctx, o) })
+			if bids != nil && !bids.offer(o) {
+				if d := bids.dropped.Load(); d&(d-1) == 0 { // 1st, 2nd, 4th, 8th...
+					n.log.Warn("bid dropped: the supplier is answering as many as it can", "bid", o.ID.Short(), "dropped", d)
+				}
 			}
 		case *market.Cancel:
 			m.book.Cancel(o)
 		}
+	}
+}
+
+// bidWorkers answer gossiped bids at once, at most; up to bidQueue more
+// wait for one of them. Answering a bid dials nobody (the quote goes over
+// the bidder's connection), but a slow bidder holds its answerer up to a
+// stream timeout, so a flood of bids is dropped rather than answered by a
+// goroutine each.
+const (
+	bidWorkers = 8
+	bidQueue   = 256
+)
+
+// bidAnswerers runs a fixed number of goroutines that answer bids; a bid
+// that finds the queue full is dropped and counted: the renter still
+// hears from the suppliers that were not flooded, and re-bids.
+type bidAnswerers struct {
+	q       chan *market.Bid
+	dropped atomic.Uint64
+}
+
+// newBidAnswerers starts workers goroutines through goLoop (so that the
+// node's Close waits for them), each answering bids with handle until ctx
+// ends.
+func newBidAnswerers(ctx context.Context, workers, queue int, handle func(context.Context, *market.Bid), goLoop func(func())) *bidAnswerers {
+	a := &bidAnswerers{q: make(chan *market.Bid, queue)}
+	for range workers {
+		goLoop(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case b := <-a.q:
+					handle(ctx, b)
+				}
+			}
+		})
+	}
+	return a
+}
+
+// offer queues b for an answer; it reports false, and counts b dropped,
+// when the queue is full.
+func (a *bidAnswerers) offer(b *market.Bid) bool {
+	select {
+	case a.q <- b:
+		return true
+	default:
+		a.dropped.Add(1)
+		return false
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/clock"
+	"github.com/gpumesh/gpumesh/clock/clocktest"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/money"
@@ -41,6 +43,13 @@ type marketNet struct {
 
 func startMarketNet(t *testing.T, specs []Config) *marketNet {
 	t.Helper()
+	return startMarketNetClock(t, clock.Real(), specs)
+}
+
+// startMarketNetClock is startMarketNet with every node and the renter
+// reading time from clk.
+func startMarketNetClock(t *testing.T, clk clock.Clock, specs []Config) *marketNet {
+	t.Helper()
 	root := t.TempDir()
 	var m marketNet
 	for i, c := range specs {
@@ -48,7 +57,7 @@ func startMarketNet(t *testing.T, specs []Config) *marketNet {
 		if i > 0 {
 			setKey(t, &c, "bootstrap", bootstrapOf(m.nodes[0])...)
 		}
-		m.nodes = append(m.nodes, startNode(t, c))
+		m.nodes = append(m.nodes, startNode(t, c, WithClock(clk)))
 	}
 	for _, n := range m.nodes {
 		if len(n.GPUs()) > 0 {
@@ -72,7 +81,7 @@ func startMarketNet(t *testing.T, specs []Config) *marketNet {
 	m.rst = store.NewMemory()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rc, err := light.New(ctx, light.WithBootstrap(mustBootstrap(t, m.nodes[0])...), light.WithLogger(quiet()), light.WithStore(m.rst))
+	rc, err := light.New(ctx, light.WithBootstrap(mustBootstrap(t, m.nodes[0])...), light.WithLogger(quiet()), light.WithStore(m.rst), light.WithClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +122,7 @@ func (m *marketNet) rent(t *testing.T, filter string, count int, maxPrice string
 // dual-signed lease, the supplier's capacity shrinks, the trade print
 // reaches other nodes' price index, and an unmatched bid is explained.
 func TestRentEndToEnd(t *testing.T) {
+	t.Parallel() // its own nodes; it waits on the network, not the CPU
 	m := startMarketNet(t, []Config{
 		sellerConfig(t, "unset", "sim:h100-sxm:8", "eu-west", "fixed", []string{"h100-sxm=2.10"}, nil),
 		sellerConfig(t, "unset", "sim:h100-sxm:4", "us-east", "fixed", []string{"h100-sxm=2.30"}, nil),
@@ -179,6 +189,7 @@ func TestRentEndToEnd(t *testing.T) {
 
 // TestPricingModes checks what each mode quotes over the network.
 func TestPricingModes(t *testing.T) {
+	t.Parallel() // its own nodes; it waits on the network, not the CPU
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		sellerConfig(t, "unset", "sim:a100-80gb:4", "eu-west", "dynamic", []string{"a100-80gb=1.40"}, nil),
@@ -318,6 +329,7 @@ func TestConcurrentProposalsNeverOverbook(t *testing.T) {
 // TestUnconfirmedReservationLapses plays a renter that vanishes after the
 // supplier countersigns: the GPUs come back within the confirm window.
 func TestUnconfirmedReservationLapses(t *testing.T) {
+	t.Parallel() // waits on the confirm window, not the CPU
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		sellerConfig(t, "unset", "sim:h100-sxm:4", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
@@ -533,9 +545,12 @@ func TestRentAvoidsFailedSupplier(t *testing.T) {
 
 // TestFreedCapacityIsAdvertisedAtOnce: when a lease ends, the supplier
 // re-posts its ask with the freed GPUs at once, not at the ask's next
-// renewal (half of its 10 min lifetime).
+// renewal (half of its 10 min lifetime). The nodes share a clock the test
+// moves past the lease's end.
 func TestFreedCapacityIsAdvertisedAtOnce(t *testing.T) {
-	m := startMarketNet(t, []Config{
+	t.Parallel() // its own nodes and clock
+	clk := clocktest.New()
+	m := startMarketNetClock(t, clk, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		sellerConfig(t, "unset", "sim:h100-sxm:8", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
 	})
@@ -557,7 +572,11 @@ func TestFreedCapacityIsAdvertisedAtOnce(t *testing.T) {
 		}
 	}
 	eventually(t, 10*time.Second, "ask for the 5 GPUs left", advertised(5))
-	// The lease ends within a minute; the ask for all 8 must follow within
-	// seconds of it (a renewal would come 5 minutes after the last post).
-	eventually(t, time.Until(l.End())+15*time.Second, "ask for 8 GPUs after the lease ended", advertised(8))
+	if advertised(8)() {
+		t.Fatal("the ask for all 8 GPUs is listed while 3 are leased")
+	}
+	// The lease ends; the ask for all 8 must follow within seconds (a
+	// renewal would come 5 minutes after the last post).
+	clk.Advance(l.End().Sub(clk.Now()))
+	eventually(t, 15*time.Second, "ask for 8 GPUs after the lease ended", advertised(8))
 }

@@ -16,6 +16,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpumesh/gpumesh/clock"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/p2p/pb"
@@ -36,7 +37,7 @@ type Option func(*options)
 
 type options struct {
 	logger   *slog.Logger
-	now      func() time.Time
+	clock    clock.Clock
 	detector inventory.Detector
 	store    store.Store
 }
@@ -44,8 +45,9 @@ type options struct {
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithClock sets the clock used for records and validation.
-func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+// WithClock sets the clock used for records and validation, and the one
+// the job meter's and the supplier's timers run by (default clock.Real()).
+func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithDetector replaces the GPU detector chosen by Config.GPUs.
 func WithDetector(d inventory.Detector) Option { return func(o *options) { o.detector = d } }
@@ -60,7 +62,8 @@ type Node struct {
 	key   crypto.PrivKey
 	id    peer.ID
 	log   *slog.Logger
-	now   func() time.Time
+	clock clock.Clock
+	now   func() time.Time // clock.Now
 	store store.Store
 	net   *p2p.Network
 	hbs   *p2p.Heartbeats
@@ -87,11 +90,11 @@ type Node struct {
 // peers, and starts the heartbeat, advertisement and API. It returns once
 // the node is running; Close stops it.
 func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
-	o := options{logger: slog.Default(), now: time.Now}
+	o := options{logger: slog.Default(), clock: clock.Real()}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	n := &Node{cfg: cfg, log: o.logger, now: o.now, peers: newPeerTable(), fetchQ: make(chan peer.ID, 64), advertOK: make(chan struct{})}
+	n := &Node{cfg: cfg, log: o.logger, clock: o.clock, now: o.clock.Now, peers: newPeerTable(), fetchQ: make(chan peer.ID, 64), advertOK: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.Close()

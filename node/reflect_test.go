@@ -21,6 +21,7 @@ import (
 // every bid and open no connection to the listener; an honest renter then
 // still leases.
 func TestBidsDoNotReflect(t *testing.T) {
+	t.Parallel() // its own nodes and listener
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		sellerConfig(t, "unset", "sim:h100-sxm:4", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),

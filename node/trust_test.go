@@ -42,7 +42,9 @@ func newAttacker(t *testing.T, boot *Node, topic string) *attacker {
 	}
 	// Its own GossipSub, with no validator and a deep queue: it sends
 	// whatever it likes, as fast as the link takes it.
-	ps, err := pubsub.NewGossipSub(context.Background(), att.Host, pubsub.WithFloodPublish(true), pubsub.WithPeerOutboundQueueSize(1<<14))
+	psCtx, stopPS := context.WithCancel(context.Background())
+	t.Cleanup(stopPS) // before att.Close: cleanups run last first
+	ps, err := pubsub.NewGossipSub(psCtx, att.Host, pubsub.WithFloodPublish(true), pubsub.WithPeerOutboundQueueSize(1<<14))
 	if err != nil {
 		t.Fatal(err)
 	}

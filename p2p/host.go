@@ -108,6 +108,7 @@ type Network struct {
 	cm     *connmgr.BasicConnMgr
 	log    *slog.Logger
 	cancel context.CancelFunc
+	wg     sync.WaitGroup // keepBootstrap; Close waits for it
 
 	mdns mdns.Service
 
@@ -136,17 +137,20 @@ func New(cfg Config) (*Network, error) {
 	}
 	rm, err := newResourceManager()
 	if err != nil {
+		cm.Close()
 		return nil, fmt.Errorf("p2p: resource manager: %w", err)
 	}
 	n := &Network{cfg: cfg, gater: gater, cm: cm, log: log}
 	opts := hostOptions(cfg, rm, cm, gater, n.relayCandidates)
 	if err := checkPortsFree(cfg.ListenAddrs); err != nil {
 		rm.Close()
+		cm.Close()
 		return nil, err
 	}
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		rm.Close()
+		cm.Close()
 		return nil, fmt.Errorf("p2p: start host: %w", err)
 	}
 	n.Host = h
@@ -276,7 +280,7 @@ func (n *Network) startServices(ctx context.Context) error {
 		n.cm.Protect(b.ID, "bootstrap")
 	}
 	if n.cfg.Mode == ModeServer && len(n.cfg.Bootstrap) > 0 {
-		go n.keepBootstrap(ctx)
+		n.wg.Go(func() { n.keepBootstrap(ctx) })
 	}
 	if n.cfg.MDNS {
 		n.mdns = mdns.NewMdnsService(n.Host, "gpumesh", mdnsNotifee{n})
@@ -545,10 +549,14 @@ func (n *Network) Ban(p peer.ID) error {
 // Banned lists the banned peers.
 func (n *Network) Banned() []peer.ID { return n.gater.ListBlockedPeers() }
 
-// Close stops the DHT, pubsub and host. It is safe to call more than once.
+// Close stops the DHT, pubsub and host, and waits for the loops the
+// Network started. It is safe to call more than once.
 func (n *Network) Close() error {
 	n.closeOnce.Do(func() {
-		n.cancel()
+		if n.cancel != nil {
+			n.cancel()
+		}
+		n.wg.Wait()
 		var errs []error
 		if n.mdns != nil {
 			errs = append(errs, n.mdns.Close())

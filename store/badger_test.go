@@ -267,9 +267,6 @@ func TestHelperProcessWriter(t *testing.T) {
 // TestBadgerKillDurability kills a writer with SIGKILL mid-stream and checks
 // that every write it acknowledged is there after reopening.
 func TestBadgerKillDurability(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts child processes")
-	}
 	dir := t.TempDir()
 	acked := map[int]int{} // round → highest acked i, or -1
 	for round := range 5 {

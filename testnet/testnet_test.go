@@ -21,6 +21,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
+	"github.com/gpumesh/gpumesh/internal/leakcheck"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
 )
@@ -60,11 +63,11 @@ func binary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if gpumesh.path != "" {
-		os.RemoveAll(filepath.Dir(gpumesh.path))
-	}
-	os.Exit(code)
+	leakcheck.Main(m, goleak.Cleanup(func(int) {
+		if gpumesh.path != "" {
+			os.RemoveAll(filepath.Dir(gpumesh.path))
+		}
+	}))
 }
 
 // freeBase finds a base port below the ephemeral range whose ports for n

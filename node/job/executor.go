@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/clock"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/node/job/pb"
@@ -82,8 +83,12 @@ type ExecutorConfig struct {
 	// StopGrace is how long a stopped job has between SIGTERM and SIGKILL
 	// (default 5 s).
 	StopGrace time.Duration
-	Now       func() time.Time
-	Log       *slog.Logger
+	// Clock runs the meter's timers: receipt intervals and the lease's
+	// end (clock.Real() when nil).
+	Clock clock.Clock
+	// Now is the time for records (Clock.Now when nil).
+	Now func() time.Time
+	Log *slog.Logger
 }
 
 // Executor is the supplier side of jobs: it serves SessionProtocol and
@@ -104,8 +109,9 @@ type Executor struct {
 // NewExecutor installs the job protocols. Attempts a previous run of the
 // node left behind are killed and closed with a final receipt.
 func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = cfg.Clock.Now
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()

@@ -142,7 +142,8 @@ func (r *run) refreshCheckpoint() []byte {
 // enforces the lease: its end time and its credit limit.
 func (r *run) meterLoop() {
 	interval := r.terms.ReceiptInterval
-	t := time.NewTicker(interval)
+	clk := r.e.cfg.Clock
+	t := clk.NewTicker(interval)
 	defer t.Stop()
 	// A lease is paid for from its start, whatever ran on it: the time
 	// the renter held the GPUs before the job started is billed at once.
@@ -150,14 +151,14 @@ func (r *run) meterLoop() {
 	if r.started.After(last) && r.receipt(last, r.started, false, StateRunning) {
 		last = r.started
 	}
-	expire := time.NewTimer(time.Until(r.lease.End()))
+	expire := clk.NewTimer(r.lease.End().Sub(clk.Now()))
 	defer expire.Stop()
 	for {
 		select {
 		case <-r.proc.Done():
 			r.finish(last)
 			return
-		case <-expire.C:
+		case <-expire.C():
 			r.stop(StateExpired, "the lease ended")
 		case <-r.paid:
 			r.mu.Lock()
@@ -174,7 +175,7 @@ func (r *run) meterLoop() {
 				r.logger.Info("payment caught up; job resumed")
 				r.setState(StateRunning, 0, "")
 			}
-		case <-t.C:
+		case <-t.C():
 			now := r.e.cfg.Now()
 			r.receipt(last, now, false, StateRunning)
 			last = now

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumesh/gpumesh/internal/leakcheck"
 	"github.com/gpumesh/gpumesh/node/runtime"
 )
 
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helper(mode, os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	leakcheck.Main(m)
 }
 
 // helper runs one helper mode and returns the exit code.

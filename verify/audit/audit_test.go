@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/clock/clocktest"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 )
 
@@ -30,21 +31,23 @@ func newHost(t testing.TB) host.Host {
 var twoT4 = []GPU{{UUID: "GPU-sim-a", Model: "t4", Simulated: true}, {UUID: "GPU-sim-b", Model: "t4", Simulated: true}}
 
 // pair starts a prover with cheat and a challenger connected to it, over
-// real libp2p hosts on loopback.
-func pair(t *testing.T, cheat string) (*Challenger, peer.ID) {
+// real libp2p hosts on loopback. The prover reads the time from the clock
+// it returns, so a test moves past MinPeerGap instead of sleeping.
+func pair(t *testing.T, cheat string) (*Challenger, peer.ID, *clocktest.Clock) {
 	t.Helper()
 	c, err := challenge.ParseCheat(cheat)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ph, ch := newHost(t), newHost(t)
-	Serve(ProverConfig{Host: ph, GPUs: twoT4, Cheat: c, Log: quiet()})
+	clk := clocktest.New()
+	Serve(ProverConfig{Host: ph, GPUs: twoT4, Cheat: c, Now: clk.Now, Log: quiet()})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	return NewChallenger(ch, 0, quiet()), ph.ID()
+	return NewChallenger(ch, 0, quiet()), ph.ID(), clk
 }
 
 func challengeOnce(t *testing.T, c *Challenger, p peer.ID) Result {
@@ -59,7 +62,7 @@ func challengeOnce(t *testing.T, c *Challenger, p peer.ID) Result {
 }
 
 func TestHonestProverPasses(t *testing.T) {
-	c, p := pair(t, "")
+	c, p, _ := pair(t, "")
 	res := challengeOnce(t, c, p)
 	if !res.Passed || res.GPUs != 2 || res.RowsChecked != 2*challenge.RealK || res.Measured <= 0 || res.Expected <= 0 {
 		t.Fatalf("honest prover: %+v", res)
@@ -72,7 +75,7 @@ func TestHonestProverPasses(t *testing.T) {
 func TestCheatsFail(t *testing.T) {
 	for _, cheat := range []string{"wrong=0.1", "skip=0.1", "mem=0.8", "slow=3"} {
 		t.Run(cheat, func(t *testing.T) {
-			c, p := pair(t, cheat)
+			c, p, _ := pair(t, cheat)
 			res := challengeOnce(t, c, p)
 			if res.Passed || res.GPUs != 0 || res.Reason == "" {
 				t.Fatalf("impostor %s passed: %+v", cheat, res)
@@ -83,18 +86,18 @@ func TestCheatsFail(t *testing.T) {
 }
 
 func TestReplayFails(t *testing.T) {
-	c, p := pair(t, "replay")
+	c, p, clk := pair(t, "replay")
 	if res := challengeOnce(t, c, p); !res.Passed {
 		t.Fatalf("first answer of a replayer is honest work and should pass: %s", res.Reason)
 	}
-	time.Sleep(MinPeerGap)
+	clk.Advance(MinPeerGap)
 	if res := challengeOnce(t, c, p); res.Passed {
 		t.Fatal("replayed answer passed")
 	}
 }
 
 func TestProverRefusesBadRequests(t *testing.T) {
-	c, p := pair(t, "")
+	c, p, clk := pair(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// A GPU count the prover does not have.
@@ -103,7 +106,7 @@ func TestProverRefusesBadRequests(t *testing.T) {
 		t.Fatalf("challenge of 1 of 2 GPUs: %+v, %v", res, err)
 	}
 	// A model it does not have.
-	time.Sleep(MinPeerGap)
+	clk.Advance(MinPeerGap)
 	res, err = c.Challenge(ctx, p, "h100-sxm", []string{"GPU-sim-a", "GPU-sim-b"}, true)
 	if err != nil || res.Passed {
 		t.Fatalf("challenge of the wrong model: %+v, %v", res, err)
@@ -117,11 +120,13 @@ func TestProverRefusesBadRequests(t *testing.T) {
 }
 
 // TestProverDropsSilentChallenger: a peer that opens a challenge stream
-// and says nothing is dropped after p2p.StreamTimeout, not held for a
-// whole step (2 min) before anything is admitted.
+// and says nothing is dropped after the prover's RequestTimeout
+// (p2p.StreamTimeout in production, short here), not held for a whole
+// step (2 min) before anything is admitted.
 func TestProverDropsSilentChallenger(t *testing.T) {
+	const requestTimeout = 200 * time.Millisecond
 	ph, ch := newHost(t), newHost(t)
-	Serve(ProverConfig{Host: ph, GPUs: twoT4, Log: quiet()})
+	Serve(ProverConfig{Host: ph, GPUs: twoT4, RequestTimeout: requestTimeout, Log: quiet()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
@@ -136,12 +141,12 @@ func TestProverDropsSilentChallenger(t *testing.T) {
 	if _, err := s.Write([]byte{0x80}); err != nil {
 		t.Fatal(err)
 	}
-	// Half a step: far beyond StreamTimeout, well short of the 2 min the
-	// prover allowed before.
-	_ = s.SetReadDeadline(time.Now().Add(stepTimeout / 2))
+	// Far beyond the request timeout, far short of a step.
+	const wait = 25 * requestTimeout // half of p2p.StreamTimeout
+	_ = s.SetReadDeadline(time.Now().Add(wait))
 	_, err = s.Read(make([]byte, 1))
 	var timeout interface{ Timeout() bool }
 	if errors.As(err, &timeout) && timeout.Timeout() {
-		t.Fatalf("the prover still holds a silent challenger's stream after %s", stepTimeout/2)
+		t.Fatalf("the prover still holds a silent challenger's stream after %s", wait)
 	}
 }

@@ -39,8 +39,11 @@ type ProverConfig struct {
 	Scale int
 	// PeerGap is how often one peer may challenge (MinPeerGap when 0).
 	PeerGap time.Duration
-	Now     func() time.Time
-	Log     *slog.Logger
+	// RequestTimeout is how long a challenger has to send its request
+	// once it opened a stream (p2p.StreamTimeout when 0).
+	RequestTimeout time.Duration
+	Now            func() time.Time
+	Log            *slog.Logger
 }
 
 // Prover serves ChallengeProtocol for a supplier's GPUs.
@@ -66,6 +69,9 @@ func Serve(cfg ProverConfig) *Prover {
 	}
 	if cfg.PeerGap == 0 {
 		cfg.PeerGap = MinPeerGap
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = p2p.StreamTimeout
 	}
 	p := &Prover{cfg: cfg, prover: challenge.NewCheatProver(cfg.Cheat, challenge.CPUOptions{}), last: map[peer.ID]time.Time{}}
 	cfg.Host.SetStreamHandler(ChallengeProtocol, func(s network.Stream) {
@@ -146,8 +152,8 @@ func sameSet(a, b []string) bool {
 // phases the challenger drives, commit, sweep, open, and the memory proof.
 func (p *Prover) handle(s network.Stream) error {
 	// The challenger writes its request at once: a peer that has not
-	// done so within StreamTimeout does not hold the stream for a step.
-	_ = s.SetDeadline(time.Now().Add(p2p.StreamTimeout))
+	// done so within RequestTimeout does not hold the stream for a step.
+	_ = s.SetDeadline(time.Now().Add(p.cfg.RequestTimeout))
 	var req pb.ChallengeRequest
 	if err := p2p.ReadMsg(s, maxRequest, &req); err != nil {
 		return err
