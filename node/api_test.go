@@ -117,6 +117,7 @@ func TestAPIClient(t *testing.T) {
 // API over loopback (it shares the network) and asks for its leases and
 // its profiler: it is refused, and learns nothing of the lease it runs on.
 func TestJobCannotReadNodeAPI(t *testing.T) {
+	t.Parallel()
 	jn := startJobNet(t, time.Minute)
 	script := `for a in "$@"; do
   for p in /api/v1/leases /debug/pprof/goroutine /metrics; do

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/pb"
@@ -93,6 +94,11 @@ func proposeRaw(t *testing.T, rc *light.Client, ask *market.Ask, count int, nonc
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Reach the supplier at its ask's addresses, as Rent does: a light
+	// client learns no address of a supplier by itself.
+	if err := h.Connect(ctx, peer.AddrInfo{ID: ask.Supplier, Addrs: ask.Addrs}); err != nil {
+		t.Fatal(err)
+	}
 	st, err := h.NewStream(ctx, ask.Supplier, market.LeaseProtocol)
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +167,7 @@ func TestUnclaimedLeaseIsReleased(t *testing.T) {
 // anything, so an honest renter is not told "busy"; once its reservations
 // lapse unconfirmed, its next proposal is refused without reserving.
 func TestUnconfirmedProposalsAreCapped(t *testing.T) {
+	t.Parallel()
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		h100Seller(t, "sim:h100-sxm:6", nil),
@@ -293,6 +300,7 @@ func TestWholeSupplierLeasableWhenNothingIsHeld(t *testing.T) {
 // its max_lease (24 h by default), says so in its ask, and declines a
 // month-long bid with "duration".
 func TestLeaseLongerThanMaxLeaseIsDeclined(t *testing.T) {
+	t.Parallel()
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		h100Seller(t, "sim:h100-sxm:4", nil),

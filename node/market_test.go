@@ -346,6 +346,9 @@ func TestUnconfirmedReservationLapses(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if err := m.rc.Network().Host.Connect(ctx, peer.AddrInfo{ID: sup.ID(), Addrs: sup.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
 	st, err := m.rc.Network().Host.NewStream(ctx, sup.ID(), market.LeaseProtocol)
 	if err != nil {
 		t.Fatal(err)
@@ -419,6 +422,7 @@ func TestSupplierRestartKeepsLeases(t *testing.T) {
 // valid ask. Only the valid one reaches the books, and the attacker's
 // score falls.
 func TestForgedOrdersAreDropped(t *testing.T) {
+	t.Parallel()
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		sellerConfig(t, "unset", "sim:h100-sxm:2", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil),
@@ -486,6 +490,7 @@ func TestForgedOrdersAreDropped(t *testing.T) {
 // node the renter trusts (its bootstrap peer) is never picked while an
 // honest one is available, even though it is cheaper; search shows why.
 func TestRentAvoidsFailedSupplier(t *testing.T) {
+	t.Parallel()
 	m := startMarketNet(t, []Config{
 		testConfig(t, "unset", "none", "eu-west", nil),
 		sellerConfig(t, "unset", "sim:h100-sxm:4", "eu-west", "fixed", []string{"h100-sxm=1.00"}, nil),

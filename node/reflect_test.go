@@ -76,10 +76,14 @@ func TestBidsDoNotReflect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, s := range m.nodes[1:] {
-		eventually(t, 30*time.Second, "the 100 bids in a supplier's book", func() bool {
-			return len(s.Book().Bids("h100-sxm")) >= 100
-		})
+	for i, s := range m.nodes[1:] {
+		deadline := time.Now().Add(30 * time.Second)
+		for len(s.Book().Bids("h100-sxm")) < 100 {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out after 30s waiting for the 100 bids in supplier %d's book: it holds %d, node 0 holds %d", i+1, len(s.Book().Bids("h100-sxm")), len(m.nodes[0].Book().Bids("h100-sxm")))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	for _, s := range m.nodes[1:] {
 		if cs := att.Network().ConnsToPeer(s.ID()); len(cs) > 0 {

@@ -137,6 +137,7 @@ func pass(t *testing.T, by, sup *Node, model string, gpus uint32) {
 // supplier's quote do not move, while the prints of a profiled supplier
 // count, once per supplier–renter pair.
 func TestSelfDealtPrintsDoNotMovePrices(t *testing.T) {
+	t.Parallel()
 	const model = "a100-80gb"
 	m := startMarketNet(t, []Config{
 		sellerConfig(t, "unset", "sim:a100-80gb:4", "eu-west", "dynamic", []string{"a100-80gb=1.40"}, nil),
@@ -187,7 +188,9 @@ func TestSelfDealtPrintsDoNotMovePrices(t *testing.T) {
 }
 
 // TestSybilOrdersCannotFillTheBook (issue 9, defect 7): one relaying peer
-// gossips 9,000 valid bids and 300 asks from 300 fresh keys. Node 0's
+// gossips 1,600 valid bids and 160 asks from 160 fresh keys: more asks
+// than one relay may bring (MaxAsksPerRelay), more bids than one relay
+// (MaxBidsPerRelay) and each author (MaxBidsPerRenter) may bring. Node 0's
 // book stays within its caps, asks whose supplier has no profile are not
 // listed, served or counted by rent's explanation, and the relay's score
 // goes down, not up. Rent's default screen then leases from the proven
@@ -215,7 +218,10 @@ func TestSybilOrdersCannotFillTheBook(t *testing.T) {
 		}
 		return raw
 	}
-	keys := make([]crypto.PrivKey, 300)
+	keys := make([]crypto.PrivKey, 160)
+	if len(keys) <= market.MaxAsksPerRelay || len(keys)*10 <= market.MaxBidsPerRelay || 10 <= market.MaxBidsPerRenter {
+		t.Fatal("the flood must exceed the caps it tests")
+	}
 	sent := 0
 	for k := range keys {
 		keys[k] = freshKey(t)
@@ -225,7 +231,7 @@ func TestSybilOrdersCannotFillTheBook(t *testing.T) {
 			t.Fatal(err)
 		}
 		att.publish(t, ask, keys[k])
-		for range 30 {
+		for range 10 {
 			att.publish(t, bid(keys[k]), keys[k])
 			if sent++; sent%20 == 0 {
 				time.Sleep(5 * time.Millisecond) // pace the flood so the victim validates rather than drops it
