@@ -93,3 +93,33 @@ func TestEveryPackageHasADocComment(t *testing.T) {
 		}
 	}
 }
+
+// TestJobReachesTheNetworkThroughInterfaces: node/job's controller and
+// executor reach peers only through its Dialer and Listener, which the
+// node wires to its libp2p host, so their state machine runs over
+// in-memory peers in tests. The package may name libp2p's core interfaces
+// (streams, peer IDs, protocol IDs) but not build or hold a host.
+func TestJobReachesTheNetworkThroughInterfaces(t *testing.T) {
+	banned := []string{"github.com/libp2p/go-libp2p", "github.com/libp2p/go-libp2p/core/host", "github.com/libp2p/go-libp2p-kad-dht"}
+	files, err := filepath.Glob("node/job/*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no files in node/job (%v); is the test running at the module root?", err)
+	}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			for _, bad := range banned {
+				if p == bad {
+					t.Errorf("%s imports %s: node/job reaches the network through its Dialer and Listener only", path, p)
+				}
+			}
+		}
+	}
+}
