@@ -1,0 +1,418 @@
+package job
+
+// The job state machine on its own: a renter's Controller and suppliers'
+// Executors, each with its store, settlement ledger and (for suppliers)
+// the process runtime, talking over libp2p's in-memory mocknet instead of
+// real nodes. The market is a function that signs leases between the
+// renter and the supplier it picks, as a supplier that confirmed them
+// would; everything else is the real thing. A supplier "vanishes" when its
+// links and connections to the renter are cut, and comes back when they
+// are restored.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/gpumesh/gpumesh/market"
+	mpb "github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/node/job/pb"
+	"github.com/gpumesh/gpumesh/node/runtime"
+	"github.com/gpumesh/gpumesh/store"
+)
+
+// testPrice is 10 micros per GPU-millisecond, so that every receipt of a
+// running job is worth something.
+const testPrice = 36_000_000
+
+// mesh is one renter and its suppliers on a mocknet.
+type mesh struct {
+	t      *testing.T
+	mn     mocknet.Mocknet
+	quiet  *slog.Logger
+	renter host.Host
+	key    crypto.PrivKey
+	ctrl   *Controller
+	online atomic.Bool // what the renter's Online check says
+	sups   []*testSupplier
+
+	mu    sync.Mutex
+	rents []market.RentRequest // every lease the controller asked for
+	nonce uint64
+}
+
+// testSupplier is a supplier node's job side: its host and Executor, and
+// the leases it confirmed.
+type testSupplier struct {
+	host   host.Host
+	key    crypto.PrivKey
+	exec   *Executor
+	refuse atomic.Bool // its lease lookup fails: every start is refused
+
+	mu     sync.Mutex
+	leases map[market.ID]*market.Lease
+}
+
+// newMesh starts a renter and n suppliers, all linked and connected; tune
+// adjusts the controller's config before it starts.
+func newMesh(t *testing.T, n int, tune func(*ControllerConfig)) *mesh {
+	t.Helper()
+	m := &mesh{t: t, mn: mocknet.New(), quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if os.Getenv("GPUMESH_TEST_LOG") != "" {
+		m.quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	t.Cleanup(func() { m.mn.Close() })
+	m.online.Store(true)
+	m.renter, m.key = m.addPeer(0)
+	for i := range n {
+		m.sups = append(m.sups, m.startSupplier(i+1))
+	}
+	if err := m.mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.mn.ConnectAllButSelf(); err != nil {
+		t.Fatal(err)
+	}
+	st := store.NewMemory()
+	led, err := settle.OpenLedger(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := ControllerConfig{
+		Net: mockDialer{h: m.renter, online: &m.online}, Key: m.key, Store: st, Ledger: led, DataDir: t.TempDir(),
+		Rent: m.rent, LostAfter: time.Second, Log: m.quiet,
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	if m.ctrl, err = NewController(cfg); err != nil {
+		t.Fatal(err)
+	}
+	m.ctrl.Start()
+	t.Cleanup(func() { m.ctrl.Close() })
+	return m
+}
+
+// addPeer adds a host with an Ed25519 key (the key gpumesh signs with).
+func (m *mesh) addPeer(i int) (host.Host, crypto.PrivKey) {
+	m.t.Helper()
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	h, err := m.mn.AddPeer(key, ma.StringCast(fmt.Sprintf("/ip4/10.0.0.%d/tcp/4001", i+1)))
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return h, key
+}
+
+func (m *mesh) startSupplier(i int) *testSupplier {
+	m.t.Helper()
+	s := &testSupplier{leases: map[market.ID]*market.Lease{}}
+	s.host, s.key = m.addPeer(i)
+	rt, err := runtime.New("process", runtime.Options{Log: m.quiet, AllowUnsandboxed: true})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	st := store.NewMemory()
+	led, err := settle.OpenLedger(st)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	s.exec, err = NewExecutor(ExecutorConfig{
+		Host: s.host, Key: s.key, Store: st, Ledger: led, Runtimes: map[string]runtime.Runtime{"process": rt},
+		DataDir: m.t.TempDir(), StopGrace: time.Second, Log: m.quiet,
+		Lease: func(id market.ID) (*market.Lease, error) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			l := s.leases[id]
+			switch {
+			case s.refuse.Load():
+				return nil, fmt.Errorf("lease %s: this supplier has withdrawn it", id.Short())
+			case l == nil:
+				return nil, fmt.Errorf("lease %s: not confirmed here", id.Short())
+			}
+			return l, nil
+		},
+	})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.t.Cleanup(func() { s.exec.Close() })
+	return s
+}
+
+// mockDialer is the renter's network over the mocknet, as the node's
+// jobDialer is over its libp2p host.
+type mockDialer struct {
+	h      host.Host
+	online *atomic.Bool
+}
+
+func (d mockDialer) Connect(ctx context.Context, p peer.ID) error {
+	return d.h.Connect(ctx, peer.AddrInfo{ID: p})
+}
+
+func (d mockDialer) NewStream(ctx context.Context, p peer.ID, proto protocol.ID) (network.Stream, error) {
+	return d.h.NewStream(ctx, p, proto)
+}
+
+func (d mockDialer) Online(context.Context, peer.ID) bool { return d.online.Load() }
+
+// rent is the market: it leases one GPU of the first supplier that req
+// does not exclude, for an hour, on req's terms.
+func (m *mesh) rent(_ context.Context, req market.RentRequest) (*market.Lease, error) {
+	m.mu.Lock()
+	m.rents = append(m.rents, req)
+	m.nonce++
+	nonce := m.nonce
+	m.mu.Unlock()
+	for _, s := range m.sups {
+		if !slices.Contains(req.Exclude, s.host.ID()) {
+			return m.lease(s, nonce, req.Terms)
+		}
+	}
+	return nil, fmt.Errorf("no supplier left: %d excluded", len(req.Exclude))
+}
+
+// lease signs a lease of one GPU between the renter and s, as s confirms
+// it.
+func (m *mesh) lease(s *testSupplier, nonce uint64, terms market.Terms) (*market.Lease, error) {
+	now := time.Now()
+	ask, err := market.SealAsk(&mpb.Ask{Nonce: nonce, CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(time.Minute).UnixMilli(),
+		Model: "h100-sxm", Count: 8, PriceMicros: testPrice, MinDurationS: 60, MaxDurationS: 3600, Pricing: "fixed"}, s.key)
+	if err != nil {
+		return nil, err
+	}
+	prop, err := market.SealProposal(&mpb.LeaseProposal{Supplier: []byte(s.host.ID()), Nonce: nonce, CreatedMs: now.UnixMilli(),
+		ExpiresMs: now.Add(30 * time.Second).UnixMilli(), Ask: ask, Model: "h100-sxm", Count: 1, PriceMicros: testPrice, DurationS: 3600,
+		JobSpecHash: terms.JobSpecHash, ReceiptIntervalMs: uint32(terms.ReceiptInterval / time.Millisecond), CreditLimitMicros: terms.CreditLimit}, m.key)
+	if err != nil {
+		return nil, err
+	}
+	id := market.IDOf(prop)
+	raw, err := market.SealLease(&mpb.Lease{Proposal: prop, Renter: []byte(m.renter.ID()), LeaseId: id[:], StartMs: now.UnixMilli(),
+		EndMs: now.Add(time.Hour).UnixMilli(), Model: "h100-sxm", Count: 1, PriceMicros: testPrice,
+		GpuUuids: []string{fmt.Sprintf("GPU-test-%d", nonce)}, ConfirmByMs: now.Add(30 * time.Second).UnixMilli()}, s.key)
+	if err != nil {
+		return nil, err
+	}
+	l, err := market.OpenLease(raw, now)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.leases[l.ID] = l
+	s.mu.Unlock()
+	return l, nil
+}
+
+// rentCalls is a copy of the leases asked for so far.
+func (m *mesh) rentCalls() []market.RentRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.rents)
+}
+
+// vanish cuts s off from the renter: links and connections.
+func (m *mesh) vanish(s *testSupplier) {
+	m.t.Helper()
+	if err := m.mn.UnlinkPeers(m.renter.ID(), s.host.ID()); err != nil {
+		m.t.Fatal(err)
+	}
+	if err := m.mn.DisconnectPeers(m.renter.ID(), s.host.ID()); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// comeBack links s to the renter again.
+func (m *mesh) comeBack(s *testSupplier) {
+	m.t.Helper()
+	if _, err := m.mn.LinkPeers(m.renter.ID(), s.host.ID()); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
+// shJob is a one-GPU job running script with sh, receipts every 500 ms.
+func shJob(script string, edit func(*pb.JobSpec)) Request {
+	spec := &pb.JobSpec{Argv: []string{"sh", "-c", script}, Gpus: 1}
+	if edit != nil {
+		edit(spec)
+	}
+	return Request{Spec: spec, Filter: "", Count: 1, Duration: time.Hour, MaxPrice: testPrice, ReceiptInterval: 500 * time.Millisecond}
+}
+
+func (m *mesh) submit(req Request) View {
+	m.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, err := m.ctrl.Submit(ctx, req)
+	if err != nil {
+		m.t.Fatalf("submit: %v", err)
+	}
+	return v
+}
+
+// view is the job now.
+func (m *mesh) view(id string) View {
+	m.t.Helper()
+	v, err := m.ctrl.Job(id)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return v
+}
+
+// waitJob waits until the job is in state and every attempt its supplier
+// served is settled, and returns it.
+func (m *mesh) waitJob(id, state string) View {
+	m.t.Helper()
+	var v View
+	defer func() {
+		if m.t.Failed() {
+			m.t.Logf("job: %s", describe(v))
+		}
+	}()
+	eventually(m.t, time.Minute, "job "+state+" and settled", func() bool {
+		v = m.view(id)
+		if v.State != state {
+			return false
+		}
+		for _, a := range v.Attempts {
+			if (a.Outcome == StateSucceeded || a.Outcome == StateFailed || a.Outcome == StateStopped) && !a.Settled {
+				return false
+			}
+		}
+		return true
+	})
+	return v
+}
+
+// logs is the job's whole output.
+func (m *mesh) logs(id string) string {
+	m.t.Helper()
+	var b bytes.Buffer
+	if _, err := m.ctrl.Logs(context.Background(), id, 0, false, &b); err != nil {
+		m.t.Fatal(err)
+	}
+	return b.String()
+}
+
+// runOf is the supplier's view of its attempt on lease (nil: none).
+func (s *testSupplier) runOf(lease string) *RunView {
+	for _, r := range s.exec.Runs() {
+		if r.LeaseID == lease {
+			return &r
+		}
+	}
+	return nil
+}
+
+func describe(v View) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "state %s (%s), exit %d, failovers %d, restarts %d; attempts:", v.State, v.Message, v.ExitCode, v.Failovers, v.Restarts)
+	for _, a := range v.Attempts {
+		fmt.Fprintf(&b, " [%d %s on %.12s settled=%v receipts=%d]", a.Attempt, a.Outcome, a.Supplier, a.Settled, a.Receipts)
+	}
+	return b.String()
+}
+
+// TestControllerRunsJobToSuccess: a job runs on its supplier, its output
+// reaches the renter, its receipts are paid and both sides settle.
+func TestControllerRunsJobToSuccess(t *testing.T) {
+	m := newMesh(t, 1, nil)
+	sup := m.sups[0]
+	v := m.submit(shJob(`echo "hello from attempt $JOB_ATTEMPT"; sleep 1`, nil))
+	v = m.waitJob(v.JobID, StateSucceeded)
+	t.Log(describe(v))
+	if len(v.Attempts) != 1 {
+		t.Fatalf("want one attempt: %s", describe(v))
+	}
+	a := v.Attempts[0]
+	if a.Outcome != StateSucceeded || a.Supplier != sup.host.ID().String() || !a.Settled || v.ExitCode != 0 {
+		t.Fatalf("attempt: %s", describe(v))
+	}
+	if a.Receipts < 2 || a.PaidMicros <= 0 {
+		t.Fatalf("attempt paid %d micros for %d receipts; want the start's and the final receipt paid", a.PaidMicros, a.Receipts)
+	}
+	if got := m.logs(v.JobID); got != "hello from attempt 1\n" {
+		t.Fatalf("logs %q", got)
+	}
+	r := sup.runOf(a.LeaseID)
+	if r == nil || r.State != StateSucceeded || r.OwedMicros != 0 {
+		t.Fatalf("the supplier's run: %+v; want succeeded, nothing owed", r)
+	}
+	if n := len(m.rentCalls()); n != 1 {
+		t.Fatalf("%d leases asked for, want 1", n)
+	}
+}
+
+// TestControllerFailsOverFromCheckpoint: the supplier vanishes while the
+// job runs; the renter, still online, gives it up, leases from another
+// supplier excluding the lost one, and restarts the job there from the
+// checkpoint it pulled. When the lost supplier comes back, the renter
+// tells it to stop its copy.
+func TestControllerFailsOverFromCheckpoint(t *testing.T) {
+	m := newMesh(t, 2, nil)
+	a, b := m.sups[0], m.sups[1]
+	script := `if [ -f "$CHECKPOINT_DIR/step" ]; then echo "attempt $JOB_ATTEMPT resumed at step $(cat "$CHECKPOINT_DIR/step")"; exit 0; fi
+echo "attempt $JOB_ATTEMPT from scratch"; echo 7 > "$CHECKPOINT_DIR/step"; exec sleep 600`
+	v := m.submit(shJob(script, nil))
+	var first View
+	eventually(t, time.Minute, "the first checkpoint pulled", func() bool { first = m.view(v.JobID); return first.Checkpoint != "" })
+	if first.State != StateRunning || first.Attempts[0].Supplier != a.host.ID().String() {
+		t.Fatalf("before the loss: %s", describe(first))
+	}
+	m.vanish(a)
+	v = m.waitJob(v.JobID, StateSucceeded)
+	t.Log(describe(v))
+	if len(v.Attempts) != 2 || v.Failovers != 1 || v.Restarts != 0 {
+		t.Fatalf("want one failover, two attempts: %s", describe(v))
+	}
+	lost, next := v.Attempts[0], v.Attempts[1]
+	if lost.Outcome != "lost" || next.Outcome != StateSucceeded || next.Supplier != b.host.ID().String() || next.Attempt != 2 {
+		t.Fatalf("attempts: %s", describe(v))
+	}
+	if next.Checkpoint != first.Checkpoint {
+		t.Fatalf("attempt 2 resumed from %q, want the checkpoint pulled from attempt 1 (%q)", next.Checkpoint, first.Checkpoint)
+	}
+	if rents := m.rentCalls(); len(rents) != 2 || !slices.Contains(rents[1].Exclude, a.host.ID()) {
+		t.Fatalf("leases asked for: %+v; want a second one excluding the lost supplier %s", rents, a.host.ID())
+	}
+	if got, want := m.logs(v.JobID), "attempt 1 from scratch\nattempt 2 resumed at step 7\n"; got != want {
+		t.Fatalf("logs %q, want %q", got, want)
+	}
+	// The lost supplier still runs attempt 1, unpaid; back on the
+	// network, it is fenced.
+	if r := a.runOf(lost.LeaseID); r == nil || Ended(r.State) {
+		t.Fatalf("the lost supplier's run before it came back: %+v", r)
+	}
+	m.comeBack(a)
+	eventually(t, time.Minute, "the lost supplier's copy fenced", func() bool {
+		r := a.runOf(lost.LeaseID)
+		return r != nil && r.State == StateFenced
+	})
+	if got := m.view(v.JobID); got.State != StateSucceeded || len(got.Attempts) != 2 {
+		t.Fatalf("after the fence: %s", describe(got))
+	}
+}
