@@ -98,7 +98,7 @@ func newMesh(t *testing.T, n int, tune func(*ControllerConfig)) *mesh {
 		t.Fatal(err)
 	}
 	cfg := ControllerConfig{
-		Net: mockDialer{h: m.renter, online: &m.online}, Key: m.key, Store: st, Ledger: led, DataDir: t.TempDir(),
+		Net: mockDialer{h: m.renter, m: m}, Key: m.key, Store: st, Ledger: led, DataDir: t.TempDir(),
 		Rent: m.rent, LostAfter: time.Second, Log: m.quiet,
 	}
 	if tune != nil {
@@ -165,8 +165,8 @@ func (m *mesh) startSupplier(i int) *testSupplier {
 // mockDialer is the renter's network over the mocknet, as the node's
 // jobDialer is over its libp2p host.
 type mockDialer struct {
-	h      host.Host
-	online *atomic.Bool
+	h host.Host
+	m *mesh
 }
 
 func (d mockDialer) Connect(ctx context.Context, p peer.ID) error {
@@ -177,7 +177,9 @@ func (d mockDialer) NewStream(ctx context.Context, p peer.ID, proto protocol.ID)
 	return d.h.NewStream(ctx, p, proto)
 }
 
-func (d mockDialer) Online(context.Context, peer.ID) bool { return d.online.Load() }
+func (d mockDialer) Online(context.Context, peer.ID) bool {
+	return d.m.online.Load()
+}
 
 // rent is the market: it leases one GPU of the first supplier that req
 // does not exclude, for an hour, on req's terms.
@@ -414,5 +416,134 @@ echo "attempt $JOB_ATTEMPT from scratch"; echo 7 > "$CHECKPOINT_DIR/step"; exec 
 	})
 	if got := m.view(v.JobID); got.State != StateSucceeded || len(got.Attempts) != 2 {
 		t.Fatalf("after the fence: %s", describe(got))
+	}
+}
+
+// TestControllerRestartPolicy: the job's own failure (a non-zero exit)
+// is retried only as its restart policy says, on the same supplier (a
+// job's failure is no reason to exclude it) and counted as a restart,
+// not a failover.
+func TestControllerRestartPolicy(t *testing.T) {
+	failsFirst := `if [ "$JOB_ATTEMPT" -ge 2 ]; then echo "attempt $JOB_ATTEMPT ok"; exit 0; fi; echo "attempt $JOB_ATTEMPT fails"; exit 3`
+	for _, tc := range []struct {
+		name     string
+		script   string
+		restart  *pb.Restart
+		state    string
+		attempts int
+		exit     int
+		logs     string
+	}{
+		{name: "no policy: no retry", script: failsFirst, state: StateFailed, attempts: 1, exit: 3, logs: "attempt 1 fails\n"},
+		{name: "never: no retry", script: failsFirst, restart: &pb.Restart{Policy: "never", MaxRestarts: 3}, state: StateFailed, attempts: 1, exit: 3, logs: "attempt 1 fails\n"},
+		{name: "on-failure: retried", script: failsFirst, restart: &pb.Restart{Policy: "on-failure", MaxRestarts: 2, ExitCodes: []int32{3}},
+			state: StateSucceeded, attempts: 2, logs: "attempt 1 fails\nattempt 2 ok\n"},
+		{name: "on-failure: not this exit code", script: failsFirst, restart: &pb.Restart{Policy: "on-failure", MaxRestarts: 2, ExitCodes: []int32{4}},
+			state: StateFailed, attempts: 1, exit: 3, logs: "attempt 1 fails\n"},
+		{name: "on-failure: restarts used up", script: `echo "attempt $JOB_ATTEMPT fails"; exit 3`, restart: &pb.Restart{Policy: "on-failure", MaxRestarts: 1},
+			state: StateFailed, attempts: 2, exit: 3, logs: "attempt 1 fails\nattempt 2 fails\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMesh(t, 1, nil)
+			sup := m.sups[0]
+			v := m.submit(shJob(tc.script, func(s *pb.JobSpec) { s.Restart = tc.restart }))
+			v = m.waitJob(v.JobID, tc.state)
+			t.Log(describe(v))
+			if len(v.Attempts) != tc.attempts || v.Restarts != tc.attempts-1 || v.Failovers != 0 || v.ExitCode != tc.exit {
+				t.Fatalf("got %s; want %d attempts, %d restarts, no failover, exit code %d", describe(v), tc.attempts, tc.attempts-1, tc.exit)
+			}
+			for i, a := range v.Attempts {
+				if a.Supplier != sup.host.ID().String() {
+					t.Fatalf("attempt %d ran on %s, not on the supplier its job failed on", a.Attempt, a.Supplier)
+				}
+				if want := StateFailed; i < len(v.Attempts)-1 && a.Outcome != want {
+					t.Fatalf("attempt %d: %s, want %s", a.Attempt, a.Outcome, want)
+				}
+			}
+			rents := m.rentCalls()
+			if len(rents) != tc.attempts {
+				t.Fatalf("%d leases asked for, want %d", len(rents), tc.attempts)
+			}
+			for _, r := range rents {
+				if slices.Contains(r.Exclude, sup.host.ID()) {
+					t.Fatalf("a restart excluded the supplier: %v", r.Exclude)
+				}
+			}
+			if got := m.logs(v.JobID); got != tc.logs {
+				t.Fatalf("logs %q, want %q", got, tc.logs)
+			}
+		})
+	}
+}
+
+// TestControllerRetryBudget: failures of the infrastructure (here every
+// supplier refuses the start) move the job to another supplier, each
+// excluded after its failure, until the retry budget is spent; then the
+// job fails and no further lease is asked for.
+func TestControllerRetryBudget(t *testing.T) {
+	for _, budget := range []int{1, 2} {
+		t.Run(fmt.Sprintf("budget %d", budget), func(t *testing.T) {
+			m := newMesh(t, 4, func(c *ControllerConfig) { c.RetryBudget = budget })
+			for _, s := range m.sups {
+				s.refuse.Store(true)
+			}
+			v := m.submit(shJob(`echo never runs`, nil))
+			v = m.waitJob(v.JobID, StateFailed)
+			t.Log(describe(v))
+			if len(v.Attempts) != budget+1 || v.Failovers != budget+1 || v.Restarts != 0 {
+				t.Fatalf("got %s; want %d attempts and failovers", describe(v), budget+1)
+			}
+			if want := fmt.Sprintf("gave up after %d failovers", budget); !strings.Contains(v.Message, want) {
+				t.Fatalf("message %q, want it to say %q", v.Message, want)
+			}
+			for i, a := range v.Attempts {
+				if a.Outcome != StateInterrupted || a.Supplier != m.sups[i].host.ID().String() {
+					t.Fatalf("attempt %d: %s on %s; want interrupted on supplier %d", a.Attempt, a.Outcome, a.Supplier, i)
+				}
+			}
+			rents := m.rentCalls()
+			if len(rents) != budget+1 {
+				t.Fatalf("%d leases asked for, want %d", len(rents), budget+1)
+			}
+			for i, r := range rents {
+				for _, s := range m.sups[:i] {
+					if !slices.Contains(r.Exclude, s.host.ID()) {
+						t.Fatalf("lease %d did not exclude %s, which failed before", i+1, s.host.ID())
+					}
+				}
+			}
+			if m.logs(v.JobID) != "" {
+				t.Fatal("a refused job wrote output")
+			}
+		})
+	}
+}
+
+// TestControllerStop: the renter stops a running job; the supplier stops
+// it, both sides settle, and the job is not retried.
+func TestControllerStop(t *testing.T) {
+	m := newMesh(t, 2, nil)
+	sup := m.sups[0]
+	v := m.submit(shJob(`echo started; exec sleep 600`, func(s *pb.JobSpec) {
+		s.Restart = &pb.Restart{Policy: "on-failure", MaxRestarts: 3}
+	}))
+	eventually(t, time.Minute, "the job's output", func() bool { return m.logs(v.JobID) == "started\n" })
+	if _, err := m.ctrl.Stop(v.JobID, "enough for today"); err != nil {
+		t.Fatal(err)
+	}
+	v = m.waitJob(v.JobID, StateStopped)
+	t.Log(describe(v))
+	if v.Message != "enough for today" || len(v.Attempts) != 1 || v.Attempts[0].Outcome != StateStopped || v.Failovers != 0 || v.Restarts != 0 {
+		t.Fatalf("after the stop: %s", describe(v))
+	}
+	if r := sup.runOf(v.LeaseID); r == nil || r.State != StateStopped {
+		t.Fatalf("the supplier's run: %+v; want stopped", r)
+	}
+	if n := len(m.rentCalls()); n != 1 {
+		t.Fatalf("%d leases asked for, want 1", n)
+	}
+	// Stopping a finished job changes nothing.
+	if again, err := m.ctrl.Stop(v.JobID, "again"); err != nil || again.State != StateStopped || again.Message != "enough for today" {
+		t.Fatalf("stop again: %s, %v", describe(again), err)
 	}
 }
