@@ -37,6 +37,7 @@ import (
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/runtime"
+	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 )
 
@@ -546,4 +547,141 @@ func TestControllerStop(t *testing.T) {
 	if again, err := m.ctrl.Stop(v.JobID, "again"); err != nil || again.State != StateStopped || again.Message != "enough for today" {
 		t.Fatalf("stop again: %s, %v", describe(again), err)
 	}
+}
+
+// TestControllerRefusesStaleAttemptReceipts: (lease, attempt) fences
+// attempts. After a failover the job is at attempt 2; a supplier that
+// sends a receipt of attempt 1 (a copy it kept running) is not paid for
+// it, while the receipt of attempt 2 that follows it on the same session
+// is.
+func TestControllerRefusesStaleAttemptReceipts(t *testing.T) {
+	m := newMesh(t, 1, nil)
+	a := m.sups[0]
+	s := m.scriptedSupplier()
+	type sent struct {
+		attempt uint32
+		stale   uint32
+		receipt *settle.Receipt // the current attempt's
+		err     error
+	}
+	sessions := make(chan sent, 4)
+	vouchers := make(chan *settle.Voucher, 16)
+	// The scripted supplier admits any start, then sends a receipt of the
+	// attempt before the one it was asked to start, and one of that
+	// attempt, both signed with its key for the lease, and reads the
+	// renter's vouchers.
+	s.host.SetStreamHandler(SessionProtocol, func(st network.Stream) {
+		defer st.Reset()
+		out := sent{}
+		defer func() { sessions <- out }()
+		var h pb.Hello
+		if out.err = p2p.ReadMsg(st, MaxHelloSize, &h); out.err != nil {
+			return
+		}
+		out.attempt, out.stale = h.Attempt, h.Attempt-1
+		l, err := market.OpenLease(h.Lease, time.Now())
+		if out.err = err; err != nil {
+			return
+		}
+		if out.err = p2p.WriteMsg(st, &pb.Welcome{SendBody: true}); out.err != nil {
+			return
+		}
+		body := make([]byte, int(h.SpecSize)+int(h.CheckpointSize))
+		if _, out.err = io.ReadFull(st, body); out.err != nil {
+			return
+		}
+		spec, err := DecodeSpec(body[:h.SpecSize])
+		if out.err = err; err != nil {
+			return
+		}
+		if out.err = p2p.WriteMsg(st, &pb.Welcome{State: StateRunning, Attempt: h.Attempt}); out.err != nil {
+			return
+		}
+		now := time.Now()
+		issue := func(attempt uint32) (*settle.Receipt, error) {
+			led, err := settle.OpenLedger(store.NewMemory())
+			if err != nil {
+				return nil, err
+			}
+			meter, err := settle.NewMeter(led, s.key, settle.TermsOf(l, spec.JobId))
+			if err != nil {
+				return nil, err
+			}
+			return meter.Issue(attempt, l.Start(), now, now.Sub(l.Start()).Milliseconds(), 0, nil, false, StateRunning)
+		}
+		stale, err := issue(out.stale)
+		if out.err = err; err != nil {
+			return
+		}
+		if out.receipt, out.err = issue(h.Attempt); out.err != nil {
+			return
+		}
+		for _, r := range []*settle.Receipt{stale, out.receipt} {
+			if out.err = p2p.WriteMsg(st, &pb.ServerFrame{Body: &pb.ServerFrame_Receipt{Receipt: r.Raw}}); out.err != nil {
+				return
+			}
+		}
+		sessions <- out
+		out = sent{}
+		for {
+			var f pb.ClientFrame
+			if err := p2p.ReadMsg(st, MaxFrameSize, &f); err != nil {
+				return
+			}
+			if raw := f.GetVoucher(); raw != nil {
+				v, err := settle.OpenVoucher(raw)
+				if err != nil {
+					out.err = err
+					return
+				}
+				vouchers <- v
+			}
+		}
+	})
+	v := m.submit(shJob(`exec sleep 600`, nil))
+	eventually(t, time.Minute, "the job running on the first supplier", func() bool {
+		return m.view(v.JobID).State == StateRunning
+	})
+	m.vanish(a)
+	var got sent
+	select {
+	case got = <-sessions:
+	case <-time.After(time.Minute):
+		t.Fatalf("no start on the second supplier: %s", describe(m.view(v.JobID)))
+	}
+	if got.err != nil || got.attempt != 2 {
+		t.Fatalf("the second supplier's session: attempt %d, %v; want attempt 2", got.attempt, got.err)
+	}
+	var paid *settle.Voucher
+	select {
+	case paid = <-vouchers:
+	case <-time.After(time.Minute):
+		t.Fatal("the renter paid no receipt")
+	}
+	// Vouchers answer receipts in order: had the stale receipt been paid,
+	// its voucher would have come first.
+	if paid.ReceiptHash == nil || [32]byte(paid.ReceiptHash) != got.receipt.Hash || paid.CumAmountMicros != got.receipt.CumAmountMicros {
+		t.Fatalf("the first voucher pays receipt %x (%d micros); want attempt 2's receipt %x (%d micros)",
+			paid.ReceiptHash, paid.CumAmountMicros, got.receipt.Hash, got.receipt.CumAmountMicros)
+	}
+	v = m.view(v.JobID)
+	t.Log(describe(v))
+	if len(v.Attempts) != 2 || v.Attempts[1].Supplier != s.host.ID().String() || v.Attempts[1].Receipts != 1 || v.Attempts[1].PaidMicros != got.receipt.CumAmountMicros {
+		t.Fatalf("after the receipts: %s; want attempt 2 on the scripted supplier with one receipt paid", describe(v))
+	}
+}
+
+// scriptedSupplier adds a supplier without an Executor: its session
+// handler is the test's.
+func (m *mesh) scriptedSupplier() *testSupplier {
+	m.t.Helper()
+	s := &testSupplier{leases: map[market.ID]*market.Lease{}}
+	s.host, s.key = m.addPeer(len(m.sups) + 1)
+	if _, err := m.mn.LinkPeers(m.renter.ID(), s.host.ID()); err != nil {
+		m.t.Fatal(err)
+	}
+	m.mu.Lock()
+	m.sups = append(m.sups, s)
+	m.mu.Unlock()
+	return s
 }
