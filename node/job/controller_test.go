@@ -22,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -480,44 +481,81 @@ func TestControllerRestartPolicy(t *testing.T) {
 // TestControllerRetryBudget: failures of the infrastructure (here every
 // supplier refuses the start) move the job to another supplier, each
 // excluded after its failure, until the retry budget is spent; then the
-// job fails and no further lease is asked for.
+// job fails and no further lease is asked for. No job process starts, so
+// the test runs in a synctest bubble: the controller's backoffs pass on
+// its fake clock.
 func TestControllerRetryBudget(t *testing.T) {
 	for _, budget := range []int{1, 2} {
 		t.Run(fmt.Sprintf("budget %d", budget), func(t *testing.T) {
-			m := newMesh(t, 4, func(c *ControllerConfig) { c.RetryBudget = budget })
-			for _, s := range m.sups {
-				s.refuse.Store(true)
-			}
-			v := m.submit(shJob(`echo never runs`, nil))
-			v = m.waitJob(v.JobID, StateFailed)
-			t.Log(describe(v))
-			if len(v.Attempts) != budget+1 || v.Failovers != budget+1 || v.Restarts != 0 {
-				t.Fatalf("got %s; want %d attempts and failovers", describe(v), budget+1)
-			}
-			if want := fmt.Sprintf("gave up after %d failovers", budget); !strings.Contains(v.Message, want) {
-				t.Fatalf("message %q, want it to say %q", v.Message, want)
-			}
-			for i, a := range v.Attempts {
-				if a.Outcome != StateInterrupted || a.Supplier != m.sups[i].host.ID().String() {
-					t.Fatalf("attempt %d: %s on %s; want interrupted on supplier %d", a.Attempt, a.Outcome, a.Supplier, i)
+			synctest.Test(t, func(t *testing.T) {
+				m := newMesh(t, 4, func(c *ControllerConfig) { c.RetryBudget = budget })
+				for _, s := range m.sups {
+					s.refuse.Store(true)
 				}
-			}
-			rents := m.rentCalls()
-			if len(rents) != budget+1 {
-				t.Fatalf("%d leases asked for, want %d", len(rents), budget+1)
-			}
-			for i, r := range rents {
-				for _, s := range m.sups[:i] {
-					if !slices.Contains(r.Exclude, s.host.ID()) {
-						t.Fatalf("lease %d did not exclude %s, which failed before", i+1, s.host.ID())
+				v := m.submit(shJob(`echo never runs`, nil))
+				v = m.waitJob(v.JobID, StateFailed)
+				t.Log(describe(v))
+				if len(v.Attempts) != budget+1 || v.Failovers != budget+1 || v.Restarts != 0 {
+					t.Fatalf("got %s; want %d attempts and failovers", describe(v), budget+1)
+				}
+				if want := fmt.Sprintf("gave up after %d failovers", budget); !strings.Contains(v.Message, want) {
+					t.Fatalf("message %q, want it to say %q", v.Message, want)
+				}
+				for i, a := range v.Attempts {
+					if a.Outcome != StateInterrupted || a.Supplier != m.sups[i].host.ID().String() {
+						t.Fatalf("attempt %d: %s on %s; want interrupted on supplier %d", a.Attempt, a.Outcome, a.Supplier, i)
 					}
 				}
-			}
-			if m.logs(v.JobID) != "" {
-				t.Fatal("a refused job wrote output")
-			}
+				rents := m.rentCalls()
+				if len(rents) != budget+1 {
+					t.Fatalf("%d leases asked for, want %d", len(rents), budget+1)
+				}
+				for i, r := range rents {
+					for _, s := range m.sups[:i] {
+						if !slices.Contains(r.Exclude, s.host.ID()) {
+							t.Fatalf("lease %d did not exclude %s, which failed before", i+1, s.host.ID())
+						}
+					}
+				}
+				if m.logs(v.JobID) != "" {
+					t.Fatal("a refused job wrote output")
+				}
+			})
 		})
 	}
+}
+
+// TestControllerGivesUpRenting: after a failover the controller keeps
+// asking the market for a lease, every few seconds, for RentFor; when no
+// supplier is left all that time, the job fails and renting stops. In a
+// synctest bubble, the five minutes pass on the fake clock.
+func TestControllerGivesUpRenting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := newMesh(t, 1, nil)
+		m.sups[0].refuse.Store(true)
+		start := time.Now()
+		v := m.submit(shJob(`echo never runs`, nil))
+		for v = m.view(v.JobID); v.State != StateFailed && time.Since(start) < 2*RentFor; v = m.view(v.JobID) {
+			time.Sleep(time.Second) // on the bubble's clock
+		}
+		took := time.Since(start)
+		t.Log(describe(v), took)
+		if want := fmt.Sprintf("no supplier to continue on for %s", RentFor); !strings.Contains(v.Message, want) {
+			t.Fatalf("message %q, want it to say %q", v.Message, want)
+		}
+		if len(v.Attempts) != 1 || v.Failovers != 1 || took < RentFor || took > RentFor+time.Minute {
+			t.Fatalf("gave up after %s: %s; want one attempt, one failover, after %s", took, describe(v), RentFor)
+		}
+		rents := m.rentCalls()
+		if len(rents) < 10 {
+			t.Fatalf("asked for a lease %d times in %s; want it retried every few seconds", len(rents), took)
+		}
+		synctest.Wait()
+		time.Sleep(time.Minute)
+		if n := len(m.rentCalls()); n != len(rents) {
+			t.Fatalf("renting went on after the job failed: %d leases asked for, then %d", len(rents), n)
+		}
+	})
 }
 
 // TestControllerStop: the renter stops a running job; the supplier stops
