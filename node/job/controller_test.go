@@ -78,6 +78,12 @@ type testSupplier struct {
 // adjusts the controller's config before it starts.
 func newMesh(t *testing.T, n int, tune func(*ControllerConfig)) *mesh {
 	t.Helper()
+	return newMeshWith(t, n, tune, nil)
+}
+
+// newMeshWith is newMesh with the suppliers' configs adjusted by supTune.
+func newMeshWith(t *testing.T, n int, tune func(*ControllerConfig), supTune func(*ExecutorConfig)) *mesh {
+	t.Helper()
 	m := &mesh{t: t, mn: mocknet.New(), quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if os.Getenv("GPUMESH_TEST_LOG") != "" {
 		m.quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -86,7 +92,7 @@ func newMesh(t *testing.T, n int, tune func(*ControllerConfig)) *mesh {
 	m.online.Store(true)
 	m.renter, m.key = m.addPeer(0)
 	for i := range n {
-		m.sups = append(m.sups, m.startSupplier(i+1))
+		m.sups = append(m.sups, m.startSupplier(i+1, supTune))
 	}
 	if err := m.mn.LinkAll(); err != nil {
 		t.Fatal(err)
@@ -128,7 +134,7 @@ func (m *mesh) addPeer(i int) (host.Host, crypto.PrivKey) {
 	return h, key
 }
 
-func (m *mesh) startSupplier(i int) *testSupplier {
+func (m *mesh) startSupplier(i int, tune func(*ExecutorConfig)) *testSupplier {
 	m.t.Helper()
 	s := &testSupplier{leases: map[market.ID]*market.Lease{}}
 	s.host, s.key = m.addPeer(i)
@@ -141,7 +147,7 @@ func (m *mesh) startSupplier(i int) *testSupplier {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	s.exec, err = NewExecutor(ExecutorConfig{
+	cfg := ExecutorConfig{
 		Host: s.host, Key: s.key, Store: st, Ledger: led, Runtimes: map[string]runtime.Runtime{"process": rt},
 		DataDir: m.t.TempDir(), StopGrace: time.Second, Log: m.quiet,
 		Lease: func(id market.ID) (*market.Lease, error) {
@@ -156,8 +162,11 @@ func (m *mesh) startSupplier(i int) *testSupplier {
 			}
 			return l, nil
 		},
-	})
-	if err != nil {
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	if s.exec, err = NewExecutor(cfg); err != nil {
 		m.t.Fatal(err)
 	}
 	m.t.Cleanup(func() { s.exec.Close() })
