@@ -54,7 +54,8 @@ type mesh struct {
 	renter host.Host
 	key    crypto.PrivKey
 	ctrl   *Controller
-	online atomic.Bool // what the renter's Online check says
+	online atomic.Bool  // what the renter's Online check says
+	asked  atomic.Int32 // how often it was asked
 	sups   []*testSupplier
 
 	mu    sync.Mutex
@@ -189,6 +190,7 @@ func (d mockDialer) NewStream(ctx context.Context, p peer.ID, proto protocol.ID)
 }
 
 func (d mockDialer) Online(context.Context, peer.ID) bool {
+	d.m.asked.Add(1)
 	return d.m.online.Load()
 }
 
@@ -199,8 +201,9 @@ func (m *mesh) rent(_ context.Context, req market.RentRequest) (*market.Lease, e
 	m.rents = append(m.rents, req)
 	m.nonce++
 	nonce := m.nonce
+	sups := slices.Clone(m.sups)
 	m.mu.Unlock()
-	for _, s := range m.sups {
+	for _, s := range sups {
 		if !slices.Contains(req.Exclude, s.host.ID()) {
 			return m.lease(s, nonce, req.Terms)
 		}
@@ -593,6 +596,32 @@ func TestControllerStop(t *testing.T) {
 	// Stopping a finished job changes nothing.
 	if again, err := m.ctrl.Stop(v.JobID, "again"); err != nil || again.State != StateStopped || again.Message != "enough for today" {
 		t.Fatalf("stop again: %s, %v", describe(again), err)
+	}
+}
+
+// TestControllerWaitsWhileOffline: a renter that cannot reach the rest
+// of the network either does not blame its silent supplier: no failover
+// while its Online check fails. Once it is online again, the supplier
+// still silent, it fails over.
+func TestControllerWaitsWhileOffline(t *testing.T) {
+	m := newMesh(t, 2, nil)
+	a, b := m.sups[0], m.sups[1]
+	m.online.Store(false)
+	v := m.submit(shJob(`if [ "$JOB_ATTEMPT" -ge 2 ]; then echo "attempt $JOB_ATTEMPT"; exit 0; fi; echo started; exec sleep 600`, nil))
+	eventually(t, time.Minute, "the job's output", func() bool { return m.logs(v.JobID) == "started\n" })
+	m.vanish(a)
+	eventually(t, time.Minute, "the Online check asked twice", func() bool { return m.asked.Load() >= 2 })
+	if got := m.view(v.JobID); len(got.Attempts) != 1 || got.Failovers != 0 || len(m.rentCalls()) != 1 {
+		t.Fatalf("an offline renter failed over: %s", describe(got))
+	}
+	m.online.Store(true)
+	v = m.waitJob(v.JobID, StateSucceeded)
+	t.Log(describe(v))
+	if len(v.Attempts) != 2 || v.Failovers != 1 || v.Attempts[0].Outcome != "lost" || v.Attempts[1].Supplier != b.host.ID().String() {
+		t.Fatalf("once online: %s; want one failover to the second supplier", describe(v))
+	}
+	if got := m.logs(v.JobID); got != "started\nattempt 2\n" {
+		t.Fatalf("logs %q", got)
 	}
 }
 
