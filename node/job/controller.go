@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -447,6 +448,7 @@ func (c *Controller) find(id string) (*jobState, error) {
 func (c *Controller) view(js *jobState) View {
 	js.mu.Lock()
 	r := js.rec
+	r.Attempts = slices.Clone(r.Attempts) // drive updates attempts in place
 	js.mu.Unlock()
 	v := View{
 		JobID: r.ID, State: r.State, ExitCode: r.ExitCode, Message: r.Message, Argv: js.spec.Argv,
