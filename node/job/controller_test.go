@@ -312,6 +312,9 @@ func (m *mesh) waitJob(id, state string) View {
 	eventually(m.t, time.Minute, "job "+state+" and settled", func() bool {
 		v = m.view(id)
 		if v.State != state {
+			if v.State == StateSucceeded || v.State == StateFailed || v.State == StateStopped {
+				m.t.Fatalf("job %s, want %s", v.State, state)
+			}
 			return false
 		}
 		for _, a := range v.Attempts {
