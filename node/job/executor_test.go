@@ -82,6 +82,20 @@ func (m *mesh) sleeper(s *testSupplier, nonce uint64) (*Spec, *market.Lease) {
 	return spec, l
 }
 
+// receiptIn is the receipt f carries, nil for another frame.
+func receiptIn(t *testing.T, f *pb.ServerFrame) *settle.Receipt {
+	t.Helper()
+	raw := f.GetReceipt()
+	if raw == nil {
+		return nil
+	}
+	r, err := settle.OpenReceipt(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func startHello(l *market.Lease, spec *Spec, attempt uint32) *pb.Hello {
 	return &pb.Hello{Lease: l.Raw, Attempt: attempt, SpecSize: uint32(len(spec.Raw))}
 }
@@ -142,13 +156,9 @@ func TestExecutorFencesAttempts(t *testing.T) {
 		if f == nil {
 			t.Fatal("the session ended before the final receipt")
 		}
-		raw := f.GetReceipt()
-		if raw == nil {
+		r := receiptIn(t, f)
+		if r == nil {
 			continue
-		}
-		r, err := settle.OpenReceipt(raw)
-		if err != nil {
-			t.Fatal(err)
 		}
 		if r.Attempt != 2 {
 			t.Fatalf("receipt of attempt %d", r.Attempt)
@@ -193,13 +203,9 @@ func TestExecutorHaltsUnpaidJob(t *testing.T) {
 			halted = true
 			continue
 		}
-		raw := f.GetReceipt()
-		if raw == nil {
+		r := receiptIn(t, f)
+		if r == nil {
 			continue
-		}
-		r, err := settle.OpenReceipt(raw)
-		if err != nil {
-			t.Fatal(err)
 		}
 		switch {
 		case last != nil && r.Seq <= last.Seq:
