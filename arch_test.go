@@ -1,5 +1,6 @@
 // Package gpumesh_test guards the shape of the module: the one direction of
-// imports that SPEC §3 sets (cmd -> node -> (market, verify) -> (p2p, store)).
+// imports that SPEC §3 sets (cmd -> node -> (market, verify) -> (p2p, store)),
+// with the leaf packages catalog and money below them all.
 package gpumesh_test
 
 import (
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,16 +20,114 @@ const module = "github.com/gpumesh/gpumesh/"
 // forbidden lists, per top-level package, the imports it must never make
 // (directly; with every edge pointing one way, transitive edges follow).
 var forbidden = map[string][]string{
+	// catalog is a leaf that every package may import: it imports nothing
+	// of the module (see TestLeavesImportNothingOfTheModule) and no GPU
+	// library.
+	"catalog": {"github.com/NVIDIA/go-nvml"},
 	"p2p":     {module + "node", module + "market", module + "verify", module + "store", module + "cmd", module + "testnet"},
 	"store":   {module + "node", module + "market", module + "verify", module + "p2p", module + "cmd", module + "testnet"},
 	"market":  {module + "node", module + "verify", module + "cmd", module + "testnet", "github.com/NVIDIA/go-nvml"},
 	"verify":  {module + "node", module + "market", module + "cmd", module + "testnet"},
 	"node":    {module + "cmd", module + "testnet"},
 	"testnet": {module + "cmd"},
+	// merkle is a leaf that market/settle and verify/challenge share.
+	"merkle": {module + "node", module + "market", module + "verify", module + "store", module + "p2p", module + "cmd", module + "testnet"},
+}
+
+// forbiddenIn lists, per package directory, imports forbidden there beside
+// those of its top-level package; these match the import path exactly.
+var forbiddenIn = map[string][]string{
+	// node imports node/api, which serves the node through api.Backend.
+	"node/api": {module + "node"},
+	// The CLI and the testnet reach a node's HTTP API only through
+	// node/api's Client, never by hand.
+	"cmd/gpumesh":         {"net/http"},
+	"testnet":             {"net/http"},
+	"testnet/cmd/bench":   {"net/http"},
+	"testnet/cmd/testnet": {"net/http"},
+}
+
+// TestImportsOfPackages checks forbiddenIn, in the non-test files of each
+// package it names.
+func TestImportsOfPackages(t *testing.T) {
+	for dir, rules := range forbiddenIn {
+		files, err := filepath.Glob(filepath.Join(filepath.FromSlash(dir), "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) == 0 {
+			t.Errorf("%s: no Go files; update forbiddenIn", dir)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range f.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				if slices.Contains(rules, p) {
+					t.Errorf("%s imports %s: package %s must not", path, p, dir)
+				}
+			}
+		}
+	}
 }
 
 func TestImportDirection(t *testing.T) {
 	checked := 0
+	for path, imports := range goImports(t) {
+		top := topPackage(path)
+		rules, ok := forbidden[top]
+		if !ok {
+			continue
+		}
+		checked++
+		for _, p := range imports {
+			for _, bad := range rules {
+				if p == bad || strings.HasPrefix(p, bad+"/") {
+					t.Errorf("%s imports %s: package %s must not depend on it (SPEC §3)", path, p, top)
+				}
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("checked only %d files; is the test running at the module root?", checked)
+	}
+}
+
+// leaves are packages that import nothing of the module, so that every
+// package may import them without a cycle.
+var leaves = []string{"catalog", "money"}
+
+func TestLeavesImportNothingOfTheModule(t *testing.T) {
+	files := map[string]int{}
+	for path, imports := range goImports(t) {
+		top := topPackage(path)
+		if !slices.Contains(leaves, top) {
+			continue
+		}
+		files[top]++
+		for _, p := range imports {
+			if strings.HasPrefix(p, module) {
+				t.Errorf("%s imports %s: leaf package %s must import nothing of the module", path, p, top)
+			}
+		}
+	}
+	for _, leaf := range leaves {
+		if files[leaf] == 0 {
+			t.Errorf("leaf package %s has no Go files", leaf)
+		}
+	}
+}
+
+// goImports returns the import paths of every Go file of the module, by
+// file path, leaving out hidden folders and testdata.
+func goImports(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -38,33 +138,26 @@ func TestImportDirection(t *testing.T) {
 		if d.IsDir() || !strings.HasSuffix(path, ".go") {
 			return nil
 		}
-		top := strings.Split(filepath.ToSlash(path), "/")[0]
-		rules, ok := forbidden[top]
-		if !ok {
-			return nil
-		}
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
 		if err != nil {
 			return err
 		}
-		checked++
+		out[path] = []string{}
 		for _, imp := range f.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
-			for _, bad := range rules {
-				if p == bad || strings.HasPrefix(p, bad+"/") {
-					t.Errorf("%s imports %s: package %s must not depend on it (SPEC §3)", path, p, top)
-				}
-			}
+			out[path] = append(out[path], p)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if checked < 20 {
-		t.Fatalf("checked only %d files; is the test running at the module root?", checked)
-	}
+	return out
 }
+
+// topPackage is the top-level folder of a file path: "market" for
+// "market/settle/meter.go".
+func topPackage(path string) string { return strings.Split(filepath.ToSlash(path), "/")[0] }
 
 func TestEveryPackageHasADocComment(t *testing.T) {
 	dirs := map[string]bool{}

@@ -77,7 +77,7 @@ func mkAsk(s askSpec) *market.Ask {
 
 func mkBid(t *testing.T, renter peer.ID, filter string, created time.Time, life time.Duration) *market.Bid {
 	t.Helper()
-	f, err := market.ParseFilter(filter)
+	f, err := market.ParseFilter(filter, market.AnyModel()) // as OpenBid parses a peer's bid
 	if err != nil {
 		t.Fatalf("ParseFilter(%q): %v", filter, err)
 	}

@@ -3,12 +3,14 @@ package market
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/gpumesh/gpumesh/catalog"
+	"github.com/gpumesh/gpumesh/money"
 )
 
 // Limits on a filter's size, so that a filter from a peer or an API caller
@@ -122,16 +124,14 @@ func (e *FilterError) Error() string {
 type FilterOption func(*filterConfig)
 
 type filterConfig struct {
-	knownModels []string // sorted; empty = any slug accepted
+	anyModel bool // accept model slugs the catalog does not know
 }
 
-// WithKnownModels makes ParseFilter reject a model value that is not one of
-// slugs, with an error that lists them. An empty list disables the check.
-func WithKnownModels(slugs []string) FilterOption {
-	known := slices.Clone(slugs)
-	slices.Sort(known)
-	known = slices.Compact(known)
-	return func(c *filterConfig) { c.knownModels = known }
+// AnyModel makes ParseFilter accept any well-formed model slug, not only
+// the catalog's. It is for filters that come from peers or from stored
+// records, which may name models that this build's catalog does not know.
+func AnyModel() FilterOption {
+	return func(c *filterConfig) { c.anyModel = true }
 }
 
 // ParseFilter parses a filter: space-separated terms KEY OP VALUE, where OP
@@ -141,7 +141,7 @@ func WithKnownModels(slugs []string) FilterOption {
 //
 // Keys and their values:
 //
-//	model      device-profile slug (= and != only)
+//	model      a model slug of the catalog (= and != only; any slug with AnyModel)
 //	region     region name, compared case-insensitively (= and != only)
 //	count      GPUs of the model at the supplier (whole number)
 //	free       of which free (whole number)
@@ -267,7 +267,7 @@ func (t Term) resolve() (*keySpec, []value, error) {
 	if spec != nil && len(t.vals) == len(t.Values) && len(t.vals) > 0 {
 		return spec, t.vals, nil
 	}
-	parsed, err := parseTerm(t.String(), &filterConfig{})
+	parsed, err := parseTerm(t.String(), &filterConfig{anyModel: true})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -338,15 +338,13 @@ func splitAlternatives(spec *keySpec, op Op, raw string) ([]string, error) {
 	return alts, nil
 }
 
-// checkModel rejects a model slug that is not in the configured list.
+// checkModel rejects a model slug that the catalog does not know, unless
+// any model is accepted.
 func (c *filterConfig) checkModel(spec *keySpec, slug string) error {
-	if spec.name != "model" || len(c.knownModels) == 0 {
+	if spec.name != "model" || c.anyModel || catalog.Known(slug) {
 		return nil
 	}
-	if _, found := slices.BinarySearch(c.knownModels, slug); found {
-		return nil
-	}
-	return fmt.Errorf("unknown model %q (known: %s)", slug, strings.Join(c.knownModels, ", "))
+	return fmt.Errorf("unknown model %q (known: %s)", slug, strings.Join(catalog.Slugs(), ", "))
 }
 
 // kind is the type of a filter key's values.
@@ -356,7 +354,7 @@ const (
 	kindString kind = iota + 1 // = and != only
 	kindInt                    // whole number
 	kindNumber                 // non-negative decimal, compared as float64
-	kindPrice                  // decimal currency units, exact int64 micros
+	kindPrice                  // decimal currency units, exact money.Micros
 	kindCC                     // compute capability major.minor
 	kindBool                   // = and != only
 )
@@ -364,11 +362,12 @@ const (
 // value is a parsed filter value or an offer attribute; which field is used
 // depends on the key's kind.
 type value struct {
-	str string    // kindString
-	num float64   // kindNumber
-	n   int64     // kindInt; kindPrice in micros
-	cc  ccVersion // kindCC
-	b   bool      // kindBool
+	str string       // kindString
+	num float64      // kindNumber
+	n   int64        // kindInt
+	m   money.Micros // kindPrice
+	cc  ccVersion    // kindCC
+	b   bool         // kindBool
 }
 
 // keySpec describes one filter key.
@@ -398,7 +397,7 @@ var filterKeys = [...]keySpec{
 	{name: "cc", kind: kindCC, example: "8.9", absent: "compute capability unknown",
 		attr: offerCC},
 	{name: "price", kind: kindPrice, example: "2.50", absent: "price not advertised",
-		attr: func(o Offer) (value, bool) { return value{n: o.PriceMicros}, o.PriceMicros > 0 }},
+		attr: func(o Offer) (value, bool) { return value{m: o.PriceMicros}, o.PriceMicros > 0 }},
 	{name: "rep", kind: kindNumber, max: 1, example: "0.9", absent: "reputation unknown",
 		attr: func(o Offer) (value, bool) { return optionalNumber(o.Reputation) }},
 	{name: "uptime", kind: kindNumber, max: 100, example: "99", absent: "uptime unknown",
@@ -468,8 +467,11 @@ func (k *keySpec) parse(s string) (value, error) {
 		f, err := parseNumber(k, s)
 		return value{num: f}, err
 	case kindPrice:
-		m, err := parseMicros(s)
-		return value{n: m}, err
+		m, err := money.ParseMicros(s)
+		if err != nil {
+			return value{}, fmt.Errorf("%s: %w", k.name, err)
+		}
+		return value{m: m}, nil
 	case kindCC:
 		cc, err := parseCC(s)
 		return value{cc: cc}, err
@@ -489,8 +491,10 @@ func (k *keySpec) compare(a, b value) int {
 			return 0
 		}
 		return 1
-	case kindInt, kindPrice:
+	case kindInt:
 		return cmp.Compare(a.n, b.n)
+	case kindPrice:
+		return cmp.Compare(a.m, b.m)
 	case kindNumber:
 		return cmp.Compare(a.num, b.num)
 	case kindCC:
@@ -514,7 +518,7 @@ func (k *keySpec) format(v value) string {
 	case kindNumber:
 		return strconv.FormatFloat(v.num, 'f', -1, 64)
 	case kindPrice:
-		return formatMicros(v.n)
+		return v.m.String()
 	case kindCC:
 		return v.cc.String()
 	case kindBool:
@@ -598,51 +602,6 @@ func parseNumber(k *keySpec, s string) (float64, error) {
 		return 0, fmt.Errorf("%s is between 0 and %g, not %s", k.name, k.max, s)
 	}
 	return f, nil
-}
-
-const (
-	microsPerUnit  = 1_000_000
-	microsFraction = 6 // decimal places of a micro-unit
-)
-
-// parseMicros parses a price in currency units, with at most six decimal
-// places, exactly into micro-units.
-func parseMicros(s string) (int64, error) {
-	whole, frac, err := splitDecimal("price", s)
-	if err != nil {
-		return 0, err
-	}
-	if len(frac) > microsFraction {
-		return 0, fmt.Errorf("price %s has %d decimal places; at most %d are allowed (1 micro-unit = 0.000001)", s, len(frac), microsFraction)
-	}
-	w, err := strconv.ParseInt(whole, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("price %s is too large", s)
-	}
-	var f int64
-	if frac != "" {
-		f, _ = strconv.ParseInt(frac+strings.Repeat("0", microsFraction-len(frac)), 10, 64)
-	}
-	if w > (math.MaxInt64-f)/microsPerUnit {
-		return 0, fmt.Errorf("price %s is too large", s)
-	}
-	return w*microsPerUnit + f, nil
-}
-
-// formatMicros renders micro-units as a decimal in currency units, without
-// trailing zeros: 2100000 → "2.1".
-func formatMicros(m int64) string {
-	sign := ""
-	u := uint64(m)
-	if m < 0 {
-		sign, u = "-", -u
-	}
-	whole, frac := u/microsPerUnit, u%microsPerUnit
-	if frac == 0 {
-		return sign + strconv.FormatUint(whole, 10)
-	}
-	fs := strings.TrimRight(fmt.Sprintf("%06d", frac), "0")
-	return sign + strconv.FormatUint(whole, 10) + "." + fs
 }
 
 // ccVersion is a CUDA compute capability.

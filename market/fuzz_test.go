@@ -137,7 +137,7 @@ func FuzzOpenBid(f *testing.F) {
 		case len(b.Bid.Filter) > MaxBidFilterBytes, len(b.Addrs) == 0, len(b.Addrs) > MaxAddrs, len(b.Addrs) != len(b.Bid.Addrs):
 			t.Fatalf("accepted bid filter or addrs: %+v", b.Bid)
 		}
-		if g, err := ParseFilter(b.Filter.String()); err != nil || g.String() != b.Filter.String() {
+		if g, err := ParseFilter(b.Filter.String(), AnyModel()); err != nil || g.String() != b.Filter.String() {
 			t.Fatalf("accepted filter %q does not round-trip: %v", b.Bid.Filter, err)
 		}
 	})

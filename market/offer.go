@@ -1,6 +1,10 @@
 package market
 
-import "time"
+import (
+	"time"
+
+	"github.com/gpumesh/gpumesh/money"
+)
 
 // Offer is one supplier's GPUs of one model, as search shows it.
 // The JSON names are a public contract.
@@ -18,8 +22,9 @@ type Offer struct {
 	Region    string `json:"region"`
 	Simulated bool   `json:"simulated"`
 	Verified  bool   `json:"verified"`
-	// PriceMicros is the price per GPU-hour in micro-units; 0 = not advertised.
-	PriceMicros int64 `json:"price_micros,omitempty"`
+	// PriceMicros is the price per GPU-hour; 0 = not advertised. In JSON
+	// it is a plain integer of micro-units.
+	PriceMicros money.Micros `json:"price_micros,omitempty"`
 	// Reputation is 0..1; nil = unknown.
 	Reputation *float64 `json:"reputation,omitempty"`
 	// UptimePct is 0..100; nil = unknown.

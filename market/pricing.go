@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/gpumesh/gpumesh/money"
 )
 
 // PricingMode is a supplier's pricing strategy.
@@ -25,43 +27,21 @@ func ParsePricingMode(s string) (PricingMode, error) {
 	return "", fmt.Errorf("pricing mode %q: want fixed, auction or dynamic", s)
 }
 
-// ParsePrice parses a price per GPU-hour in currency units, such as
-// "2.10", exactly into micro-units (2100000). At most six decimal places
-// are allowed.
-func ParsePrice(s string) (int64, error) {
-	return parseMicros(strings.TrimSpace(s))
-}
-
-// FormatPrice renders micro-units as currency units with at least two
-// decimal places and no trailing zeros beyond them: 2100000 → "2.10",
-// 2123400 → "2.1234".
-func FormatPrice(micros int64) string {
-	s := formatMicros(micros)
-	dot := strings.IndexByte(s, '.')
-	switch {
-	case dot < 0:
-		return s + ".00"
-	case len(s)-dot == 2:
-		return s + "0"
-	}
-	return s
-}
-
 // ParseModelPrice parses a "MODEL=PRICE" pair such as "h100-sxm=2.10",
 // as in a supplier's price list.
-func ParseModelPrice(s string) (model string, micros int64, err error) {
-	model, price, ok := strings.Cut(strings.TrimSpace(s), "=")
-	if !ok || model == "" || price == "" {
+func ParseModelPrice(s string) (model string, price money.Micros, err error) {
+	model, amount, ok := strings.Cut(strings.TrimSpace(s), "=")
+	if !ok || model == "" || amount == "" {
 		return "", 0, fmt.Errorf("model price %q: want MODEL=PRICE, e.g. h100-sxm=2.10", s)
 	}
 	if err := checkWord("model", model); err != nil {
 		return "", 0, fmt.Errorf("model price %q: %w", s, err)
 	}
-	micros, err = ParsePrice(price)
+	price, err = money.ParseMicros(amount)
 	if err != nil {
 		return "", 0, fmt.Errorf("model price %q: %w", s, err)
 	}
-	return model, micros, nil
+	return model, price, nil
 }
 
 // Decline reasons of Pricer.Quote.
@@ -83,7 +63,7 @@ type PriceInput struct {
 }
 
 // Pricer prices a supplier's GPUs. List is the price per GPU-hour of each
-// model it sells (micro-units); Floor the lowest it will go, 50% of the
+// model it sells; Floor the lowest it will go, 50% of the
 // list price for a model without one (and never above the list price).
 //
 // The modes:
@@ -104,15 +84,15 @@ type PriceInput struct {
 // computation and rounded to the nearest micro-unit.
 type Pricer struct {
 	Mode  PricingMode
-	List  map[string]int64
-	Floor map[string]int64
+	List  map[string]money.Micros
+	Floor map[string]money.Micros
 }
 
 // floor returns the lowest price the pricer takes for a model listed at
 // list.
 func (p Pricer) floor(model string, list int64) int64 {
-	f, ok := p.Floor[model]
-	if !ok || f <= 0 {
+	f := int64(p.Floor[model])
+	if f <= 0 {
 		f = list / 2
 	}
 	return min(f, list)
@@ -123,8 +103,8 @@ func (p Pricer) floor(model string, list int64) int64 {
 // none). It is false when the model has no list price. Auction and fixed
 // asks advertise the list price; dynamic asks the dynamic price.
 func (p Pricer) AskPrice(model string, utilization float64, index int64) (int64, bool) {
-	list, ok := p.List[model]
-	if !ok || list <= 0 {
+	list := int64(p.List[model])
+	if list <= 0 {
 		return 0, false
 	}
 	if p.Mode == Dynamic {
@@ -139,8 +119,8 @@ func (p Pricer) AskPrice(model string, utilization float64, index int64) (int64,
 // bid's maximum; price is then that lowest price, for the renter's
 // explanation. It is "mismatch" when the model has no list price.
 func (p Pricer) Quote(in PriceInput) (price int64, decline string) {
-	list, ok := p.List[in.Model]
-	if !ok || list <= 0 {
+	list := int64(p.List[in.Model])
+	if list <= 0 {
 		return 0, declineNoPrice
 	}
 	floor := p.floor(in.Model, list)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 )
 
 func TestParsePricingMode(t *testing.T) {
@@ -26,45 +27,11 @@ func TestParsePricingMode(t *testing.T) {
 	}
 }
 
-func TestParseAndFormatPrice(t *testing.T) {
-	for _, tc := range []struct {
-		in     string
-		micros int64
-		out    string // FormatPrice(micros)
-	}{
-		{"2.10", 2_100_000, "2.10"},
-		{"2.1", 2_100_000, "2.10"},
-		{"2", 2_000_000, "2.00"},
-		{"0", 0, "0.00"},
-		{"2.1234", 2_123_400, "2.1234"},
-		{"0.000001", 1, "0.000001"},
-		{"0.00001", 10, "0.00001"},
-		{"12.345678", 12_345_678, "12.345678"},
-		{" 3.50 ", 3_500_000, "3.50"},
-	} {
-		got, err := market.ParsePrice(tc.in)
-		if err != nil || got != tc.micros {
-			t.Errorf("ParsePrice(%q) = %d, %v; want %d", tc.in, got, err, tc.micros)
-		}
-		if s := market.FormatPrice(tc.micros); s != tc.out {
-			t.Errorf("FormatPrice(%d) = %q, want %q", tc.micros, s, tc.out)
-		}
-	}
-	if s := market.FormatPrice(-1_500_000); s != "-1.50" {
-		t.Errorf("FormatPrice(-1500000) = %q, want %q", s, "-1.50")
-	}
-	for _, bad := range []string{"", "-1", "1.0000001", "abc", "1,5", "1e3", "99999999999999999999"} {
-		if got, err := market.ParsePrice(bad); err == nil {
-			t.Errorf("ParsePrice(%q) = %d, want an error", bad, got)
-		}
-	}
-}
-
 func TestParseModelPrice(t *testing.T) {
 	for _, tc := range []struct {
 		in     string
 		model  string
-		micros int64
+		micros money.Micros
 		ok     bool
 	}{
 		{"h100-sxm=2.10", "h100-sxm", 2_100_000, true},
@@ -87,8 +54,8 @@ func TestParseModelPrice(t *testing.T) {
 func testPricer(mode market.PricingMode) market.Pricer {
 	return market.Pricer{
 		Mode:  mode,
-		List:  map[string]int64{"h100-sxm": 2_000_000, "a100-80gb": 1_000_000},
-		Floor: map[string]int64{"a100-80gb": 900_000},
+		List:  map[string]money.Micros{"h100-sxm": 2_000_000, "a100-80gb": 1_000_000},
+		Floor: map[string]money.Micros{"a100-80gb": 900_000},
 	}
 }
 

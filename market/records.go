@@ -131,9 +131,9 @@ func checkBid(m *pb.Bid, now time.Time) (*Bid, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Validators do not know the local device-profile table, so any model
+	// A peer may know models this build's catalog does not, so any model
 	// slug is accepted here; matching decides what it means.
-	f, err := ParseFilter(m.Filter)
+	f, err := ParseFilter(m.Filter, AnyModel())
 	if err != nil {
 		return nil, p2p.Errf(p2p.ErrMalformed, "%v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 
 	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 )
@@ -533,82 +534,61 @@ func (r *Renter) QueryBook(ctx context.Context, p peer.ID, models []string) ([]*
 	return QueryBook(ctx, r.cfg.Net.Host, p, models, r.cfg.Now())
 }
 
-// explain builds the reasons why no lease was made.
+// explain builds the reasons why no lease was made: it gathers what the
+// renter knows (the answers to its bid, and the asks in the first of
+// req.Books that answers) and summarises it (explainNoMatch).
 func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines, shunned, unproven []*Quote, tried []attempt) *NoMatch {
-	var reasons []string
-	models := req.Filter.Models()
-	var asks []*Ask
-	for _, b := range req.Books {
+	return explainNoMatch(req, noMatchFacts{
+		asks:   r.bookAsks(ctx, req.Books, req.Filter.Models()),
+		offers: offers, declines: declines, shunned: shunned, unproven: unproven,
+		tried: tried,
+	})
+}
+
+// bookAsks returns the asks for models (all when nil) in the first of
+// books that answers within 3 s; none when no book answers.
+func (r *Renter) bookAsks(ctx context.Context, books []peer.ID, models []string) []*Ask {
+	for _, b := range books {
 		bctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		got, err := r.QueryBook(bctx, b, models)
 		cancel()
 		if err == nil {
-			asks = got
-			break
+			return got
 		}
 	}
-	// Group what we know by model: suppliers with a live ask, and answers.
-	type view struct {
-		suppliers           map[peer.ID]bool
-		answered            map[peer.ID]bool
-		busy, dur, mismatch int
-		shunned, unproven   int
-		priceDeclines       []int64
-		cheapestAsk         int64
-	}
-	byModel := map[string]*view{}
-	get := func(m string) *view {
-		v := byModel[m]
-		if v == nil {
-			v = &view{suppliers: map[peer.ID]bool{}, answered: map[peer.ID]bool{}}
-			byModel[m] = v
-		}
-		return v
-	}
-	for _, a := range asks {
-		if ok, _ := req.Filter.Match(Offer{Model: a.Model, Region: a.Region, Simulated: a.Simulated, Count: int(a.Count), Free: int(a.Count), PriceMicros: a.PriceMicros}); !ok && !onlyAttrsUnknown(req.Filter, a) {
-			continue
-		}
-		v := get(a.Model)
-		v.suppliers[a.Supplier] = true
-		if v.cheapestAsk == 0 || a.PriceMicros < v.cheapestAsk {
-			v.cheapestAsk = a.PriceMicros
-		}
-	}
-	for _, q := range declines {
-		v := get(q.Model)
-		v.suppliers[q.Supplier], v.answered[q.Supplier] = true, true
-		switch Decline(q.Decline) {
-		case DeclineBusy:
-			v.busy++
-		case DeclineDuration:
-			v.dur++
-		case DeclineMismatch:
-			v.mismatch++
-		default:
-			p := q.MinPriceMicros
-			if p == 0 {
-				p = q.PriceMicros
-			}
-			v.priceDeclines = append(v.priceDeclines, p)
-		}
-	}
-	for _, q := range offers {
-		v := get(q.Model)
-		v.suppliers[q.Supplier], v.answered[q.Supplier] = true, true
-	}
-	for _, q := range shunned {
-		v := get(q.Model)
-		v.suppliers[q.Supplier], v.answered[q.Supplier] = true, true
-		v.shunned++
-	}
-	for _, q := range unproven {
-		v := get(q.Model)
-		v.suppliers[q.Supplier], v.answered[q.Supplier] = true, true
-		v.unproven++
-	}
+	return nil
+}
+
+// noMatchFacts is what a renter knows when no lease was made: the asks in
+// an order book, the answers to its bid (offers it could take, declines,
+// offers from suppliers below its reputation floor or unproven) and the
+// proposals that suppliers refused.
+type noMatchFacts struct {
+	asks                                []*Ask
+	offers, declines, shunned, unproven []*Quote
+	tried                               []attempt
+}
+
+// modelView is what the facts say of one model: the suppliers that have
+// it (with a live ask or an answer), those that answered, and why they
+// did not lease.
+type modelView struct {
+	suppliers           map[peer.ID]bool
+	answered            map[peer.ID]bool
+	busy, dur, mismatch int
+	shunned, unproven   int
+	priceDeclines       []int64 // the least price of each supplier that declined on price
+	cheapestAsk         int64   // 0: no ask
+}
+
+// explainNoMatch summarises the facts into reasons: one per model that
+// any supplier has (or one per model asked for, when none has any), then
+// one per refused proposal.
+func explainNoMatch(req RentRequest, f noMatchFacts) *NoMatch {
+	byModel := viewByModel(req.Filter, f)
+	var reasons []string
 	if len(byModel) == 0 {
-		if models != nil {
+		if models := req.Filter.Models(); models != nil {
 			for _, m := range models {
 				reasons = append(reasons, fmt.Sprintf("no supplier offers %s (no ask in the order book, no answer to the bid)", m))
 			}
@@ -622,38 +602,103 @@ func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines,
 	}
 	sort.Strings(ms)
 	for _, m := range ms {
-		v := byModel[m]
-		parts := []string{fmt.Sprintf("%d %s %s", len(v.suppliers), plural(len(v.suppliers), "supplier has", "suppliers have"), m)}
-		if v.busy > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s fully booked (fewer than %d free)", v.busy, plural(v.busy, "is", "are"), req.Count))
-		}
-		if len(v.priceDeclines) > 0 {
-			slices.Sort(v.priceDeclines)
-			parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", FormatPrice(v.priceDeclines[0]), FormatPrice(req.MaxPrice)))
-		} else if v.cheapestAsk > req.MaxPrice && len(v.answered) == 0 {
-			parts = append(parts, fmt.Sprintf("the cheapest ask is %s > your max %s", FormatPrice(v.cheapestAsk), FormatPrice(req.MaxPrice)))
-		}
-		if v.dur > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s not lease for %s", v.dur, plural(v.dur, "does", "do"), req.Duration))
-		}
-		if v.shunned > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s below your reputation requirements (floor %.2f)", v.shunned, plural(v.shunned, "is", "are"), req.MinReputation))
-		}
-		if v.unproven > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s unproven (no trusted challenger has passed %s yet) and left out by default; allow unproven suppliers to lease from %[3]s", v.unproven, plural(v.unproven, "is", "are"), plural(v.unproven, "it", "them")))
-		}
-		if v.mismatch > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s other terms of the filter", v.mismatch, plural(v.mismatch, "fails", "fail")))
-		}
-		if silent := len(v.suppliers) - len(v.answered); silent > 0 {
-			parts = append(parts, fmt.Sprintf("%d did not answer within %s", silent, req.Wait))
-		}
-		reasons = append(reasons, strings.Join(parts, "; "))
+		reasons = append(reasons, byModel[m].reason(req, m))
 	}
-	for _, t := range tried {
-		reasons = append(reasons, fmt.Sprintf("%s (%s at %s) refused the proposal: %s", t.q.Supplier, t.q.Model, FormatPrice(t.q.PriceMicros), t.reason))
+	for _, t := range f.tried {
+		reasons = append(reasons, fmt.Sprintf("%s (%s at %s) refused the proposal: %s", t.q.Supplier, t.q.Model, money.Micros(t.q.PriceMicros).String(), t.reason))
 	}
 	return &NoMatch{Reasons: reasons}
+}
+
+// viewByModel groups the facts by model. An ask counts when it matches
+// the filter, or fails it only on attributes an ask does not carry.
+func viewByModel(filter Filter, f noMatchFacts) map[string]*modelView {
+	byModel := map[string]*modelView{}
+	get := func(m string) *modelView {
+		v := byModel[m]
+		if v == nil {
+			v = &modelView{suppliers: map[peer.ID]bool{}, answered: map[peer.ID]bool{}}
+			byModel[m] = v
+		}
+		return v
+	}
+	for _, a := range f.asks {
+		if ok, _ := filter.Match(Offer{Model: a.Model, Region: a.Region, Simulated: a.Simulated, Count: int(a.Count), Free: int(a.Count), PriceMicros: money.Micros(a.PriceMicros)}); !ok && !onlyAttrsUnknown(filter, a) {
+			continue
+		}
+		v := get(a.Model)
+		v.suppliers[a.Supplier] = true
+		if v.cheapestAsk == 0 || a.PriceMicros < v.cheapestAsk {
+			v.cheapestAsk = a.PriceMicros
+		}
+	}
+	answer := func(q *Quote) *modelView {
+		v := get(q.Model)
+		v.suppliers[q.Supplier], v.answered[q.Supplier] = true, true
+		return v
+	}
+	for _, q := range f.declines {
+		answer(q).decline(q)
+	}
+	for _, q := range f.offers {
+		answer(q)
+	}
+	for _, q := range f.shunned {
+		answer(q).shunned++
+	}
+	for _, q := range f.unproven {
+		answer(q).unproven++
+	}
+	return byModel
+}
+
+// decline counts a declining quote by its reason; any other reason than
+// busy, duration or mismatch counts as a price, the least the supplier
+// takes (its quote's price when it names none).
+func (v *modelView) decline(q *Quote) {
+	switch Decline(q.Decline) {
+	case DeclineBusy:
+		v.busy++
+	case DeclineDuration:
+		v.dur++
+	case DeclineMismatch:
+		v.mismatch++
+	default:
+		p := q.MinPriceMicros
+		if p == 0 {
+			p = q.PriceMicros
+		}
+		v.priceDeclines = append(v.priceDeclines, p)
+	}
+}
+
+// reason is the one line that says why no supplier of model m leased.
+func (v *modelView) reason(req RentRequest, m string) string {
+	parts := []string{fmt.Sprintf("%d %s %s", len(v.suppliers), plural(len(v.suppliers), "supplier has", "suppliers have"), m)}
+	if v.busy > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s fully booked (fewer than %d free)", v.busy, plural(v.busy, "is", "are"), req.Count))
+	}
+	if len(v.priceDeclines) > 0 {
+		parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", money.Micros(slices.Min(v.priceDeclines)).String(), money.Micros(req.MaxPrice).String()))
+	} else if v.cheapestAsk > req.MaxPrice && len(v.answered) == 0 {
+		parts = append(parts, fmt.Sprintf("the cheapest ask is %s > your max %s", money.Micros(v.cheapestAsk).String(), money.Micros(req.MaxPrice).String()))
+	}
+	if v.dur > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s not lease for %s", v.dur, plural(v.dur, "does", "do"), req.Duration))
+	}
+	if v.shunned > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s below your reputation requirements (floor %.2f)", v.shunned, plural(v.shunned, "is", "are"), req.MinReputation))
+	}
+	if v.unproven > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s unproven (no trusted challenger has passed %s yet) and left out by default; allow unproven suppliers to lease from %[3]s", v.unproven, plural(v.unproven, "is", "are"), plural(v.unproven, "it", "them")))
+	}
+	if v.mismatch > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s other terms of the filter", v.mismatch, plural(v.mismatch, "fails", "fail")))
+	}
+	if silent := len(v.suppliers) - len(v.answered); silent > 0 {
+		parts = append(parts, fmt.Sprintf("%d did not answer within %s", silent, req.Wait))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // onlyAttrsUnknown reports whether an ask fails f only on attributes an

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 )
@@ -485,7 +486,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 		}
 		free := s.ledger.Free(m)
 		o := s.cfg.Describe(m)
-		o.Count, o.Free, o.PriceMicros = len(s.cfg.GPUs[m]), free, list
+		o.Count, o.Free, o.PriceMicros = len(s.cfg.GPUs[m]), free, money.Micros(list)
 		var q *pb.Quote
 		switch price, why := s.cfg.Pricer.Quote(PriceInput{
 			Model: m, Count: int(b.Count), DurationS: b.DurationS, MaxPrice: b.MaxPriceMicros,
@@ -500,7 +501,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 		case why != "":
 			q = &pb.Quote{Model: m, Decline: why, Free: uint32(free), MinPriceMicros: price}
 		default:
-			o.PriceMicros = price
+			o.PriceMicros = money.Micros(price)
 			if !filterAllowsExcept(b.Filter, o, RenterKeys...) {
 				// Its price, or its free or total count, fails a term.
 				why := DeclinePrice
@@ -658,7 +659,7 @@ func (s *Supplier) grant(st network.Stream, p *Proposal, raw []byte, now time.Ti
 		s.log.Debug("tell the renter the lease is kept", "lease", p.ID.Short(), "err", err)
 	}
 	s.log.Info("leased", "lease", p.ID.Short(), "renter", p.Renter, "model", p.Model, "count", p.Count,
-		"price", FormatPrice(p.PriceMicros), "claim_by", claimBy.UTC().Format(time.RFC3339))
+		"price", money.Micros(p.PriceMicros).String(), "claim_by", claimBy.UTC().Format(time.RFC3339))
 	s.publishTrade(leaseRaw)
 	select {
 	case s.changed <- struct{}{}:

@@ -17,6 +17,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/p2p/p2ptest"
 	"github.com/gpumesh/gpumesh/store"
@@ -110,7 +111,7 @@ func newTestSupplier(t *testing.T, now func() time.Time) *testSupplier {
 	sup, err := NewSupplier(SupplierConfig{
 		Net: p.net, Key: p.key, Store: store.NewMemory(), Orders: p.orders, Trades: trades,
 		Book: NewBook(now), Index: NewPriceIndex(now, time.Hour),
-		Pricer: Pricer{Mode: Fixed, List: map[string]int64{"h100-sxm": 2_000_000}},
+		Pricer: Pricer{Mode: Fixed, List: map[string]money.Micros{"h100-sxm": 2_000_000}},
 		GPUs:   map[string][]string{"h100-sxm": {"GPU-0", "GPU-1", "GPU-2", "GPU-3"}},
 		Describe: func(m string) Offer {
 			return Offer{PeerID: p.net.Host.ID().String(), Model: m, Region: "eu-west", Simulated: true}

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -8,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumesh/gpumesh/node/api"
 )
 
 // TestAPINeedsToken: every route of the API but /healthz answers 401
@@ -17,7 +21,7 @@ func TestAPINeedsToken(t *testing.T) {
 	c := sellerConfig(t, "unset", "sim:h100-sxm:2", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil)
 	c.DataDir = t.TempDir()
 	n := startNode(t, c)
-	token, err := ReadToken(n.cfg.DataDir)
+	token, err := api.ReadToken(n.cfg.DataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,13 +42,13 @@ func TestAPINeedsToken(t *testing.T) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		return resp.StatusCode, string(b)
 	}
-	if code, _ := get("/healthz", ""); code != http.StatusOK {
+	if code, _ := get(api.PathHealth, ""); code != http.StatusOK {
 		t.Fatalf("/healthz without a token: %d, want 200", code)
 	}
 	for _, path := range []string{
-		"/api/v1/peers", "/api/v1/gpus", "/api/v1/offers", "/api/v1/orders", "/api/v1/leases",
-		"/api/v1/prices", "/api/v1/capacity", "/api/v1/reputation", "/api/v1/jobs", "/api/v1/receipts",
-		"/metrics", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/goroutine", "/no/such/route",
+		api.PathPeers, api.PathGPUs, api.PathOffers, api.PathOrders, api.PathLeases,
+		api.PathPrices, api.PathCapacity, api.PathReputation, api.PathJobs, api.PathReceipts,
+		api.PathMetrics, api.PathPprof, "/debug/pprof/heap", "/debug/pprof/goroutine", "/no/such/route",
 	} {
 		for _, bad := range []string{"", "not-the-token", token + "x"} {
 			code, body := get(path, bad)
@@ -61,6 +65,51 @@ func TestAPINeedsToken(t *testing.T) {
 		if code, body := get(path, token); code != http.StatusOK {
 			t.Errorf("GET %s with the token: %d %s", path, code, body)
 		}
+	}
+}
+
+// TestAPIClient: api.Client, with the token of the node's data dir, reads
+// a real node's API: its health, GPUs, capacity, and its empty lists of
+// leases, jobs and receipts; an unknown job is ErrNotFound, and another
+// token ErrUnauthorized.
+func TestAPIClient(t *testing.T) {
+	c := sellerConfig(t, "unset", "sim:h100-sxm:2", "eu-west", "fixed", []string{"h100-sxm=2.00"}, nil)
+	c.DataDir = t.TempDir()
+	n := startNode(t, c)
+	cl, err := api.ClientForDataDir(n.APIAddr(), c.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	h, err := cl.Health(ctx)
+	if err != nil || h.Status != "ok" || h.PeerID != n.ID().String() || h.GPUs != 2 || h.Region != "eu-west" {
+		t.Fatalf("Health: %+v, %v", h, err)
+	}
+	gs, err := cl.GPUs(ctx)
+	if err != nil || len(gs) != 2 || gs[0].Model != "h100-sxm" {
+		t.Fatalf("GPUs: %+v, %v", gs, err)
+	}
+	caps, err := cl.Capacity(ctx)
+	if err != nil || len(caps) != 1 || caps[0].Model != "h100-sxm" || caps[0].Total != 2 {
+		t.Fatalf("Capacity: %+v, %v", caps, err)
+	}
+	if ls, err := cl.Leases(ctx); err != nil || ls == nil || len(ls) != 0 {
+		t.Fatalf("Leases: %#v, %v; want an empty list", ls, err)
+	}
+	if js, err := cl.Jobs(ctx); err != nil || js == nil || len(js) != 0 {
+		t.Fatalf("Jobs: %#v, %v; want an empty list", js, err)
+	}
+	if reps, err := cl.Receipts(ctx, ""); err != nil || reps == nil || len(reps) != 0 {
+		t.Fatalf("Receipts: %#v, %v; want an empty list", reps, err)
+	}
+	if _, err := cl.Job(ctx, "nope"); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("Job(nope): %v, want ErrNotFound", err)
+	}
+	other := api.NewClient(n.APIAddr(), strings.Repeat("ab", 32))
+	defer other.Close()
+	if _, err := other.Jobs(ctx); !errors.Is(err, api.ErrUnauthorized) {
+		t.Fatalf("Jobs with another token: %v, want ErrUnauthorized", err)
 	}
 }
 
@@ -99,7 +148,7 @@ echo probe-done`
 func TestAPITokenKeptPrivate(t *testing.T) {
 	c := testConfig(t, "unset", "none", "eu-west", nil)
 	c.DataDir = t.TempDir()
-	path := filepath.Join(c.DataDir, TokenFile)
+	path := filepath.Join(c.DataDir, api.TokenFile)
 	if err := os.WriteFile(path, []byte(strings.Repeat("ab", 32)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

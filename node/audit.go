@@ -2,28 +2,22 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/audit"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 	"github.com/gpumesh/gpumesh/verify/pb"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
-
-// TokenFile holds the bearer token of the node API's mutating endpoints.
-const TokenFile = "api.token"
 
 // startAudit serves challenges of the node's GPUs and starts the audit
 // loop that challenges other suppliers at random times.
@@ -93,33 +87,17 @@ func (n *Node) nextAuditTarget() peer.ID {
 	return best
 }
 
-// ChallengeReport is the outcome of challenging every model (or one) of
-// a supplier. JSON names are a contract of `gpumesh challenge --json`.
-type ChallengeReport struct {
-	PeerID            string         `json:"peer_id"`
-	Passed            bool           `json:"passed"`
-	Reason            string         `json:"reason"`
-	GPUs              int            `json:"gpus"`
-	Claimed           int            `json:"claimed"`
-	Measured          float64        `json:"measured"`
-	Expected          float64        `json:"expected"`
-	RowsChecked       int            `json:"rows_checked"`
-	VerifierCostRatio float64        `json:"verifier_cost_ratio"`
-	Attested          bool           `json:"attested"`
-	Models            []audit.Result `json:"models"`
-}
-
 // ChallengePeer challenges every GPU model of the supplier (or only
 // model), as its profile claims them, and signs and gossips one
 // attestation per model. An unreachable supplier gets an uptime
 // attestation that says so.
-func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (ChallengeReport, error) {
+func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (api.ChallengeReport, error) {
 	n.verify.mu.Lock()
 	n.verify.last[id] = n.now()
 	n.verify.mu.Unlock()
 	p, err := n.profileOf(ctx, id)
 	if err != nil {
-		return ChallengeReport{PeerID: id.String()}, err
+		return api.ChallengeReport{PeerID: id.String()}, err
 	}
 	rep, err := RunChallenges(ctx, n.verify.chal, p, model)
 	if errors.Is(err, audit.ErrBusy) {
@@ -171,8 +149,8 @@ func (n *Node) profileOf(ctx context.Context, id peer.ID) (*p2p.Profile, error) 
 
 // RunChallenges challenges, with c, every model of profile p (or only
 // model) and sums the results up.
-func RunChallenges(ctx context.Context, c *audit.Challenger, p *p2p.Profile, model string) (ChallengeReport, error) {
-	rep := ChallengeReport{PeerID: p.ID.String(), Passed: true}
+func RunChallenges(ctx context.Context, c *audit.Challenger, p *p2p.Profile, model string) (api.ChallengeReport, error) {
+	rep := api.ChallengeReport{PeerID: p.ID.String(), Passed: true}
 	byModel := map[string][]string{}
 	sim := map[string]bool{}
 	for _, g := range p.Gpus {
@@ -223,36 +201,4 @@ func orAll(m string) string {
 		return "any"
 	}
 	return m
-}
-
-// apiToken returns the API token of the data dir, creating it (mode 0600)
-// on first use.
-func apiToken(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, TokenFile)
-	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
-		// The token is the API's only guard: whoever reads it drives
-		// the node, so it is kept readable by its owner alone.
-		if err := os.Chmod(path, 0o600); err != nil {
-			return "", fmt.Errorf("node: make %s readable by its owner only: %w", path, err)
-		}
-		return strings.TrimSpace(string(b)), nil
-	}
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
-	}
-	tok := hex.EncodeToString(raw[:])
-	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("node: write %s: %w", path, err)
-	}
-	return tok, nil
-}
-
-// ReadToken reads the API token of a data dir, for the CLI.
-func ReadToken(dataDir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dataDir, TokenFile))
-	if err != nil {
-		return "", fmt.Errorf("read the node's API token: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
 }

@@ -81,33 +81,47 @@ func countKey(field func(*Config) *int64) func(*Config, []string) error {
 	}
 }
 
-// jobLimitFields are the supplier's per-job limit keys.
-func jobLimitFields() []field {
-	return []field{
-		{key: "job_memory", ints: true, def: []string{"auto"}, set: sizeKey(func(c *Config) *int64 { return &c.JobMemory }, true)},
-		{key: "job_memory_max", ints: true, def: []string{"auto"}, set: sizeKey(func(c *Config) *int64 { return &c.JobMemoryMax }, true)},
-		{key: "job_procs", def: []string{"4096"}, set: countKey(func(c *Config) *int64 { return &c.JobProcs })},
-		{key: "job_procs_max", def: []string{"16384"}, set: countKey(func(c *Config) *int64 { return &c.JobProcsMax })},
-		{key: "job_disk", ints: true, def: []string{"20GiB"}, set: sizeKey(func(c *Config) *int64 { return &c.JobDisk }, false)},
-		{key: "job_disk_max", ints: true, def: []string{"50GiB"}, set: sizeKey(func(c *Config) *int64 { return &c.JobDiskMax }, false)},
-		{key: "job_open_files", def: []string{"4096"}, set: countKey(func(c *Config) *int64 { return &c.JobOpenFiles })},
-		{key: "job_open_files_max", def: []string{"65536"}, set: countKey(func(c *Config) *int64 { return &c.JobOpenFilesMax })},
-	}
-}
-
-// jobLimitSettings are the values of the job limit keys for Settings.
-func (c Config) jobLimitSettings() map[string]any {
+// jobLimitKeys are the supplier's per-job limit keys.
+func jobLimitKeys() []Key {
 	auto := func(n int64) string {
 		if n == 0 {
 			return "auto"
 		}
 		return formatSize(n)
 	}
-	return map[string]any{
-		"job_memory": auto(c.JobMemory), "job_memory_max": auto(c.JobMemoryMax),
-		"job_procs": c.JobProcs, "job_procs_max": c.JobProcsMax,
-		"job_disk": formatSize(c.JobDisk), "job_disk_max": formatSize(c.JobDiskMax),
-		"job_open_files": c.JobOpenFiles, "job_open_files_max": c.JobOpenFilesMax,
+	return []Key{
+		{Name: "job_memory", Arg: "size", IntOK: true, Default: []string{"auto"}, DefaultDoc: "`auto` (`job_memory_max` ÷ the node's GPUs)",
+			Help: "memory of a job whose spec sets none: a size (`8GiB`, `512MiB`, `50GB`) or `auto`",
+			set:  sizeKey(func(c *Config) *int64 { return &c.JobMemory }, true),
+			show: func(c Config) any { return auto(c.JobMemory) }},
+		{Name: "job_memory_max", Arg: "size", IntOK: true, Default: []string{"auto"}, DefaultDoc: "`auto` (¾ of the host's RAM)",
+			Help: "the most memory a job may ask",
+			set:  sizeKey(func(c *Config) *int64 { return &c.JobMemoryMax }, true),
+			show: func(c Config) any { return auto(c.JobMemoryMax) }},
+		{Name: "job_procs", Arg: "int", Kind: KindInt, Default: []string{"4096"},
+			Help: "processes (and threads) of a job whose spec sets none",
+			set:  countKey(func(c *Config) *int64 { return &c.JobProcs }),
+			show: func(c Config) any { return c.JobProcs }},
+		{Name: "job_procs_max", Arg: "int", Kind: KindInt, Default: []string{"16384"},
+			Help: "the most processes a job may ask",
+			set:  countKey(func(c *Config) *int64 { return &c.JobProcsMax }),
+			show: func(c Config) any { return c.JobProcsMax }},
+		{Name: "job_disk", Arg: "size", IntOK: true, Default: []string{"20GiB"},
+			Help: "disk of a job's working and checkpoint dirs when its spec sets none",
+			set:  sizeKey(func(c *Config) *int64 { return &c.JobDisk }, false),
+			show: func(c Config) any { return formatSize(c.JobDisk) }},
+		{Name: "job_disk_max", Arg: "size", IntOK: true, Default: []string{"50GiB"},
+			Help: "the most disk a job may ask",
+			set:  sizeKey(func(c *Config) *int64 { return &c.JobDiskMax }, false),
+			show: func(c Config) any { return formatSize(c.JobDiskMax) }},
+		{Name: "job_open_files", Arg: "int", Kind: KindInt, Default: []string{"4096"},
+			Help: "open files per process of a job whose spec sets none",
+			set:  countKey(func(c *Config) *int64 { return &c.JobOpenFiles }),
+			show: func(c Config) any { return c.JobOpenFiles }},
+		{Name: "job_open_files_max", Arg: "int", Kind: KindInt, Default: []string{"65536"},
+			Help: "the most open files a job may ask",
+			set:  countKey(func(c *Config) *int64 { return &c.JobOpenFilesMax }),
+			show: func(c Config) any { return c.JobOpenFilesMax }},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 )
@@ -103,7 +104,7 @@ func runLimited(t *testing.T, n *Node, argv []string, limits *pb.Limits) (job.Vi
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	maxP, _ := market.ParsePrice("1.00")
+	maxP := int64(money.Unit) // 1.00 per GPU-hour
 	v, err := n.Jobs().Submit(ctx, job.Request{AllowUnproven: true,
 		Spec:   &pb.JobSpec{Argv: argv, Limits: limits},
 		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5,
@@ -197,7 +198,7 @@ echo written; sleep 300`}, nil)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		maxP, _ := market.ParsePrice("1.00")
+		maxP := int64(money.Unit) // 1.00 per GPU-hour
 		l, err := jn.renter.rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, Terms: market.Terms{JobSpecHash: spec.Hash[:]}})
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 )
@@ -40,7 +40,7 @@ sleep 5
 echo done`
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	maxP, _ := market.ParsePrice("1.00")
+	maxP := int64(money.Unit) // 1.00 per GPU-hour
 	v, err := jn.renter.Jobs().Submit(ctx, job.Request{AllowUnproven: true,
 		Spec: &pb.JobSpec{Argv: []string{"sh", "-c", script}, CheckpointEveryS: 1, CheckpointDir: "state/ckpt",
 			Env: []*pb.EnvVar{{Name: "SECRETS", Value: secrets}}},

@@ -15,6 +15,7 @@ import (
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
 	spb "github.com/gpumesh/gpumesh/market/settle/pb"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 )
@@ -50,7 +51,7 @@ func startJobNet(t *testing.T, haltGrace time.Duration, tweaks ...func(*Config))
 	mk := func(i int, c Config) *Node {
 		c.DataDir = filepath.Join(root, "n"+strconv.Itoa(i))
 		if i > 0 {
-			c.Bootstrap = bootstrapOf(jn.boot)
+			setKey(t, &c, "bootstrap", bootstrapOf(jn.boot)...)
 		}
 		c.HaltGrace, c.AuditInterval = haltGrace, 0
 		for _, tweak := range tweaks {
@@ -78,7 +79,7 @@ func submit(t *testing.T, n *Node, argv []string, interval time.Duration) job.Vi
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	maxP, _ := market.ParsePrice("1.00")
+	maxP := int64(money.Unit) // 1.00 per GPU-hour
 	v, err := n.Jobs().Submit(ctx, job.Request{
 		Spec:   &pb.JobSpec{Argv: argv, Files: []*pb.File{{Path: "in/data.txt", Data: []byte("input-bytes-42\n")}}, CheckpointEveryS: 1},
 		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5, AllowUnproven: true,
@@ -342,7 +343,7 @@ func TestJobSpecMustMatchLease(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	maxP, _ := market.ParsePrice("1.00")
+	maxP := int64(money.Unit) // 1.00 per GPU-hour
 	l, err := jn.renter.rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, AllowUnproven: true, Terms: market.Terms{JobSpecHash: good.Hash[:]}})
 	if err != nil {
 		t.Fatal(err)
@@ -390,7 +391,7 @@ func TestJobRestartsOnItsOwnFailure(t *testing.T) {
 	jn := startJobNet(t, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	maxP, _ := market.ParsePrice("1.00")
+	maxP := int64(money.Unit) // 1.00 per GPU-hour
 	script := `echo "attempt $JOB_ATTEMPT saw: $(cat "$CHECKPOINT_DIR/note" 2>/dev/null)"
 [ "$CHECKPOINT_DIR" = "$HOME/state/ckpt" ] || echo "CHECKPOINT_DIR is $CHECKPOINT_DIR, not in the working dir"
 echo "from attempt $JOB_ATTEMPT" > "$CHECKPOINT_DIR/note"
@@ -432,7 +433,7 @@ func TestJobKilledAtLeaseEnd(t *testing.T) {
 	jn := startJobNet(t, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	maxP, _ := market.ParsePrice("1.00")
+	maxP := int64(money.Unit) // 1.00 per GPU-hour
 	v, err := jn.renter.Jobs().Submit(ctx, job.Request{
 		Spec:   &pb.JobSpec{Argv: []string{"sleep", "600"}},
 		Filter: "model=rtx4090", Count: 1, Duration: market.MinDuration, MaxPrice: maxP, MinReputation: 0.5, AllowUnproven: true, ReceiptInterval: time.Second,

@@ -414,7 +414,8 @@ func TestJobOnReleasedLeaseIsRefused(t *testing.T) {
 	boot := testConfig(t, filepath.Join(root, "boot"), "none", "eu-west", nil)
 	bn := startNode(t, boot)
 	sc := h100Seller(t, "sim:h100-sxm:1", map[string][]string{"claim_window": {"2s"}})
-	sc.DataDir, sc.Bootstrap, sc.AuditInterval = filepath.Join(root, "sup"), bootstrapOf(bn), 0
+	sc.DataDir, sc.AuditInterval = filepath.Join(root, "sup"), 0
+	setKey(t, &sc, "bootstrap", bootstrapOf(bn)...)
 	sup := startNode(t, sc)
 	rcfg := testConfig(t, filepath.Join(root, "renter"), "none", "eu-west", bootstrapOf(bn))
 	rcfg.AuditInterval = 0

@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/p2p/pb"
 	"github.com/gpumesh/gpumesh/store"
@@ -242,22 +243,10 @@ func (n *Node) KnownProfiles() ([]*p2p.Profile, error) {
 	return out, err
 }
 
-// PeerState is what the node knows of one peer from its heartbeats.
+// PeerState is what the node knows of one peer from its heartbeats: the
+// API's view of it, and what the table tracks of its profile.
 type PeerState struct {
-	ID          peer.ID   `json:"peer_id"`
-	LastSeen    time.Time `json:"last_seen"`
-	Heartbeats  uint64    `json:"heartbeats"`
-	GPUsTotal   uint32    `json:"gpus_total"`
-	GPUsFree    uint32    `json:"gpus_free"`
-	Region      string    `json:"region"`
-	Software    string    `json:"software"`
-	ProfileSeq  uint64    `json:"profile_seq"`
-	Connected   bool      `json:"connected"`
-	LatencyMs   float64   `json:"latency_ms,omitempty"`
-	Score       float64   `json:"score"`                // GossipSub peer score; negative after invalid messages
-	Reputation  float64   `json:"reputation"`           // 0..1 from attestations, 0.5 unknown
-	Verified    bool      `json:"verified"`             // passed challenges of enough trusted challengers
-	UptimePct   *float64  `json:"uptime_pct,omitempty"` // from uptime pings, when any`
+	api.Peer
 	announced   uint64
 	profileSeen uint64
 }
@@ -276,7 +265,7 @@ func (t *peerTable) update(hb *p2p.Heartbeat, now time.Time) uint64 {
 	defer t.mu.Unlock()
 	s := t.m[hb.ID]
 	if s == nil {
-		s = &PeerState{ID: hb.ID}
+		s = &PeerState{Peer: api.Peer{ID: hb.ID}}
 		t.m[hb.ID] = s
 	}
 	s.LastSeen, s.Heartbeats = now, s.Heartbeats+1

@@ -9,9 +9,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
@@ -59,10 +59,7 @@ func (n *Node) startMarket(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	market.ServeBook(n.net.Host, m.book)
-	pricer, err := n.cfg.Pricer()
-	if err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
+	pricer := n.cfg.Pricer()
 	gpus := map[string][]string{}
 	for _, g := range n.gpus {
 		if _, priced := pricer.List[g.Model]; priced {
@@ -103,17 +100,8 @@ func (n *Node) describe(model string) market.Offer {
 			o.Simulated = o.Simulated || g.Simulated
 		}
 	}
-	if prof, ok := verify.LookupProfile(model); ok {
-		o.TFLOPS = tflops(prof)
-	}
+	o.TFLOPS = catalog.TFLOPS(model)
 	return o
-}
-
-func tflops(p verify.DeviceProfile) int {
-	if p.BF16GFLOPS > 0 {
-		return p.BF16GFLOPS / 1000
-	}
-	return p.FP32GFLOPS / 1000
 }
 
 // admitOrder is the orders topic's validator: ov's checks, then the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 	vpb "github.com/gpumesh/gpumesh/verify/pb"
@@ -25,7 +26,8 @@ import (
 func sellerConfig(t *testing.T, dir, gpus, region, pricing string, prices []string, bootstrap []string) Config {
 	t.Helper()
 	c := testConfig(t, dir, gpus, region, bootstrap)
-	c.Pricing, c.Prices = pricing, prices
+	setKey(t, &c, "pricing", pricing)
+	setKey(t, &c, "price", prices...)
 	return c
 }
 
@@ -43,7 +45,7 @@ func startMarketNet(t *testing.T, specs []Config) *marketNet {
 	for i, c := range specs {
 		c.DataDir = filepath.Join(root, "n"+strconv.Itoa(i))
 		if i > 0 {
-			c.Bootstrap = bootstrapOf(m.nodes[0])
+			setKey(t, &c, "bootstrap", bootstrapOf(m.nodes[0])...)
 		}
 		m.nodes = append(m.nodes, startNode(t, c))
 	}
@@ -96,13 +98,13 @@ func supplierOf(l *market.Lease) string {
 // about matching, on networks where nobody has been challenged.
 func (m *marketNet) rent(t *testing.T, filter string, count int, maxPrice string) (*market.Lease, error) {
 	t.Helper()
-	max, err := market.ParsePrice(maxPrice)
+	max, err := money.ParseMicros(maxPrice)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: max, Wait: 1500 * time.Millisecond, MinReputation: reputation.DefaultFloor, AllowUnproven: true})
+	return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: int64(max), Wait: 1500 * time.Millisecond, MinReputation: reputation.DefaultFloor, AllowUnproven: true})
 }
 
 // TestRentEndToEnd leases over a six-node network of real libp2p hosts:

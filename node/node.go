@@ -104,13 +104,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 	n.id = PeerID(n.key)
 	n.log = n.log.With("peer", n.id.String())
 
-	spec, err := inventory.ParseSpec(cfg.GPUs)
-	if err != nil {
-		return nil, fmt.Errorf("node: --gpus: %w", err)
-	}
 	det := o.detector
 	if det == nil {
-		det = inventory.FromSpec(spec, n.id.String(), n.log.With("sub", "inventory"))
+		det = inventory.FromSpec(cfg.GPUs, n.id.String(), n.log.With("sub", "inventory"))
 	}
 	n.gpus, err = det.Detect(ctx)
 	if err != nil {
@@ -125,24 +121,16 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 		}
 	}
 
-	bootstrap, err := ParseBootstrap(cfg.Bootstrap)
-	if err != nil {
-		return nil, err
-	}
-	banned, err := parseBan(cfg.Ban)
-	if err != nil {
-		return nil, err
-	}
 	n.reg = prometheus.NewRegistry()
 	n.net, err = p2p.New(p2p.Config{
 		Key:         n.key,
-		ListenAddrs: cfg.Listen,
-		Bootstrap:   bootstrap,
+		ListenAddrs: stringsOf(cfg.Listen),
+		Bootstrap:   cfg.Bootstrap,
 		Mode:        p2p.ModeServer,
 		PubSub:      true,
 		ConnLow:     cfg.ConnLow,
 		ConnHigh:    cfg.ConnHigh,
-		Banned:      banned,
+		Banned:      cfg.Ban,
 		MDNS:        cfg.MDNS,
 		UserAgent:   Software(),
 		Registerer:  n.reg,
@@ -194,46 +182,10 @@ func (n *Node) goLoop(f func()) {
 // storeDir is where the Badger store lives inside the data dir.
 func storeDir(dataDir string) string { return filepath.Join(dataDir, "store") }
 
-// ParseBootstrap parses bootstrap multiaddrs, each ending in /p2p/PEERID.
-func ParseBootstrap(addrs []string) ([]peer.AddrInfo, error) {
-	var out []peer.AddrInfo
-	byID := map[peer.ID]int{}
-	for _, s := range addrs {
-		a, err := ma.NewMultiaddr(s)
-		if err != nil {
-			return nil, fmt.Errorf("bootstrap address %q: %w", s, err)
-		}
-		ai, err := peer.AddrInfoFromP2pAddr(a)
-		if err != nil {
-			return nil, fmt.Errorf("bootstrap address %q: %w (it must end in /p2p/PEERID)", s, err)
-		}
-		if i, ok := byID[ai.ID]; ok {
-			out[i].Addrs = append(out[i].Addrs, ai.Addrs...)
-			continue
-		}
-		byID[ai.ID] = len(out)
-		out = append(out, *ai)
-	}
-	return out, nil
-}
-
-func parseBan(ids []string) ([]peer.ID, error) {
-	var out []peer.ID
-	for _, s := range ids {
-		id, err := peer.Decode(s)
-		if err != nil {
-			return nil, fmt.Errorf("ban list: %q is not a peer ID: %w", s, err)
-		}
-		out = append(out, id)
-	}
-	return out, nil
-}
-
 // bootstrapIDs are the peer IDs of the configured bootstrap peers.
 func (n *Node) bootstrapIDs() []peer.ID {
-	ais, _ := ParseBootstrap(n.cfg.Bootstrap)
-	ids := make([]peer.ID, 0, len(ais))
-	for _, ai := range ais {
+	ids := make([]peer.ID, 0, len(n.cfg.Bootstrap))
+	for _, ai := range n.cfg.Bootstrap {
 		ids = append(ids, ai.ID)
 	}
 	return ids

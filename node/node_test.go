@@ -156,7 +156,7 @@ func TestNetworkOfNodes(t *testing.T) {
 	if err := nodes[4].Close(); err != nil {
 		t.Fatal(err)
 	}
-	cfg4.Bootstrap = bootstrapOf(nodes[0])
+	setKey(t, &cfg4, "bootstrap", bootstrapOf(nodes[0])...)
 	restarted := startNode(t, cfg4)
 	if restarted.ID() != oldID {
 		t.Fatalf("peer ID changed on restart: %s -> %s", oldID, restarted.ID())

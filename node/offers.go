@@ -4,20 +4,13 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/p2p/pb"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
-
-// filterModels makes the filter parser check model slugs against the
-// device-profile table.
-func filterModels() market.FilterOption { return market.WithKnownModels(verify.Slugs()) }
-
-// ParseFilter parses a filter with model slugs checked against the
-// device-profile table.
-func ParseFilter(s string) (market.Filter, error) { return market.ParseFilter(s, filterModels()) }
 
 // OffersFromProfile turns a validated profile into one offer per GPU model.
 func OffersFromProfile(p *p2p.Profile) []market.Offer {
@@ -37,12 +30,7 @@ func OffersFromProfile(p *p2p.Profile) []market.Offer {
 				ComputeCapability: fmt.Sprintf("%d.%d", g.CcMajor, g.CcMinor),
 				Region:            p.Region, Simulated: g.Simulated,
 				Version: p.Software, SeenAt: p.Issued().UTC(), JobLimits: limits,
-			}
-			if prof, ok := verify.LookupProfile(g.Model); ok {
-				o.TFLOPS = prof.BF16GFLOPS / 1000
-				if o.TFLOPS == 0 {
-					o.TFLOPS = prof.FP32GFLOPS / 1000
-				}
+				TFLOPS: catalog.TFLOPS(g.Model),
 			}
 			byModel[g.Model] = o
 			order = append(order, g.Model)
@@ -97,7 +85,7 @@ func MatchOffers(ps []*p2p.Profile, f market.Filter, asks []*market.Ask, rep *re
 	for _, p := range ps {
 		for _, o := range OffersFromProfile(p) {
 			if a := live[key{o.PeerID, o.Model}]; a != nil {
-				o.PriceMicros, o.Free = a.PriceMicros, min(int(a.Count), o.Count)
+				o.PriceMicros, o.Free = money.Micros(a.PriceMicros), min(int(a.Count), o.Count)
 			} else if asks != nil {
 				o.Free = 0 // sold out, or not for sale: no live ask
 			}

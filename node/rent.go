@@ -12,6 +12,8 @@ import (
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 )
@@ -130,31 +132,13 @@ func (c *RentClient) TakeAsk(ctx context.Context, prefix string, count int, dura
 	return c.renter.TakeAsk(ctx, a, count, duration, market.Terms{})
 }
 
-// LeaseView is a lease as the CLI and the API show it.
-type LeaseView struct {
-	LeaseID     string    `json:"lease_id"`
-	Supplier    string    `json:"supplier"`
-	Renter      string    `json:"renter"`
-	Model       string    `json:"model"`
-	Count       int       `json:"count"`
-	PriceMicros int64     `json:"price_micros"`
-	Price       string    `json:"price"`
-	Start       time.Time `json:"start"`
-	End         time.Time `json:"end"`
-	GPUs        []string  `json:"gpus"`
-	Verified    bool      `json:"verified"`
-	State       string    `json:"state,omitempty"`
-	Role        string    `json:"role,omitempty"`
-	Reason      string    `json:"reason,omitempty"` // why a supplier released it
-}
-
 // ViewLease describes a validated lease: verified means both signatures
 // (the renter's on the proposal, the supplier's on the lease) checked out,
 // which every market.Lease value guarantees.
-func ViewLease(l *market.Lease, state, role string) LeaseView {
-	return LeaseView{
+func ViewLease(l *market.Lease, state, role string) api.LeaseView {
+	return api.LeaseView{
 		LeaseID: l.ID.String(), Supplier: l.Supplier.String(), Renter: l.Renter.String(),
-		Model: l.Model, Count: int(l.Count), PriceMicros: l.PriceMicros, Price: market.FormatPrice(l.PriceMicros),
+		Model: l.Model, Count: int(l.Count), PriceMicros: l.PriceMicros, Price: money.Micros(l.PriceMicros).String(),
 		Start: l.Start().UTC(), End: l.End().UTC(), GPUs: l.GpuUuids, Verified: true, State: state, Role: role,
 	}
 }
@@ -167,7 +151,7 @@ func OpenStore(dataDir string) (store.Store, error) {
 
 // StoredLeases lists the leases kept in the store of dataDir, for a
 // renter whose node is not running.
-func StoredLeases(dataDir string, now time.Time) ([]LeaseView, error) {
+func StoredLeases(dataDir string, now time.Time) ([]api.LeaseView, error) {
 	st, err := OpenStore(dataDir)
 	if err != nil {
 		return nil, err
@@ -176,12 +160,12 @@ func StoredLeases(dataDir string, now time.Time) ([]LeaseView, error) {
 	return leaseViews(st, now)
 }
 
-func leaseViews(st store.Store, now time.Time) ([]LeaseView, error) {
+func leaseViews(st store.Store, now time.Time) ([]api.LeaseView, error) {
 	ls, err := market.Leases(st, now)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]LeaseView, 0, len(ls))
+	out := make([]api.LeaseView, 0, len(ls))
 	for _, l := range ls {
 		v := ViewLease(l.Lease, l.State, l.Role)
 		v.Reason = l.Reason

@@ -11,10 +11,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
@@ -154,7 +154,7 @@ func (c *LightClient) Network() *p2p.Network { return c.net }
 func (c *LightClient) Search(ctx context.Context, f market.Filter) ([]market.Offer, error) {
 	models := f.Models()
 	if models == nil {
-		models = verify.Slugs()
+		models = catalog.Slugs()
 	}
 	if len(models) == 0 {
 		return nil, nil

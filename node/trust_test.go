@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/pb"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	vpb "github.com/gpumesh/gpumesh/verify/pb"
 	"github.com/gpumesh/gpumesh/verify/reputation"
@@ -163,7 +164,7 @@ func TestSelfDealtPrintsDoNotMovePrices(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "the 15 self-dealt prints at the dynamic supplier", func() bool { return dynamic.PriceIndex().Held(model) == 17 })
 	if got := dynamic.PriceIndex().Median(model); got != 800_000 {
-		t.Fatalf("median after 15 self-dealt prints at 50.00 = %s, want 0.80", market.FormatPrice(got))
+		t.Fatalf("median after 15 self-dealt prints at 50.00 = %s, want 0.80", money.Micros(got).String())
 	}
 	if pp, _ := dynamic.PriceIndex().Get(model); pp.Trades != 1 || pp.MaxMicros != 800_000 {
 		t.Fatalf("self-dealt prints count: %+v", pp)
@@ -172,17 +173,14 @@ func TestSelfDealtPrintsDoNotMovePrices(t *testing.T) {
 	// The honest supplier holds as many GPUs with no job on them as it
 	// allows (two of three): the next renter gets the dynamic
 	// supplier's quote, priced from the honest index only.
-	pricer, err := dynamic.cfg.Pricer()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pricer := dynamic.cfg.Pricer()
 	want, _ := pricer.Quote(market.PriceInput{Model: model, Count: 1, DurationS: 3600, Index: 800_000})
 	l, err := m.rent(t, "model="+model, 1, "5")
 	if err != nil || l.Supplier != dynamic.ID() {
 		t.Fatalf("rent from the dynamic supplier: lease from %s, err %v", supplierOf(l), err)
 	}
 	if l.PriceMicros != want {
-		t.Fatalf("dynamic supplier quoted %s after the self-dealt prints, want %s", market.FormatPrice(l.PriceMicros), market.FormatPrice(want))
+		t.Fatalf("dynamic supplier quoted %s after the self-dealt prints, want %s", money.Micros(l.PriceMicros).String(), money.Micros(want).String())
 	}
 }
 

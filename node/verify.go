@@ -27,27 +27,16 @@ type verifyParts struct {
 
 // trustedPeers are the node's pre-trusted attesters: itself, its
 // bootstrap peers, and those the configuration names.
-func (n *Node) trustedPeers() ([]peer.ID, error) {
-	ids := append([]peer.ID{n.id}, n.bootstrapIDs()...)
-	for _, s := range n.cfg.Trusted {
-		id, err := peer.Decode(s)
-		if err != nil {
-			return nil, fmt.Errorf("trusted: %q is not a peer ID: %w", s, err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, nil
+func (n *Node) trustedPeers() []peer.ID {
+	return append(append([]peer.ID{n.id}, n.bootstrapIDs()...), n.cfg.Trusted...)
 }
 
 // startVerify opens the reputation book, joins the attestation topic and
 // serves attestation sync.
 func (n *Node) startVerify(ctx context.Context) error {
-	trusted, err := n.trustedPeers()
-	if err != nil {
-		return fmt.Errorf("node: %w", err)
-	}
 	v := &n.verify
-	v.rep, err = reputation.Open(n.store, n.id, reputation.Config{Now: n.now, PreTrusted: trusted, Log: n.log})
+	var err error
+	v.rep, err = reputation.Open(n.store, n.id, reputation.Config{Now: n.now, PreTrusted: n.trustedPeers(), Log: n.log})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -18,7 +17,7 @@ import (
 	"time"
 
 	"github.com/gpumesh/gpumesh/market"
-	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 )
 
 // ErrPortInUse means a port a testnet node needs is taken.
@@ -203,36 +202,25 @@ func checkNodePorts(base, i int) error {
 	return nil
 }
 
-// getHealth asks the node API at api (host:port) for /healthz.
-func getHealth(ctx context.Context, api string) (node.Health, error) {
-	var h node.Health
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+api+"/healthz", nil)
-	if err != nil {
-		return h, err
-	}
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	resp, err := client.Do(req)
+// getHealth asks the node API at addr (host:port) for /healthz.
+func getHealth(ctx context.Context, addr string) (api.Health, error) {
+	c := api.NewClient(addr, "")
+	defer c.Close()
+	h, err := c.Health(ctx)
 	if err != nil {
 		return h, fmt.Errorf("healthz: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return h, fmt.Errorf("healthz: %s", resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
-		return h, fmt.Errorf("healthz: decode: %w", err)
 	}
 	return h, nil
 }
 
 // condition is what waitFor waits for in a node's /healthz.
-type condition func(node.Health) error
+type condition func(api.Health) error
 
 // answers is met once /healthz answers at all.
-func answers(node.Health) error { return nil }
+func answers(api.Health) error { return nil }
 
 // ready is met once the node has a peer and has advertised its profile.
-func ready(h node.Health) error {
+func ready(h api.Health) error {
 	switch {
 	case h.Peers < 1:
 		return errors.New("no peers yet")

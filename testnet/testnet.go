@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 )
 
 // Defaults filled in by Up for zero Options fields.
@@ -111,11 +111,11 @@ func (o Options) withDefaults() (Options, error) {
 
 // Profile is the simulated hardware and region of one node.
 type Profile struct {
-	GPUs    string           // the node's --gpus value
-	Region  string           // --region
-	Pricing string           // --pricing
-	Prices  map[string]int64 // --price MODEL=AMOUNT, in micros per GPU-hour
-	Cheat   string           // --sim-cheat: the impostor of each round of five
+	GPUs    string                  // the node's --gpus value
+	Region  string                  // --region
+	Pricing string                  // --pricing
+	Prices  map[string]money.Micros // --price MODEL=AMOUNT, in micros per GPU-hour
+	Cheat   string                  // --sim-cheat: the impostor of each round of five
 }
 
 // ProfileFor returns node i's hardware, region and pricing: a fixed
@@ -123,16 +123,16 @@ type Profile struct {
 // of five asks 0.05 more per GPU-hour, so that prices differ.
 func ProfileFor(i int) Profile {
 	rotation := [...]Profile{
-		{"sim:h100-sxm:8", "eu-west", "fixed", map[string]int64{"h100-sxm": 2_100_000}, ""},
-		{"sim:rtx4090:2", "us-east", "auction", map[string]int64{"rtx4090": 450_000}, ""},
-		{"sim:a100-80gb:4", "eu-west", "dynamic", map[string]int64{"a100-80gb": 1_400_000}, ""},
-		{"sim:l40s:2", "ap-south", "fixed", map[string]int64{"l40s": 900_000}, ""},
-		{"sim:h100-sxm:2,rtx4090:1", "us-east", "auction", map[string]int64{"h100-sxm": 2_400_000, "rtx4090": 500_000}, "slow=3"},
+		{"sim:h100-sxm:8", "eu-west", "fixed", map[string]money.Micros{"h100-sxm": 2_100_000}, ""},
+		{"sim:rtx4090:2", "us-east", "auction", map[string]money.Micros{"rtx4090": 450_000}, ""},
+		{"sim:a100-80gb:4", "eu-west", "dynamic", map[string]money.Micros{"a100-80gb": 1_400_000}, ""},
+		{"sim:l40s:2", "ap-south", "fixed", map[string]money.Micros{"l40s": 900_000}, ""},
+		{"sim:h100-sxm:2,rtx4090:1", "us-east", "auction", map[string]money.Micros{"h100-sxm": 2_400_000, "rtx4090": 500_000}, "slow=3"},
 	}
 	p := rotation[i%len(rotation)]
-	prices := make(map[string]int64, len(p.Prices))
+	prices := make(map[string]money.Micros, len(p.Prices))
 	for m, v := range p.Prices {
-		prices[m] = v + int64(i/len(rotation))*50_000
+		prices[m] = v + money.Micros(i/len(rotation))*50_000
 	}
 	p.Prices = prices
 	return p
@@ -147,7 +147,7 @@ func (p Profile) priceArgs() []string {
 	sort.Strings(models)
 	var args []string
 	for _, m := range models {
-		args = append(args, "--price", m+"="+market.FormatPrice(p.Prices[m]))
+		args = append(args, "--price", m+"="+p.Prices[m].String())
 	}
 	return args
 }

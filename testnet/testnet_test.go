@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 )
 
 // buildOnce builds the gpumesh binary once for all the tests in this run.
@@ -187,7 +188,7 @@ func TestUpSearchDown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rent: %v\n%s", err, stderr.String())
 	}
-	var lease node.LeaseView
+	var lease api.LeaseView
 	if err := json.Unmarshal(out, &lease); err != nil {
 		t.Fatalf("rent --json: %v\n%s", err, out)
 	}
@@ -340,10 +341,10 @@ func TestProfileFor(t *testing.T) {
 		i    int
 		want Profile
 	}{
-		{0, Profile{"sim:h100-sxm:8", "eu-west", "fixed", map[string]int64{"h100-sxm": 2_100_000}, ""}},
-		{1, Profile{"sim:rtx4090:2", "us-east", "auction", map[string]int64{"rtx4090": 450_000}, ""}},
-		{4, Profile{"sim:h100-sxm:2,rtx4090:1", "us-east", "auction", map[string]int64{"h100-sxm": 2_400_000, "rtx4090": 500_000}, "slow=3"}},
-		{5, Profile{"sim:h100-sxm:8", "eu-west", "fixed", map[string]int64{"h100-sxm": 2_150_000}, ""}},
+		{0, Profile{"sim:h100-sxm:8", "eu-west", "fixed", map[string]money.Micros{"h100-sxm": 2_100_000}, ""}},
+		{1, Profile{"sim:rtx4090:2", "us-east", "auction", map[string]money.Micros{"rtx4090": 450_000}, ""}},
+		{4, Profile{"sim:h100-sxm:2,rtx4090:1", "us-east", "auction", map[string]money.Micros{"h100-sxm": 2_400_000, "rtx4090": 500_000}, "slow=3"}},
+		{5, Profile{"sim:h100-sxm:8", "eu-west", "fixed", map[string]money.Micros{"h100-sxm": 2_150_000}, ""}},
 	}
 	for _, tt := range tests {
 		if got := ProfileFor(tt.i); !reflect.DeepEqual(got, tt.want) {

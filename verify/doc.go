@@ -1,12 +1,10 @@
-// Package verify holds what gpumesh knows and checks about GPUs: the
-// inventory a supplier claims, the datasheet profile of each known device
-// model, and (as they are added) benchmark challenges, attestations and
-// reputation.
+// Package verify holds what gpumesh checks about GPUs: the inventory a
+// supplier claims, benchmark challenges, attestations and reputation.
 //
-// The device profile table (see [Profiles], [LookupProfile] and
-// [SlugForNVMLName]) is the one place that maps the names NVML reports to
-// canonical model slugs such as "h100-sxm". Matching and challenge judging
-// use these slugs and figures; all figures are integers.
+// The datasheet profile of each known device model, and the mapping of
+// the names NVML reports to canonical model slugs such as "h100-sxm",
+// live in the leaf package catalog, which verify's sub-packages use for
+// sizing and judging challenges.
 //
 // verify sits below node in the import graph: it must never import node
 // (or cmd). Sub-package inventory detects the GPUs of this machine.

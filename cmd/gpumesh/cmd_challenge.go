@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -14,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/verify/audit"
 )
 
@@ -66,58 +64,45 @@ supplier fails.`,
 	}
 	cmd.Flags().StringVar(&model, "model", "", "challenge only the GPUs of this model")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long")
-	cmd.Flags().String("api", "", "address of the local node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
 var errNoNode = errors.New("no local node")
 
-// challengeViaNode asks the local node to challenge (and attest).
-func (a *app) challengeViaNode(ctx context.Context, cfg node.Config, id peer.ID, model string) (node.ChallengeReport, error) {
-	var rep node.ChallengeReport
-	token, err := node.ReadToken(cfg.DataDir)
-	if err != nil || cfg.API == "off" {
+// challengeViaNode asks the local node to challenge (and attest);
+// errNoNode when no node of this data dir answers.
+func (a *app) challengeViaNode(ctx context.Context, cfg node.Config, id peer.ID, model string) (api.ChallengeReport, error) {
+	if cfg.API == "off" {
+		return api.ChallengeReport{}, errNoNode
+	}
+	c, err := api.ClientForDataDir(cfg.API, cfg.DataDir)
+	if err != nil {
+		return api.ChallengeReport{}, errNoNode
+	}
+	rep, err := c.Challenge(ctx, id, model)
+	if errors.Is(err, api.ErrUnreachable) {
 		return rep, errNoNode
 	}
-	u := "http://" + cfg.API + "/api/v1/challenge?peer=" + url.QueryEscape(id.String()) + "&model=" + url.QueryEscape(model)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
-	if err != nil {
-		return rep, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return rep, errNoNode
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var msg [512]byte
-		n, _ := resp.Body.Read(msg[:])
-		return rep, fmt.Errorf("node API: %s: %s", resp.Status, msg[:n])
-	}
-	return rep, json.NewDecoder(resp.Body).Decode(&rep)
+	return rep, err
 }
 
 // challengeHere runs the challenge as a light client; nothing is attested.
-func (a *app) challengeHere(ctx context.Context, cfg node.Config, id peer.ID, model string) (node.ChallengeReport, error) {
-	bootstrap, err := node.ParseBootstrap(cfg.Bootstrap)
-	if err != nil {
-		return node.ChallengeReport{}, usageError{err}
-	}
+func (a *app) challengeHere(ctx context.Context, cfg node.Config, id peer.ID, model string) (api.ChallengeReport, error) {
 	log := a.logger(cfg)
-	lc, err := node.NewLightClient(ctx, node.LightOptions{Bootstrap: bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: log})
+	lc, err := node.NewLightClient(ctx, node.LightOptions{Bootstrap: cfg.Bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: log})
 	if err != nil {
-		return node.ChallengeReport{}, err
+		return api.ChallengeReport{}, err
 	}
 	defer lc.Close()
 	p, err := lc.Network().FetchProfile(ctx, id, 0)
 	if err != nil {
-		return node.ChallengeReport{}, fmt.Errorf("challenge: %w", err)
+		return api.ChallengeReport{}, fmt.Errorf("challenge: %w", err)
 	}
 	return node.RunChallenges(ctx, audit.NewChallenger(lc.Network().Host, 0, log), p, model)
 }
 
-func (a *app) printChallenge(r node.ChallengeReport) error {
+func (a *app) printChallenge(r api.ChallengeReport) error {
 	if a.json {
 		return a.printJSON(r)
 	}

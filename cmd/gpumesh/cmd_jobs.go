@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -17,20 +12,17 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumesh/gpumesh/market"
-	"github.com/gpumesh/gpumesh/market/settle"
-	"github.com/gpumesh/gpumesh/node"
+
+	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
-// nodeClient talks to the local node's API with its token: jobs are run,
-// paid for and followed by the renter's own node, never by the CLI.
-type nodeClient struct {
-	base  string
-	token string
-}
-
-func (a *app) nodeClient(cmd *cobra.Command) (*nodeClient, error) {
+// nodeClient is a client of the local node's API with its token: jobs
+// are run, paid for and followed by the renter's own node, never by the
+// CLI.
+func (a *app) nodeClient(cmd *cobra.Command) (*api.Client, error) {
 	cfg, err := a.loadConfig(cmd)
 	if err != nil {
 		return nil, err
@@ -38,92 +30,29 @@ func (a *app) nodeClient(cmd *cobra.Command) (*nodeClient, error) {
 	if cfg.API == "off" {
 		return nil, usageError{errors.New("the node's API is off; jobs are driven through it")}
 	}
-	token, err := node.ReadToken(cfg.DataDir)
+	c, err := api.ClientForDataDir(cfg.API, cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("no node token in %s: %w; start `gpumesh node` with this --data first: it runs, pays for and follows your jobs", cfg.DataDir, err)
 	}
-	return &nodeClient{base: "http://" + cfg.API, token: token}, nil
+	return c, nil
 }
 
-// errUnauthorized is a 401 from the node's API: no token, or another
-// node's.
-var errUnauthorized = errors.New("401 Unauthorized")
-
-// do sends a request and decodes a JSON answer into out (unless nil).
-func (c *nodeClient) do(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach the node's API at %s: %w; is `gpumesh node` running? (pass --api HOST:PORT)", c.base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusConflict {
-		var nm struct {
-			Error   string   `json:"error"`
-			Reasons []string `json:"reasons"`
-		}
-		if json.NewDecoder(resp.Body).Decode(&nm) == nil {
-			return &market.NoMatch{Reasons: nm.Reasons}
-		}
-	}
-	if resp.StatusCode == http.StatusUnauthorized {
-		return fmt.Errorf("node API %s %s: %w", method, path, errUnauthorized)
-	}
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("node API %s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(msg)))
-	}
-	if out == nil {
-		return nil
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
-}
-
-// follow copies the job's log to w from offset from until the job ends.
-func (c *nodeClient) follow(ctx context.Context, id string, from int64, follow bool, w io.Writer) error {
-	u := fmt.Sprintf("%s/api/v1/jobs/%s/logs?from=%d", c.base, url.PathEscape(id), from)
-	if follow {
-		u += "&follow=1"
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach the node's API at %s: %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("node API: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
-	}
-	_, err = io.Copy(w, resp.Body)
-	if ctx.Err() != nil {
-		return nil
+// jobHint adds to an error of the node's job API what to do about it.
+func jobHint(err error) error {
+	switch {
+	case errors.Is(err, api.ErrUnauthorized):
+		return fmt.Errorf("%w; pass the --data of the node whose --api you ask", err)
+	case errors.Is(err, api.ErrNotFound):
+		return fmt.Errorf("%w; `gpumesh jobs` lists your node's jobs", err)
+	case errors.Is(err, api.ErrUnavailable):
+		return fmt.Errorf("%w; the node is still starting: try again in a moment", err)
 	}
 	return err
 }
 
 func newRunCmd(a *app) *cobra.Command {
 	var (
-		jr       node.JobRequest
+		jr       api.JobRequest
 		minRep   float64
 		every    time.Duration
 		interval time.Duration
@@ -169,7 +98,7 @@ follow later with "gpumesh logs -f JOB".`,
 					return usageError{fmt.Errorf("--file %s: %w", f, err)}
 				}
 				fi, _ := os.Stat(local)
-				jr.Files = append(jr.Files, node.JobFile{Path: remote, Mode: uint32(fi.Mode().Perm()), Data: data})
+				jr.Files = append(jr.Files, api.JobFile{Path: remote, Mode: uint32(fi.Mode().Perm()), Data: data})
 			}
 			if jr.MaxPrice == "" {
 				return usageError{errors.New("--max-price is required (per GPU-hour, e.g. 2.50)")}
@@ -182,15 +111,14 @@ follow later with "gpumesh logs -f JOB".`,
 				return err
 			}
 			sp := a.spin("renting and starting the job")
-			var v job.View
-			err = c.do(cmd.Context(), http.MethodPost, "/api/v1/jobs", jr, &v)
+			v, err := c.SubmitJob(cmd.Context(), jr)
 			sp.Stop()
 			var nm *market.NoMatch
 			if errors.As(err, &nm) {
 				return a.printNoMatch(nm)
 			}
 			if err != nil {
-				return err
+				return jobHint(err)
 			}
 			if detach {
 				if a.json {
@@ -225,25 +153,26 @@ follow later with "gpumesh logs -f JOB".`,
 	fl.StringVar(&jr.Runtime, "runtime", "", "process (default), docker or podman (with --image)")
 	fl.StringVar(&jr.Image, "image", "", "container image, with --runtime docker|podman")
 	fl.BoolVar(&detach, "detach", false, "return once the job runs; your node goes on following it")
-	fl.String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(fl, namedKeys("api"))
 	return cmd
 }
 
 // followToEnd prints the job's output until it ends and returns its exit
 // status as the command's.
-func (a *app) followToEnd(ctx context.Context, c *nodeClient, id string) error {
-	if err := c.follow(ctx, id, 0, true, a.stdout); err != nil {
-		return err
-	}
+func (a *app) followToEnd(ctx context.Context, c *api.Client, id string) error {
+	err := c.Logs(ctx, id, 0, true, a.stdout)
 	if ctx.Err() != nil {
 		fmt.Fprintf(a.stderr, "gpumesh: detached; the job goes on (gpumesh logs -f %s)\n", id[:12])
 		return nil
 	}
-	var v job.View
-	if err := c.do(context.Background(), http.MethodGet, "/api/v1/jobs/"+id, nil, &v); err != nil {
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "gpumesh: job %s %s after %d attempt(s), paid %s\n", id[:12], v.State, len(v.Attempts), market.FormatPrice(v.PaidMicros))
+	v, err := c.Job(context.Background(), id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "gpumesh: job %s %s after %d attempt(s), paid %s\n", id[:12], v.State, len(v.Attempts), money.Micros(v.PaidMicros).String())
 	switch v.State {
 	case job.StateSucceeded:
 		return nil
@@ -268,9 +197,9 @@ func newJobsCmd(a *app) *cobra.Command {
 				return err
 			}
 			if len(args) == 1 {
-				var v job.View
-				if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/jobs/"+url.PathEscape(args[0]), nil, &v); err != nil {
-					return err
+				v, err := c.Job(cmd.Context(), args[0])
+				if err != nil {
+					return jobHint(err)
 				}
 				if a.json {
 					return a.printJSON(v)
@@ -278,9 +207,9 @@ func newJobsCmd(a *app) *cobra.Command {
 				a.printJob(v)
 				return nil
 			}
-			var vs []job.View
-			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/jobs", nil, &vs); err != nil {
-				return err
+			vs, err := c.Jobs(cmd.Context())
+			if err != nil {
+				return jobHint(err)
 			}
 			if a.json {
 				return a.printJSON(orEmpty(vs))
@@ -291,13 +220,13 @@ func newJobsCmd(a *app) *cobra.Command {
 			}
 			var rows [][]string
 			for _, v := range vs {
-				rows = append(rows, []string{v.JobID[:12], v.State, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), market.FormatPrice(v.PaidMicros), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
+				rows = append(rows, []string{v.JobID[:12], v.State, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), money.Micros(v.PaidMicros).String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
 			}
 			a.table([]string{"JOB", "STATE", "ATTEMPT", "SUPPLIER", "PAID", "COMMAND", "CREATED"}, rows)
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -306,10 +235,10 @@ func (a *app) printJob(v job.View) {
 	if v.Message != "" {
 		fmt.Fprintf(a.stdout, " (%s)", v.Message)
 	}
-	fmt.Fprintf(a.stdout, "\ncommand   %s\npaid      %s\nfailovers %d, restarts %d\n", strings.Join(v.Argv, " "), market.FormatPrice(v.PaidMicros), v.Failovers, v.Restarts)
+	fmt.Fprintf(a.stdout, "\ncommand   %s\npaid      %s\nfailovers %d, restarts %d\n", strings.Join(v.Argv, " "), money.Micros(v.PaidMicros).String(), v.Failovers, v.Restarts)
 	var rows [][]string
 	for _, at := range v.Attempts {
-		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome), strconv.Itoa(at.Receipts), market.FormatPrice(at.PaidMicros), strconv.FormatBool(at.Settled), short(at.Checkpoint)})
+		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome), strconv.Itoa(at.Receipts), money.Micros(at.PaidMicros).String(), strconv.FormatBool(at.Settled), short(at.Checkpoint)})
 	}
 	a.table([]string{"ATTEMPT", "SUPPLIER", "LEASE", "OUTCOME", "RECEIPTS", "PAID", "SETTLED", "RESUMED FROM"}, rows)
 }
@@ -332,11 +261,15 @@ func newLogsCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.follow(cmd.Context(), args[0], 0, follow, a.stdout)
+			err = c.Logs(cmd.Context(), args[0], 0, follow, a.stdout)
+			if cmd.Context().Err() != nil {
+				return nil // interrupted: the job goes on
+			}
+			return jobHint(err)
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output as it arrives, until the job ends")
-	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -350,9 +283,9 @@ func newStopCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var v job.View
-			if err := c.do(cmd.Context(), http.MethodPost, "/api/v1/jobs/"+url.PathEscape(args[0])+"/stop", nil, &v); err != nil {
-				return err
+			v, err := c.StopJob(cmd.Context(), args[0], "")
+			if err != nil {
+				return jobHint(err)
 			}
 			if a.json {
 				return a.printJSON(v)
@@ -361,7 +294,7 @@ func newStopCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -384,9 +317,9 @@ settlement statement. With --verify the command exits 1 when any lease has a pro
 			if err != nil {
 				return err
 			}
-			var reps []settle.Report
-			if err := c.do(cmd.Context(), http.MethodGet, "/api/v1/receipts?lease="+url.QueryEscape(lease), nil, &reps); err != nil {
-				return err
+			reps, err := c.Receipts(cmd.Context(), lease)
+			if err != nil {
+				return jobHint(err)
 			}
 			bad := 0
 			for _, r := range reps {
@@ -416,7 +349,7 @@ settlement statement. With --verify the command exits 1 when any lease has a pro
 				if !r.Valid {
 					valid = "INVALID"
 				}
-				rows = append(rows, []string{short(r.LeaseID), r.Role, strconv.Itoa(r.Receipts), fmt.Sprintf("%.1f", r.GPUSeconds), market.FormatPrice(r.AmountMicros), market.FormatPrice(r.PaidMicros), strconv.FormatBool(r.Settled), valid})
+				rows = append(rows, []string{short(r.LeaseID), r.Role, strconv.Itoa(r.Receipts), fmt.Sprintf("%.1f", r.GPUSeconds), money.Micros(r.AmountMicros).String(), money.Micros(r.PaidMicros).String(), strconv.FormatBool(r.Settled), valid})
 			}
 			a.table([]string{"LEASE", "ROLE", "RECEIPTS", "GPU-SECONDS", "BILLED", "PAID", "SETTLED", "CHECK"}, rows)
 			for _, r := range reps {
@@ -432,6 +365,6 @@ settlement statement. With --verify the command exits 1 when any lease has a pro
 	}
 	cmd.Flags().StringVar(&lease, "lease", "", "only the lease with this ID (or ID prefix)")
 	cmd.Flags().BoolVar(&verify, "verify", false, "exit 1 when any bill fails verification")
-	cmd.Flags().String("api", "", "address of your node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +12,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/store"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
@@ -51,7 +52,7 @@ a job at once.`,
 			if err != nil {
 				return err
 			}
-			f, err := node.ParseFilter(strings.Join(args, " "))
+			f, err := market.ParseFilter(strings.Join(args, " "))
 			if err != nil {
 				return usageError{err}
 			}
@@ -62,18 +63,14 @@ a job at once.`,
 			if duration < market.MinDuration || duration > market.MaxDuration {
 				return usageError{fmt.Errorf("--hours %g: want %s to %s", hours, market.MinDuration, market.MaxDuration)}
 			}
-			var maxMicros int64
+			var maxMicros money.Micros
 			if askID == "" {
 				if maxPrice == "" {
 					return usageError{errors.New("--max-price is required (per GPU-hour, e.g. 2.50), unless you take an ask with --ask")}
 				}
-				if maxMicros, err = market.ParsePrice(maxPrice); err != nil || maxMicros <= 0 {
+				if maxMicros, err = money.ParseMicros(maxPrice); err != nil || maxMicros <= 0 {
 					return usageError{fmt.Errorf("--max-price %q: want a positive amount per GPU-hour, e.g. 2.50", maxPrice)}
 				}
-			}
-			bootstrap, err := node.ParseBootstrap(cfg.Bootstrap)
-			if err != nil {
-				return usageError{err}
 			}
 			var (
 				key crypto.PrivKey
@@ -91,7 +88,7 @@ a job at once.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			sp := a.spin("joining the network")
-			rc, err := node.NewRentClient(ctx, node.LightOptions{Key: key, Bootstrap: bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg)}, st)
+			rc, err := node.NewRentClient(ctx, node.LightOptions{Key: key, Bootstrap: cfg.Bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg)}, st)
 			sp.Stop()
 			if err != nil {
 				return err
@@ -102,7 +99,7 @@ a job at once.`,
 			if askID != "" {
 				l, err = rc.TakeAsk(ctx, askID, count, duration)
 			} else {
-				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: count, Duration: duration, MaxPrice: maxMicros, Wait: wait, MinReputation: minRep, AllowUnproven: unproven})
+				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: count, Duration: duration, MaxPrice: int64(maxMicros), Wait: wait, MinReputation: minRep, AllowUnproven: unproven})
 			}
 			sp.Stop()
 			var nm *market.NoMatch
@@ -155,7 +152,7 @@ type silentError struct{ err error }
 
 func (e silentError) Error() string { return e.err.Error() }
 
-func (a *app) printLease(l node.LeaseView) error {
+func (a *app) printLease(l api.LeaseView) error {
 	if a.json {
 		return a.printJSON(l)
 	}
@@ -175,12 +172,13 @@ func newOrdersCmd(a *app) *cobra.Command {
 				return err
 			}
 			filter := strings.Join(args, " ")
-			if _, err := node.ParseFilter(filter); err != nil {
+			if _, err := market.ParseFilter(filter); err != nil {
 				return usageError{err}
 			}
-			var o node.Orders
-			if err := getJSON(cmd, cfg, "/api/v1/orders?filter="+url.QueryEscape(filter), &o); err != nil {
-				return err
+			c, tokenErr := readClient(cfg)
+			o, err := c.Orders(cmd.Context(), filter)
+			if err != nil {
+				return explainAPIError(err, cfg, tokenErr)
 			}
 			if a.json {
 				return a.printJSON(o)
@@ -200,7 +198,7 @@ func newOrdersCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -214,8 +212,10 @@ func newLeasesCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ls []node.LeaseView
-			if err := getJSON(cmd, cfg, "/api/v1/leases", &ls); err != nil {
+			c, tokenErr := readClient(cfg)
+			ls, err := c.Leases(cmd.Context())
+			if err != nil {
+				err = explainAPIError(err, cfg, tokenErr)
 				if cfg.Sources["data"] == "default" {
 					return err // without --data there is no store to fall back on
 				}
@@ -239,7 +239,7 @@ func newLeasesCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
@@ -253,9 +253,10 @@ func newPricesCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ps []market.PricePoint
-			if err := getJSON(cmd, cfg, "/api/v1/prices", &ps); err != nil {
-				return err
+			c, tokenErr := readClient(cfg)
+			ps, err := c.Prices(cmd.Context())
+			if err != nil {
+				return explainAPIError(err, cfg, tokenErr)
 			}
 			if a.json {
 				return a.printJSON(orEmpty(ps))
@@ -266,12 +267,12 @@ func newPricesCmd(a *app) *cobra.Command {
 			}
 			var rows [][]string
 			for _, p := range ps {
-				rows = append(rows, []string{p.Model, strconv.Itoa(p.Trades), market.FormatPrice(p.LastMicros), market.FormatPrice(p.MedianMicros), market.FormatPrice(p.VWAPMicros), market.FormatPrice(p.MinMicros), market.FormatPrice(p.MaxMicros)})
+				rows = append(rows, []string{p.Model, strconv.Itoa(p.Trades), money.Micros(p.LastMicros).String(), money.Micros(p.MedianMicros).String(), money.Micros(p.VWAPMicros).String(), money.Micros(p.MinMicros).String(), money.Micros(p.MaxMicros).String()})
 			}
 			a.table([]string{"MODEL", "TRADES", "LAST", "MEDIAN", "VWAP", "MIN", "MAX"}, rows)
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }

@@ -1,18 +1,16 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 )
 
@@ -57,15 +55,11 @@ func newGPUsCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			spec, err := inventory.ParseSpec(cfg.GPUs)
-			if err != nil {
-				return usageError{fmt.Errorf("--gpus: %w", err)}
-			}
 			seed := "local"
 			if key, err := node.LoadKey(cfg.DataDir); err == nil {
 				seed = node.PeerID(key).String()
 			}
-			gpus, err := inventory.FromSpec(spec, seed, a.logger(cfg)).Detect(cmd.Context())
+			gpus, err := inventory.FromSpec(cfg.GPUs, seed, a.logger(cfg)).Detect(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -84,45 +78,8 @@ func newGPUsCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("gpus", "", "auto, none, or sim:MODEL:COUNT[,...] (default auto)")
+	addKeyFlags(cmd.Flags(), namedKeys("gpus"))
 	return cmd
-}
-
-func newConfigCmd(a *app) *cobra.Command {
-	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration"}
-	show := &cobra.Command{
-		Use:   "show",
-		Short: "Print the effective configuration and where each value came from",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := a.loadConfig(cmd)
-			if err != nil {
-				return err
-			}
-			settings := cfg.Settings()
-			if a.json {
-				return a.printJSON(settings)
-			}
-			var rows [][]string
-			for _, s := range settings {
-				v := fmt.Sprint(s.Value)
-				if l, ok := s.Value.([]string); ok {
-					v = strings.Join(l, ",")
-				}
-				rows = append(rows, []string{s.Key, v, s.Source})
-			}
-			a.table([]string{"KEY", "VALUE", "SOURCE"}, rows)
-			return nil
-		},
-	}
-	// config show reports node settings too, so it accepts the node's flags.
-	copyFlags(show, newNodeCmd(a))
-	cmd.AddCommand(show)
-	return cmd
-}
-
-func copyFlags(dst, src *cobra.Command) {
-	dst.Flags().AddFlagSet(src.Flags())
 }
 
 func newPeersCmd(a *app) *cobra.Command {
@@ -138,9 +95,10 @@ func newPeersCmd(a *app) *cobra.Command {
 			if cfg.API == "off" {
 				return usageError{fmt.Errorf("the node's API is off; pass --api HOST:PORT of a running node")}
 			}
-			var peers []node.PeerState
-			if err := getJSON(cmd, cfg, "/api/v1/peers", &peers); err != nil {
-				return err
+			c, tokenErr := readClient(cfg)
+			peers, err := c.Peers(cmd.Context())
+			if err != nil {
+				return explainAPIError(err, cfg, tokenErr)
 			}
 			if a.json {
 				return a.printJSON(orEmpty(peers))
@@ -157,27 +115,30 @@ func newPeersCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().String("api", "", "address of the node's HTTP API (default 127.0.0.1:7450)")
+	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }
 
-// getJSON asks the node's API (cfg.API) for path with the token of the
-// node whose data dir is cfg.DataDir, and decodes the JSON answer into v.
-// Without a token the request still goes out: that the node is not
-// running is the likelier problem, and the better error.
-func getJSON(cmd *cobra.Command, cfg node.Config, path string, v any) error {
-	token, tokenErr := node.ReadToken(cfg.DataDir)
-	c := &nodeClient{base: "http://" + cfg.API, token: token}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
-	defer cancel()
-	err := c.do(ctx, http.MethodGet, path, nil, v)
-	if errors.Is(err, errUnauthorized) {
-		if tokenErr != nil {
-			return fmt.Errorf("%w: it needs the node's token, and %s has none (%v); pass --data of the node you ask", err, cfg.DataDir, tokenErr)
-		}
-		return fmt.Errorf("%w: the token in %s is not that node's; pass --data of the node you ask", err, cfg.DataDir)
+// readClient is the client of the read commands (peers, orders, leases,
+// prices): a short timeout, and the token of the node whose data dir is
+// cfg.DataDir, with the error of reading it. Without a token the
+// requests still go out: that the node is not running is the likelier
+// problem, and the better error.
+func readClient(cfg node.Config) (*api.Client, error) {
+	token, tokenErr := api.ReadToken(cfg.DataDir)
+	return api.NewClient(cfg.API, token, api.WithTimeout(5*time.Second)), tokenErr
+}
+
+// explainAPIError says what to do about a 401 from a read command's
+// client: pass the data dir of the node asked.
+func explainAPIError(err error, cfg node.Config, tokenErr error) error {
+	if !errors.Is(err, api.ErrUnauthorized) {
+		return err
 	}
-	return err
+	if tokenErr != nil {
+		return fmt.Errorf("%w: it needs the node's token, and %s has none (%v); pass --data of the node you ask", err, cfg.DataDir, tokenErr)
+	}
+	return fmt.Errorf("%w: the token in %s is not that node's; pass --data of the node you ask", err, cfg.DataDir)
 }
 
 func uptime(p *float64) string {

@@ -34,11 +34,7 @@ rep (0-1), uptime (%), tflops, verified, simulated.`,
 			if err != nil {
 				return err
 			}
-			f, err := node.ParseFilter(strings.Join(args, " "))
-			if err != nil {
-				return usageError{err}
-			}
-			bootstrap, err := node.ParseBootstrap(cfg.Bootstrap)
+			f, err := market.ParseFilter(strings.Join(args, " "))
 			if err != nil {
 				return usageError{err}
 			}
@@ -52,7 +48,7 @@ rep (0-1), uptime (%), tflops, verified, simulated.`,
 			defer cancel()
 			sp := a.spin("joining the network")
 			lc, err := node.NewLightClient(ctx, node.LightOptions{
-				Key: key, Bootstrap: bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg),
+				Key: key, Bootstrap: cfg.Bootstrap, BootstrapTimeout: cfg.BootstrapTimeout, Logger: a.logger(cfg),
 			})
 			sp.Stop()
 			if err != nil {
@@ -84,7 +80,7 @@ func (a *app) printOffers(offers []market.Offer) error {
 	for _, o := range offers {
 		price := "-"
 		if o.PriceMicros > 0 {
-			price = market.FormatPrice(o.PriceMicros)
+			price = o.PriceMicros.String()
 		}
 		rep := "-"
 		if o.Reputation != nil {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpumesh/gpumesh/node/api"
 )
 
 // gm runs the CLI in-process with a clean environment and returns its exit
@@ -170,6 +173,10 @@ func TestRentUsageErrors(t *testing.T) {
 
 func TestJobCommandsUsageErrors(t *testing.T) {
 	data := t.TempDir()
+	withToken := t.TempDir()
+	if _, err := api.EnsureToken(withToken); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		args     []string
@@ -186,6 +193,8 @@ func TestJobCommandsUsageErrors(t *testing.T) {
 		{"jobs without a node", []string{"jobs", "--data", data}, 1, "start `gpumesh node`"},
 		{"logs needs a job", []string{"logs", "--data", data}, 2, "accepts 1 arg"},
 		{"receipts without a node", []string{"receipts", "--data", data}, 1, "start `gpumesh node`"},
+		{"jobs with a token but no node", []string{"jobs", "--data", withToken, "--api", "127.0.0.1:1"}, 1, "is `gpumesh node` running"},
+		{"stop with a token but no node", []string{"stop", "--data", withToken, "--api", "127.0.0.1:1", "abcd"}, 1, "cannot reach the node's API at 127.0.0.1:1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,5 +203,29 @@ func TestJobCommandsUsageErrors(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, stderr, tt.code, tt.inStderr)
 			}
 		})
+	}
+}
+
+// TestJobHint: an error of the node's job API says what to do next, by
+// its status.
+func TestJobHint(t *testing.T) {
+	tests := []struct {
+		status int
+		want   string
+	}{
+		{401, "pass the --data of the node"},
+		{404, "`gpumesh jobs` lists"},
+		{503, "try again in a moment"},
+		{502, ""},
+	}
+	for _, tt := range tests {
+		e := &api.Error{Method: "GET", Path: api.PathJobs, Status: tt.status, Message: "m"}
+		got := jobHint(e)
+		if !errors.Is(got, e) {
+			t.Errorf("%d: the hint %v does not wrap the error", tt.status, got)
+		}
+		if tt.want == "" && got != error(e) || tt.want != "" && !strings.Contains(got.Error(), tt.want) {
+			t.Errorf("%d: %v, want %q", tt.status, got, tt.want)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/gpumesh/gpumesh/node"
 )
@@ -41,9 +40,8 @@ Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" a
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.data, "data", "", "data directory (default $GPUMESH_HOME, else ~/.gpumesh)")
 	pf.StringVar(&a.config, "config", "", "TOML config file (default DATA/config.toml if present)")
-	pf.StringArray("bootstrap", nil, "bootstrap peer multiaddr ending in /p2p/PEERID (repeatable; env GPUMESH_BOOTSTRAP takes a comma-separated list)")
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON")
-	pf.String("log-level", "", "log level: debug, info, warn, error (default info)")
+	addKeyFlags(pf, globalKeys())
 
 	root.AddCommand(
 		newNodeCmd(a), newIDCmd(a), newGPUsCmd(a), newConfigCmd(a),
@@ -91,23 +89,8 @@ func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 	home, _ := os.UserHomeDir()
 	in := node.Input{
 		DataFlag: a.data, ConfigFlag: a.config, Env: os.LookupEnv, Home: home,
-		Flags: map[string][]string{},
+		Flags: keyFlagValues(cmd.Flags()),
 	}
-	keys := map[string]bool{}
-	for _, k := range node.Keys() {
-		keys[k] = true
-	}
-	cmd.Flags().Visit(func(f *pflag.Flag) {
-		key := strings.ReplaceAll(f.Name, "-", "_")
-		if !keys[key] {
-			return
-		}
-		if sv, ok := f.Value.(pflag.SliceValue); ok {
-			in.Flags[key] = sv.GetSlice()
-		} else {
-			in.Flags[key] = []string{f.Value.String()}
-		}
-	})
 	cfg, err := node.LoadConfig(in)
 	if err != nil {
 		return cfg, usageError{err}
@@ -118,7 +101,7 @@ func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 // logger logs to stderr at the configured level. Commands other than node
 // are quieter by default (warn) so that their output stays readable.
 func (a *app) logger(cfg node.Config) *slog.Logger {
-	level, _ := node.ParseLogLevel(cfg.LogLevel)
+	level := cfg.LogLevel
 	if a.quiet && cfg.Sources["log_level"] == "default" {
 		level = slog.LevelWarn
 	}

@@ -138,40 +138,15 @@ func (m *Meter) Issue(attempt uint32, start, end time.Time, gpuMs int64, utilPer
 	return r, nil
 }
 
+// issue checks the usage (checkIssue), then signs and keeps the next
+// receipt. Only called with m.mu held.
 func (m *Meter) issue(attempt uint32, start, end time.Time, gpuMs int64, util uint32, cp []byte, final bool, state string) (*Receipt, error) {
-	startMs, endMs := start.UnixMilli(), end.UnixMilli()
-	seq, prevEnd, prevCum, prevHash := uint64(1), m.t.Start.UnixMilli(), int64(0), []byte(nil)
-	if l := m.last; l != nil {
-		seq, prevEnd, prevCum, prevHash = l.Seq+1, l.EndMs, l.CumGpuMs, l.Hash[:]
-	}
-	if err := checkState(state); err != nil {
+	if err := m.checkIssue(attempt, start, end, gpuMs, util, cp, final, state); err != nil {
 		return nil, err
 	}
-	switch last := m.last; {
-	case m.settled != nil:
-		return nil, ErrSettled
-	case attempt == 0:
-		return nil, p2p.Errf(p2p.ErrMalformed, "attempt 0")
-	case last != nil && attempt < last.Attempt:
-		return nil, p2p.Errf(ErrStaleAttempt, "attempt %d, seq %d was attempt %d", attempt, last.Seq, last.Attempt)
-	case last != nil && attempt == last.Attempt && last.Final:
-		return nil, p2p.Errf(ErrStaleAttempt, "attempt %d ended with seq %d", attempt, last.Seq)
-	case endMs < startMs:
-		return nil, p2p.Errf(p2p.ErrMalformed, "interval %s to %s", start, end)
-	case startMs < prevEnd:
-		return nil, p2p.Errf(market.ErrMismatch, "starts at %d ms, before %d ms (the end of seq %d or the lease's start)", startMs, prevEnd, seq-1)
-	case end.After(m.t.End.Add(m.t.Interval)):
-		return nil, p2p.Errf(market.ErrMismatch, "ends %s, after the lease (%s) and one interval", end.UTC().Format(time.RFC3339), m.t.End.UTC().Format(time.RFC3339))
-	case gpuMs < 0 || prevCum+gpuMs > MaxGPUMs:
-		return nil, p2p.Errf(p2p.ErrMalformed, "gpu_ms %d after %d", gpuMs, prevCum)
-	case util > 1000:
-		return nil, p2p.Errf(p2p.ErrMalformed, "util_permille %d over 1000", util)
-	case len(cp) != 0 && len(cp) != HashBytes:
-		return nil, p2p.Errf(p2p.ErrMalformed, "checkpoint hash of %d bytes", len(cp))
-	case final && state == StateRunning:
-		return nil, p2p.Errf(p2p.ErrMalformed, "final receipt in state %q", state)
-	case !final && gpuMs > 0 && m.overCredit():
-		return nil, p2p.Errf(ErrOverCredit, "owed %d micros, credit limit %d", m.owed(), m.t.CreditLimit)
+	seq, prevCum, prevHash := uint64(1), int64(0), []byte(nil)
+	if l := m.last; l != nil {
+		seq, prevCum, prevHash = l.Seq+1, l.CumGpuMs, l.Hash[:]
 	}
 	self := m.t.Supplier
 	msg := &pb.Receipt{
@@ -182,8 +157,8 @@ func (m *Meter) issue(attempt uint32, start, end time.Time, gpuMs int64, util ui
 		JobId:           m.t.JobID,
 		Attempt:         attempt,
 		Seq:             seq,
-		StartMs:         startMs,
-		EndMs:           endMs,
+		StartMs:         start.UnixMilli(),
+		EndMs:           end.UnixMilli(),
 		Gpus:            uint32(m.t.GPUs),
 		GpuMs:           gpuMs,
 		UtilPermille:    util,
@@ -212,6 +187,46 @@ func (m *Meter) issue(attempt uint32, start, end time.Time, gpuMs int64, util ui
 	m.last = r
 	m.pending = append(m.pending, r)
 	return r, nil
+}
+
+// checkIssue checks Issue's arguments against the lease, the last receipt
+// issued and the credit limit, in Issue's order.
+func (m *Meter) checkIssue(attempt uint32, start, end time.Time, gpuMs int64, util uint32, cp []byte, final bool, state string) error {
+	startMs, endMs := start.UnixMilli(), end.UnixMilli()
+	seq, prevEnd, prevCum := uint64(1), m.t.Start.UnixMilli(), int64(0)
+	if l := m.last; l != nil {
+		seq, prevEnd, prevCum = l.Seq+1, l.EndMs, l.CumGpuMs
+	}
+	if err := checkState(state); err != nil {
+		return err
+	}
+	switch last := m.last; {
+	case m.settled != nil:
+		return ErrSettled
+	case attempt == 0:
+		return p2p.Errf(p2p.ErrMalformed, "attempt 0")
+	case last != nil && attempt < last.Attempt:
+		return p2p.Errf(ErrStaleAttempt, "attempt %d, seq %d was attempt %d", attempt, last.Seq, last.Attempt)
+	case last != nil && attempt == last.Attempt && last.Final:
+		return p2p.Errf(ErrStaleAttempt, "attempt %d ended with seq %d", attempt, last.Seq)
+	case endMs < startMs:
+		return p2p.Errf(p2p.ErrMalformed, "interval %s to %s", start, end)
+	case startMs < prevEnd:
+		return p2p.Errf(market.ErrMismatch, "starts at %d ms, before %d ms (the end of seq %d or the lease's start)", startMs, prevEnd, seq-1)
+	case end.After(m.t.End.Add(m.t.Interval)):
+		return p2p.Errf(market.ErrMismatch, "ends %s, after the lease (%s) and one interval", end.UTC().Format(time.RFC3339), m.t.End.UTC().Format(time.RFC3339))
+	case gpuMs < 0 || prevCum+gpuMs > MaxGPUMs:
+		return p2p.Errf(p2p.ErrMalformed, "gpu_ms %d after %d", gpuMs, prevCum)
+	case util > 1000:
+		return p2p.Errf(p2p.ErrMalformed, "util_permille %d over 1000", util)
+	case len(cp) != 0 && len(cp) != HashBytes:
+		return p2p.Errf(p2p.ErrMalformed, "checkpoint hash of %d bytes", len(cp))
+	case final && state == StateRunning:
+		return p2p.Errf(p2p.ErrMalformed, "final receipt in state %q", state)
+	case !final && gpuMs > 0 && m.overCredit():
+		return p2p.Errf(ErrOverCredit, "owed %d micros, credit limit %d", m.owed(), m.t.CreditLimit)
+	}
+	return nil
 }
 
 // Accept takes a voucher from the renter: signed by the lease's renter,

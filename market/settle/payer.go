@@ -142,20 +142,15 @@ func (p *Payer) Accept(receiptRaw []byte, attempt uint32, now time.Time) (vouche
 	return voucherRaw, nil
 }
 
+// accept is Accept's checks, in its order, then the voucher: the parties,
+// a seq already acknowledged (again), the attempt and seq, the evidence
+// a receipt may be (accuse), then the receipt against the last one
+// (checkNext). Only called with p.mu held.
 func (p *Payer) accept(r *Receipt, attempt uint32, now time.Time) (voucher, evidence []byte, err error) {
-	t := p.t
-	switch {
-	case r.Supplier != t.Supplier:
-		return nil, nil, p2p.Errf(p2p.ErrSignerMismatch, "signed by %s, the lease's supplier is %s", r.Supplier, t.Supplier)
-	case r.LeaseID != t.LeaseID:
-		return nil, nil, p2p.Errf(market.ErrMismatch, "of lease %s", r.LeaseID.Short())
-	case r.Renter != t.Renter:
-		return nil, nil, p2p.Errf(market.ErrMismatch, "names renter %s", r.Renter)
-	case !bytes.Equal(r.JobId, t.JobID):
-		return nil, nil, p2p.Errf(market.ErrMismatch, "of job %x, not %x", r.JobId, t.JobID)
+	if err := p.checkParties(r); err != nil {
+		return nil, nil, err
 	}
-	last := p.last
-	if last != nil && r.Seq <= last.Seq {
+	if p.last != nil && r.Seq <= p.last.Seq {
 		return p.again(r, now)
 	}
 	if r.Attempt != attempt {
@@ -164,18 +159,53 @@ func (p *Payer) accept(r *Receipt, attempt uint32, now time.Time) (voucher, evid
 	if p.stmt != nil {
 		return nil, nil, ErrSettled
 	}
-	var lastSeq uint64
-	prevEnd, prevCum := t.Start.UnixMilli(), int64(0)
-	if last != nil {
-		lastSeq, prevEnd, prevCum = last.Seq, last.EndMs, last.CumGpuMs
+	if want := p.lastSeq() + 1; r.Seq != want {
+		return nil, nil, p2p.Errf(ErrOutOfOrder, "want seq %d first", want)
 	}
-	if r.Seq != lastSeq+1 {
-		return nil, nil, p2p.Errf(ErrOutOfOrder, "want seq %d first", lastSeq+1)
+	if ev, accused, err := p.accuse(r, now); accused {
+		return nil, ev, err
 	}
-	if last != nil && !bytes.Equal(r.PrevHash, last.Hash[:]) {
+	if err := p.checkNext(r, now); err != nil {
+		return nil, nil, err
+	}
+	raw, err := p.pay(r, now)
+	return raw, nil, err
+}
+
+// lastSeq is the seq of the last receipt acknowledged, 0 for none.
+func (p *Payer) lastSeq() uint64 {
+	if p.last == nil {
+		return 0
+	}
+	return p.last.Seq
+}
+
+// checkParties: r is signed by the lease's supplier, for its lease,
+// renter and job.
+func (p *Payer) checkParties(r *Receipt) error {
+	t := p.t
+	switch {
+	case r.Supplier != t.Supplier:
+		return p2p.Errf(p2p.ErrSignerMismatch, "signed by %s, the lease's supplier is %s", r.Supplier, t.Supplier)
+	case r.LeaseID != t.LeaseID:
+		return p2p.Errf(market.ErrMismatch, "of lease %s", r.LeaseID.Short())
+	case r.Renter != t.Renter:
+		return p2p.Errf(market.ErrMismatch, "names renter %s", r.Renter)
+	case !bytes.Equal(r.JobId, t.JobID):
+		return p2p.Errf(market.ErrMismatch, "of job %x, not %x", r.JobId, t.JobID)
+	}
+	return nil
+}
+
+// accuse stores evidence when r proves its signer misbehaved: it forks the
+// chain (prev_hash is not the last receipt's hash), or fails CheckUsage.
+// accused reports whether it did; err then wraps ErrEvidence (or is the
+// failure to store it).
+func (p *Payer) accuse(r *Receipt, now time.Time) (evidence []byte, accused bool, err error) {
+	if last := p.last; last != nil && !bytes.Equal(r.PrevHash, last.Hash[:]) {
 		ev, err := p.led.accuse(p.key, KindChainFork, last.Raw, r.Raw, now,
 			fmt.Sprintf("seq %d names prev_hash %x, seq %d is %s", r.Seq, r.PrevHash, last.Seq, market.ID(last.Hash).Short()))
-		return nil, ev, err
+		return ev, true, err
 	}
 	if err := CheckUsage(r); err != nil {
 		kind := KindAmountMismatch
@@ -183,30 +213,48 @@ func (p *Payer) accept(r *Receipt, attempt uint32, now time.Time) (voucher, evid
 			kind = KindInflatedUsage
 		}
 		ev, err := p.led.accuse(p.key, kind, r.Raw, nil, now, err.Error())
-		return nil, ev, err
+		return ev, true, err
+	}
+	return nil, false, nil
+}
+
+// checkNext checks r, the next seq, against the lease's terms, the last
+// receipt acknowledged, now, and the best voucher.
+func (p *Payer) checkNext(r *Receipt, now time.Time) error {
+	t, last := p.t, p.last
+	prevEnd, prevCum := t.Start.UnixMilli(), int64(0)
+	if last != nil {
+		prevEnd, prevCum = last.EndMs, last.CumGpuMs
 	}
 	end := r.End()
 	switch {
 	case r.PriceMicros != t.PriceMicros || int(r.Gpus) != t.GPUs:
-		return nil, nil, p2p.Errf(market.ErrMismatch, "%d gpus at %d micros, the lease is %d at %d", r.Gpus, r.PriceMicros, t.GPUs, t.PriceMicros)
+		return p2p.Errf(market.ErrMismatch, "%d gpus at %d micros, the lease is %d at %d", r.Gpus, r.PriceMicros, t.GPUs, t.PriceMicros)
 	case r.CumGpuMs != prevCum+r.GpuMs:
-		return nil, nil, p2p.Errf(market.ErrMismatch, "cum_gpu_ms %d, want %d + %d", r.CumGpuMs, prevCum, r.GpuMs)
+		return p2p.Errf(market.ErrMismatch, "cum_gpu_ms %d, want %d + %d", r.CumGpuMs, prevCum, r.GpuMs)
 	case last != nil && r.Attempt < last.Attempt:
-		return nil, nil, p2p.Errf(ErrStaleAttempt, "attempt %d after seq %d of attempt %d", r.Attempt, last.Seq, last.Attempt)
+		return p2p.Errf(ErrStaleAttempt, "attempt %d after seq %d of attempt %d", r.Attempt, last.Seq, last.Attempt)
 	case last != nil && r.Attempt == last.Attempt && last.Final:
-		return nil, nil, p2p.Errf(market.ErrMismatch, "attempt %d ended with seq %d", r.Attempt, last.Seq)
+		return p2p.Errf(market.ErrMismatch, "attempt %d ended with seq %d", r.Attempt, last.Seq)
 	case last == nil && r.StartMs < prevEnd:
 		// Billing starts at the lease's start, never before it.
-		return nil, nil, p2p.Errf(market.ErrMismatch, "seq 1 starts at %d ms, before the lease's start, %d ms", r.StartMs, prevEnd)
+		return p2p.Errf(market.ErrMismatch, "seq 1 starts at %d ms, before the lease's start, %d ms", r.StartMs, prevEnd)
 	case r.StartMs < prevEnd-MaxOverlap.Milliseconds():
-		return nil, nil, p2p.Errf(market.ErrMismatch, "starts at %d ms, over %s before %d ms (the end of seq %d or the lease's start)", r.StartMs, MaxOverlap, prevEnd, lastSeq)
+		return p2p.Errf(market.ErrMismatch, "starts at %d ms, over %s before %d ms (the end of seq %d or the lease's start)", r.StartMs, MaxOverlap, prevEnd, p.lastSeq())
 	case end.After(now.Add(MaxClockSkew)):
-		return nil, nil, p2p.Errf(ErrFuture, "ends %s, after now (%s) and %s", end.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano), MaxClockSkew)
+		return p2p.Errf(ErrFuture, "ends %s, after now (%s) and %s", end.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano), MaxClockSkew)
 	case end.After(t.End.Add(t.Interval)):
-		return nil, nil, p2p.Errf(market.ErrMismatch, "ends %s, after the lease (%s) and one interval", end.UTC().Format(time.RFC3339), t.End.UTC().Format(time.RFC3339))
+		return p2p.Errf(market.ErrMismatch, "ends %s, after the lease (%s) and one interval", end.UTC().Format(time.RFC3339), t.End.UTC().Format(time.RFC3339))
 	case p.best != nil && r.CumAmountMicros < p.best.CumAmountMicros:
-		return nil, nil, p2p.Errf(market.ErrMismatch, "charges %d micros, %d paid already", r.CumAmountMicros, p.best.CumAmountMicros)
+		return p2p.Errf(market.ErrMismatch, "charges %d micros, %d paid already", r.CumAmountMicros, p.best.CumAmountMicros)
 	}
+	return nil
+}
+
+// pay issues the voucher for r, the next nonce paying its
+// cum_amount_micros, and keeps r and the voucher together.
+func (p *Payer) pay(r *Receipt, now time.Time) ([]byte, error) {
+	t := p.t
 	nonce := uint64(1)
 	if p.best != nil {
 		nonce = p.best.Nonce + 1
@@ -223,7 +271,7 @@ func (p *Payer) accept(r *Receipt, attempt uint32, now time.Time) (voucher, evid
 	}
 	raw, err := SealVoucher(msg, p.key)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	v := &Voucher{Voucher: msg, Hash: sha256.Sum256(raw), Renter: t.Renter, Supplier: t.Supplier, LeaseID: t.LeaseID, Acked: r.Hash, Raw: raw}
 	key := seqKey(t.LeaseID, r.Seq)
@@ -235,10 +283,10 @@ func (p *Payer) accept(r *Receipt, attempt uint32, now time.Time) (voucher, evid
 		)
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("keep receipt and voucher: %w", err)
+		return nil, fmt.Errorf("keep receipt and voucher: %w", err)
 	}
 	p.last, p.best = r, v
-	return raw, nil, nil
+	return raw, nil
 }
 
 // again answers a receipt at or below the last seq acknowledged: the

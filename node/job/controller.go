@@ -375,7 +375,7 @@ func (c *Controller) rentAttempt(ctx context.Context, js *jobState, exclude []pe
 	js.mu.Lock()
 	rec := js.rec
 	js.mu.Unlock()
-	f, err := market.ParseFilter(rec.Filter)
+	f, err := market.ParseFilter(rec.Filter, market.AnyModel()) // checked when the job was submitted
 	if err != nil {
 		return err
 	}

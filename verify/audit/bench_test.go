@@ -7,7 +7,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 )
 
@@ -18,7 +18,7 @@ import (
 //
 //	go test -run '^$' -bench ChallengeSim ./verify/audit/
 func BenchmarkChallengeSim(b *testing.B) {
-	for _, prof := range verify.Profiles() {
+	for _, prof := range catalog.Profiles() {
 		b.Run(prof.Slug, func(b *testing.B) {
 			ph, ch := newHost(b), newHost(b)
 			Serve(ProverConfig{Host: ph, GPUs: []GPU{{UUID: "GPU-sim-x", Model: prof.Slug, Simulated: true}}, PeerGap: time.Nanosecond, Log: quiet()})

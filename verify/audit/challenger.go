@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/p2p"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 	"github.com/gpumesh/gpumesh/verify/pb"
 	"github.com/gpumesh/gpumesh/verify/reputation"
@@ -153,7 +155,7 @@ func (o ownMem) respond(ctx context.Context, sigma0 [32]byte) ownRun {
 // reason; an error means the challenge could not be run (ErrUnreachable
 // for the prover's part).
 func (c *Challenger) Challenge(ctx context.Context, subject peer.ID, model string, uuids []string, simulated bool) (Result, error) {
-	prof, ok := verify.LookupProfile(model)
+	prof, ok := catalog.Lookup(model)
 	if !ok {
 		return Result{}, fmt.Errorf("challenge: unknown model %q", model)
 	}
@@ -191,7 +193,8 @@ func gops(p challenge.Params, gpus int, d time.Duration) float64 {
 	return 2 * challenge.ProverOps(p) * float64(gpus) / d.Seconds() / 1e9
 }
 
-// run is the exchange. A verification failure is returned as is; a
+// run is the exchange: open a stream, then its three phases, commit,
+// sweep-and-open and memory. A verification failure is returned as is; a
 // transport failure wraps ErrUnreachable.
 func (c *Challenger) run(ctx context.Context, subject peer.ID, res *Result, params challenge.Params, mp challenge.MemParams, bound *challenge.TimeBound, memDeadline time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, 4*stepTimeout)
@@ -201,134 +204,240 @@ func (c *Challenger) run(ctx context.Context, subject peer.ID, res *Result, para
 		return fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	defer s.Close()
-	step := func() { _ = s.SetDeadline(time.Now().Add(stepTimeout)) }
-	io := func(err error) error {
-		if err != nil {
-			s.Reset()
-			return fmt.Errorf("%w: %v", ErrUnreachable, err)
-		}
-		return nil
+	x := &exchange{c: c, s: s, subject: subject, res: res, params: params, mp: mp, gpus: len(res.UUIDs)}
+	roots, err := x.commit(ctx, bound)
+	if err != nil {
+		return err
 	}
-	gpus := len(res.UUIDs)
-	seeds := make([][32]byte, gpus)
-	req := &pb.ChallengeRequest{ChallengeId: res.id[:], Model: res.Model, GpuUuids: res.UUIDs,
-		N: uint32(params.N), T: uint32(params.T), K: uint32(params.K), Simulated: res.Simulated, Scale: uint32(c.scale)}
+	if err := x.sweepAndOpen(ctx, roots); err != nil {
+		return err
+	}
+	return x.memory(ctx, memDeadline)
+}
+
+// exchange is one challenge's stream and what its phases share. Each
+// phase starts a step: it sets the stream's deadline and writes the
+// challenger's message, then reads the prover's answers.
+type exchange struct {
+	c       *Challenger
+	s       network.Stream
+	subject peer.ID
+	res     *Result
+	params  challenge.Params
+	mp      challenge.MemParams
+	gpus    int
+	seeds   [][32]byte // the commit's, one per GPU
+}
+
+// send starts a step with m.
+func (x *exchange) send(m proto.Message) error {
+	_ = x.s.SetDeadline(time.Now().Add(stepTimeout))
+	return x.transport(p2p.WriteMsg(x.s, m))
+}
+
+// recv reads the prover's next answer into m.
+func (x *exchange) recv(limit int, m proto.Message) error {
+	return x.transport(p2p.ReadMsg(x.s, limit, m))
+}
+
+// transport turns a stream failure into ErrUnreachable and resets the
+// stream.
+func (x *exchange) transport(err error) error {
+	if err != nil {
+		x.s.Reset()
+		return fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	return nil
+}
+
+// draw returns n fresh random seeds.
+func draw(n int) [][32]byte {
+	seeds := make([][32]byte, n)
 	for i := range seeds {
 		_, _ = rand.Read(seeds[i][:])
-		req.Seeds = append(req.Seeds, seeds[i][:])
 	}
-	step()
+	return seeds
+}
+
+// commit is the first phase: the prover commits to every GPU's product
+// of the seeded matrices, and the time it took is held against bound (nil
+// for a simulated device: then this machine does the same work at the
+// same time, so that both meet the same load, and bounds it by that). It
+// returns the prover's roots, one per GPU.
+func (x *exchange) commit(ctx context.Context, bound *challenge.TimeBound) ([][]byte, error) {
+	x.seeds = draw(x.gpus)
+	req := &pb.ChallengeRequest{ChallengeId: x.res.id[:], Model: x.res.Model, GpuUuids: x.res.UUIDs,
+		N: uint32(x.params.N), T: uint32(x.params.T), K: uint32(x.params.K), Simulated: x.res.Simulated, Scale: uint32(x.c.scale)}
+	for i := range x.seeds {
+		req.Seeds = append(req.Seeds, x.seeds[i][:])
+	}
 	start := time.Now()
-	if err := io(p2p.WriteMsg(s, req)); err != nil {
-		return err
+	if err := x.send(req); err != nil {
+		return nil, err
 	}
-	// A simulated device is judged against this machine doing the same
-	// work at the same time, so that both meet the same load.
 	own := make(chan ownRun, 1)
 	if bound == nil {
-		go func() { own <- c.sameWork(ctx, params, gpus) }()
+		go func() { own <- x.c.sameWork(ctx, x.params, x.gpus) }()
 	}
 	var commit pb.Commit
-	if err := io(p2p.ReadMsg(s, gpus*40+maxSmallMsg, &commit)); err != nil {
-		return err
+	if err := x.recv(x.gpus*40+maxSmallMsg, &commit); err != nil {
+		return nil, err
 	}
 	elapsed := time.Since(start)
-	if commit.Refused != "" && commit.Busy {
-		return fmt.Errorf("%w: %s", ErrBusy, commit.Refused)
+	if err := x.checkCommit(&commit); err != nil {
+		return nil, err
 	}
-	if commit.Refused != "" {
-		return fmt.Errorf("prover refused: %s", commit.Refused)
-	}
-	if len(commit.Roots) != gpus {
-		return fmt.Errorf("%d roots for %d GPUs: %w", len(commit.Roots), gpus, challenge.ErrMalformed)
-	}
-	res.CommitMs = elapsed.Milliseconds()
-	res.Measured = gops(params, gpus, elapsed)
+	x.res.CommitMs = elapsed.Milliseconds()
+	x.res.Measured = gops(x.params, x.gpus, elapsed)
 	if bound == nil {
 		o := <-own
 		if o.err != nil {
-			return fmt.Errorf("challenge: measure the same work here: %w", o.err)
+			return nil, fmt.Errorf("challenge: measure the same work here: %w", o.err)
 		}
 		b := challenge.SimTimeBound(o.took)
 		bound = &b
-		res.Expected = gops(params, gpus, b.Max)
+		x.res.Expected = gops(x.params, x.gpus, b.Max)
 	}
 	if err := bound.Check(elapsed); err != nil {
-		return err
+		return nil, err
 	}
+	return commit.Roots, nil
+}
 
-	var rSeed, rowsSeed, memSeed, sigma0, checkSeed [32]byte
-	for _, b := range []*[32]byte{&rSeed, &rowsSeed, &memSeed, &sigma0, &checkSeed} {
-		_, _ = rand.Read(b[:])
+// checkCommit checks that the prover committed, to one root per GPU.
+func (x *exchange) checkCommit(commit *pb.Commit) error {
+	switch {
+	case commit.Refused != "" && commit.Busy:
+		return fmt.Errorf("%w: %s", ErrBusy, commit.Refused)
+	case commit.Refused != "":
+		return fmt.Errorf("prover refused: %s", commit.Refused)
+	case len(commit.Roots) != x.gpus:
+		return fmt.Errorf("%d roots for %d GPUs: %w", len(commit.Roots), x.gpus, challenge.ErrMalformed)
 	}
-	step()
-	if err := io(p2p.WriteMsg(s, &pb.SweepRequest{RSeed: rSeed[:]})); err != nil {
+	return nil
+}
+
+// sweepAndOpen is the second phase: the prover sweeps each committed
+// product with a random vector, then opens random rows of it, and each
+// opening must lead to its GPU's root and agree with the sweep.
+func (x *exchange) sweepAndOpen(ctx context.Context, roots [][]byte) error {
+	var rSeed, rowsSeed [32]byte
+	_, _ = rand.Read(rSeed[:])
+	_, _ = rand.Read(rowsSeed[:])
+	if err := x.send(&pb.SweepRequest{RSeed: rSeed[:]}); err != nil {
 		return err
 	}
 	var sweeps pb.SweepResponse
-	if err := io(p2p.ReadMsg(s, sweepLimit(gpus, params), &sweeps)); err != nil {
+	if err := x.recv(sweepLimit(x.gpus, x.params), &sweeps); err != nil {
 		return err
 	}
-	if len(sweeps.Gpus) != gpus {
-		return fmt.Errorf("%d sweeps for %d GPUs: %w", len(sweeps.Gpus), gpus, challenge.ErrMalformed)
+	if len(sweeps.Gpus) != x.gpus {
+		return fmt.Errorf("%d sweeps for %d GPUs: %w", len(sweeps.Gpus), x.gpus, challenge.ErrMalformed)
 	}
-	step()
-	if err := io(p2p.WriteMsg(s, &pb.OpenRequest{RowsSeed: rowsSeed[:]})); err != nil {
+	if err := x.send(&pb.OpenRequest{RowsSeed: rowsSeed[:]}); err != nil {
 		return err
 	}
 	var opens pb.OpenResponse
-	if err := io(p2p.ReadMsg(s, openLimit(gpus, params), &opens)); err != nil {
+	if err := x.recv(openLimit(x.gpus, x.params), &opens); err != nil {
 		return err
 	}
-	if len(opens.Gpus) != gpus {
-		return fmt.Errorf("openings for %d of %d GPUs: %w", len(opens.Gpus), gpus, challenge.ErrMalformed)
+	if len(opens.Gpus) != x.gpus {
+		return fmt.Errorf("openings for %d of %d GPUs: %w", len(opens.Gpus), x.gpus, challenge.ErrMalformed)
 	}
-	r := challenge.DrawVector(rSeed, params.N)
-	for g := range gpus {
-		rows, err := challenge.DrawRows(RowSeed(rowsSeed, g), params.N, params.K)
-		if err != nil {
+	r := challenge.DrawVector(rSeed, x.params.N)
+	for g := range x.gpus {
+		if err := x.verifyOpenings(ctx, g, seed32(roots[g]), r, sweeps.Gpus[g].S, RowSeed(rowsSeed, g), opens.Gpus[g]); err != nil {
 			return err
 		}
-		os, err := decodeOpenings(opens.Gpus[g])
-		if err != nil {
-			return fmt.Errorf("GPU %s: %w", res.UUIDs[g], err)
-		}
-		v, err := challenge.NewVerifier(ctx, seeds[g], params, 0)
-		if err != nil {
-			return err
-		}
-		if err := v.VerifyOpenings(ctx, seed32(commit.Roots[g]), r, sweeps.Gpus[g].S, rows, os); err != nil {
-			return fmt.Errorf("GPU %s: %w", res.UUIDs[g], err)
-		}
-		res.RowsChecked += len(rows)
 	}
+	return nil
+}
 
-	step()
-	if err := io(p2p.WriteMsg(s, &pb.MemPrepare{Seed: memSeed[:]})); err != nil {
+// verifyOpenings checks GPU g's openings of the rows rowSeed draws against
+// its root and its sweep s of vector r.
+func (x *exchange) verifyOpenings(ctx context.Context, g int, root [32]byte, r, s []uint64, rowSeed [32]byte, opened *pb.GPUOpenings) error {
+	rows, err := challenge.DrawRows(rowSeed, x.params.N, x.params.K)
+	if err != nil {
 		return err
+	}
+	os, err := decodeOpenings(opened)
+	if err != nil {
+		return fmt.Errorf("GPU %s: %w", x.res.UUIDs[g], err)
+	}
+	v, err := challenge.NewVerifier(ctx, x.seeds[g], x.params, 0)
+	if err != nil {
+		return err
+	}
+	if err := v.VerifyOpenings(ctx, root, r, s, rows, os); err != nil {
+		return fmt.Errorf("GPU %s: %w", x.res.UUIDs[g], err)
+	}
+	x.res.RowsChecked += len(rows)
+	return nil
+}
+
+// memory is the last phase: the prover fills each GPU's memory from a
+// seed, then answers a random walk over it against the clock, committing
+// to its digests when the clock stops. deadline is 0 for a simulated
+// device: then this machine answers the same walk over its own copy at
+// the same time and the deadline follows from that.
+func (x *exchange) memory(ctx context.Context, deadline time.Duration) error {
+	var memSeed, sigma0, checkSeed [32]byte
+	for _, b := range []*[32]byte{&memSeed, &sigma0, &checkSeed} {
+		_, _ = rand.Read(b[:])
+	}
+	mine, rtt, err := x.memPrepare(ctx, memSeed, deadline == 0)
+	if err != nil {
+		return err
+	}
+	done, took, ownDeadline, err := x.memAnswer(ctx, sigma0, mine)
+	if err != nil {
+		return err
+	}
+	if mine != nil {
+		deadline = ownDeadline
+	}
+	x.res.MemoryMs = took.Milliseconds()
+	var mem pb.MemResponse
+	if err := x.recv(memLimit(x.gpus, x.mp), &mem); err != nil {
+		return err
+	}
+	return x.memCheck(&mem, done, memSeed, sigma0, checkSeed, took, deadline+rtt)
+}
+
+// memPrepare has the prover fill its memory (and, when own, prepares the
+// same here), then measures a round trip to it. The memory proof is short
+// (tens of ms for simulated devices), so the round trip counts: it is
+// measured now, under the same load, and allowed, up to maxRTTAllowance
+// (a prover slowing its pings gains no more).
+func (x *exchange) memPrepare(ctx context.Context, memSeed [32]byte, own bool) (ownMem, time.Duration, error) {
+	if err := x.send(&pb.MemPrepare{Seed: memSeed[:]}); err != nil {
+		return nil, 0, err
 	}
 	var mine ownMem
-	if memDeadline == 0 {
+	if own {
 		var err error
-		if mine, err = newOwnMem(ctx, mp, gpus); err != nil {
-			return err
+		if mine, err = newOwnMem(ctx, x.mp, x.gpus); err != nil {
+			return nil, 0, err
 		}
 	}
 	var ready pb.MemReady
-	if err := io(p2p.ReadMsg(s, maxSmallMsg, &ready)); err != nil {
-		return err
+	if err := x.recv(maxSmallMsg, &ready); err != nil {
+		return nil, 0, err
 	}
-	// The memory proof is short (tens of ms for simulated devices), so the
-	// round trip counts: measure one now, under the same load, and allow
-	// it, up to maxRTTAllowance (a prover slowing its pings gains no more).
-	rtt := c.roundTrip(ctx, subject)
+	rtt := x.c.roundTrip(ctx, x.subject)
 	if ready.Refused != "" {
-		return fmt.Errorf("memory proof refused: %s", ready.Refused)
+		return nil, 0, fmt.Errorf("memory proof refused: %s", ready.Refused)
 	}
-	step()
-	memStart := time.Now()
-	if err := io(p2p.WriteMsg(s, &pb.MemRequest{Sigma0: sigma0[:]})); err != nil {
-		return err
+	return mine, rtt, nil
+}
+
+// memAnswer starts the clock with sigma0 and stops it at the prover's
+// commitments. When mine holds this machine's own copy, it answers at the
+// same time and the deadline it returns follows from its time.
+func (x *exchange) memAnswer(ctx context.Context, sigma0 [32]byte, mine ownMem) (*pb.MemDone, time.Duration, time.Duration, error) {
+	start := time.Now()
+	if err := x.send(&pb.MemRequest{Sigma0: sigma0[:]}); err != nil {
+		return nil, 0, 0, err
 	}
 	ownAnswer := make(chan ownRun, 1)
 	if mine != nil {
@@ -337,35 +446,35 @@ func (c *Challenger) run(ctx context.Context, subject peer.ID, res *Result, para
 		go func() { ownAnswer <- mine.respond(ctx, other) }()
 	}
 	var done pb.MemDone
-	if err := io(p2p.ReadMsg(s, gpus*40+maxSmallMsg, &done)); err != nil {
-		return err
+	if err := x.recv(x.gpus*40+maxSmallMsg, &done); err != nil {
+		return nil, 0, 0, err
 	}
-	memElapsed := time.Since(memStart)
-	res.MemoryMs = memElapsed.Milliseconds()
-	if mine != nil {
-		o := <-ownAnswer
-		if o.err != nil {
-			return fmt.Errorf("challenge: answer the same memory proof here: %w", o.err)
-		}
-		memDeadline = challenge.MemSimDeadline(o.took)
+	took := time.Since(start)
+	if mine == nil {
+		return &done, took, 0, nil
 	}
-	memDeadline += rtt
-	var mem pb.MemResponse
-	if err := io(p2p.ReadMsg(s, memLimit(gpus, mp), &mem)); err != nil {
-		return err
+	o := <-ownAnswer
+	if o.err != nil {
+		return nil, 0, 0, fmt.Errorf("challenge: answer the same memory proof here: %w", o.err)
 	}
-	if len(mem.Gpus) != gpus || len(done.Commitments) != gpus {
-		return fmt.Errorf("memory proofs for %d and commitments for %d of %d GPUs: %w", len(mem.Gpus), len(done.Commitments), gpus, challenge.ErrMalformed)
+	return &done, took, challenge.MemSimDeadline(o.took), nil
+}
+
+// memCheck checks the prover's digests against the commitments it sent
+// when the clock stopped, then each GPU's walk, all within deadline.
+func (x *exchange) memCheck(mem *pb.MemResponse, done *pb.MemDone, memSeed, sigma0, checkSeed [32]byte, took, deadline time.Duration) error {
+	if len(mem.Gpus) != x.gpus || len(done.Commitments) != x.gpus {
+		return fmt.Errorf("memory proofs for %d and commitments for %d of %d GPUs: %w", len(mem.Gpus), len(done.Commitments), x.gpus, challenge.ErrMalformed)
 	}
-	for g := range gpus {
+	for g := range x.gpus {
 		if c := memCommitment(mem.Gpus[g]); string(c[:]) != string(done.Commitments[g]) {
-			return fmt.Errorf("GPU %s: memory digests do not match the commitment sent when the clock stopped: %w", res.UUIDs[g], challenge.ErrMemDigest)
+			return fmt.Errorf("GPU %s: memory digests do not match the commitment sent when the clock stopped: %w", x.res.UUIDs[g], challenge.ErrMemDigest)
 		}
 	}
-	for g := range gpus {
+	for g := range x.gpus {
 		// The deadline covers all GPUs' answers together.
-		if err := challenge.MemVerify(MemSeed(memSeed, g), mp, sigma0, checkSeed, decodeMem(mem.Gpus[g]), memElapsed, memDeadline); err != nil {
-			return fmt.Errorf("GPU %s: %w", res.UUIDs[g], err)
+		if err := challenge.MemVerify(MemSeed(memSeed, g), x.mp, sigma0, checkSeed, decodeMem(mem.Gpus[g]), took, deadline); err != nil {
+			return fmt.Errorf("GPU %s: %w", x.res.UUIDs[g], err)
 		}
 	}
 	return nil

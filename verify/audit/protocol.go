@@ -3,7 +3,7 @@ package audit
 import (
 	"time"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 )
 
@@ -22,7 +22,7 @@ const (
 // Sizes returns the challenge sizes for a model: scaled down by scale for
 // simulated devices, the real ones otherwise. Both sides compute them, so
 // a prover never does more work than its own profile implies.
-func Sizes(profile verify.DeviceProfile, simulated bool, scale int) (challenge.Params, challenge.MemParams) {
+func Sizes(profile catalog.Profile, simulated bool, scale int) (challenge.Params, challenge.MemParams) {
 	if simulated {
 		return challenge.SimParams(profile, scale), challenge.SimMemParams(profile, scale)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/p2p"
-	"github.com/gpumesh/gpumesh/verify"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 	"github.com/gpumesh/gpumesh/verify/pb"
 )
@@ -112,7 +112,7 @@ func (p *Prover) expect(req *pb.ChallengeRequest) (challenge.Params, challenge.M
 			simulated = simulated && g.Simulated
 		}
 	}
-	prof, ok := verify.LookupProfile(req.Model)
+	prof, ok := catalog.Lookup(req.Model)
 	switch {
 	case len(uuids) == 0 || !ok:
 		return challenge.Params{}, challenge.MemParams{}, fmt.Errorf("no %s GPUs here", req.Model)
@@ -142,8 +142,9 @@ func sameSet(a, b []string) bool {
 	return slices.Equal(x, y)
 }
 
+// handle serves one challenge: the request and its admission, then the
+// phases the challenger drives, commit, sweep, open, and the memory proof.
 func (p *Prover) handle(s network.Stream) error {
-	step := func() { _ = s.SetDeadline(time.Now().Add(stepTimeout)) }
 	// The challenger writes its request at once: a peer that has not
 	// done so within StreamTimeout does not hold the stream for a step.
 	_ = s.SetDeadline(time.Now().Add(p2p.StreamTimeout))
@@ -151,18 +152,13 @@ func (p *Prover) handle(s network.Stream) error {
 	if err := p2p.ReadMsg(s, maxRequest, &req); err != nil {
 		return err
 	}
-	step()
+	step(s)
 	done, err := p.admit(s.Conn().RemotePeer())
 	if err != nil {
 		return p2p.WriteMsg(s, &pb.Commit{Refused: err.Error(), Busy: true})
 	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			done()
-		}
-	}
+	var once sync.Once
+	release := func() { once.Do(done) }
 	defer release()
 	params, memParams, err := p.expect(&req)
 	if err != nil {
@@ -170,8 +166,27 @@ func (p *Prover) handle(s network.Stream) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*stepTimeout)
 	defer cancel()
-	seeds := make([][32]byte, len(req.Seeds))
-	for i, b := range req.Seeds {
+	gpus := len(req.Seeds)
+	if err := p.commit(ctx, s, req.Seeds, params); err != nil {
+		return err
+	}
+	if err := p.sweep(ctx, s, gpus, params); err != nil {
+		return err
+	}
+	if err := p.open(ctx, s, gpus, params); err != nil {
+		return err
+	}
+	return p.memory(ctx, s, gpus, memParams, release)
+}
+
+// step gives the next step of the exchange its time.
+func step(s network.Stream) { _ = s.SetDeadline(time.Now().Add(stepTimeout)) }
+
+// commit computes every GPU's product of its seeded matrices and sends
+// their roots.
+func (p *Prover) commit(ctx context.Context, s network.Stream, rawSeeds [][]byte, params challenge.Params) error {
+	seeds := make([][32]byte, len(rawSeeds))
+	for i, b := range rawSeeds {
 		copy(seeds[i][:], b)
 	}
 	roots, err := p.prover.Commit(ctx, seeds, params)
@@ -182,35 +197,39 @@ func (p *Prover) handle(s network.Stream) error {
 	for _, r := range roots {
 		commit.Roots = append(commit.Roots, r[:])
 	}
-	if err := p2p.WriteMsg(s, commit); err != nil {
-		return err
-	}
+	return p2p.WriteMsg(s, commit)
+}
 
-	step()
+// sweep answers the sweep request: each GPU's product times the vector
+// its seed draws.
+func (p *Prover) sweep(ctx context.Context, s network.Stream, gpus int, params challenge.Params) error {
+	step(s)
 	var sw pb.SweepRequest
 	if err := p2p.ReadMsg(s, maxSmallMsg, &sw); err != nil {
 		return err
 	}
 	r := challenge.DrawVector(seed32(sw.RSeed), params.N)
 	sweeps := &pb.SweepResponse{}
-	for g := range seeds {
+	for g := range gpus {
 		v, err := p.prover.Sweep(ctx, g, r)
 		if err != nil {
 			return err
 		}
 		sweeps.Gpus = append(sweeps.Gpus, &pb.SweepValues{S: v})
 	}
-	if err := p2p.WriteMsg(s, sweeps); err != nil {
-		return err
-	}
+	return p2p.WriteMsg(s, sweeps)
+}
 
-	step()
+// open answers the open request: each GPU's rows that its seed draws, with
+// their Merkle proofs.
+func (p *Prover) open(ctx context.Context, s network.Stream, gpus int, params challenge.Params) error {
+	step(s)
 	var or pb.OpenRequest
 	if err := p2p.ReadMsg(s, maxSmallMsg, &or); err != nil {
 		return err
 	}
 	opens := &pb.OpenResponse{}
-	for g := range seeds {
+	for g := range gpus {
 		rows, err := challenge.DrawRows(RowSeed(seed32(or.RowsSeed), g), params.N, params.K)
 		if err != nil {
 			return err
@@ -221,17 +240,22 @@ func (p *Prover) handle(s network.Stream) error {
 		}
 		opens.Gpus = append(opens.Gpus, encodeOpenings(os))
 	}
-	if err := p2p.WriteMsg(s, opens); err != nil {
-		return err
-	}
+	return p2p.WriteMsg(s, opens)
+}
 
-	step()
+// memory serves the memory proof: fill each GPU's memory from the seed,
+// say so, then answer the walk from sigma0, commitments first (they stop
+// the challenger's clock), the digests after. release lets the next
+// challenge start as soon as the commitments leave.
+func (p *Prover) memory(ctx context.Context, s network.Stream, gpus int, memParams challenge.MemParams, release func()) error {
+	step(s)
 	var prep pb.MemPrepare
 	if err := p2p.ReadMsg(s, maxSmallMsg, &prep); err != nil {
 		return err
 	}
-	mems := make([]*challenge.MemProver, len(seeds))
-	for g := range seeds {
+	mems := make([]*challenge.MemProver, gpus)
+	for g := range gpus {
+		var err error
 		if mems[g], err = challenge.NewMemProver(ctx, MemSeed(seed32(prep.Seed), g), memParams, p.cfg.Cheat.MemKept()); err != nil {
 			return p2p.WriteMsg(s, &pb.MemReady{Refused: err.Error()})
 		}
@@ -239,28 +263,38 @@ func (p *Prover) handle(s network.Stream) error {
 	if err := p2p.WriteMsg(s, &pb.MemReady{}); err != nil {
 		return err
 	}
-	step()
+	step(s)
 	var mr pb.MemRequest
 	if err := p2p.ReadMsg(s, maxSmallMsg, &mr); err != nil {
 		return err
 	}
+	memResp, memDone, err := answerMem(ctx, mems, seed32(mr.Sigma0))
+	if err != nil {
+		return err
+	}
+	if err := p2p.WriteMsg(s, memDone); err != nil {
+		return err
+	}
+	mems = nil // the buffers may go while the digests are written
+	release()
+	return p2p.WriteMsg(s, memResp)
+}
+
+// answerMem walks every GPU's memory from sigma0 and returns the digests
+// and the commitments to them.
+func answerMem(ctx context.Context, mems []*challenge.MemProver, sigma0 [32]byte) (*pb.MemResponse, *pb.MemDone, error) {
 	memResp, memDone := &pb.MemResponse{}, &pb.MemDone{}
 	for _, m := range mems {
-		resp, err := m.Respond(ctx, seed32(mr.Sigma0))
+		resp, err := m.Respond(ctx, sigma0)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		d := encodeMem(resp)
 		memResp.Gpus = append(memResp.Gpus, d)
 		c := memCommitment(d)
 		memDone.Commitments = append(memDone.Commitments, c[:])
 	}
-	if err := p2p.WriteMsg(s, memDone); err != nil {
-		return err
-	}
-	mems = nil
-	release() // the next challenge may start as soon as this answer leaves
-	return p2p.WriteMsg(s, memResp)
+	return memResp, memDone, nil
 }
 
 // RowSeed is the seed of GPU g's rows: SHA-256(rows_seed || g as uint32 BE).

@@ -13,7 +13,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 )
 
@@ -108,7 +108,7 @@ func TestLoadNode(t *testing.T) {
 	if os.Getenv("GPUMESH_LOAD_NODE") != "1" {
 		t.Skip("a load process of TestDetectionRates")
 	}
-	prof, _ := verify.LookupProfile("t4")
+	prof, _ := catalog.Lookup("t4")
 	params, _ := Sizes(prof, true, challenge.DefaultSimScale)
 	p := challenge.NewCPUProver(challenge.CPUOptions{Workers: 1})
 	for {

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 )
 
 func simH100(tb testing.TB) Params {
-	prof, ok := verify.LookupProfile("h100-sxm")
+	prof, ok := catalog.Lookup("h100-sxm")
 	if !ok {
 		tb.Fatal("no h100-sxm profile")
 	}
@@ -102,7 +102,7 @@ func BenchmarkChallengeCost(b *testing.B) {
 		}
 		verifierT += time.Since(start)
 	}
-	h100, _ := verify.LookupProfile("h100-sxm")
+	h100, _ := catalog.Lookup("h100-sxm")
 	b.ReportMetric(float64(verifierT)/float64(proverT), "measured-ratio")
 	b.ReportMetric(CostRatio(p), "sim-ratio")
 	b.ReportMetric(CostRatio(RealParams(h100)), "real-ratio")

@@ -10,7 +10,7 @@ import (
 	"math/big"
 	"testing"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 )
 
 // small are quick sizes with the real K: detection depends on N, K and
@@ -220,27 +220,38 @@ func TestTamperedProofAndSweep(t *testing.T) {
 	}
 }
 
-func TestMerkleProofs(t *testing.T) {
-	for n := 1; n <= 33; n++ {
-		leaves := make([][32]byte, n)
-		for i := range leaves {
-			leaves[i] = leafHash(i, []byte{byte(i)})
-		}
-		tr := treeFromLeaves(leaves)
-		for i := range n {
-			pf := tr.proof(i)
-			if !verifyProof(tr.root(), n, i, leaves[i], pf) {
-				t.Errorf("n=%d: proof of leaf %d fails", n, i)
-			}
-			if n > 1 && verifyProof(tr.root(), n, (i+1)%n, leaves[i], pf) {
-				t.Errorf("n=%d: proof of leaf %d accepted at %d", n, i, (i+1)%n)
-			}
-		}
+// TestCommitmentTree checks the commitment's tree as PROTOCOL §19.3 gives
+// it: leaf(i) = SHA-256(0x00 || uint32 BE i || row), node = SHA-256(0x01
+// || left || right), an odd last node promoted; and that each row's proof
+// opens it at its index only. (Package merkle tests the tree itself.)
+func TestCommitmentTree(t *testing.T) {
+	if got, want := leafHash(258, []byte("row")), sha256.Sum256([]byte("\x00\x00\x00\x01\x02row")); got != want {
+		t.Errorf("leaf(258, row) = %x, want %x", got, want)
 	}
-	// Three leaves: root = H(1 || H(1||l0||l1) || l2), l2 promoted.
-	l := [][32]byte{leafHash(0, []byte("a")), leafHash(1, []byte("b")), leafHash(2, []byte("c"))}
-	if got, want := treeFromLeaves(l).root(), nodeHash(nodeHash(l[0], l[1]), l[2]); got != want {
-		t.Errorf("3-leaf root = %x, want %x", got, want)
+	node := func(l, r [32]byte) [32]byte { return sha256.Sum256(append(append([]byte{1}, l[:]...), r[:]...)) }
+	m := Matrix{N: 3, Data: []byte("abcdefghi")}
+	tree, err := buildTree(context.Background(), m, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := [][32]byte{leafHash(0, []byte("abc")), leafHash(1, []byte("def")), leafHash(2, []byte("ghi"))}
+	if got, want := tree.Root(), node(node(l[0], l[1]), l[2]); got != want {
+		t.Errorf("3-row root = %x, want %x", got, want)
+	}
+	v := &Verifier{p: Params{N: 3}}
+	r, s := []uint64{1, 2, 3}, make([]uint64, 3)
+	for i := range 3 {
+		s[i] = dotRow(m.Row(i), r)
+	}
+	for i := range 3 {
+		o := Opening{Index: i, Row: m.Row(i), Proof: tree.Proof(i)}
+		if err := v.cheapChecks(tree.Root(), r, s, o); err != nil {
+			t.Errorf("row %d: %v", i, err)
+		}
+		o.Index = (i + 1) % 3
+		if err := v.cheapChecks(tree.Root(), r, s, o); !errors.Is(err, ErrBadProof) {
+			t.Errorf("row %d opened at %d: got %v, want ErrBadProof", i, o.Index, err)
+		}
 	}
 }
 
@@ -360,7 +371,7 @@ func TestDetectionRates(t *testing.T) {
 }
 
 func TestParamsAndCosts(t *testing.T) {
-	for _, prof := range verify.Profiles() {
+	for _, prof := range catalog.Profiles() {
 		rp := RealParams(prof)
 		if err := rp.Validate(); err != nil {
 			t.Errorf("%s: real params %+v: %v", prof.Slug, rp, err)
@@ -384,7 +395,7 @@ func TestParamsAndCosts(t *testing.T) {
 			sp.N, sp.T, 100*CostRatio(sp), RealMemParams(prof).Buffers, RealMemParams(prof).BufferBytes>>20,
 			SimMemParams(prof, 0).Buffers, SimMemParams(prof, 0).BufferBytes>>10)
 	}
-	h100, _ := verify.LookupProfile("h100-sxm")
+	h100, _ := catalog.Lookup("h100-sxm")
 	if got := RealParams(h100).T; got != 141 {
 		t.Errorf("h100 real T = %d, want 141", got)
 	}

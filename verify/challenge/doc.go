@@ -40,7 +40,8 @@
 //  2. Commit: the prover returns the Merkle root over the rows of X_T.
 //     Leaves are SHA-256(0x00 || uint32 BE row index || row), inner nodes
 //     SHA-256(0x01 || left || right); at a level with an odd number of
-//     nodes the last one is promoted unchanged. The time to the commit,
+//     nodes the last one is promoted unchanged: RFC 6962's tree, package
+//     merkle's, the one receipts_root uses too. The time to the commit,
 //     on the challenger's clock, is judged by a TimeBound.
 //  3. Sweep: the challenger then draws r = DrawVector(fresh seed, N) in
 //     F_p^N, p = 2^61 − 1 (ChaCha8 Uint64 values masked to 61 bits, the

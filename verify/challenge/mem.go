@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 )
 
 // Memory-proof sizing and deadlines (documented assumptions).
@@ -75,7 +75,7 @@ func (p MemParams) Bytes() int64 { return int64(p.Buffers) * int64(p.BufferBytes
 // RealMemParams sizes the memory proof of a real GPU of profile:
 // 256 MiB buffers filling MemFill of its memory, 4 MiB windows, 32 rounds,
 // 32 checks.
-func RealMemParams(profile verify.DeviceProfile) MemParams {
+func RealMemParams(profile catalog.Profile) MemParams {
 	total := MemFill * float64(profile.MemoryGiB) * (1 << 30)
 	return MemParams{
 		Buffers:     max(1, min(MaxMemBuffers, int(total/RealMemBuffer))),
@@ -92,7 +92,7 @@ func RealMemParams(profile verify.DeviceProfile) MemParams {
 // SimMemRounds rounds, 32 checks. Few large buffers and small windows
 // keep the honest prover's rounds cheap while a prover that dropped
 // buffers regenerates about half of each dropped one per round.
-func SimMemParams(profile verify.DeviceProfile, scale int) MemParams {
+func SimMemParams(profile catalog.Profile, scale int) MemParams {
 	if scale <= 0 {
 		scale = DefaultSimScale
 	}
@@ -111,7 +111,7 @@ func SimMemParams(profile verify.DeviceProfile, scale int) MemParams {
 // MemRealDeadline is the deadline of a real GPU of profile: per round,
 // Buffers·WindowBytes read at MemEfficiency of the claimed bandwidth plus
 // MemRoundOverhead. Round trips are the caller's to add.
-func MemRealDeadline(profile verify.DeviceProfile, p MemParams) time.Duration {
+func MemRealDeadline(profile catalog.Profile, p MemParams) time.Duration {
 	bw := float64(profile.MemoryBandwidthGBps) * 1e9 * MemEfficiency
 	if bw <= 0 {
 		return 0

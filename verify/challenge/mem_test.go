@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 )
 
 func simMem(t testing.TB, slug string) MemParams {
-	prof, ok := verify.LookupProfile(slug)
+	prof, ok := catalog.Lookup(slug)
 	if !ok {
 		t.Fatalf("no profile %s", slug)
 	}

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 )
 
 // Bounds on a challenge's sizes. A prover refuses anything outside them,
@@ -81,7 +81,7 @@ func (p Params) Validate() error {
 // N = RealN, K = RealK, and T such that the chain takes about
 // TargetSeconds at Efficiency of the profile's dense INT8 peak
 // (2·T·N³ operations), at least 1. For an H100 SXM T = 141; for a T4, 9.
-func RealParams(profile verify.DeviceProfile) Params {
+func RealParams(profile catalog.Profile) Params {
 	n := float64(RealN)
 	t := TargetSeconds * float64(profile.INT8GOPS) * 1e9 * Efficiency / (2 * n * n * n)
 	return Params{N: RealN, T: min(MaxT, max(1, int(math.Round(t)))), K: RealK}
@@ -93,7 +93,7 @@ func RealParams(profile verify.DeviceProfile) Params {
 // device; T as for the real device but at least SimMinT. With T unchanged
 // the prover's work shrinks by scale³; the checks are exactly those of a
 // real device. At the default scale N = 256.
-func SimParams(profile verify.DeviceProfile, scale int) Params {
+func SimParams(profile catalog.Profile, scale int) Params {
 	if scale <= 0 {
 		scale = DefaultSimScale
 	}
@@ -127,7 +127,7 @@ func CostRatio(p Params) float64 { return VerifierOps(p) / ProverOps(p) }
 // ExpectedSeconds is how long a real GPU of profile should take for the
 // chain: 2·T·N³ operations at Efficiency of its dense INT8 peak. It is 0
 // for a profile without an INT8 figure.
-func ExpectedSeconds(profile verify.DeviceProfile, p Params) float64 {
+func ExpectedSeconds(profile catalog.Profile, p Params) float64 {
 	if profile.INT8GOPS <= 0 {
 		return 0
 	}
@@ -143,7 +143,7 @@ type TimeBound struct {
 // RealTimeBound is the bound for a real GPU of profile: below 2·T·N³ at
 // the full dense INT8 peak is physically impossible (ErrTooFast); above
 // SlowTolerance·ExpectedSeconds is too slow (ErrTooSlow).
-func RealTimeBound(profile verify.DeviceProfile, p Params) TimeBound {
+func RealTimeBound(profile catalog.Profile, p Params) TimeBound {
 	exp := ExpectedSeconds(profile, p)
 	return TimeBound{
 		Min: time.Duration(exp * Efficiency * float64(time.Second)),

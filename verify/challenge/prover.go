@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+
+	"github.com/gpumesh/gpumesh/merkle"
 )
 
 // Opening is one opened row of X_T with its Merkle proof (sibling hashes
@@ -56,7 +58,7 @@ type CPUProver struct {
 type gpuResult struct {
 	p    Params
 	x    Matrix
-	tree *merkleTree
+	tree *merkle.Tree
 }
 
 // NewCPUProver returns an honest CPU prover.
@@ -85,7 +87,7 @@ func (c *CPUProver) Commit(ctx context.Context, seeds [][32]byte, p Params) ([][
 			return nil, fmt.Errorf("challenge: commit gpu %d: merkle tree: %w", g, err)
 		}
 		results[g] = &gpuResult{p: p, x: x, tree: tree}
-		roots[g] = tree.root()
+		roots[g] = tree.Root()
 	}
 	c.mu.Lock()
 	c.gpus = results
@@ -200,7 +202,7 @@ func (c *CPUProver) Open(ctx context.Context, gpu int, rows []int) ([]Opening, e
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		out[j] = Opening{Index: i, Row: slices.Clone(res.x.Row(i)), Proof: res.tree.proof(i)}
+		out[j] = Opening{Index: i, Row: slices.Clone(res.x.Row(i)), Proof: res.tree.Proof(i)}
 	}
 	return out, nil
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+
+	"github.com/gpumesh/gpumesh/merkle"
 )
 
 // Verifier checks the openings of one GPU's challenge. It derives the
@@ -83,7 +85,7 @@ func (v *Verifier) cheapChecks(root [32]byte, r, s []uint64, o Opening) error {
 	case len(o.Proof) > MaxProofLen:
 		return fmt.Errorf("challenge: row %d: proof of %d hashes: %w", o.Index, len(o.Proof), ErrMalformed)
 	}
-	if !verifyProof(root, n, o.Index, leafHash(o.Index, o.Row), o.Proof) {
+	if !merkle.Verify(root, n, o.Index, leafHash(o.Index, o.Row), o.Proof) {
 		return fmt.Errorf("challenge: row %d: %w", o.Index, ErrBadProof)
 	}
 	if got, want := s[o.Index], dotRow(o.Row, r); got != want {

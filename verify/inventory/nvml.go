@@ -10,7 +10,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 )
 
 // nvmlDetector reads GPUs through NVML. It is modelled on
@@ -127,7 +127,7 @@ func (d *nvmlDetector) device(i int) (GPU, error) {
 		return GPU{}, fmt.Errorf("nvml: device %d: get compute capability: %w", i, err)
 	}
 
-	model, ok := verify.SlugForNVMLName(name)
+	model, ok := catalog.SlugForNVMLName(name)
 	if !ok {
 		model = UnknownModel
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 )
 
 // logBuffer returns a logger writing text records at debug level to a
@@ -118,7 +118,7 @@ func TestMockGPUNames(t *testing.T) {
 			t.Errorf("%q: Model = %q, want %q", g.Name, g.Model, want[i])
 			continue
 		}
-		p, ok := verify.LookupProfile(g.Model)
+		p, ok := catalog.Lookup(g.Model)
 		if !ok {
 			continue
 		}

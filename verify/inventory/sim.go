@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 )
 
 // SimSpec asks for Count simulated GPUs of one model (a verify profile
@@ -41,7 +41,7 @@ func (s *simDetector) Detect(ctx context.Context) ([]GPU, error) {
 	}
 	var gpus []GPU
 	for _, spec := range s.specs {
-		p, ok := verify.LookupProfile(spec.Model)
+		p, ok := catalog.Lookup(spec.Model)
 		if !ok {
 			return nil, fmt.Errorf("inventory: simulated gpus: unknown model %q", spec.Model)
 		}

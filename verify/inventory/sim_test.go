@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 )
 
 var simUUIDRE = regexp.MustCompile(`^GPU-sim-[0-9a-f]{16}$`)
@@ -30,7 +30,7 @@ func TestSimulated(t *testing.T) {
 		case i >= 8:
 			wantModel = "a100-80gb"
 		}
-		p, _ := verify.LookupProfile(wantModel)
+		p, _ := catalog.Lookup(wantModel)
 		want := GPU{
 			Index:             i,
 			UUID:              g.UUID,

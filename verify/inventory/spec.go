@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gpumesh/gpumesh/verify"
+	"github.com/gpumesh/gpumesh/catalog"
 )
 
 // Modes of a Spec.
@@ -91,8 +91,8 @@ func parseSimEntry(entry string) (SimSpec, error) {
 	if !ok {
 		return SimSpec{}, fmt.Errorf("entry %q: want MODEL:COUNT", entry)
 	}
-	if _, known := verify.LookupProfile(model); !known {
-		return SimSpec{}, fmt.Errorf("entry %q: unknown model %q; known models: %s", entry, model, strings.Join(verify.Slugs(), ", "))
+	if !catalog.Known(model) {
+		return SimSpec{}, fmt.Errorf("entry %q: unknown model %q; known models: %s", entry, model, strings.Join(catalog.Slugs(), ", "))
 	}
 	n, err := parseCount(count)
 	if err != nil {

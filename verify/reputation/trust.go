@@ -37,63 +37,72 @@ type pair struct {
 }
 
 // compute scores every subject of entries and observed as of now; see the
-// package comment for the formulas.
+// package comment for the formulas. Its phases: index the peers,
+// aggregate the entries per (attester, subject), run EigenTrust over
+// them, total per subject what trusted attesters said, find the GPU UUIDs
+// that two peers claim, and score.
 func compute(entries map[ID]*entry, observed map[peer.ID][]string, cfg Config, now time.Time) *snapshot {
-	nowMs := now.UnixMilli()
-	halfLifeMs := float64(max(cfg.HalfLife.Milliseconds(), 1))
-
-	// Index peers: the pre-trusted first, then everyone named.
-	index := make(map[peer.ID]int)
-	var peers []peer.ID
-	idx := func(id peer.ID) int {
-		i, ok := index[id]
-		if !ok {
-			i = len(peers)
-			index[id] = i
-			peers = append(peers, id)
-		}
-		return i
-	}
+	var ix peerIndex
 	for _, p := range cfg.PreTrusted {
-		idx(p)
+		ix.of(p)
 	}
+	ordered := aggregate(entries, &ix, now, cfg.HalfLife)
+	for s := range observed {
+		ix.of(s)
+	}
+	trust := globalTrust(len(ix.peers), len(cfg.PreTrusted), ordered, cfg.Alpha)
+	subjects := totals(ordered, trust)
+	for s := range observed {
+		if _, ok := subjects[ix.index[s]]; !ok {
+			subjects[ix.index[s]] = &subjectTotal{}
+		}
+	}
+	conflicts, inConflict := uuidConflicts(observed, subjects, ix.peers)
+	scores := make(map[peer.ID]Score, len(subjects))
+	for j, a := range subjects {
+		id := ix.peers[j]
+		scores[id] = a.scoreOf(trust[j], inConflict[id], cfg.MinAttesters)
+	}
+	return &snapshot{at: now, scores: scores, conflicts: conflicts}
+}
 
-	// Aggregate per (attester, subject).
+// peerIndex numbers peers in the order they are first named.
+type peerIndex struct {
+	index map[peer.ID]int
+	peers []peer.ID
+}
+
+// of is id's number, given it now if it has none.
+func (x *peerIndex) of(id peer.ID) int {
+	if x.index == nil {
+		x.index = make(map[peer.ID]int)
+	}
+	i, ok := x.index[id]
+	if !ok {
+		i = len(x.peers)
+		x.index[id] = i
+		x.peers = append(x.peers, id)
+	}
+	return i
+}
+
+// aggregate sums the entries per (attester, subject), each weighted by its
+// age (halving every halfLife), and returns the pairs in a fixed order
+// (by attester, then subject), so that sums over them come out the same
+// each time.
+func aggregate(entries map[ID]*entry, ix *peerIndex, now time.Time, halfLife time.Duration) []*pair {
+	nowMs := now.UnixMilli()
+	halfLifeMs := float64(max(halfLife.Milliseconds(), 1))
 	pairs := make(map[[2]int]*pair)
 	for _, e := range entries {
-		i, j := idx(e.attester), idx(e.subject)
+		i, j := ix.of(e.attester), ix.of(e.subject)
 		pr := pairs[[2]int{i, j}]
 		if pr == nil {
 			pr = &pair{attester: i, subject: j}
 			pairs[[2]int{i, j}] = pr
 		}
-		w := math.Exp2(-float64(max(nowMs-e.createdMs, 0)) / halfLifeMs)
-		switch {
-		case e.uptime:
-			pr.upAll += w
-			pr.pings++
-			if e.passed {
-				pr.upPass += w
-			}
-		case e.passed:
-			pr.pass += w
-			pr.passes++
-			if e.createdMs > pr.lastPassMs {
-				pr.lastPassMs, pr.lastPassUUIDs = e.createdMs, e.uuids
-			}
-		default:
-			pr.fail += w
-			pr.fails++
-			pr.lastFailMs = max(pr.lastFailMs, e.createdMs)
-		}
-		if !e.uptime && (e.createdMs > pr.latestMs || e.createdMs == pr.latestMs && !e.passed) {
-			pr.latestMs, pr.latestPassed = e.createdMs, e.passed
-		}
+		pr.add(e, math.Exp2(-float64(max(nowMs-e.createdMs, 0))/halfLifeMs))
 	}
-	for s := range observed {
-		idx(s)
-	}
-	// Iterate pairs in a fixed order, so sums come out the same each time.
 	ordered := make([]*pair, 0, len(pairs))
 	for _, pr := range pairs {
 		ordered = append(ordered, pr)
@@ -104,59 +113,89 @@ func compute(entries map[ID]*entry, observed map[peer.ID][]string, cfg Config, n
 		}
 		return a.subject - b.subject
 	})
+	return ordered
+}
 
-	trust := globalTrust(len(peers), len(cfg.PreTrusted), ordered, cfg.Alpha)
-
-	// Per subject, what trusted attesters said.
-	type acc struct {
-		s, f, upPass, upAll    float64
-		lastPassMs, lastFailMs int64
-		provenMs               int64
-		proven                 []string
-		latestPasses           int
-		score                  Score
-	}
-	accs := make(map[int]*acc)
-	get := func(j int) *acc {
-		a := accs[j]
-		if a == nil {
-			a = &acc{}
-			accs[j] = a
+// add counts entry e, of weight w.
+func (pr *pair) add(e *entry, w float64) {
+	switch {
+	case e.uptime:
+		pr.upAll += w
+		pr.pings++
+		if e.passed {
+			pr.upPass += w
 		}
-		return a
+	case e.passed:
+		pr.pass += w
+		pr.passes++
+		if e.createdMs > pr.lastPassMs {
+			pr.lastPassMs, pr.lastPassUUIDs = e.createdMs, e.uuids
+		}
+	default:
+		pr.fail += w
+		pr.fails++
+		pr.lastFailMs = max(pr.lastFailMs, e.createdMs)
 	}
+	if !e.uptime && (e.createdMs > pr.latestMs || e.createdMs == pr.latestMs && !e.passed) {
+		pr.latestMs, pr.latestPassed = e.createdMs, e.passed
+	}
+}
+
+// subjectTotal is what trusted attesters said of one subject, each
+// weighted by its trust.
+type subjectTotal struct {
+	s, f, upPass, upAll    float64
+	lastPassMs, lastFailMs int64
+	provenMs               int64
+	proven                 []string // the GPU UUIDs of the latest pass
+	latestPasses           int      // attesters whose latest challenge passed
+	score                  Score    // the counts
+}
+
+// totals sums the pairs per subject, over the attesters whose trust is
+// above trustEpsilon.
+func totals(ordered []*pair, trust []float64) map[int]*subjectTotal {
+	subjects := make(map[int]*subjectTotal)
 	for _, pr := range ordered {
-		a := get(pr.subject)
-		t := trust[pr.attester]
-		if t <= trustEpsilon {
-			continue
+		a := subjects[pr.subject]
+		if a == nil {
+			a = &subjectTotal{}
+			subjects[pr.subject] = a
 		}
-		a.upPass += t * pr.upPass
-		a.upAll += t * pr.upAll
-		a.score.Pings += pr.pings
-		if pr.passes+pr.fails == 0 {
-			continue
-		}
-		a.s += t * pr.pass
-		a.f += t * pr.fail
-		a.score.Passes += pr.passes
-		a.score.Fails += pr.fails
-		a.score.Challengers++
-		if pr.latestPassed {
-			a.latestPasses++
-		}
-		a.lastPassMs = max(a.lastPassMs, pr.lastPassMs)
-		a.lastFailMs = max(a.lastFailMs, pr.lastFailMs)
-		if pr.lastPassMs > a.provenMs {
-			a.provenMs, a.proven = pr.lastPassMs, pr.lastPassUUIDs
+		if t := trust[pr.attester]; t > trustEpsilon {
+			a.add(pr, t)
 		}
 	}
-	for s := range observed {
-		get(index[s])
-	}
+	return subjects
+}
 
-	// GPU UUID claims: each subject's observed profile and its latest
-	// passed challenge by a trusted attester.
+// add counts pair pr, from an attester of trust t.
+func (a *subjectTotal) add(pr *pair, t float64) {
+	a.upPass += t * pr.upPass
+	a.upAll += t * pr.upAll
+	a.score.Pings += pr.pings
+	if pr.passes+pr.fails == 0 {
+		return
+	}
+	a.s += t * pr.pass
+	a.f += t * pr.fail
+	a.score.Passes += pr.passes
+	a.score.Fails += pr.fails
+	a.score.Challengers++
+	if pr.latestPassed {
+		a.latestPasses++
+	}
+	a.lastPassMs = max(a.lastPassMs, pr.lastPassMs)
+	a.lastFailMs = max(a.lastFailMs, pr.lastFailMs)
+	if pr.lastPassMs > a.provenMs {
+		a.provenMs, a.proven = pr.lastPassMs, pr.lastPassUUIDs
+	}
+}
+
+// uuidConflicts finds the GPU UUIDs that more than one peer claims, in
+// its observed profile or by its latest pass of a trusted attester's
+// challenge, and the peers in any such conflict.
+func uuidConflicts(observed map[peer.ID][]string, subjects map[int]*subjectTotal, peers []peer.ID) (map[string][]peer.ID, map[peer.ID]bool) {
 	claims := make(map[string][]peer.ID)
 	claim := func(u string, id peer.ID) {
 		if !slices.Contains(claims[u], id) {
@@ -168,7 +207,7 @@ func compute(entries map[ID]*entry, observed map[peer.ID][]string, cfg Config, n
 			claim(u, id)
 		}
 	}
-	for j, a := range accs {
+	for j, a := range subjects {
 		for _, u := range a.proven {
 			claim(u, peers[j])
 		}
@@ -185,28 +224,31 @@ func compute(entries map[ID]*entry, observed map[peer.ID][]string, cfg Config, n
 			inConflict[id] = true
 		}
 	}
+	return conflicts, inConflict
+}
 
-	scores := make(map[peer.ID]Score, len(accs))
-	for j, a := range accs {
-		sc := a.score
-		beta := (1 + a.s) / (2 + a.s + a.f)
-		failing := a.lastFailMs > 0 && a.lastFailMs >= a.lastPassMs
-		if failing {
-			beta /= 2
-		}
-		sc.Reputation = beta
-		if a.upAll > 0 {
-			sc.Uptime = a.upPass / a.upAll
-		}
-		if last := max(a.lastPassMs, a.lastFailMs); last > 0 {
-			sc.LastChallenge = time.UnixMilli(last)
-		}
-		sc.Conflict = inConflict[peers[j]]
-		sc.Verified = a.latestPasses >= cfg.MinAttesters && !failing && !sc.Conflict
-		sc.Trust = trust[j]
-		scores[peers[j]] = sc
+// scoreOf is the subject's score: its beta reputation (halved while its
+// latest challenge failed), uptime, last challenge, and whether it is
+// verified (minAttesters trusted attesters' latest challenges passed, not
+// failing, no conflict).
+func (a *subjectTotal) scoreOf(trust float64, conflict bool, minAttesters int) Score {
+	sc := a.score
+	beta := (1 + a.s) / (2 + a.s + a.f)
+	failing := a.lastFailMs > 0 && a.lastFailMs >= a.lastPassMs
+	if failing {
+		beta /= 2
 	}
-	return &snapshot{at: now, scores: scores, conflicts: conflicts}
+	sc.Reputation = beta
+	if a.upAll > 0 {
+		sc.Uptime = a.upPass / a.upAll
+	}
+	if last := max(a.lastPassMs, a.lastFailMs); last > 0 {
+		sc.LastChallenge = time.UnixMilli(last)
+	}
+	sc.Conflict = conflict
+	sc.Verified = a.latestPasses >= minAttesters && !failing && !sc.Conflict
+	sc.Trust = trust
+	return sc
 }
 
 // globalTrust runs EigenTrust's power iteration over n peers, of which

@@ -14,14 +14,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +34,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node"
-	"github.com/gpumesh/gpumesh/node/job"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/testnet"
 )
 
@@ -206,7 +204,7 @@ func benchRent(ctx context.Context, res *Results, addrs []peer.AddrInfo, runs in
 		return fmt.Errorf("rent client: %w", err)
 	}
 	defer rc.Close()
-	f, _ := node.ParseFilter("")
+	f, _ := market.ParseFilter("")
 	var wait, first, base []time.Duration
 	for i := range runs * 2 {
 		req := market.RentRequest{Filter: f, Count: 1, Duration: time.Hour, MaxPrice: 10_000_000, Wait: 2 * time.Second, AllowUnproven: true}
@@ -366,10 +364,11 @@ func report(r Results) {
 // process runs (spec sent and checked, working dir, sandbox shim, exec),
 // beside a plain fork/exec of the same command in this process.
 func benchJobStart(ctx context.Context, res *Results, renter testnet.NodeInfo, runs int) error {
-	token, err := node.ReadToken(renter.DataDir)
+	c, err := api.ClientForDataDir(renter.API, renter.DataDir)
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 	var starts, execs []time.Duration
 	for i := range runs {
 		t0 := time.Now()
@@ -377,18 +376,12 @@ func benchJobStart(ctx context.Context, res *Results, renter testnet.NodeInfo, r
 			return fmt.Errorf("baseline exec: %w", err)
 		}
 		execs = append(execs, time.Since(t0))
-		body, _ := json.Marshal(node.JobRequest{Filter: "vram>=24", Count: 1, MaxPrice: "3.00", Argv: []string{"true"}})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+renter.API+"/api/v1/jobs", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
+		v, err := c.SubmitJob(ctx, api.JobRequest{Filter: "vram>=24", Count: 1, MaxPrice: "3.00", Argv: []string{"true"}})
 		if err != nil {
 			return fmt.Errorf("job %d: %w", i, err)
 		}
-		var v job.View
-		err = json.NewDecoder(resp.Body).Decode(&v)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK || len(v.Attempts) == 0 || v.Attempts[0].StartMs <= 0 {
-			return fmt.Errorf("job %d: %s: %v (%+v)", i, resp.Status, err, v)
+		if len(v.Attempts) == 0 || v.Attempts[0].StartMs <= 0 {
+			return fmt.Errorf("job %d: no start time in %+v", i, v)
 		}
 		starts = append(starts, time.Duration(v.Attempts[0].StartMs*float64(time.Millisecond)))
 	}

@@ -1,17 +1,13 @@
-package node
+package api
 
 import (
-	"bufio"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gpumesh/gpumesh/market"
-	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/verify/reputation"
@@ -47,8 +43,9 @@ type JobFile struct {
 }
 
 // ToRequest checks a JobRequest and turns it into the controller's form.
+// The CLI calls it too, to refuse a bad request before sending it.
 func (r JobRequest) ToRequest() (job.Request, error) {
-	f, err := ParseFilter(r.Filter)
+	f, err := market.ParseFilter(r.Filter)
 	if err != nil {
 		return job.Request{}, err
 	}
@@ -62,11 +59,11 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 	if d < market.MinDuration || d > market.MaxDuration {
 		return job.Request{}, fmt.Errorf("hours %g: want %s to %s", r.Hours, market.MinDuration, market.MaxDuration)
 	}
-	maxP, err := market.ParsePrice(r.MaxPrice)
+	maxP, err := money.ParseMicros(r.MaxPrice)
 	if err != nil || maxP <= 0 {
 		return job.Request{}, fmt.Errorf("max_price %q: want a positive amount per GPU-hour, e.g. 2.50", r.MaxPrice)
 	}
-	req := job.Request{Filter: f.String(), Count: r.Count, Duration: d, MaxPrice: maxP, MinReputation: reputation.DefaultFloor, AllowUnproven: r.AllowUnproven}
+	req := job.Request{Filter: f.String(), Count: r.Count, Duration: d, MaxPrice: int64(maxP), MinReputation: reputation.DefaultFloor, AllowUnproven: r.AllowUnproven}
 	if r.MinRep != nil {
 		req.MinReputation = *r.MinRep
 	}
@@ -78,9 +75,11 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 		}
 	}
 	if r.CreditLimit != "" {
-		if req.CreditLimit, err = market.ParsePrice(r.CreditLimit); err != nil || req.CreditLimit < 0 {
+		credit, err := money.ParseMicros(r.CreditLimit)
+		if err != nil {
 			return job.Request{}, fmt.Errorf("credit_limit %q: want an amount, e.g. 0.05", r.CreditLimit)
 		}
+		req.CreditLimit = int64(credit)
 	}
 	spec := &pb.JobSpec{Argv: r.Argv, Gpus: uint32(r.Count), Limits: r.Limits, Runtime: r.Runtime, Image: r.Image, CheckpointDir: r.CheckpointDir}
 	for _, e := range r.Env {
@@ -125,150 +124,4 @@ func parseRestart(s string) (*pb.Restart, error) {
 		return &pb.Restart{Policy: "on-failure", MaxRestarts: uint32(n)}, nil
 	}
 	return nil, fmt.Errorf("restart %q: want never, on-failure or on-failure:N", s)
-}
-
-// jobRoutes serves the job and receipt endpoints. All of them need the
-// token: jobs, their logs and bills are the renter's own.
-func (n *Node) jobRoutes(mux *http.ServeMux) {
-	ctrl := func(w http.ResponseWriter) *job.Controller {
-		if n.jobs.ctrl == nil {
-			http.Error(w, "jobs are not started yet", http.StatusServiceUnavailable)
-		}
-		return n.jobs.ctrl
-	}
-	mux.HandleFunc("POST /api/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
-		c := ctrl(w)
-		if c == nil {
-			return
-		}
-		var jr JobRequest
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, job.MaxSpecSize*2)).Decode(&jr); err != nil {
-			http.Error(w, "job request: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		req, err := jr.ToRequest()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		v, err := c.Submit(r.Context(), req)
-		if err != nil {
-			var nm *market.NoMatch
-			if errors.As(err, &nm) {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusConflict)
-				_ = json.NewEncoder(w).Encode(struct {
-					Error   string   `json:"error"`
-					Reasons []string `json:"reasons"`
-				}{"no lease made", nm.Reasons})
-				return
-			}
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		writeJSON(w, v)
-	})
-	mux.HandleFunc("GET /api/v1/jobs", func(w http.ResponseWriter, r *http.Request) {
-		if c := ctrl(w); c != nil {
-			writeJSON(w, c.Jobs())
-		}
-	})
-	mux.HandleFunc("GET /api/v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
-		c := ctrl(w)
-		if c == nil {
-			return
-		}
-		v, err := c.Job(r.PathValue("id"))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		writeJSON(w, v)
-	})
-	mux.HandleFunc("POST /api/v1/jobs/{id}/stop", func(w http.ResponseWriter, r *http.Request) {
-		c := ctrl(w)
-		if c == nil {
-			return
-		}
-		v, err := c.Stop(r.PathValue("id"), r.URL.Query().Get("reason"))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		writeJSON(w, v)
-	})
-	mux.HandleFunc("GET /api/v1/jobs/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
-		c := ctrl(w)
-		if c == nil {
-			return
-		}
-		if _, err := c.Job(r.PathValue("id")); err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		from, _ := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64)
-		follow := r.URL.Query().Get("follow") == "1" || r.URL.Query().Get("follow") == "true"
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		bw := &flushWriter{w: bufio.NewWriter(w), rw: w}
-		_, _ = c.Logs(r.Context(), r.PathValue("id"), from, follow, bw)
-		bw.Flush()
-	})
-	mux.HandleFunc("GET /api/v1/receipts", func(w http.ResponseWriter, r *http.Request) {
-		if n.jobs.ledger == nil {
-			http.Error(w, "jobs are not started yet", http.StatusServiceUnavailable)
-			return
-		}
-		reps, err := Receipts(n.jobs.ledger, r.URL.Query().Get("lease"), n.now())
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		writeJSON(w, reps)
-	})
-}
-
-// Receipts verifies the bills of the leases in led whose ID starts with
-// prefix (all when empty).
-func Receipts(led *settle.Ledger, prefix string, now time.Time) ([]settle.Report, error) {
-	ids, err := led.Leases()
-	if err != nil {
-		return nil, err
-	}
-	out := []settle.Report{}
-	for _, id := range ids {
-		if prefix != "" && !strings.HasPrefix(id.String(), strings.ToLower(prefix)) {
-			continue
-		}
-		rep, err := led.Verify(id, now)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rep)
-	}
-	if prefix != "" && len(out) == 0 {
-		return nil, fmt.Errorf("no receipts for a lease starting with %q", prefix)
-	}
-	return out, nil
-}
-
-// flushWriter flushes every write through to the client, for following.
-type flushWriter struct {
-	w  *bufio.Writer
-	rw http.ResponseWriter
-}
-
-func (f *flushWriter) Write(p []byte) (int, error) {
-	n, err := f.w.Write(p)
-	if err == nil {
-		f.Flush()
-	}
-	return n, err
-}
-
-func (f *flushWriter) Flush() {
-	_ = f.w.Flush()
-	if fl, ok := f.rw.(http.Flusher); ok {
-		fl.Flush()
-	}
 }

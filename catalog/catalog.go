@@ -1,18 +1,37 @@
-package verify
+// Package catalog is gpumesh's table of known GPU models: one [Profile] of
+// datasheet figures per model, under a canonical slug such as "h100-sxm".
+// It is a leaf: it imports nothing of this module and no GPU library, and
+// every other package may import it.
+//
+// A map of the package:
+//
+//   - [Profile]: a model's slug, names, architecture, compute capability,
+//     memory and bandwidth, and dense peak throughput (FP32, TF32, BF16,
+//     INT8) and power.
+//   - [Profiles], [Slugs], [Lookup], [Known]: the read-only table.
+//   - [SlugForNVMLName]: the one place that maps the names NVML reports
+//     to slugs.
+//   - [Profile.TFLOPS] and [TFLOPS]: the one headline throughput figure
+//     (dense BF16, or FP32 where there is no BF16) that offers show and
+//     filters compare.
+//
+// All figures are integers; the table is never modified, and accessors
+// hand out copies.
+package catalog
 
 import (
 	"slices"
 	"strings"
 )
 
-// DeviceProfile is the datasheet figures of one GPU model.
+// Profile is the datasheet figures of one GPU model.
 //
 // Throughput figures are dense (without structured sparsity), peak, at
 // boost clock, as the vendor's datasheet or architecture whitepaper states
 // them. A zero TF32GFLOPS or BF16GFLOPS means the model has no such
 // tensor-core mode (Turing). Where one slug covers several form factors
 // (A100 SXM4 and PCIe), figures are those of the SXM part.
-type DeviceProfile struct {
+type Profile struct {
 	Slug                string // canonical model slug, e.g. "h100-sxm"
 	Name                string // marketing name, e.g. "NVIDIA H100 SXM5 80GB"
 	Arch                string // "hopper", "ampere", "ada", "turing"
@@ -31,7 +50,7 @@ type DeviceProfile struct {
 
 // profiles is the read-only profile table, sorted by slug. It is never
 // modified; accessors hand out copies.
-var profiles = []DeviceProfile{
+var profiles = []Profile{
 	{
 		// A10 datasheet: FP32 31.2 TF, TF32 62.5 TF, BF16 125 TF,
 		// INT8 250 TOPS (dense); GDDR6 600 GB/s; 150 W.
@@ -137,19 +156,19 @@ var profiles = []DeviceProfile{
 	},
 }
 
-func (p DeviceProfile) clone() DeviceProfile {
+func (p Profile) clone() Profile {
 	p.NVMLNames = slices.Clone(p.NVMLNames)
 	return p
 }
 
 // Profiles returns every known device profile, sorted by slug. The result
 // is a copy; callers may modify it.
-func Profiles() []DeviceProfile {
-	out := make([]DeviceProfile, len(profiles))
+func Profiles() []Profile {
+	out := make([]Profile, len(profiles))
 	for i, p := range profiles {
 		out[i] = p.clone()
 	}
-	slices.SortFunc(out, func(a, b DeviceProfile) int { return strings.Compare(a.Slug, b.Slug) })
+	slices.SortFunc(out, func(a, b Profile) int { return strings.Compare(a.Slug, b.Slug) })
 	return out
 }
 
@@ -163,14 +182,44 @@ func Slugs() []string {
 	return out
 }
 
-// LookupProfile returns the profile with the given slug.
-func LookupProfile(slug string) (DeviceProfile, bool) {
+// Lookup returns the profile with the given slug.
+func Lookup(slug string) (Profile, bool) {
 	for _, p := range profiles {
 		if p.Slug == slug {
 			return p.clone(), true
 		}
 	}
-	return DeviceProfile{}, false
+	return Profile{}, false
+}
+
+// Known reports whether slug names a profile.
+func Known(slug string) bool {
+	for _, p := range profiles {
+		if p.Slug == slug {
+			return true
+		}
+	}
+	return false
+}
+
+// TFLOPS is the model's headline throughput in whole TFLOPS: dense BF16
+// tensor throughput, or FP32 where the model has no BF16 mode (Turing).
+// Offers carry it and the filter key tflops compares it.
+func (p Profile) TFLOPS() int {
+	if p.BF16GFLOPS > 0 {
+		return p.BF16GFLOPS / 1000
+	}
+	return p.FP32GFLOPS / 1000
+}
+
+// TFLOPS is the headline throughput of the model with the given slug (see
+// [Profile.TFLOPS]), 0 for an unknown slug.
+func TFLOPS(slug string) int {
+	p, ok := Lookup(slug)
+	if !ok {
+		return 0
+	}
+	return p.TFLOPS()
 }
 
 // SlugForNVMLName maps a device name as NVML reports it to a profile slug.

@@ -1,4 +1,4 @@
-package verify
+package catalog
 
 import (
 	"regexp"
@@ -105,17 +105,17 @@ func TestProfilesSane(t *testing.T) {
 
 func TestRequiredSlugs(t *testing.T) {
 	for _, s := range []string{"h100-sxm", "h100-pcie", "h200", "a100-40gb", "a100-80gb", "l40s", "rtx4090", "rtx3090", "a10", "t4"} {
-		p, ok := LookupProfile(s)
+		p, ok := Lookup(s)
 		if !ok {
-			t.Errorf("LookupProfile(%q): not found", s)
+			t.Errorf("Lookup(%q): not found", s)
 			continue
 		}
 		if p.Slug != s {
-			t.Errorf("LookupProfile(%q).Slug = %q", s, p.Slug)
+			t.Errorf("Lookup(%q).Slug = %q", s, p.Slug)
 		}
 	}
-	if _, ok := LookupProfile("h100"); ok {
-		t.Error(`LookupProfile("h100") found a profile, want none`)
+	if _, ok := Lookup("h100"); ok {
+		t.Error(`Lookup("h100") found a profile, want none`)
 	}
 }
 
@@ -142,10 +142,10 @@ func TestProfilesSortedAndCopied(t *testing.T) {
 	if again[0].MemoryGiB == -1 || again[0].NVMLNames[0] == "mutated" || Slugs()[0] == "mutated" {
 		t.Error("Profiles()/Slugs() share memory with the table")
 	}
-	p, _ := LookupProfile("h100-sxm")
+	p, _ := Lookup("h100-sxm")
 	p.NVMLNames[0] = "mutated"
-	if q, _ := LookupProfile("h100-sxm"); q.NVMLNames[0] == "mutated" {
-		t.Error("LookupProfile shares NVMLNames with the table")
+	if q, _ := Lookup("h100-sxm"); q.NVMLNames[0] == "mutated" {
+		t.Error("Lookup shares NVMLNames with the table")
 	}
 }
 
@@ -192,6 +192,44 @@ func TestSlugForNVMLName(t *testing.T) {
 		got, ok := SlugForNVMLName(tt.name)
 		if got != tt.want || ok != tt.wantOK {
 			t.Errorf("SlugForNVMLName(%q) = %q, %v; want %q, %v", tt.name, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}
+
+func TestKnown(t *testing.T) {
+	for _, s := range Slugs() {
+		if !Known(s) {
+			t.Errorf("Known(%q) = false for a listed slug", s)
+		}
+	}
+	for _, s := range []string{"", "h100", "H100-SXM", "NVIDIA H100 80GB HBM3", "h100-sxm "} {
+		if Known(s) {
+			t.Errorf("Known(%q) = true, want false", s)
+		}
+	}
+}
+
+func TestTFLOPS(t *testing.T) {
+	tests := []struct {
+		slug string
+		want int
+	}{
+		{"h100-sxm", 989},  // dense BF16 989.4 TF
+		{"a100-80gb", 312}, // dense BF16 312 TF
+		{"l40s", 362},      // 362.05 TF, rounded down
+		{"rtx3090", 71},
+		{"t4", 8}, // Turing: no BF16, FP32 8.1 TF
+		{"h100", 0},
+		{"", 0},
+	}
+	for _, tt := range tests {
+		if got := TFLOPS(tt.slug); got != tt.want {
+			t.Errorf("TFLOPS(%q) = %d, want %d", tt.slug, got, tt.want)
+		}
+	}
+	for _, p := range Profiles() {
+		if got := p.TFLOPS(); got <= 0 || got != TFLOPS(p.Slug) {
+			t.Errorf("%s: Profile.TFLOPS() = %d, TFLOPS(slug) = %d; want equal and > 0", p.Slug, got, TFLOPS(p.Slug))
 		}
 	}
 }

@@ -1,0 +1,130 @@
+package market
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/market/pb"
+)
+
+// TestExplainNoMatch table-tests the summary a renter gets when nothing
+// leased: one case per reason, from the facts gathered alone.
+func TestExplainNoMatch(t *testing.T) {
+	filter := func(s string) Filter {
+		f, err := ParseFilter(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	req := RentRequest{Filter: filter("model=h100-sxm"), Count: 2, Duration: time.Hour, MaxPrice: 2_000_000,
+		Wait: 2 * time.Second, MinReputation: 0.5}
+	sa, sb, sc := peer.ID("supplier-a"), peer.ID("supplier-b"), peer.ID("supplier-c")
+	ask := func(s peer.ID, model string, price int64) *Ask {
+		return &Ask{Ask: &pb.Ask{Model: model, Region: "eu", Count: 4, PriceMicros: price}, Supplier: s}
+	}
+	quote := func(s peer.ID, model string, d Decline, price, min int64) *Quote {
+		return &Quote{Quote: &pb.Quote{Model: model, Decline: string(d), PriceMicros: price, MinPriceMicros: min}, Supplier: s}
+	}
+	quotes := func(q ...*Quote) []*Quote { return q }
+	for _, tc := range []struct {
+		name  string
+		req   RentRequest
+		facts noMatchFacts
+		want  []string
+	}{
+		{
+			name: "no supplier has the model",
+			req:  req,
+			want: []string{"no supplier offers h100-sxm (no ask in the order book, no answer to the bid)"},
+		},
+		{
+			name: "no supplier has any model the filter allows",
+			req:  RentRequest{Filter: filter("vram>=80"), MaxPrice: 1},
+			want: []string{"no supplier offers GPUs matching the filter (no ask in the order book, no answer to the bid)"},
+		},
+		{
+			name:  "asks of other models do not count",
+			req:   req,
+			facts: noMatchFacts{asks: []*Ask{ask(sa, "a100-sxm", 1_000_000)}},
+			want:  []string{"no supplier offers h100-sxm (no ask in the order book, no answer to the bid)"},
+		},
+		{
+			name:  "all busy",
+			req:   req,
+			facts: noMatchFacts{declines: quotes(quote(sa, "h100-sxm", DeclineBusy, 0, 0), quote(sb, "h100-sxm", DeclineBusy, 0, 0))},
+			want:  []string{"2 suppliers have h100-sxm; 2 are fully booked (fewer than 2 free)"},
+		},
+		{
+			name: "cheapest declining supplier above max price",
+			req:  req,
+			facts: noMatchFacts{declines: quotes(quote(sa, "h100-sxm", DeclinePrice, 3_000_000, 2_500_000),
+				quote(sb, "h100-sxm", DeclinePrice, 2_100_000, 0))},
+			want: []string{"2 suppliers have h100-sxm; the cheapest free one asks 2.10 > your max 2.00"},
+		},
+		{
+			name:  "cheapest ask above max price, nobody answered",
+			req:   req,
+			facts: noMatchFacts{asks: []*Ask{ask(sa, "h100-sxm", 3_000_000), ask(sb, "h100-sxm", 2_500_000)}},
+			want:  []string{"2 suppliers have h100-sxm; the cheapest ask is 2.50 > your max 2.00; 2 did not answer within 2s"},
+		},
+		{
+			name:  "an ask above max price is not the reason once a supplier answered",
+			req:   req,
+			facts: noMatchFacts{asks: []*Ask{ask(sa, "h100-sxm", 3_000_000)}, offers: quotes(quote(sb, "h100-sxm", "", 1_000_000, 0))},
+			want:  []string{"2 suppliers have h100-sxm; 1 did not answer within 2s"},
+		},
+		{
+			name:  "none leases for the duration",
+			req:   req,
+			facts: noMatchFacts{declines: quotes(quote(sa, "h100-sxm", DeclineDuration, 0, 0))},
+			want:  []string{"1 supplier has h100-sxm; 1 does not lease for 1h0m0s"},
+		},
+		{
+			name:  "none meets the reputation floor",
+			req:   req,
+			facts: noMatchFacts{shunned: quotes(quote(sa, "h100-sxm", "", 1_000_000, 0), quote(sb, "h100-sxm", "", 1_000_000, 0))},
+			want:  []string{"2 suppliers have h100-sxm; 2 are below your reputation requirements (floor 0.50)"},
+		},
+		{
+			name:  "unproven",
+			req:   req,
+			facts: noMatchFacts{unproven: quotes(quote(sa, "h100-sxm", "", 1_000_000, 0))},
+			want: []string{"1 supplier has h100-sxm; 1 is unproven (no trusted challenger has passed it yet) and left out by default; " +
+				"allow unproven suppliers to lease from it"},
+		},
+		{
+			name:  "other terms of the filter",
+			req:   req,
+			facts: noMatchFacts{declines: quotes(quote(sa, "h100-sxm", DeclineMismatch, 0, 0), quote(sb, "h100-sxm", DeclineMismatch, 0, 0))},
+			want:  []string{"2 suppliers have h100-sxm; 2 fail other terms of the filter"},
+		},
+		{
+			name: "proposal refused",
+			req:  req,
+			facts: noMatchFacts{offers: quotes(quote(sa, "h100-sxm", "", 1_500_000, 0)),
+				tried: []attempt{{q: quote(sa, "h100-sxm", "", 1_500_000, 0), reason: "gpus taken"}}},
+			want: []string{"1 supplier has h100-sxm", sa.String() + " (h100-sxm at 1.50) refused the proposal: gpus taken"},
+		},
+		{
+			name: "every reason, one line per model in order",
+			req:  RentRequest{Filter: filter("region=eu"), Count: 1, Duration: time.Minute, MaxPrice: 1_000_000, Wait: time.Second},
+			facts: noMatchFacts{
+				asks:     []*Ask{ask(sc, "t4", 2_000_000), ask(sa, "h100-sxm", 3_000_000)},
+				declines: quotes(quote(sa, "h100-sxm", DeclineBusy, 0, 0), quote(sb, "h100-sxm", DeclinePrice, 4_000_000, 0)),
+			},
+			want: []string{
+				"2 suppliers have h100-sxm; 1 is fully booked (fewer than 1 free); the cheapest free one asks 4.00 > your max 1.00",
+				"1 supplier has t4; the cheapest ask is 2.00 > your max 1.00; 1 did not answer within 1s",
+			},
+		},
+	} {
+		got := explainNoMatch(tc.req, tc.facts).Reasons
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// The route paths, as the handler registers them and Client asks for them.
+// {id} is a job ID.
+const (
+	PathHealth     = "/healthz"
+	PathPeers      = "/api/v1/peers"
+	PathGPUs       = "/api/v1/gpus"
+	PathOffers     = "/api/v1/offers"
+	PathOrders     = "/api/v1/orders"
+	PathLeases     = "/api/v1/leases"
+	PathPrices     = "/api/v1/prices"
+	PathCapacity   = "/api/v1/capacity"
+	PathReputation = "/api/v1/reputation"
+	PathChallenge  = "/api/v1/challenge"
+	PathJobs       = "/api/v1/jobs"
+	PathJob        = "/api/v1/jobs/{id}"
+	PathJobStop    = "/api/v1/jobs/{id}/stop"
+	PathJobLogs    = "/api/v1/jobs/{id}/logs"
+	PathReceipts   = "/api/v1/receipts"
+	PathMetrics    = "/metrics"
+	PathPprof      = "/debug/pprof/"
+)
+
+// The query keys of the routes that take any.
+const (
+	QueryFilter = "filter" // offers, orders: a market filter
+	QueryPeer   = "peer"   // challenge: the supplier's peer ID
+	QueryModel  = "model"  // challenge: one GPU model, or all
+	QueryReason = "reason" // stop: why
+	QueryFrom   = "from"   // logs: byte offset
+	QueryFollow = "follow" // logs: "1" follows until the job ends
+	QueryLease  = "lease"  // receipts: a lease ID or its prefix
+)
+
+// Route is one method and path the API serves.
+type Route struct {
+	Method string
+	Path   string
+}
+
+// Pattern is the route as an http.ServeMux pattern; a route without a
+// method answers every method.
+func (r Route) Pattern() string {
+	if r.Method == "" {
+		return r.Path
+	}
+	return r.Method + " " + r.Path
+}
+
+// Routes lists every route NewHandler serves (the profiler's sub-paths
+// aside), in a fresh slice.
+func Routes() []Route {
+	get, post := http.MethodGet, http.MethodPost
+	return []Route{
+		{get, PathHealth}, {get, PathPeers}, {get, PathGPUs}, {get, PathOffers}, {get, PathOrders},
+		{get, PathLeases}, {get, PathPrices}, {get, PathCapacity}, {get, PathReputation},
+		{post, PathChallenge}, {post, PathJobs}, {get, PathJobs}, {get, PathJob}, {post, PathJobStop},
+		{get, PathJobLogs}, {get, PathReceipts}, {get, PathMetrics}, {"", PathPprof},
+	}
+}
+
+// jobPath fills the {id} of a job route.
+func jobPath(route, id string) string {
+	return strings.Replace(route, "{id}", url.PathEscape(id), 1)
+}

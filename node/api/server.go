@@ -1,0 +1,312 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/node/job"
+	"github.com/gpumesh/gpumesh/verify/inventory"
+)
+
+// Backend is what the handlers need of a node. Package node implements
+// it; the handlers only parse requests, call it, and write its answers.
+type Backend interface {
+	Health() Health
+	Peers() []Peer
+	GPUs() []inventory.GPU
+	// Offers lists the offers the node knows that f accepts.
+	Offers(f market.Filter) ([]market.Offer, error)
+	Orders(f market.Filter) Orders
+	Leases() ([]LeaseView, error)
+	Prices() []market.PricePoint
+	Capacity() []market.Capacity
+	Reputation() []ReputationView
+	// Challenge challenges a supplier's GPUs (all models, or model) and
+	// attests the verdict.
+	Challenge(ctx context.Context, id peer.ID, model string) (ChallengeReport, error)
+	// Jobs is the node's job controller, or nil before it is started.
+	Jobs() JobService
+	// Receipts verifies the bills of the leases whose ID starts with
+	// lease (all when empty); ErrNotStarted before jobs are started.
+	Receipts(lease string) ([]settle.Report, error)
+}
+
+// JobService runs a renter's jobs; *job.Controller implements it.
+type JobService interface {
+	Submit(ctx context.Context, req job.Request) (job.View, error)
+	Jobs() []job.View
+	Job(id string) (job.View, error)
+	Stop(id, reason string) (job.View, error)
+	Logs(ctx context.Context, id string, from int64, follow bool, w io.Writer) (int64, error)
+}
+
+// ErrNotStarted is what a backend returns for a part it has not started
+// yet; the handler answers 503.
+var ErrNotStarted = errors.New("jobs are not started yet")
+
+type handlerOptions struct {
+	metrics http.Handler
+}
+
+// HandlerOption configures NewHandler.
+type HandlerOption func(*handlerOptions)
+
+// WithMetrics serves h at /metrics (by default a 404).
+func WithMetrics(h http.Handler) HandlerOption {
+	return func(o *handlerOptions) { o.metrics = h }
+}
+
+// NewHandler serves every route of Routes from b, behind RequireToken.
+func NewHandler(b Backend, token string, opts ...HandlerOption) http.Handler {
+	o := handlerOptions{metrics: http.NotFoundHandler()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &server{b: b}
+	handlers := s.handlers(o)
+	mux := http.NewServeMux()
+	for _, rt := range Routes() {
+		h, ok := handlers[rt]
+		if !ok {
+			panic("api: no handler for route " + rt.Pattern())
+		}
+		mux.HandleFunc(rt.Pattern(), h)
+	}
+	// Go's profiler, for operators chasing CPU or memory use: any
+	// method, as net/http/pprof serves it.
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// Every route but /healthz needs the token: RequireToken guards the
+	// whole mux, so no route can be added without it.
+	return RequireToken(token, mux)
+}
+
+type server struct {
+	b Backend
+}
+
+// handlers maps each route to its handler.
+func (s *server) handlers(o handlerOptions) map[Route]http.HandlerFunc {
+	get, post := http.MethodGet, http.MethodPost
+	return map[Route]http.HandlerFunc{
+		{get, PathHealth}:     func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.b.Health()) },
+		{get, PathPeers}:      func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Peers())) },
+		{get, PathGPUs}:       func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.GPUs())) },
+		{get, PathOffers}:     s.offers,
+		{get, PathOrders}:     s.orders,
+		{get, PathLeases}:     s.leases,
+		{get, PathPrices}:     func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Prices())) },
+		{get, PathCapacity}:   func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Capacity())) },
+		{get, PathReputation}: func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Reputation())) },
+		{post, PathChallenge}: s.challenge,
+		{post, PathJobs}:      s.submitJob,
+		{get, PathJobs}:       s.jobs,
+		{get, PathJob}:        s.job,
+		{post, PathJobStop}:   s.stopJob,
+		{get, PathJobLogs}:    s.logs,
+		{get, PathReceipts}:   s.receipts,
+		{get, PathMetrics}:    o.metrics.ServeHTTP,
+		{"", PathPprof}:       pprof.Index,
+	}
+}
+
+func (s *server) offers(w http.ResponseWriter, r *http.Request) {
+	f, err := market.ParseFilter(r.URL.Query().Get(QueryFilter))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	offers, err := s.b.Offers(f)
+	if err != nil {
+		fail(w, err, http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, nonNil(offers))
+}
+
+func (s *server) orders(w http.ResponseWriter, r *http.Request) {
+	f, err := market.ParseFilter(r.URL.Query().Get(QueryFilter))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	o := s.b.Orders(f)
+	o.Asks, o.Bids = nonNil(o.Asks), nonNil(o.Bids)
+	writeJSON(w, o)
+}
+
+func (s *server) leases(w http.ResponseWriter, r *http.Request) {
+	ls, err := s.b.Leases()
+	if err != nil {
+		fail(w, err, http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, nonNil(ls))
+}
+
+func (s *server) challenge(w http.ResponseWriter, r *http.Request) {
+	id, err := peer.Decode(r.URL.Query().Get(QueryPeer))
+	if err != nil {
+		http.Error(w, "peer: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	rep, err := s.b.Challenge(r.Context(), id, r.URL.Query().Get(QueryModel))
+	if err != nil {
+		fail(w, err, http.StatusBadGateway)
+		return
+	}
+	writeJSON(w, rep)
+}
+
+// jobService returns the backend's jobs, or answers 503 and nil.
+func (s *server) jobService(w http.ResponseWriter) JobService {
+	js := s.b.Jobs()
+	if js == nil {
+		fail(w, ErrNotStarted, http.StatusServiceUnavailable)
+	}
+	return js
+}
+
+func (s *server) submitJob(w http.ResponseWriter, r *http.Request) {
+	js := s.jobService(w)
+	if js == nil {
+		return
+	}
+	var jr JobRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, job.MaxSpecSize*2)).Decode(&jr); err != nil {
+		http.Error(w, "job request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	req, err := jr.ToRequest()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	v, err := js.Submit(r.Context(), req)
+	var nm *market.NoMatch
+	if errors.As(err, &nm) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		_ = json.NewEncoder(w).Encode(ConflictBody{"no lease made", nm.Reasons})
+		return
+	}
+	if err != nil {
+		fail(w, err, http.StatusBadGateway)
+		return
+	}
+	writeJSON(w, v)
+}
+
+func (s *server) jobs(w http.ResponseWriter, r *http.Request) {
+	if js := s.jobService(w); js != nil {
+		writeJSON(w, nonNil(js.Jobs()))
+	}
+}
+
+func (s *server) job(w http.ResponseWriter, r *http.Request) {
+	s.jobView(w, func(js JobService) (job.View, error) { return js.Job(r.PathValue("id")) })
+}
+
+func (s *server) stopJob(w http.ResponseWriter, r *http.Request) {
+	s.jobView(w, func(js JobService) (job.View, error) {
+		return js.Stop(r.PathValue("id"), r.URL.Query().Get(QueryReason))
+	})
+}
+
+// jobView answers the view of one job that f returns, or 404 for its
+// error.
+func (s *server) jobView(w http.ResponseWriter, f func(JobService) (job.View, error)) {
+	js := s.jobService(w)
+	if js == nil {
+		return
+	}
+	v, err := f(js)
+	if err != nil {
+		fail(w, err, http.StatusNotFound)
+		return
+	}
+	writeJSON(w, v)
+}
+
+func (s *server) logs(w http.ResponseWriter, r *http.Request) {
+	js := s.jobService(w)
+	if js == nil {
+		return
+	}
+	id := r.PathValue("id")
+	if _, err := js.Job(id); err != nil {
+		fail(w, err, http.StatusNotFound)
+		return
+	}
+	q := r.URL.Query()
+	from, _ := strconv.ParseInt(q.Get(QueryFrom), 10, 64)
+	follow := q.Get(QueryFollow) == "1" || q.Get(QueryFollow) == "true"
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	fw := &flushWriter{w: bufio.NewWriter(w), rw: w}
+	_, _ = js.Logs(r.Context(), id, from, follow, fw)
+	fw.Flush()
+}
+
+func (s *server) receipts(w http.ResponseWriter, r *http.Request) {
+	reps, err := s.b.Receipts(r.URL.Query().Get(QueryLease))
+	if err != nil {
+		fail(w, err, http.StatusBadRequest)
+		return
+	}
+	writeJSON(w, nonNil(reps))
+}
+
+// fail answers err with status, or 503 for a part not started yet.
+func fail(w http.ResponseWriter, err error, status int) {
+	if errors.Is(err, ErrNotStarted) {
+		status = http.StatusServiceUnavailable
+	}
+	http.Error(w, err.Error(), status)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// flushWriter flushes every write through to the client, for following.
+type flushWriter struct {
+	w  *bufio.Writer
+	rw http.ResponseWriter
+}
+
+func (f *flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err == nil {
+		f.Flush()
+	}
+	return n, err
+}
+
+func (f *flushWriter) Flush() {
+	_ = f.w.Flush()
+	if fl, ok := f.rw.(http.Flusher); ok {
+		fl.Flush()
+	}
+}

@@ -1,0 +1,114 @@
+package api
+
+import (
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/verify/audit"
+	"github.com/gpumesh/gpumesh/verify/reputation"
+)
+
+// Health is the body of GET /healthz.
+type Health struct {
+	Status     string   `json:"status"`
+	PeerID     string   `json:"peer_id"`
+	Addrs      []string `json:"addrs"`
+	Peers      int      `json:"peers"`
+	GPUs       int      `json:"gpus"`
+	Region     string   `json:"region"`
+	Advertised bool     `json:"advertised"`
+	ProfileSeq uint64   `json:"profile_seq"`
+	Version    string   `json:"version"`
+	Uptime     string   `json:"uptime"`
+}
+
+// Peer is one peer of GET /api/v1/peers: what the node knows of it from
+// its heartbeats, its connection and its attestations.
+type Peer struct {
+	ID         peer.ID   `json:"peer_id"`
+	LastSeen   time.Time `json:"last_seen"`
+	Heartbeats uint64    `json:"heartbeats"`
+	GPUsTotal  uint32    `json:"gpus_total"`
+	GPUsFree   uint32    `json:"gpus_free"`
+	Region     string    `json:"region"`
+	Software   string    `json:"software"`
+	ProfileSeq uint64    `json:"profile_seq"`
+	Connected  bool      `json:"connected"`
+	LatencyMs  float64   `json:"latency_ms,omitempty"`
+	Score      float64   `json:"score"`                // GossipSub peer score; negative after invalid messages
+	Reputation float64   `json:"reputation"`           // 0..1 from attestations, 0.5 unknown
+	Verified   bool      `json:"verified"`             // passed challenges of enough trusted challengers
+	UptimePct  *float64  `json:"uptime_pct,omitempty"` // from uptime pings, when any
+}
+
+// OrderView is one order of the book as the CLI and the API show it.
+type OrderView struct {
+	ID          string    `json:"id"`
+	Kind        string    `json:"kind"` // ask | bid
+	Peer        string    `json:"peer"`
+	Model       string    `json:"model,omitempty"`  // asks
+	Filter      string    `json:"filter,omitempty"` // bids
+	Count       int       `json:"count"`
+	PriceMicros int64     `json:"price_micros"` // ask price, or bid maximum
+	Price       string    `json:"price"`
+	Region      string    `json:"region,omitempty"`
+	Pricing     string    `json:"pricing,omitempty"`
+	DurationS   uint32    `json:"duration_s,omitempty"`
+	Simulated   bool      `json:"simulated,omitempty"`
+	Expires     time.Time `json:"expires"`
+}
+
+// Orders is the body of GET /api/v1/orders: the asks that the filter
+// accepts (cheapest first) and the bids whose models it allows.
+type Orders struct {
+	Asks []OrderView `json:"asks"`
+	Bids []OrderView `json:"bids"`
+}
+
+// LeaseView is a lease as the CLI and the API show it.
+type LeaseView struct {
+	LeaseID     string    `json:"lease_id"`
+	Supplier    string    `json:"supplier"`
+	Renter      string    `json:"renter"`
+	Model       string    `json:"model"`
+	Count       int       `json:"count"`
+	PriceMicros int64     `json:"price_micros"`
+	Price       string    `json:"price"`
+	Start       time.Time `json:"start"`
+	End         time.Time `json:"end"`
+	GPUs        []string  `json:"gpus"`
+	Verified    bool      `json:"verified"`
+	State       string    `json:"state,omitempty"`
+	Role        string    `json:"role,omitempty"`
+	Reason      string    `json:"reason,omitempty"` // why a supplier released it
+}
+
+// ReputationView is one supplier's standing as the node computes it.
+type ReputationView struct {
+	PeerID string `json:"peer_id"`
+	reputation.Score
+}
+
+// ChallengeReport is the outcome of challenging every model (or one) of
+// a supplier. JSON names are a contract of `gpumesh challenge --json`.
+type ChallengeReport struct {
+	PeerID            string         `json:"peer_id"`
+	Passed            bool           `json:"passed"`
+	Reason            string         `json:"reason"`
+	GPUs              int            `json:"gpus"`
+	Claimed           int            `json:"claimed"`
+	Measured          float64        `json:"measured"`
+	Expected          float64        `json:"expected"`
+	RowsChecked       int            `json:"rows_checked"`
+	VerifierCostRatio float64        `json:"verifier_cost_ratio"`
+	Attested          bool           `json:"attested"`
+	Models            []audit.Result `json:"models"`
+}
+
+// ConflictBody is the body of a 409 from POST /api/v1/jobs: no supplier
+// matched, and why each was passed over.
+type ConflictBody struct {
+	Error   string   `json:"error"`
+	Reasons []string `json:"reasons"`
+}
