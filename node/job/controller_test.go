@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -186,7 +187,73 @@ func (d mockDialer) Connect(ctx context.Context, p peer.ID) error {
 }
 
 func (d mockDialer) NewStream(ctx context.Context, p peer.ID, proto protocol.ID) (network.Stream, error) {
-	return d.h.NewStream(ctx, p, proto)
+	st, err := d.h.NewStream(ctx, p, proto)
+	if err != nil {
+		return nil, err
+	}
+	return newWindowedStream(st), nil
+}
+
+// windowedStream gives the renter's end of a mocknet stream a send
+// buffer, as a real stream's flow-control window does: a write returns
+// once queued. A mocknet write waits for the reader instead, so both ends
+// writing at once (a supplier resending unpaid receipts as a session
+// attaches while the renter pays the first of them) would deadlock on the
+// mocknet but not on a real network.
+type windowedStream struct {
+	network.Stream
+	q    chan []byte // an empty write: close after the writes before it
+	done chan struct{}
+	once sync.Once
+}
+
+func newWindowedStream(st network.Stream) *windowedStream {
+	s := &windowedStream{Stream: st, q: make(chan []byte, 1024), done: make(chan struct{})}
+	go s.pump()
+	return s
+}
+
+func (s *windowedStream) pump() {
+	for {
+		select {
+		case b := <-s.q:
+			if len(b) == 0 {
+				s.Stream.Close()
+				return
+			}
+			if _, err := s.Stream.Write(b); err != nil {
+				s.Reset()
+				return
+			}
+		case <-s.done:
+			return
+		}
+	}
+}
+
+func (s *windowedStream) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	select {
+	case s.q <- bytes.Clone(p):
+		return len(p), nil
+	case <-s.done:
+		return 0, network.ErrReset
+	}
+}
+
+func (s *windowedStream) Close() error {
+	select {
+	case s.q <- nil:
+	case <-s.done:
+	}
+	return nil
+}
+
+func (s *windowedStream) Reset() error {
+	s.once.Do(func() { close(s.done) })
+	return s.Stream.Reset()
 }
 
 func (d mockDialer) Online(context.Context, peer.ID) bool {
@@ -625,6 +692,42 @@ func TestControllerWaitsWhileOffline(t *testing.T) {
 	}
 	if got := m.logs(v.JobID); got != "started\nattempt 2\n" {
 		t.Fatalf("logs %q", got)
+	}
+}
+
+// TestControllerReattachesAfterOutage: while the renter is cut off (and
+// cannot reach the network either), its supplier keeps the job and,
+// unpaid, pauses it. Back on the network the renter attaches to the same
+// attempt again: it pays the receipts it missed, the job resumes, its
+// output after the outage arrives and the attempt settles. No failover.
+func TestControllerReattachesAfterOutage(t *testing.T) {
+	m := newMesh(t, 2, nil)
+	sup := m.sups[0]
+	m.online.Store(false)
+	v := m.submit(shJob(`echo started; while [ ! -f go ]; do sleep 0.1; done; echo done`, nil))
+	eventually(t, time.Minute, "the job's output", func() bool { return m.logs(v.JobID) == "started\n" })
+	m.vanish(sup)
+	eventually(t, time.Minute, "the supplier pausing the unpaid job", func() bool {
+		r := sup.runOf(v.LeaseID)
+		return r != nil && r.State == StateHalted
+	})
+	m.comeBack(sup)
+	eventually(t, time.Minute, "the job resumed", func() bool { return sup.runOf(v.LeaseID).State == StateRunning })
+	// The job finishes only now: its last output must come through the
+	// session attached again.
+	if err := os.WriteFile(filepath.Join(sup.exec.cfg.DataDir, "jobs", v.LeaseID, "1", "work", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v = m.waitJob(v.JobID, StateSucceeded)
+	t.Log(describe(v))
+	if len(v.Attempts) != 1 || v.Failovers != 0 || len(m.rentCalls()) != 1 {
+		t.Fatalf("after the outage: %s; want the one attempt, no failover", describe(v))
+	}
+	if got := m.logs(v.JobID); got != "started\ndone\n" {
+		t.Fatalf("logs %q", got)
+	}
+	if r := sup.runOf(v.LeaseID); r.OwedMicros != 0 {
+		t.Fatalf("the supplier is owed %d micros after settling", r.OwedMicros)
 	}
 }
 
