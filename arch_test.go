@@ -44,6 +44,11 @@ var forbiddenIn = map[string][]string{
 	// The light client sits beside node, not under it: node and cmd
 	// import it.
 	"node/light": {module + "node"},
+	// node/job's controller and executor reach peers only through its
+	// Dialer and Listener, which the node wires to its libp2p host, so
+	// their state machine runs over in-memory peers in tests: the package
+	// names libp2p's core interfaces but never builds or holds a host.
+	"node/job": {"github.com/libp2p/go-libp2p", "github.com/libp2p/go-libp2p/core/host", "github.com/libp2p/go-libp2p-kad-dht"},
 	// The CLI and the testnet reach a node's HTTP API only through
 	// node/api's Client, never by hand.
 	"cmd/gpumesh":         {"net/http"},

@@ -115,8 +115,8 @@ func (n *Node) startJobs(ctx context.Context) error {
 
 	j.renter = market.NewRenter(market.RenterConfig{Net: n.net, Key: n.key, Orders: n.market.orders, Store: n.store, Book: n.market.book, Now: n.now, Log: n.log})
 	j.ctrl, err = job.NewController(job.ControllerConfig{
-		Host: n.net.Host, Key: n.key, Store: n.store, Ledger: j.ledger, DataDir: n.cfg.DataDir,
-		Rent: n.rent, Online: n.online, Connect: n.connectPeer, Now: n.now, Log: n.log,
+		Net: jobDialer{n}, Key: n.key, Store: n.store, Ledger: j.ledger, DataDir: n.cfg.DataDir,
+		Rent: n.rent, Now: n.now, Log: n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)

@@ -71,9 +71,12 @@ func Request(ctx context.Context, h host.Host, p peer.ID, pid protocol.ID, req, 
 	return nil
 }
 
-// Serve installs handle for pid: each inbound stream gets a deadline of
-// StreamTimeout; it is reset if handle returns an error, closed otherwise.
-func Serve(h host.Host, pid protocol.ID, handle func(s network.Stream) error) {
+// Serve installs handle for pid on h (a host, or anything else that takes
+// stream handlers): each inbound stream gets a deadline of StreamTimeout;
+// it is reset if handle returns an error, closed otherwise.
+func Serve(h interface {
+	SetStreamHandler(protocol.ID, network.StreamHandler)
+}, pid protocol.ID, handle func(s network.Stream) error) {
 	h.SetStreamHandler(pid, func(s network.Stream) {
 		_ = s.SetDeadline(time.Now().Add(StreamTimeout))
 		if err := handle(s); err != nil {

@@ -9,12 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/market"
@@ -141,7 +141,8 @@ func (j *jobRecord) finished() bool {
 // ControllerConfig configures a Controller. Fields without a default note
 // are required.
 type ControllerConfig struct {
-	Host   host.Host
+	// Net reaches suppliers and opens streams to them.
+	Net    Dialer
 	Key    crypto.PrivKey
 	Store  store.Store
 	Ledger *settle.Ledger
@@ -151,22 +152,14 @@ type ControllerConfig struct {
 	// Rent makes a lease (the node's market renter with its reputation
 	// screening).
 	Rent func(ctx context.Context, req market.RentRequest) (*market.Lease, error)
-	// Online reports whether this node still reaches the network without
-	// the given peer, so a renter that lost its own connection does not
-	// blame the supplier (nil: always).
-	Online func(ctx context.Context, without peer.ID) bool
 	// LostAfter is how long a supplier may stay silent or unreachable
 	// before its attempt is given up (default 3 receipt intervals, at
 	// least 3 s).
 	LostAfter time.Duration
 	// RetryBudget bounds failovers per job (default 3).
 	RetryBudget int
-	// Connect reaches a supplier, finding its addresses when this node
-	// does not know them (after a restart); nil: dial what the peerstore
-	// knows.
-	Connect func(ctx context.Context, p peer.ID) error
-	Now     func() time.Time
-	Log     *slog.Logger
+	Now         func() time.Time
+	Log         *slog.Logger
 }
 
 // Controller is the renter side of jobs. It runs inside the renter's node,
@@ -210,13 +203,8 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.RetryBudget == 0 {
 		cfg.RetryBudget = 3
 	}
-	if cfg.Connect == nil {
-		cfg.Connect = func(ctx context.Context, p peer.ID) error {
-			return cfg.Host.Connect(ctx, peer.AddrInfo{ID: p})
-		}
-	}
-	if cfg.Online == nil {
-		cfg.Online = func(context.Context, peer.ID) bool { return true }
+	if cfg.Net == nil {
+		return nil, errors.New("controller: no network")
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log.With("sub", "renter-jobs"), jobs: map[string]*jobState{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -460,6 +448,7 @@ func (c *Controller) find(id string) (*jobState, error) {
 func (c *Controller) view(js *jobState) View {
 	js.mu.Lock()
 	r := js.rec
+	r.Attempts = slices.Clone(r.Attempts) // drive updates attempts in place
 	js.mu.Unlock()
 	v := View{
 		JobID: r.ID, State: r.State, ExitCode: r.ExitCode, Message: r.Message, Argv: js.spec.Argv,

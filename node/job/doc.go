@@ -1,41 +1,101 @@
 // Package job runs a renter's workload on leased GPUs and keeps it running.
 //
-// The renter side, a Controller inside the renter's own long-lived node,
-// rents GPUs through the market with the job spec's hash in the lease
-// proposal, opens a session stream (/gpumesh/job/2.0.0) to the supplier,
-// sends a small Hello and, once the supplier has admitted it on its lease,
-// the spec and the checkpoint to resume from, then follows the session:
-// it writes the logs it receives to disk, answers each usage receipt
-// with a signed voucher (package market/settle) after keeping both, pulls
-// the job's checkpoint whenever a receipt announces a new one
-// (/gpumesh/checkpoint/1.0.0), and, when the supplier goes silent while
-// the renter itself can still reach the network, rents again excluding
-// that supplier and restarts the job there from the last checkpoint with
-// the next attempt number. Jobs are kept in the store, so a restarted node
-// resumes them: the renter's terminal is never part of the job.
+// # Map of the package
 //
-// The supplier side, an Executor, checks the spec against the lease,
-// prepares a working dir under the node's data dir, runs the job through a
-// node/runtime Runtime, streams its status and logs, and meters it: a
+// Two sides share one session protocol (docs/PROTOCOL.md Part IV):
+//
+//   - protocol.go: the stream protocol IDs (SessionProtocol
+//     /gpumesh/job/2.0.0, CheckpointProtocol /gpumesh/checkpoint/1.0.0),
+//     size limits, timeouts and the attempt states (StateRunning ...
+//     StateFenced, Ended).
+//   - spec.go: Spec, the decoded and checked JobSpec whose hash a lease
+//     binds; its restart policy (Spec.Retries).
+//   - net.go: what the two sides need of the network. The Controller
+//     dials through a Dialer (connect, open a stream, the Online check);
+//     the Executor serves through a Listener. A node wires in its libp2p
+//     host; tests wire in libp2p's in-memory mocknet.
+//   - controller.go and drive.go: the renter side. Controller keeps each
+//     job's record (jobRecord: attempts, checkpoint, failovers, restarts)
+//     in the store and drives it in a goroutine of its own (drive).
+//   - executor.go and run.go: the supplier side. Executor admits sessions
+//     and starts attempts; run is one attempt: its process, its meter
+//     loop (receipts, credit limit, lease end), its session and its log
+//     pump.
+//   - admit.go: what a supplier reads before it trusts a session (the
+//     pending-stream gate, the Hello's announced sizes, the start body)
+//     and Handshake, the renter's side of the opening.
+//   - checkpoint.go and beneath.go: checkpoint archives and every path
+//     below a job's folders, read and written without following a
+//     symlink the job planted.
+//   - limits.go: a supplier's per-job limits. logs.go: an attempt's
+//     capped, followable log file.
+//
+// # The renter side: a Controller
+//
+// The Controller lives inside the renter's own long-lived node, which
+// pays for and follows every job it started: the renter's terminal is
+// never part of the job, and a restarted node resumes the jobs kept in the
+// store. For each attempt it rents GPUs (ControllerConfig.Rent) with the
+// job spec's hash in the lease proposal, opens a session to the supplier,
+// sends a small Hello and, once the supplier admits it on its lease, the
+// spec and the checkpoint to resume from. It then follows the session:
+// it writes the logs it receives to disk, answers each usage receipt with
+// a signed voucher (package market/settle) after keeping both, pulls the
+// checkpoint whenever a receipt announces a new one, and at the end signs
+// a statement that the supplier countersigns.
+//
+// A job moves through these states (jobRecord.State):
+//
+//	renting -> starting -> running <-> halted
+//	running -> succeeded | failed | stopped            (the job is over)
+//	running -> recovering -> starting (next attempt)   (failover or restart)
+//
+// How an attempt ends decides what comes next (attemptOver):
+//
+//   - succeeded: the job succeeded. A stop the renter asked for: stopped.
+//   - failed (the job's own non-zero exit): a restart on a new lease,
+//     from the same supplier if the market offers it, only as the spec's
+//     restart policy says; otherwise the job failed.
+//   - lost (the supplier was silent or unreachable for LostAfter while
+//     the renter's Online check still passes, or it signed evidence
+//     against itself), interrupted (it refused the start or restarted),
+//     expired, halted or stopped by the supplier: infrastructure. The
+//     next lease excludes every supplier lost so far; after RetryBudget
+//     such failovers the job fails. A lost supplier is fenced: the
+//     renter tells it, should it come back while its lease lasts, to stop
+//     its copy.
+//
+// # The supplier side: an Executor
+//
+// The Executor checks a start against its lease (admitStart, welcome),
+// prepares a working dir under the node's data dir, runs the job through
+// a node/runtime Runtime, streams its status and logs, and meters it: a
 // durable, signed receipt every receipt interval. A job whose renter falls
 // behind the lease's credit limit is paused, and stopped when payment does
 // not resume within the halt grace. At the end both sides sign a
 // settlement statement.
 //
-// Paths a job controls. Everything below an attempt's working and
-// checkpoint folders belongs to the job while it runs, and the node reads
-// there as its own user, outside the job's sandbox. So the node never
-// resolves a path there by name: the attempt's folder is named by its
-// lease (DATA/jobs/<lease id>/<attempt>), made afresh before the job
-// starts, and filled (input files, the checkpoint to resume from) one
-// component at a time from descriptors with O_NOFOLLOW and O_EXCL; the
-// checkpoint folder is opened then and every later checkpoint is read
-// through that descriptor, listing folders through theirs and opening each
-// component with O_NOFOLLOW, so symlinks, fifos and devices are never
-// followed or read (beneath.go, checkpoint.go). The runtime hands the
-// folders to RunAs the same way, before the job starts.
+// # Fencing
 //
-// (lease, attempt) fences attempts: the renter refuses receipts of any
-// attempt but its current one, and tells a supplier that comes back after
-// a failover to stop its copy.
+// (lease, attempt) fences attempts. Every attempt has a lease of its own:
+// a supplier runs one attempt per lease and refuses a start of any other
+// on it (an older one as stale) and an attach to any attempt but the one
+// it runs; the renter refuses receipts of any attempt but its current
+// one, and tells a supplier that comes back after a failover to stop its
+// copy.
+//
+// # Paths a job controls
+//
+// Everything below an attempt's working and checkpoint folders belongs to
+// the job while it runs, and the node reads there as its own user,
+// outside the job's sandbox. So the node never resolves a path there by
+// name: the attempt's folder is named by its lease (DATA/jobs/<lease
+// id>/<attempt>), made afresh before the job starts, and filled (input
+// files, the checkpoint to resume from) one component at a time from
+// descriptors with O_NOFOLLOW and O_EXCL; the checkpoint folder is opened
+// then and every later checkpoint is read through that descriptor,
+// listing folders through theirs and opening each component with
+// O_NOFOLLOW, so symlinks, fifos and devices are never followed or read
+// (beneath.go, checkpoint.go). The runtime hands the folders to RunAs the
+// same way, before the job starts.
 package job

@@ -114,10 +114,10 @@ func (c *Controller) connect(ctx context.Context, js *jobState) error {
 	}
 	dctx, cancel := context.WithTimeout(ctx, p2p.StreamTimeout)
 	defer cancel()
-	if err := c.cfg.Connect(dctx, ac.lease.Supplier); err != nil {
+	if err := c.cfg.Net.Connect(dctx, ac.lease.Supplier); err != nil {
 		return fmt.Errorf("reach %s: %w", ac.lease.Supplier, err)
 	}
-	st, err := c.cfg.Host.NewStream(dctx, ac.lease.Supplier, SessionProtocol)
+	st, err := c.cfg.Net.NewStream(dctx, ac.lease.Supplier, SessionProtocol)
 	if err != nil {
 		return fmt.Errorf("open session to %s: %w", ac.lease.Supplier, err)
 	}
@@ -273,7 +273,7 @@ func (c *Controller) maybeFailover(ctx context.Context, js *jobState, cause erro
 		return
 	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	online := c.cfg.Online(octx, ac.lease.Supplier)
+	online := c.cfg.Net.Online(octx, ac.lease.Supplier)
 	cancel()
 	if !online {
 		c.log.Warn("supplier unreachable but so is the rest of the network; waiting", "job", js.rec.ID[:8])
@@ -428,7 +428,7 @@ func (c *Controller) pullCheckpoint(ctx context.Context, js *jobState, ac *attem
 	js.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	st, err := c.cfg.Host.NewStream(ctx, ac.lease.Supplier, CheckpointProtocol)
+	st, err := c.cfg.Net.NewStream(ctx, ac.lease.Supplier, CheckpointProtocol)
 	if err != nil {
 		return err
 	}
@@ -578,10 +578,10 @@ func (c *Controller) fence(ctx context.Context, l *market.Lease, attempt uint32)
 	giveUp := c.cfg.Now().Add(FenceFor)
 	for ctx.Err() == nil && c.cfg.Now().Before(l.End()) && c.cfg.Now().Before(giveUp) {
 		dctx, cancel := context.WithTimeout(ctx, p2p.StreamTimeout)
-		err := c.cfg.Connect(dctx, l.Supplier)
+		err := c.cfg.Net.Connect(dctx, l.Supplier)
 		var st network.Stream
 		if err == nil {
-			st, err = c.cfg.Host.NewStream(dctx, l.Supplier, SessionProtocol)
+			st, err = c.cfg.Net.NewStream(dctx, l.Supplier, SessionProtocol)
 		}
 		cancel()
 		if err == nil {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -47,7 +46,8 @@ type runRecord struct {
 // ExecutorConfig configures an Executor. Fields without a default note are
 // required.
 type ExecutorConfig struct {
-	Host   host.Host
+	// Host serves the job protocols.
+	Host   Listener
 	Key    crypto.PrivKey
 	Store  store.Store
 	Ledger *settle.Ledger
