@@ -7,8 +7,9 @@
 //
 // Where each concern is:
 //
-//   - node.go: New and Close, the options tests inject parts with, the
-//     store's keyspaces, bootstrap addresses.
+//   - node.go: New and Close, the options tests inject parts with (a
+//     clock.Clock for the meter's and the supplier's timers among them),
+//     the store's keyspaces, bootstrap addresses.
 //   - config.go, joblimits.go: the effective configuration (defaults, file,
 //     environment, flags) and the per-job limits it sets.
 //   - identity.go: the node's key in its data dir.
@@ -22,7 +23,9 @@
 //   - verify.go, audit.go: the reputation book and the attestation topic;
 //     the audit loop that challenges suppliers.
 //   - jobs.go: the settlement ledger, the evidence topic (validated by
-//     settle.EvidenceValidator), the job executor and controller.
+//     settle.EvidenceValidator), the job executor and controller;
+//     jobnet.go: the controller's job.Dialer over the node's host
+//     (connect, streams, the renter's own liveness).
 //   - api.go, apibackend.go: the local HTTP API: its routes, types, handler
 //     and client live in package node/api; apibackend.go is the node as
 //     the handler sees it (an api.Backend), offers (market.MatchOffers
