@@ -39,6 +39,11 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 		defer joined.Close()
 	}
 	for {
+		// Peers identified before this attempt are in the routing table
+		// it uses; only one identified after it starts calls for a retry.
+		if joined != nil {
+			drain(joined.Out())
+		}
 		err := n.publishProfile(ctx)
 		wait := republish
 		if err != nil {
@@ -60,7 +65,6 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 		}
 		var peerJoined <-chan any
 		if err != nil && joined != nil {
-			drain(joined.Out())
 			peerJoined = joined.Out()
 		}
 		select {

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -406,14 +407,31 @@ func TestSupplierRestartKeepsLeases(t *testing.T) {
 	if len(ls) != 1 || ls[0].LeaseID != l.ID.String() || ls[0].State != "confirmed" {
 		t.Fatalf("after restart leases %+v", ls)
 	}
-	eventually(t, 10*time.Second, "re-posted ask for 5", func() bool {
+	reposted := func() bool {
 		for _, a := range m.nodes[0].Book().Asks("h100-sxm") {
 			if a.Supplier == again.ID() && a.Count == 5 {
 				return true
 			}
 		}
 		return false
-	})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !reposted() {
+		if time.Now().After(deadline) {
+			var own, seen []string
+			for _, a := range again.Book().Asks("") {
+				own = append(own, fmt.Sprintf("%s×%d", a.Model, a.Count))
+			}
+			for _, a := range m.nodes[0].Book().Asks("") {
+				seen = append(seen, fmt.Sprintf("%s:%s×%d", a.Supplier.ShortString(), a.Model, a.Count))
+			}
+			asks, _ := m.nodes[0].Book().Len()
+			t.Fatalf("timed out after 10s waiting for the re-posted ask for 5 at node 0: connected %v, orders-topic peers of the supplier %d, node 0 trusts its profile %v, the supplier's own asks %v, node 0's listed asks %v (%d held)",
+				m.nodes[0].net.Host.Network().Connectedness(again.ID()), len(again.market.orders.Peers()),
+				m.nodes[0].market.trust.ProfileHas(again.ID(), "h100-sxm", nil, 5), own, seen, asks)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestForgedOrdersAreDropped has an attacker publish, on the orders topic
