@@ -195,40 +195,82 @@ func (n *Node) readHeartbeats(ctx context.Context) {
 			return
 		}
 		known := n.peers.update(hb, n.now())
-		if hb.ProfileSeq > known {
+		if hb.ProfileSeq > known && n.fetching.add(hb.ID) {
 			select {
 			case n.fetchQ <- hb.ID:
 			default: // queue full: the next heartbeat will ask again
+				n.fetching.done(hb.ID)
 			}
 		}
 	}
 }
 
+// profileFetchers is how many profile fetches run at once, so that one
+// slow DHT lookup (up to its 10 s timeout, e.g. for a profile not yet
+// stored) does not hold up the others.
+const profileFetchers = 4
+
+// fetchSet is the set of peers whose profile is queued or being fetched:
+// a peer is queued once however many heartbeats announce it meanwhile.
+type fetchSet struct {
+	mu sync.Mutex
+	m  map[peer.ID]bool
+}
+
+// add marks id as queued and reports whether it was not already.
+func (f *fetchSet) add(id peer.ID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[peer.ID]bool{}
+	}
+	if f.m[id] {
+		return false
+	}
+	f.m[id] = true
+	return true
+}
+
+// done unmarks id: the next heartbeat that announces a newer profile
+// queues it again.
+func (f *fetchSet) done(id peer.ID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.m, id)
+}
+
 // fetchProfiles fetches queued profiles from the DHT and keeps them, as
-// their signed envelopes, in the store.
+// their signed envelopes, in the store; profileFetchers of it run.
 func (n *Node) fetchProfiles(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case id := <-n.fetchQ:
-			if announced, held := n.peers.seqs(id); held >= announced {
-				continue // already fetched by an earlier request
-			}
-			fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			p, err := n.net.FetchProfile(fctx, id, 1)
-			cancel()
-			if err != nil {
-				n.log.Debug("fetch profile", "of", id, "err", err)
-				continue
-			}
-			if err := n.keepProfile(p); err != nil {
-				n.log.Warn("keep profile", "of", id, "err", err)
-				continue
-			}
-			n.peers.setProfile(id, p)
+			n.fetchProfile(ctx, id)
+			n.fetching.done(id)
 		}
 	}
+}
+
+// fetchProfile fetches and keeps id's profile unless one as new as its
+// heartbeats announce is already held.
+func (n *Node) fetchProfile(ctx context.Context, id peer.ID) {
+	if announced, held := n.peers.seqs(id); held >= announced {
+		return // already fetched by an earlier request
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	p, err := n.net.FetchProfile(fctx, id, 1)
+	cancel()
+	if err != nil {
+		n.log.Debug("fetch profile", "of", id, "err", err)
+		return
+	}
+	if err := n.keepProfile(p); err != nil {
+		n.log.Warn("keep profile", "of", id, "err", err)
+		return
+	}
+	n.peers.setProfile(id, p)
 }
 
 // keepProfile stores p's signed envelope until p expires, unless the store

@@ -76,7 +76,8 @@ type Node struct {
 	verify   verifyParts
 	jobs     jobParts
 	peers    *peerTable
-	fetchQ   chan peer.ID
+	fetchQ   chan peer.ID  // peers whose announced profile is newer than the one held
+	fetching fetchSet      // the peers in fetchQ or being fetched
 	advertOK chan struct{} // closed after the first successful publish
 
 	cancel    context.CancelFunc
@@ -169,7 +170,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 	n.goLoop(func() { n.advertiseLoop(loopCtx) })
 	n.goLoop(func() { n.heartbeatLoop(loopCtx) })
 	n.goLoop(func() { n.readHeartbeats(loopCtx) })
-	n.goLoop(func() { n.fetchProfiles(loopCtx) })
+	for range profileFetchers {
+		n.goLoop(func() { n.fetchProfiles(loopCtx) })
+	}
 	n.log.Info("node started", "addrs", n.Addrs(), "gpus", len(n.gpus), "region", cfg.Region, "api", n.APIAddr())
 	return n, nil
 }
