@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -114,7 +115,7 @@ func forwardControl(control *os.File) {
 		for _, c := range buf[:n] {
 			switch c {
 			case ctlPause:
-				_ = unix.Kill(-1, unix.SIGSTOP)
+				stopAll()
 			case ctlResume:
 				_ = unix.Kill(-1, unix.SIGCONT)
 			case ctlStop:
@@ -125,6 +126,26 @@ func forwardControl(control *os.File) {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// pauseRounds and pauseGap: kill(-1) misses a child forked while it runs,
+// and that child could then run on, or exit and have the kernel continue
+// (and hang up) its stopped, orphaned process group. Each later round
+// stops what the one before missed; a child outlives a round only by
+// being forked during it, by a parent the round had not yet stopped.
+const (
+	pauseRounds = 3
+	pauseGap    = 10 * time.Millisecond
+)
+
+// stopAll stops every process of the job's namespace but the init.
+func stopAll() {
+	for i := range pauseRounds {
+		if i > 0 {
+			time.Sleep(pauseGap)
+		}
+		_ = unix.Kill(-1, unix.SIGSTOP)
 	}
 }
 

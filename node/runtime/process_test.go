@@ -684,6 +684,28 @@ func state(pid int) string {
 	return string(b[i+2])
 }
 
+// paused reports whether pid can no longer run: stopped by a signal
+// ("T"), or in a frozen cgroup. Pause does both where the job has a
+// cgroup, and a freeze that lands before the stop signal is delivered
+// (a busy machine may not schedule the process in between) leaves it
+// frozen, not stopped.
+func paused(pid int) bool {
+	if state(pid) == "T" {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok {
+			ev, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", path, "cgroup.events"))
+			return err == nil && bytes.Contains(ev, []byte("frozen 1"))
+		}
+	}
+	return false
+}
+
 // hostPid is the pid, as this test sees it, of the process that has pid
 // nsPid in the PID namespace of the job whose shim is shimPid (a job
 // without a PID namespace of its own prints host pids: they map to
@@ -805,7 +827,7 @@ func TestPauseResume(t *testing.T) {
 	if err := p.Pause(); err != nil {
 		t.Fatalf("Pause: %v", err)
 	}
-	eventually(t, "the job to stop", func() bool { return state(main) == "T" })
+	eventually(t, "the job to stop", func() bool { return paused(main) })
 	time.Sleep(300 * time.Millisecond) // let output already in the pipe arrive
 	paused := out.count()
 	time.Sleep(time.Second)
