@@ -90,6 +90,15 @@ func TestExplainNoMatch(t *testing.T) {
 			want:  []string{"2 suppliers have h100-sxm; 2 are below your reputation requirements (floor 0.50)"},
 		},
 		{
+			name: "an unproven supplier that did not answer is left out, not silent",
+			req: RentRequest{Filter: filter("model=h100-sxm"), Count: 2, Duration: time.Hour, MaxPrice: 2_000_000,
+				Wait: 2 * time.Second, MinReputation: 0.5, Proven: func(p peer.ID) bool { return p == sa }},
+			facts: noMatchFacts{asks: []*Ask{ask(sa, "h100-sxm", 2_500_000), ask(sb, "h100-sxm", 1_000_000), ask(sc, "h100-sxm", 1_500_000)},
+				declines: quotes(quote(sa, "h100-sxm", "", 2_500_000, 0))},
+			want: []string{"3 suppliers have h100-sxm; the cheapest free one asks 2.50 > your max 2.00; 2 are unproven (no trusted challenger has passed them yet) and left out by default; " +
+				"allow unproven suppliers to lease from them"},
+		},
+		{
 			name:  "unproven",
 			req:   req,
 			facts: noMatchFacts{unproven: quotes(quote(sa, "h100-sxm", "", 1_000_000, 0))},

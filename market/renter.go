@@ -577,6 +577,7 @@ type modelView struct {
 	answered            map[peer.ID]bool
 	busy, dur, mismatch int
 	shunned, unproven   int
+	leftOut             int     // unproven suppliers that did not answer (counted in unproven)
 	priceDeclines       []int64 // the least price of each supplier that declined on price
 	cheapestAsk         int64   // 0: no ask
 }
@@ -586,6 +587,11 @@ type modelView struct {
 // one per refused proposal.
 func explainNoMatch(req RentRequest, f noMatchFacts) *NoMatch {
 	byModel := viewByModel(req.Filter, f)
+	if !req.AllowUnproven && req.Proven != nil {
+		for _, v := range byModel {
+			v.leaveOutUnproven(req.Proven)
+		}
+	}
 	var reasons []string
 	if len(byModel) == 0 {
 		if models := req.Filter.Models(); models != nil {
@@ -652,6 +658,19 @@ func viewByModel(filter Filter, f noMatchFacts) map[string]*modelView {
 	return byModel
 }
 
+// leaveOutUnproven counts the unproven suppliers that did not answer as
+// unproven, not silent: the default screen does not connect to them, and
+// a supplier quotes only over a connection the renter has, so most of
+// them cannot answer at all.
+func (v *modelView) leaveOutUnproven(proven func(peer.ID) bool) {
+	for s := range v.suppliers {
+		if !v.answered[s] && !proven(s) {
+			v.unproven++
+			v.leftOut++
+		}
+	}
+}
+
 // decline counts a declining quote by its reason; any other reason than
 // busy, duration or mismatch counts as a price, the least the supplier
 // takes (its quote's price when it names none).
@@ -695,7 +714,7 @@ func (v *modelView) reason(req RentRequest, m string) string {
 	if v.mismatch > 0 {
 		parts = append(parts, fmt.Sprintf("%d %s other terms of the filter", v.mismatch, plural(v.mismatch, "fails", "fail")))
 	}
-	if silent := len(v.suppliers) - len(v.answered); silent > 0 {
+	if silent := len(v.suppliers) - len(v.answered) - v.leftOut; silent > 0 {
 		parts = append(parts, fmt.Sprintf("%d did not answer within %s", silent, req.Wait))
 	}
 	return strings.Join(parts, "; ")
