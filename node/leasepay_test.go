@@ -60,7 +60,7 @@ func rentH100(t *testing.T, rc *light.Client, count int, d time.Duration) (*mark
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	return rc.Rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"),
-		Count: count, Duration: d, MaxPrice: 3_000_000, Wait: 1500 * time.Millisecond, MinReputation: reputation.DefaultFloor})
+		Count: count, Duration: d, MaxPrice: 3_000_000, Wait: quoteWait, MinReputation: reputation.DefaultFloor})
 }
 
 // ownAsk is sup's current ask for h100-sxm, as its own book holds it.

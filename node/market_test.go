@@ -115,8 +115,14 @@ func (m *marketNet) rent(t *testing.T, filter string, count int, maxPrice string
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: int64(max), Wait: 1500 * time.Millisecond, MinReputation: reputation.DefaultFloor, AllowUnproven: true})
+	return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: int64(max), Wait: quoteWait, MinReputation: reputation.DefaultFloor, AllowUnproven: true})
 }
+
+// quoteWait is how long the tests' renters collect quotes: the default
+// (2 s) and more, because with fewer than three suppliers a rent waits
+// all of it, and on a loaded 2-core machine running three of these tests
+// at once a supplier's quote can take over 1.5 s to arrive.
+const quoteWait = 3 * time.Second
 
 // TestRentEndToEnd leases over a six-node network of real libp2p hosts:
 // the renter gets the cheapest acceptable quote, both sides keep the
@@ -580,7 +586,7 @@ func TestFreedCapacityIsAdvertisedAtOnce(t *testing.T) {
 	sup := m.nodes[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := m.rc.Rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"), Count: 3, Duration: market.MinDuration, MaxPrice: 3_000_000, Wait: 1500 * time.Millisecond})
+	l, err := m.rc.Rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"), Count: 3, Duration: market.MinDuration, MaxPrice: 3_000_000, Wait: quoteWait})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -293,7 +293,7 @@ func TestSybilOrdersCannotFillTheBook(t *testing.T) {
 	}
 	rent := func(maxPrice int64) (*market.Lease, error) {
 		return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
-			MaxPrice: maxPrice, Wait: 1500 * time.Millisecond, MinReputation: reputation.DefaultFloor})
+			MaxPrice: maxPrice, Wait: quoteWait, MinReputation: reputation.DefaultFloor})
 	}
 	// Below the proven supplier's price only the fresh one could serve:
 	// the default screen leaves it out and says so, counting the two
