@@ -186,6 +186,8 @@ func (b *apiBackend) Receipts(lease string) ([]settle.Report, error) {
 	return Receipts(b.n.jobs.ledger, lease, b.n.now())
 }
 
+func (b *apiBackend) Doctor(ctx context.Context) api.DoctorReport { return b.n.Doctor(ctx) }
+
 // Receipts verifies the bills of the leases in led whose ID starts with
 // prefix (all when empty).
 func Receipts(led *settle.Ledger, prefix string, now time.Time) ([]settle.Report, error) {

@@ -194,7 +194,9 @@ func (n *Node) readHeartbeats(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		known := n.peers.update(hb, n.now())
+		now := n.now()
+		n.skew.add(hb.ID, hb.Time(), now)
+		known := n.peers.update(hb, now)
 		if hb.ProfileSeq > known && n.fetching.add(hb.ID) {
 			select {
 			case n.fetchQ <- hb.ID:

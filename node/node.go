@@ -76,6 +76,7 @@ type Node struct {
 	verify   verifyParts
 	jobs     jobParts
 	peers    *peerTable
+	skew     skewRing      // peers' heartbeat clocks against ours, for Doctor
 	fetchQ   chan peer.ID  // peers whose announced profile is newer than the one held
 	fetching fetchSet      // the peers in fetchQ or being fetched
 	advertOK chan struct{} // closed after the first successful publish

@@ -24,6 +24,7 @@ import (
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/node/job"
+	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 )
 
@@ -99,6 +100,18 @@ func (b *backend) Receipts(lease string) ([]settle.Report, error) {
 		return nil, b.receiptsErr
 	}
 	return []settle.Report{{LeaseID: "lease1", Receipts: 3, Valid: true}}, nil
+}
+
+func (b *backend) Doctor(context.Context) api.DoctorReport {
+	return api.DoctorReport{
+		PeerID: b.peer.String(),
+		Checks: []api.Check{
+			{Name: "peers", Status: api.StatusOK, Detail: "3 connected peers"},
+			{Name: "disk", Status: api.StatusFail, Detail: "100 MiB free", Fix: "free space"},
+		},
+		Reach: &p2p.ReachInfo{Reach: p2p.ReachPunchable, Observed: []p2p.Observation{{Addr: "/ip4/198.51.100.7/tcp/4001", Observers: 3}}},
+		Time:  time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+	}
 }
 
 // jobs is a test double of api.JobService with one job, "job1".
@@ -399,6 +412,19 @@ func TestClientRoundTrip(t *testing.T) {
 	reps, err := c.Receipts(ctx, "lea")
 	if err != nil || len(reps) != 1 || reps[0].Receipts != 3 || b.gotLease != "lea" {
 		t.Fatalf("Receipts: %+v, %v; the backend got lease %q", reps, err, b.gotLease)
+	}
+	doc, err := c.Doctor(ctx)
+	if err != nil || doc.PeerID != b.peer.String() || len(doc.Checks) != 2 || !doc.Failed() {
+		t.Fatalf("Doctor: %+v, %v", doc, err)
+	}
+	if disk, ok := doc.Check("disk"); !ok || disk.Fix != "free space" || disk.Status != api.StatusFail {
+		t.Errorf("Doctor's disk check: %+v, %v", disk, ok)
+	}
+	if _, ok := doc.Check("nope"); ok {
+		t.Errorf("Doctor has a check called nope")
+	}
+	if doc.Reach == nil || doc.Reach.Reach != p2p.ReachPunchable || len(doc.Reach.Observed) != 1 || doc.Reach.Observed[0].Observers != 3 || !doc.Time.Equal(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) {
+		t.Errorf("Doctor's reach and time: %+v %s", doc.Reach, doc.Time)
 	}
 }
 

@@ -207,6 +207,14 @@ func (c *Client) Receipts(ctx context.Context, lease string) ([]settle.Report, e
 	return reps, c.call(ctx, c.timeout, http.MethodGet, PathReceipts, url.Values{QueryLease: {lease}}, nil, &reps)
 }
 
+// Doctor asks the node to check itself: reachability as its peers see
+// it, relays, peers, GPUs, clock skew, disk, the API bind and listen
+// addresses.
+func (c *Client) Doctor(ctx context.Context) (DoctorReport, error) {
+	var rep DoctorReport
+	return rep, c.call(ctx, c.timeout, http.MethodGet, PathDoctor, nil, nil, &rep)
+}
+
 // call sends a request and decodes its JSON answer into out.
 func (c *Client) call(ctx context.Context, timeout time.Duration, method, path string, q url.Values, body, out any) error {
 	resp, cancel, err := c.send(ctx, timeout, method, path, q, body)

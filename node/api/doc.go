@@ -4,8 +4,8 @@
 //   - routes.go: the route paths and query keys, as constants used by the
 //     handler and by Client alike, and Routes, the table of every route.
 //   - types.go: the JSON bodies of the routes (Health, Peer, Orders,
-//     LeaseView, ReputationView, ChallengeReport, JobRequest, ...); the
-//     JSON field names are a contract of the CLI's --json output.
+//     LeaseView, ReputationView, ChallengeReport, DoctorReport, JobRequest,
+//     ...); the JSON field names are a contract of the CLI's --json output.
 //   - jobrequest.go: JobRequest's check and conversion into a job.Request.
 //   - token.go: the bearer token (TokenFile in the data dir, mode 0600),
 //     EnsureToken, ReadToken, and RequireToken, the middleware that
@@ -39,6 +39,7 @@
 //	POST /api/v1/jobs/{id}/stop?reason=R    job.View
 //	GET  /api/v1/jobs/{id}/logs?from=N&follow=1   the log, streamed
 //	GET  /api/v1/receipts?lease=L   []settle.Report
+//	GET  /api/v1/doctor             DoctorReport
 //	GET  /metrics, /debug/pprof/... Prometheus metrics and Go's profiler
 //
 // Package api imports no part of package node: node imports it.

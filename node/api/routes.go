@@ -24,6 +24,7 @@ const (
 	PathJobStop    = "/api/v1/jobs/{id}/stop"
 	PathJobLogs    = "/api/v1/jobs/{id}/logs"
 	PathReceipts   = "/api/v1/receipts"
+	PathDoctor     = "/api/v1/doctor"
 	PathMetrics    = "/metrics"
 	PathPprof      = "/debug/pprof/"
 )
@@ -62,7 +63,7 @@ func Routes() []Route {
 		{get, PathHealth}, {get, PathPeers}, {get, PathGPUs}, {get, PathOffers}, {get, PathOrders},
 		{get, PathLeases}, {get, PathPrices}, {get, PathCapacity}, {get, PathReputation},
 		{post, PathChallenge}, {post, PathJobs}, {get, PathJobs}, {get, PathJob}, {post, PathJobStop},
-		{get, PathJobLogs}, {get, PathReceipts}, {get, PathMetrics}, {"", PathPprof},
+		{get, PathJobLogs}, {get, PathReceipts}, {get, PathDoctor}, {get, PathMetrics}, {"", PathPprof},
 	}
 }
 

@@ -39,6 +39,9 @@ type Backend interface {
 	// Receipts verifies the bills of the leases whose ID starts with
 	// lease (all when empty); ErrNotStarted before jobs are started.
 	Receipts(lease string) ([]settle.Report, error)
+	// Doctor checks what the node needs to be found and rented, as its
+	// peers see it.
+	Doctor(ctx context.Context) DoctorReport
 }
 
 // JobService runs a renter's jobs; *job.Controller implements it.
@@ -116,6 +119,7 @@ func (s *server) handlers(o handlerOptions) map[Route]http.HandlerFunc {
 		{post, PathJobStop}:   s.stopJob,
 		{get, PathJobLogs}:    s.logs,
 		{get, PathReceipts}:   s.receipts,
+		{get, PathDoctor}:     s.doctor,
 		{get, PathMetrics}:    o.metrics.ServeHTTP,
 		{"", PathPprof}:       pprof.Index,
 	}
@@ -266,6 +270,12 @@ func (s *server) receipts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, nonNil(reps))
+}
+
+func (s *server) doctor(w http.ResponseWriter, r *http.Request) {
+	rep := s.b.Doctor(r.Context())
+	rep.Checks = nonNil(rep.Checks)
+	writeJSON(w, rep)
 }
 
 // fail answers err with status, or 503 for a part not started yet.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/audit"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
@@ -111,4 +112,50 @@ type ChallengeReport struct {
 type ConflictBody struct {
 	Error   string   `json:"error"`
 	Reasons []string `json:"reasons"`
+}
+
+// The statuses of a Check, from good to bad.
+const (
+	StatusOK   = "ok"
+	StatusWarn = "warn"
+	StatusFail = "fail"
+)
+
+// Check is one finding of `gpumesh doctor`. JSON names are a contract of
+// `gpumesh doctor --json` and GET /api/v1/doctor.
+type Check struct {
+	Name   string `json:"name"`          // e.g. "reachability", "disk"
+	Status string `json:"status"`        // StatusOK, StatusWarn or StatusFail
+	Detail string `json:"detail"`        // what was found
+	Fix    string `json:"fix,omitempty"` // what to do, for warn and fail
+}
+
+// DoctorReport is the body of GET /api/v1/doctor: the checks in a fixed
+// order, the reachability facts they rest on (absent when no node was
+// asked) and when the report was made.
+type DoctorReport struct {
+	PeerID string         `json:"peer_id,omitempty"`
+	Checks []Check        `json:"checks"`
+	Reach  *p2p.ReachInfo `json:"reach,omitempty"`
+	Time   time.Time      `json:"time"`
+}
+
+// Failed reports whether any check failed.
+func (r DoctorReport) Failed() bool {
+	for _, c := range r.Checks {
+		if c.Status == StatusFail {
+			return true
+		}
+	}
+	return false
+}
+
+// Check returns the check called name, if the report has it.
+func (r DoctorReport) Check(name string) (Check, bool) {
+	for _, c := range r.Checks {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Check{}, false
 }
