@@ -134,7 +134,7 @@ func TestConfigShowSources(t *testing.T) {
 }
 
 func TestEveryCommandHasHelp(t *testing.T) {
-	for _, c := range []string{"node", "id", "gpus", "config", "search", "peers", "version"} {
+	for _, c := range []string{"node", "id", "gpus", "config", "search", "peers", "version", "doctor"} {
 		code, out, _ := gm(t, c, "--help")
 		if code != 0 || !strings.Contains(out, "Usage:") {
 			t.Errorf("%s --help: exit %d, output %q", c, code, out)

@@ -48,6 +48,7 @@ Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" a
 		newSearchCmd(a), newPeersCmd(a), newVersionCmd(a),
 		newRentCmd(a), newOrdersCmd(a), newLeasesCmd(a), newPricesCmd(a), newChallengeCmd(a),
 		newRunCmd(a), newJobsCmd(a), newLogsCmd(a), newStopCmd(a), newReceiptsCmd(a),
+		newDoctorCmd(a),
 	)
 	root.InitDefaultCompletionCmd()
 	refuseUnknownSubcommands(root)
