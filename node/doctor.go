@@ -99,7 +99,8 @@ func fail(name, detail, fix string) api.Check {
 	return api.Check{Name: name, Status: api.StatusFail, Detail: detail, Fix: fix}
 }
 
-// privateReach reports whether r says the node is behind NAT.
+// privateReach reports whether r says the node is behind NAT (a public
+// verdict aside: AutoNAT v2 may confirm an address while v1 says private).
 func privateReach(r p2p.ReachInfo) bool {
 	return r.Reach == p2p.ReachPunchable || r.Reach == p2p.ReachRelayOnly || r.AutoNAT == "private"
 }
@@ -144,7 +145,7 @@ func checkRelays(r p2p.ReachInfo) api.Check {
 		held += ": " + strings.Join(r.RelayAddrs, ", ")
 	}
 	switch {
-	case r.Reach == p2p.ReachPublic && r.AutoNAT != "private":
+	case r.Reach == p2p.ReachPublic:
 		return ok(CheckRelays, held+" (not needed: the node is public)")
 	case privateReach(r) && n == 0:
 		return fail(CheckRelays, "behind NAT and no relay reservation held: no peer can reach this node",

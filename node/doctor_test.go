@@ -69,6 +69,7 @@ func TestCheckRelays(t *testing.T) {
 		status, detail, fix string
 	}{
 		{"public without relays", p2p.ReachInfo{Reach: p2p.ReachPublic, AutoNAT: "public"}, api.StatusOK, "not needed", ""},
+		{"public by AutoNAT v2, private by v1", p2p.ReachInfo{Reach: p2p.ReachPublic, AutoNAT: "private", Reachable: []string{"/ip4/198.51.100.7/tcp/4001"}}, api.StatusOK, "not needed", ""},
 		{"punchable without relays", p2p.ReachInfo{Reach: p2p.ReachPunchable}, api.StatusFail, "no relay reservation", "relay service"},
 		{"relay-only without relays", p2p.ReachInfo{Reach: p2p.ReachRelayOnly}, api.StatusFail, "behind NAT", "relay service"},
 		{"autonat private, verdict unknown", p2p.ReachInfo{Reach: p2p.ReachUnknown, AutoNAT: "private"}, api.StatusFail, "behind NAT", "relay service"},
