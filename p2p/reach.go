@@ -194,7 +194,7 @@ func isRelayAddr(a ma.Multiaddr) bool {
 
 // snapshot is the tracker's state and the host's addresses as a
 // ReachInfo, with the verdict.
-func (t *reachTracker) snapshot(advertised []ma.Multiaddr) ReachInfo {
+func (t *reachTracker) snapshot(advertised, all []ma.Multiaddr) ReachInfo {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	info := ReachInfo{
@@ -216,7 +216,7 @@ func (t *reachTracker) snapshot(advertised []ma.Multiaddr) ReachInfo {
 		}
 		return compareStrings(a.Addr, b.Addr)
 	})
-	info.Reach, info.Reason = classify(info, advertised)
+	info.Reach, info.Reason = classify(info, all)
 	return info
 }
 
@@ -233,19 +233,20 @@ func compareStrings(a, b string) int {
 // classify decides the verdict from what AutoNAT, identify and the host's
 // own addresses say:
 //   - public when AutoNAT says so, or AutoNAT v2 confirmed an address;
-//   - punchable when the node is private but advertises a direct public
-//     address (libp2p advertises an observed address only once several
-//     peers agree on it, i.e. the NAT maps a port the same way for all)
+//   - punchable when the node is private but holds a direct public
+//     address among all its addresses, which is what hole punching offers
+//     peers (libp2p takes an observed address only once several peers
+//     agree on it, i.e. the NAT maps a port the same way for all)
 //     and libp2p has not found its NAT endpoint-dependent for every
 //     transport;
 //   - relay-only when the node is private with no such address, or its
 //     NAT is endpoint-dependent for every transport it uses;
 //   - unknown until AutoNAT or the observations tell.
-func classify(info ReachInfo, advertised []ma.Multiaddr) (Reach, string) {
+func classify(info ReachInfo, all []ma.Multiaddr) (Reach, string) {
 	if info.AutoNAT == "public" || len(info.Reachable) > 0 {
 		return ReachPublic, "AutoNAT: peers dialled this node back on a public address"
 	}
-	publicDirect := slices.ContainsFunc(advertised, func(a ma.Multiaddr) bool {
+	publicDirect := slices.ContainsFunc(all, func(a ma.Multiaddr) bool {
 		return !isRelayAddr(a) && manet.IsPublicAddr(a)
 	})
 	if info.NATTCP == "endpoint-dependent" && info.NATUDP != "endpoint-independent" ||
@@ -346,7 +347,14 @@ func (n *Network) startReach(ctx context.Context) error {
 
 // Reach reports this node's reachability and what it rests on.
 func (n *Network) Reach() ReachInfo {
-	return n.reach.snapshot(n.Host.Addrs())
+	all := n.Host.Addrs()
+	// A private host advertises its relay addresses, not the observed
+	// public ones; hole punching uses those (AllAddrs), and so does the
+	// verdict.
+	if h, ok := n.Host.(interface{ AllAddrs() []ma.Multiaddr }); ok {
+		all = h.AllAddrs()
+	}
+	return n.reach.snapshot(n.Host.Addrs(), all)
 }
 
 // ReachChanged is signalled (coalesced) whenever something the verdict
