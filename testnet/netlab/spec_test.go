@@ -107,7 +107,9 @@ func TestSpecValidate(t *testing.T) {
 	}
 }
 
-func itoa(i int) string { return string([]byte{byte('0' + i/100), byte('0' + i/10%10), byte('0' + i%10)}) }
+func itoa(i int) string {
+	return string([]byte{byte('0' + i/100), byte('0' + i/10%10), byte('0' + i%10)})
+}
 
 func TestLayout(t *testing.T) {
 	s := Spec{Prefix: "t", Hosts: []Host{
