@@ -95,6 +95,19 @@ func (st *State) Command(ctx context.Context, binary string, args ...string) *ex
 	return exec.CommandContext(ctx, binary, args...)
 }
 
+// withBootstrap returns args with a --bootstrap flag for each address of
+// bootstrap that is not self's and not there yet.
+func withBootstrap(args, bootstrap []string, self string) []string {
+	out := slices.Clone(args)
+	for _, b := range bootstrap {
+		if (self != "" && strings.HasSuffix(b, "/p2p/"+self)) || slices.Contains(args, b) {
+			continue
+		}
+		out = append(out, "--bootstrap", b)
+	}
+	return out
+}
+
 // upNetns is Up with Options.Netns: it builds the lab, starts the WAN
 // process, then the public nodes one at a time (each bootstraps from those
 // before it), then the nodes behind NAT, bootstrapping from every public

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,19 @@ func testnetBinary(t *testing.T) string {
 		t.Fatalf("build testnet: %v", testnetBin.err)
 	}
 	return testnetBin.path
+}
+
+func TestWithBootstrap(t *testing.T) {
+	args := []string{"node", "--bootstrap", "/ip4/11.1.0.1/tcp/4001/p2p/A"}
+	bs := []string{"/ip4/11.1.0.1/tcp/4001/p2p/A", "/ip4/11.1.0.2/tcp/4001/p2p/B", "/ip4/11.1.0.3/tcp/4001/p2p/C"}
+	got := withBootstrap(args, bs, "C")
+	want := []string{"node", "--bootstrap", "/ip4/11.1.0.1/tcp/4001/p2p/A", "--bootstrap", "/ip4/11.1.0.2/tcp/4001/p2p/B"}
+	if !slices.Equal(got, want) {
+		t.Errorf("withBootstrap = %q, want %q", got, want)
+	}
+	if len(args) != 3 {
+		t.Errorf("args modified: %q", args)
+	}
 }
 
 func labNamespaces(t *testing.T, prefix string) []string {

@@ -381,6 +381,9 @@ func Restart(ctx context.Context, dir string, index int) (NodeInfo, error) {
 			return info, err
 		}
 		hc = labHTTPClient(lab, info.Host)
+		// Public nodes started before the others knew no bootstrap
+		// peers; coming back, a node joins through every other one.
+		info.Args = withBootstrap(info.Args, st.Bootstrap, info.PeerID)
 	} else if err := checkNodePorts(st.BasePort, index); err != nil {
 		return info, err
 	}
