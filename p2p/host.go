@@ -115,6 +115,7 @@ type Network struct {
 	scoresMu  sync.Mutex
 	scores    map[peer.ID]float64 // refreshed by pubsub every second
 	penalties *penalties          // the application-specific score (Penalize)
+	reach     *reachTracker       // what Reach reports
 
 	closeOnce sync.Once
 	closeErr  error
@@ -270,6 +271,9 @@ func (n *Network) startServices(ctx context.Context) error {
 		return fmt.Errorf("p2p: start dht: %w", err)
 	}
 	n.penalties = newPenalties(n.cfg.Now)
+	if err := n.startReach(ctx); err != nil {
+		return err
+	}
 	if n.cfg.PubSub {
 		n.PubSub, err = newGossipSub(ctx, n.Host, n.cfg, n.setScores, n.penalties.score)
 		if err != nil {

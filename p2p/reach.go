@@ -1,0 +1,376 @@
+package p2p
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+)
+
+// Reach is how other peers can reach a node, as its profile states it.
+type Reach string
+
+const (
+	// ReachUnknown: not yet known (the node just started, or has too few
+	// peers to tell).
+	ReachUnknown Reach = "unknown"
+	// ReachPublic: peers dial the node directly (AutoNAT confirmed a
+	// public address).
+	ReachPublic Reach = "public"
+	// ReachPunchable: behind a NAT that maps a local port to one public
+	// port whoever it talks to (endpoint-independent mapping): peers reach
+	// it through a relay, and hole punching (DCUtR) upgrades that to a
+	// direct connection.
+	ReachPunchable Reach = "punchable"
+	// ReachRelayOnly: behind a NAT that picks a new public port per
+	// destination (symmetric), or with no public address at all: hole
+	// punching cannot work, only a relay carries traffic.
+	ReachRelayOnly Reach = "relay-only"
+)
+
+// Valid reports whether r is one of the reach values.
+func (r Reach) Valid() bool {
+	switch r {
+	case ReachUnknown, ReachPublic, ReachPunchable, ReachRelayOnly:
+		return true
+	}
+	return false
+}
+
+// Observation is one public address of this node as other peers saw it
+// (identify's observed address), with how many distinct peers (by IP)
+// reported it.
+type Observation struct {
+	Addr      string `json:"addr"`
+	Observers int    `json:"observers"`
+}
+
+// ReachInfo is what a node knows of its own reachability: the verdict and
+// the facts it rests on. The JSON form is what `gpumesh doctor --json`
+// and the API show.
+type ReachInfo struct {
+	// Reach is the verdict, and Reason says why in words.
+	Reach  Reach  `json:"reach"`
+	Reason string `json:"reason"`
+	// AutoNAT is AutoNAT's verdict on the node as a whole: "public",
+	// "private" or "unknown".
+	AutoNAT string `json:"autonat"`
+	// Reachable and Unreachable are the addresses AutoNAT v2 confirmed or
+	// refuted by dial-backs from peers.
+	Reachable   []string `json:"reachable"`
+	Unreachable []string `json:"unreachable"`
+	// NATTCP and NATUDP are libp2p's view of the NAT's mapping per
+	// transport: "endpoint-independent", "endpoint-dependent" or
+	// "unknown" (it needs many observers to tell).
+	NATTCP string `json:"nat_tcp"`
+	NATUDP string `json:"nat_udp"`
+	// Observed are this node's addresses as its peers saw them.
+	Observed []Observation `json:"observed"`
+	// RelayAddrs are the relayed (/p2p-circuit) addresses this node holds
+	// reservations for, and Advertised all the addresses it announces.
+	RelayAddrs []string `json:"relay_addrs"`
+	Advertised []string `json:"advertised"`
+}
+
+// reachTracker follows the host's event bus and keeps what ReachInfo
+// reports.
+type reachTracker struct {
+	mu          sync.Mutex
+	autonat     network.Reachability
+	reachable   []ma.Multiaddr
+	unreachable []ma.Multiaddr
+	natTCP      network.NATDeviceType
+	natUDP      network.NATDeviceType
+	relayAddrs  []ma.Multiaddr
+	// observed maps a public observed address to the IPs of the peers
+	// that reported it.
+	observed map[string]map[netip.Addr]struct{}
+	changed  chan struct{} // 1-buffered: a reach-relevant event happened
+}
+
+func newReachTracker() *reachTracker {
+	return &reachTracker{observed: map[string]map[netip.Addr]struct{}{}, changed: make(chan struct{}, 1)}
+}
+
+// maxObserved bounds the observed-address table: a peer can report any
+// address it likes.
+const maxObserved = 64
+
+// run follows the event bus until ctx ends.
+func (t *reachTracker) run(ctx context.Context, sub event.Subscription) {
+	defer sub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-sub.Out():
+			if !ok {
+				return
+			}
+			if t.apply(ev) {
+				select {
+				case t.changed <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// apply records ev and reports whether it may change the verdict.
+func (t *reachTracker) apply(ev any) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch e := ev.(type) {
+	case event.EvtLocalReachabilityChanged:
+		t.autonat = e.Reachability
+	case event.EvtHostReachableAddrsChanged:
+		t.reachable, t.unreachable = slices.Clone(e.Reachable), slices.Clone(e.Unreachable)
+	case event.EvtNATDeviceTypeChanged:
+		if e.TransportProtocol == network.NATTransportTCP {
+			t.natTCP = e.NatDeviceType
+		} else {
+			t.natUDP = e.NatDeviceType
+		}
+	case event.EvtAutoRelayAddrsUpdated:
+		t.relayAddrs = slices.Clone(e.RelayAddrs)
+	case event.EvtPeerIdentificationCompleted:
+		return t.observe(e)
+	default:
+		return false
+	}
+	return true
+}
+
+// observe records the address a peer saw this node connect from, when
+// both the peer's address and the observed one are public and the
+// connection is direct.
+func (t *reachTracker) observe(e event.EvtPeerIdentificationCompleted) bool {
+	if e.Conn == nil || e.ObservedAddr == nil || e.Conn.Stat().Limited || isRelayAddr(e.Conn.RemoteMultiaddr()) {
+		return false
+	}
+	if !manet.IsPublicAddr(e.ObservedAddr) || !manet.IsPublicAddr(e.Conn.RemoteMultiaddr()) {
+		return false
+	}
+	ip, err := manet.ToIP(e.Conn.RemoteMultiaddr())
+	if err != nil {
+		return false
+	}
+	observer, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return false
+	}
+	key := e.ObservedAddr.String()
+	set, ok := t.observed[key]
+	if !ok {
+		if len(t.observed) >= maxObserved {
+			return false
+		}
+		set = map[netip.Addr]struct{}{}
+		t.observed[key] = set
+	}
+	if _, seen := set[observer.Unmap()]; seen || len(set) >= maxObserved {
+		return false
+	}
+	set[observer.Unmap()] = struct{}{}
+	return true
+}
+
+// isRelayAddr reports whether a is a relayed (/p2p-circuit) address.
+func isRelayAddr(a ma.Multiaddr) bool {
+	if a == nil {
+		return false
+	}
+	_, err := a.ValueForProtocol(ma.P_CIRCUIT)
+	return err == nil
+}
+
+// snapshot is the tracker's state and the host's addresses as a
+// ReachInfo, with the verdict.
+func (t *reachTracker) snapshot(advertised []ma.Multiaddr) ReachInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	info := ReachInfo{
+		AutoNAT:     reachabilityName(t.autonat),
+		Reachable:   addrStrings(t.reachable),
+		Unreachable: addrStrings(t.unreachable),
+		NATTCP:      natName(t.natTCP),
+		NATUDP:      natName(t.natUDP),
+		RelayAddrs:  addrStrings(t.relayAddrs),
+		Advertised:  addrStrings(advertised),
+		Observed:    []Observation{},
+	}
+	for a, set := range t.observed {
+		info.Observed = append(info.Observed, Observation{Addr: a, Observers: len(set)})
+	}
+	slices.SortFunc(info.Observed, func(a, b Observation) int {
+		if a.Observers != b.Observers {
+			return b.Observers - a.Observers
+		}
+		return compareStrings(a.Addr, b.Addr)
+	})
+	info.Reach, info.Reason = classify(info, advertised)
+	return info
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// classify decides the verdict from what AutoNAT, identify and the host's
+// own addresses say:
+//   - public when AutoNAT says so, or AutoNAT v2 confirmed an address;
+//   - punchable when the node is private but advertises a direct public
+//     address (libp2p advertises an observed address only once several
+//     peers agree on it, i.e. the NAT maps a port the same way for all)
+//     and libp2p has not found its NAT endpoint-dependent for every
+//     transport;
+//   - relay-only when the node is private with no such address, or its
+//     NAT is endpoint-dependent for every transport it uses;
+//   - unknown until AutoNAT or the observations tell.
+func classify(info ReachInfo, advertised []ma.Multiaddr) (Reach, string) {
+	if info.AutoNAT == "public" || len(info.Reachable) > 0 {
+		return ReachPublic, "AutoNAT: peers dialled this node back on a public address"
+	}
+	publicDirect := slices.ContainsFunc(advertised, func(a ma.Multiaddr) bool {
+		return !isRelayAddr(a) && manet.IsPublicAddr(a)
+	})
+	if info.NATTCP == "endpoint-dependent" && info.NATUDP != "endpoint-independent" ||
+		info.NATUDP == "endpoint-dependent" && info.NATTCP != "endpoint-independent" {
+		return ReachRelayOnly, "the NAT maps each destination to a new port (endpoint-dependent, symmetric): hole punching cannot work, peers reach this node only through relays"
+	}
+	if info.AutoNAT == "private" || len(info.RelayAddrs) > 0 {
+		if publicDirect {
+			return ReachPunchable, "behind NAT with a stable public mapping: peers reach it through relays and upgrade to a direct connection by hole punching"
+		}
+		if spread := portSpread(info.Observed); spread > 1 {
+			return ReachRelayOnly, fmt.Sprintf("behind NAT: peers saw this node at %d different ports of one address (symmetric NAT), so hole punching cannot work; only relays reach it", spread)
+		}
+		return ReachRelayOnly, "behind NAT with no public address peers agree on: only relays reach it"
+	}
+	if spread := portSpread(info.Observed); spread > 1 {
+		return ReachRelayOnly, fmt.Sprintf("peers saw this node at %d different ports of one address (symmetric NAT), so hole punching cannot work; only relays reach it", spread)
+	}
+	return ReachUnknown, "AutoNAT has no verdict yet (too few peers have dialled back)"
+}
+
+// portSpread is the largest number of different observed ports seen for
+// one public IP and transport: more than one means a symmetric NAT.
+func portSpread(obs []Observation) int {
+	ports := map[string]map[string]struct{}{}
+	for _, o := range obs {
+		m, err := ma.NewMultiaddr(o.Addr)
+		if err != nil {
+			continue
+		}
+		ip, err := manet.ToIP(m)
+		if err != nil {
+			continue
+		}
+		transport, port := "tcp", ""
+		if v, err := m.ValueForProtocol(ma.P_TCP); err == nil {
+			port = v
+		} else if v, err := m.ValueForProtocol(ma.P_UDP); err == nil {
+			transport, port = "udp", v
+		}
+		key := transport + " " + ip.String()
+		if ports[key] == nil {
+			ports[key] = map[string]struct{}{}
+		}
+		ports[key][port] = struct{}{}
+	}
+	most := 0
+	for _, set := range ports {
+		most = max(most, len(set))
+	}
+	return most
+}
+
+func reachabilityName(r network.Reachability) string {
+	switch r {
+	case network.ReachabilityPublic:
+		return "public"
+	case network.ReachabilityPrivate:
+		return "private"
+	}
+	return "unknown"
+}
+
+func natName(t network.NATDeviceType) string {
+	switch t {
+	case network.NATDeviceTypeEndpointIndependent:
+		return "endpoint-independent"
+	case network.NATDeviceTypeEndpointDependent:
+		return "endpoint-dependent"
+	}
+	return "unknown"
+}
+
+func addrStrings(addrs []ma.Multiaddr) []string {
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// startReach subscribes to the events ReachInfo is made of.
+func (n *Network) startReach(ctx context.Context) error {
+	n.reach = newReachTracker()
+	sub, err := n.Host.EventBus().Subscribe([]any{
+		new(event.EvtLocalReachabilityChanged),
+		new(event.EvtHostReachableAddrsChanged),
+		new(event.EvtNATDeviceTypeChanged),
+		new(event.EvtAutoRelayAddrsUpdated),
+		new(event.EvtPeerIdentificationCompleted),
+	})
+	if err != nil {
+		return fmt.Errorf("p2p: subscribe to reachability events: %w", err)
+	}
+	n.wg.Go(func() { n.reach.run(ctx, sub) })
+	return nil
+}
+
+// Reach reports this node's reachability and what it rests on.
+func (n *Network) Reach() ReachInfo {
+	return n.reach.snapshot(n.Host.Addrs())
+}
+
+// ReachChanged is signalled (coalesced) whenever something the verdict
+// rests on changed; read Reach for the new value.
+func (n *Network) ReachChanged() <-chan struct{} { return n.reach.changed }
+
+// PeerConn describes this node's connections to one peer: whether any is
+// direct, and the remote addresses.
+type PeerConn struct {
+	Direct  bool     `json:"direct"`
+	Relayed bool     `json:"relayed"`
+	Addrs   []string `json:"addrs"`
+}
+
+// ConnTo reports how this node is connected to p now.
+func (n *Network) ConnTo(p peer.ID) PeerConn {
+	pc := PeerConn{Addrs: []string{}}
+	for _, c := range n.Host.Network().ConnsToPeer(p) {
+		if c.Stat().Limited || isRelayAddr(c.RemoteMultiaddr()) {
+			pc.Relayed = true
+		} else {
+			pc.Direct = true
+		}
+		pc.Addrs = append(pc.Addrs, c.RemoteMultiaddr().String())
+	}
+	return pc
+}
