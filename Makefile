@@ -1,5 +1,6 @@
 # gpumesh — build, test, run a local testnet, benchmark.
 #   make testnet   start a 5-node local network and run a demo search
+#   make testnet-netns  the same with 12 nodes in network namespaces behind NATs (root)
 #   make test      vet and run every test
 SHELL := /bin/bash
 GO    ?= go
@@ -12,7 +13,7 @@ TESTNET  := bin/testnet
 NODES    ?= 5
 FUZZTIME ?= 10s
 
-.PHONY: all build test vet fuzz testnet testnet-down testnet-status bench clean
+.PHONY: all build test vet fuzz testnet testnet-netns testnet-down testnet-status bench clean
 
 all: build
 
@@ -38,6 +39,13 @@ fuzz:
 
 testnet: build
 	$(TESTNET) up $(NODES) --bin $(BIN)
+	$(TESTNET) demo --bin $(BIN)
+
+# 12 nodes in a namespace lab: a third public, a third behind cone NATs, a
+# third behind symmetric NATs, with WAN latency (Linux, root, iproute2,
+# nftables; see the README). `make testnet-down` removes it.
+testnet-netns: build
+	$(TESTNET) up --netns --bin $(BIN)
 	$(TESTNET) demo --bin $(BIN)
 
 testnet-down:

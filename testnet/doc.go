@@ -1,5 +1,6 @@
 // Package testnet runs a local gpumesh network: N real `gpumesh node`
-// processes on 127.0.0.1, each with simulated GPUs and a region, for
+// processes on 127.0.0.1, or in network namespaces behind NAT routers
+// (see Namespaces below), each with simulated GPUs and a region, for
 // trying the CLI by hand, for end-to-end tests and for scenarios.
 //
 // # Layout
@@ -47,4 +48,26 @@
 //
 // The state directory is not locked: run one Up, Down or Restart at a time
 // per directory.
+//
+// # Namespaces (--netns)
+//
+// With [Options.Netns] the nodes run in a lab of network namespaces
+// (package netlab) instead of on 127.0.0.1, 12 by default: node i is
+// behind a cone NAT, public, or behind a symmetric NAT as i%3 is 0, 1 or 2
+// ([NetnsKind]; node 0, the demo's renter, is behind a cone NAT), in the
+// region of [ProfileFor](i). Every node listens on tcp and udp/quic-v1
+// port 4001 ([NetnsP2PPort]) and serves its API on 127.0.0.1:5001
+// ([NetnsAPI]) inside its own namespace; the testnet reaches the APIs
+// through the lab's in-namespace dialer and runs light clients and the
+// demo's commands with `ip netns exec`. Public nodes start first, one at a
+// time, and are the bootstrap peers (their 11.x addresses).
+//
+// The lab's WAN (a user-space forwarder: this kernel has no netem) must
+// outlive `testnet up`, as the nodes do, so Up starts it in a detached
+// process, the hidden `testnet wan --dir DIR` command ([RunWAN];
+// [Options.WANBinary]), records its PID in state.json and its log in
+// wan.log. [Down] stops the nodes, then the WAN process (only if its
+// cmdline is still `wan --dir DIR`), then removes the namespaces and
+// whatever still runs in them; [CleanupNetns] does the last part for a
+// killed run whose state is gone.
 package testnet

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -30,7 +31,8 @@ type proc struct {
 	started time.Time
 	done    chan struct{}
 	waitErr error
-	last    error // why the node is not ready yet
+	last    error        // why the node is not ready yet
+	hc      *http.Client // reaches the node's API (nil: loopback)
 }
 
 func (p *proc) exited() bool {
@@ -69,6 +71,10 @@ func startNode(binary string, info NodeInfo, appendLog bool) (*proc, error) {
 	fmt.Fprintf(logf, "# testnet %s: %s %s\n", time.Now().UTC().Format(time.RFC3339), binary, strings.Join(info.Args, " "))
 
 	cmd := exec.Command(binary, info.Args...)
+	if info.NS != "" {
+		// ip netns exec execs the binary: the PID is the node's.
+		cmd = exec.Command("ip", append([]string{"netns", "exec", info.NS, binary}, info.Args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = childEnv()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -95,15 +101,7 @@ func childEnv() []string {
 // isOurs reports whether pid is alive (not a zombie) and still runs
 // `gpumesh node` with dataDir, judged by /proc/PID/cmdline.
 func isOurs(pid int, dataDir string) bool {
-	if pid <= 0 {
-		return false
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state field follows the command name, which ends at the last ')'.
-	if i := bytes.LastIndexByte(stat, ')'); i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' || stat[i+2] == 'X' {
+	if pid <= 0 || !alive(pid) {
 		return false
 	}
 	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
@@ -111,6 +109,17 @@ func isOurs(pid int, dataDir string) bool {
 		return false
 	}
 	return isNodeCmdline(strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"), dataDir)
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state field follows the command name, which ends at the last ')'.
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
 }
 
 // isNodeCmdline reports whether argv runs the node subcommand with
@@ -202,9 +211,14 @@ func checkNodePorts(base, i int) error {
 	return nil
 }
 
-// getHealth asks the node API at addr (host:port) for /healthz.
-func getHealth(ctx context.Context, addr string) (api.Health, error) {
-	c := api.NewClient(addr, "")
+// getHealth asks the node API at addr (host:port) for /healthz, through hc
+// when it is not nil (a lab's in-namespace dialer).
+func getHealth(ctx context.Context, addr string, hc *http.Client) (api.Health, error) {
+	var opts []api.ClientOption
+	if hc != nil {
+		opts = append(opts, api.WithHTTPClient(hc))
+	}
+	c := api.NewClient(addr, "", opts...)
 	defer c.Close()
 	h, err := c.Health(ctx)
 	if err != nil {
@@ -243,13 +257,13 @@ func waitFor(ctx context.Context, procs []*proc, cond condition) error {
 			}
 			hctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			h, err := getHealth(hctx, p.info.API)
+			h, err := getHealth(hctx, p.info.API, p.hc)
 			if err != nil {
 				p.last = err
 				return false
 			}
 			p.info.PeerID = h.PeerID
-			if p.info.Addr, err = tcpAddr(h.Addrs); err != nil {
+			if p.info.Addr, err = tcpAddr(h.Addrs, p.info.Public); err != nil {
 				p.last = err
 				return false
 			}
@@ -281,8 +295,17 @@ func gaveUp(ctx context.Context, start time.Time, what string) string {
 	return fmt.Sprintf("interrupted (%s)", what)
 }
 
-// tcpAddr picks the tcp multiaddr with /p2p/ from a node's addresses.
-func tcpAddr(addrs []string) (string, error) {
+// tcpAddr picks the tcp multiaddr with /p2p/ from a node's addresses, on
+// the IP address prefer when there is one.
+func tcpAddr(addrs []string, prefer string) (string, error) {
+	if prefer != "" {
+		for _, a := range addrs {
+			if strings.HasPrefix(a, "/ip4/"+prefer+"/tcp/") && strings.Contains(a, "/p2p/") {
+				return a, nil
+			}
+		}
+		return "", fmt.Errorf("healthz lists no tcp address on %s among %q", prefer, addrs)
+	}
 	for _, a := range addrs {
 		if strings.Contains(a, "/tcp/") && strings.Contains(a, "/p2p/") {
 			return a, nil
@@ -291,15 +314,16 @@ func tcpAddr(addrs []string) (string, error) {
 	return "", fmt.Errorf("healthz lists no tcp address among %q", addrs)
 }
 
-// waitSearch runs light-client searches, backing off, until each node has
-// an offer whose profile was issued after the node started.
-func waitSearch(ctx context.Context, binary string, bootstrap []string, procs []*proc) error {
+// waitSearch runs light-client searches (in namespace ns, unless ""),
+// backing off, until each node has an offer whose profile was issued after
+// the node started.
+func waitSearch(ctx context.Context, ns, binary string, bootstrap []string, procs []*proc) error {
 	start := time.Now()
 	backoff := 500 * time.Millisecond
 	var missing []*proc
 	var lastErr error
 	for {
-		offers, err := Search(ctx, binary, bootstrap)
+		offers, err := searchIn(ctx, ns, binary, bootstrap)
 		lastErr = err
 		missing = slices.DeleteFunc(slices.Clone(procs), func(p *proc) bool {
 			return slices.ContainsFunc(offers, func(o market.Offer) bool {
@@ -331,12 +355,20 @@ func waitSearch(ctx context.Context, binary string, bootstrap []string, procs []
 // Search runs `binary search --json` as a light client joining through
 // bootstrap, with the given filter terms, and returns the offers.
 func Search(ctx context.Context, binary string, bootstrap []string, filter ...string) ([]market.Offer, error) {
+	return searchIn(ctx, "", binary, bootstrap, filter...)
+}
+
+// searchIn is Search run inside namespace ns (none when "").
+func searchIn(ctx context.Context, ns, binary string, bootstrap []string, filter ...string) ([]market.Offer, error) {
 	args := []string{"search", "--json"}
 	for _, b := range bootstrap {
 		args = append(args, "--bootstrap", b)
 	}
 	args = append(args, filter...)
 	cmd := exec.CommandContext(ctx, binary, args...)
+	if ns != "" {
+		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, binary}, args...)...)
+	}
 	cmd.Env = childEnv()
 	cmd.WaitDelay = 2 * time.Second
 	var stdout, stderr bytes.Buffer

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/testnet/netlab"
 )
 
 // Defaults filled in by Up for zero Options fields.
@@ -63,6 +65,17 @@ type Options struct {
 	Timeout time.Duration
 	// Logger reports progress; discarded when nil.
 	Logger *slog.Logger
+
+	// Netns runs the nodes in a namespace lab (package netlab) instead of
+	// on 127.0.0.1: a third public, a third behind cone NATs, a third
+	// behind symmetric NATs, with a WAN between regions (default 12
+	// nodes). Linux and root only.
+	Netns bool
+	// Prefix names the lab's namespaces (default "gmtn").
+	Prefix string
+	// WANBinary is a testnet binary whose hidden `wan --dir DIR` command
+	// runs the lab's WAN after Up returns (default: this executable).
+	WANBinary string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -74,6 +87,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Nodes == 0 {
 		o.Nodes = DefaultNodes
+		if o.Netns {
+			o.Nodes = DefaultNetnsNodes
+		}
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
 	}
 	if o.BasePort == 0 {
 		o.BasePort = DefaultBasePort
@@ -164,6 +183,13 @@ type NodeInfo struct {
 	DataDir string   `json:"data_dir"`
 	Log     string   `json:"log"`
 	Args    []string `json:"args"` // the node's command line after the binary
+
+	// With --netns: the node's lab host, namespace, NAT kind (public,
+	// cone, symmetric) and public address (its router's behind NAT).
+	Host   string `json:"host,omitempty"`
+	NS     string `json:"ns,omitempty"`
+	NAT    string `json:"nat,omitempty"`
+	Public string `json:"public,omitempty"`
 }
 
 func (n NodeInfo) name() string {
@@ -181,6 +207,7 @@ type State struct {
 	Binary    string     `json:"binary"`
 	Dir       string     `json:"dir"`
 	BasePort  int        `json:"base_port"`
+	Netns     *Netns     `json:"netns,omitempty"` // set with --netns
 }
 
 // BootstrapArgs returns --bootstrap flags for the testnet's bootstrap peers.
@@ -193,9 +220,12 @@ func (s *State) BootstrapArgs() []string {
 }
 
 // plan lays out node i: its ports, directories, hardware and arguments.
-func plan(o Options, i int, bootstrap []string) NodeInfo {
+// With a lab node (--netns), the node listens on every address of its own
+// namespace, on fixed ports.
+func plan(o Options, i int, bootstrap []string, ln *netlab.Node) NodeInfo {
 	p := ProfileFor(i)
 	port := strconv.Itoa(o.BasePort + i)
+	listenIP := "127.0.0.1"
 	n := NodeInfo{
 		Index:   i,
 		API:     "127.0.0.1:" + strconv.Itoa(o.BasePort+APIPortOffset+i),
@@ -204,10 +234,17 @@ func plan(o Options, i int, bootstrap []string) NodeInfo {
 		DataDir: filepath.Join(o.Dir, fmt.Sprintf("node-%d", i)),
 		Log:     filepath.Join(o.Dir, fmt.Sprintf("node-%d.log", i)),
 	}
+	if ln != nil {
+		port, listenIP, n.API = strconv.Itoa(NetnsP2PPort), "0.0.0.0", NetnsAPI
+		n.Host, n.NS, n.NAT = ln.Name, ln.NS, ln.Kind.String()
+		if ln.Kind == netlab.Public {
+			n.Public = ln.Public.String()
+		}
+	}
 	n.Args = []string{
 		"node", "--data", n.DataDir,
-		"--listen", "/ip4/127.0.0.1/tcp/" + port,
-		"--listen", "/ip4/127.0.0.1/udp/" + port + "/quic-v1",
+		"--listen", "/ip4/" + listenIP + "/tcp/" + port,
+		"--listen", "/ip4/" + listenIP + "/udp/" + port + "/quic-v1",
 		"--api", n.API,
 		"--gpus", n.GPUs, "--region", n.Region,
 		"--heartbeat-interval", o.HeartbeatInterval.String(),
@@ -232,6 +269,9 @@ func plan(o Options, i int, bootstrap []string) NodeInfo {
 func Up(ctx context.Context, o Options) (_ *State, err error) {
 	if o, err = o.withDefaults(); err != nil {
 		return nil, err
+	}
+	if o.Netns {
+		return upNetns(ctx, o)
 	}
 	log := o.Logger
 	if st, err := Load(o.Dir); err == nil {
@@ -267,7 +307,7 @@ func Up(ctx context.Context, o Options) (_ *State, err error) {
 	// start launches node i and records it at once, so that `testnet down`
 	// can clean up even if this process dies half-way.
 	start := func(i int) (*proc, error) {
-		p, err := startNode(o.Binary, plan(o, i, st.Bootstrap), false)
+		p, err := startNode(o.Binary, plan(o, i, st.Bootstrap, nil), false)
 		if err != nil {
 			return nil, err
 		}
@@ -304,7 +344,7 @@ func Up(ctx context.Context, o Options) (_ *State, err error) {
 		st.Nodes[i] = p.info
 	}
 	log.Info("all nodes connected and advertised; searching as a light client")
-	if err := waitSearch(ctx, o.Binary, st.Bootstrap, procs); err != nil {
+	if err := waitSearch(ctx, "", o.Binary, st.Bootstrap, procs); err != nil {
 		return nil, err
 	}
 	if err := save(st); err != nil {
@@ -334,7 +374,17 @@ func Restart(ctx context.Context, dir string, index int) (NodeInfo, error) {
 	if err := stopNodes([]NodeInfo{info}, stopGrace); err != nil {
 		return info, err
 	}
-	if err := checkNodePorts(st.BasePort, index); err != nil {
+	var hc *http.Client
+	if st.Netns != nil {
+		lab, err := st.Netns.attach()
+		if err != nil {
+			return info, err
+		}
+		hc = labHTTPClient(lab, info.Host)
+		// Public nodes started before the others knew no bootstrap
+		// peers; coming back, a node joins through every other one.
+		info.Args = withBootstrap(info.Args, st.Bootstrap, info.PeerID)
+	} else if err := checkNodePorts(st.BasePort, index); err != nil {
 		return info, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -343,6 +393,7 @@ func Restart(ctx context.Context, dir string, index int) (NodeInfo, error) {
 	if err != nil {
 		return info, err
 	}
+	p.hc = hc
 	st.Nodes[index].PID = p.info.PID
 	if err := save(st); err != nil {
 		return p.info, err
@@ -352,7 +403,7 @@ func Restart(ctx context.Context, dir string, index int) (NodeInfo, error) {
 		err = fmt.Errorf("%s: came back as %s; was the data dir %s replaced?", info.name(), p.info.PeerID, info.DataDir)
 	}
 	if err == nil {
-		err = waitSearch(ctx, st.Binary, st.Bootstrap, []*proc{p})
+		err = waitSearch(ctx, st.searchNS(), st.Binary, st.Bootstrap, []*proc{p})
 	}
 	if err != nil {
 		_ = stopNodes([]NodeInfo{p.info}, 5*time.Second)
@@ -374,6 +425,11 @@ func Down(dir string) error {
 	if err := stopNodes(st.Nodes, stopGrace); err != nil {
 		return err
 	}
+	if st.Netns != nil {
+		if err := st.netnsDown(); err != nil {
+			return err
+		}
+	}
 	_ = os.Remove(filepath.Join(dir, BootstrapFile))
 	if err := os.Remove(filepath.Join(dir, StateFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("testnet: %w", err)
@@ -392,6 +448,8 @@ type NodeStatus struct {
 	Peers      int    `json:"peers"`
 	Advertised bool   `json:"advertised"`
 	Error      string `json:"error,omitempty"`
+	NS         string `json:"ns,omitempty"`  // with --netns: the node's namespace
+	NAT        string `json:"nat,omitempty"` // with --netns: public, cone or symmetric
 }
 
 // Status reports on every node recorded in dir.
@@ -400,10 +458,20 @@ func Status(dir string) ([]NodeStatus, error) {
 	if err != nil {
 		return nil, err
 	}
+	var lab *netlab.Lab
+	if st.Netns != nil {
+		if lab, err = st.Netns.attach(); err != nil {
+			return nil, err
+		}
+	}
 	out := make([]NodeStatus, len(st.Nodes))
 	var wg sync.WaitGroup
 	for i, n := range st.Nodes {
-		out[i] = NodeStatus{Index: n.Index, PID: n.PID, PeerID: n.PeerID, API: n.API, Alive: isOurs(n.PID, n.DataDir)}
+		out[i] = NodeStatus{Index: n.Index, PID: n.PID, PeerID: n.PeerID, API: n.API, Alive: isOurs(n.PID, n.DataDir), NS: n.NS, NAT: n.NAT}
+		var hc *http.Client
+		if lab != nil {
+			hc = labHTTPClient(lab, n.Host)
+		}
 		if !out[i].Alive {
 			out[i].Error = "not running"
 			continue
@@ -411,7 +479,7 @@ func Status(dir string) ([]NodeStatus, error) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			h, err := getHealth(ctx, n.API)
+			h, err := getHealth(ctx, n.API, hc)
 			switch {
 			case err != nil:
 				out[i].Error = err.Error()

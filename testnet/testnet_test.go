@@ -358,7 +358,7 @@ func TestProfileFor(t *testing.T) {
 
 func TestPlan(t *testing.T) {
 	o := Options{Dir: "/run", BasePort: 40100, HeartbeatInterval: 2 * time.Second, AuditInterval: 2 * time.Minute}
-	n := plan(o, 3, []string{"/ip4/127.0.0.1/tcp/40100/p2p/A"})
+	n := plan(o, 3, []string{"/ip4/127.0.0.1/tcp/40100/p2p/A"}, nil)
 	want := []string{
 		"node", "--data", "/run/node-3",
 		"--listen", "/ip4/127.0.0.1/tcp/40103", "--listen", "/ip4/127.0.0.1/udp/40103/quic-v1",

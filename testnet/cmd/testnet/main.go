@@ -1,10 +1,12 @@
 // Command testnet runs a local gpumesh network of real node processes on
-// 127.0.0.1 (see package testnet):
+// 127.0.0.1, or in a lab of network namespaces behind NAT routers with
+// --netns (see package testnet):
 //
 //	testnet up [N] [--bin bin/gpumesh] [--dir testnet/.run] [--base-port 40100]
+//	testnet up --netns [N] [--prefix gmtn]
 //	testnet status [--json]
 //	testnet demo
-//	testnet down
+//	testnet down [--netns [--prefix gmtn]]
 //
 // Run it from the repository root after `go build -o bin/gpumesh ./cmd/gpumesh`.
 package main
@@ -18,7 +20,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -32,10 +33,11 @@ import (
 
 const usage = `usage: testnet COMMAND [flags]
 
-  up [N]    start N nodes (default 5) and wait until search finds them all
+  up [N]    start N nodes (default 5; 12 with --netns) and wait until search finds them all
   status    show each node's process and health
   demo      search the running testnet for everything, then for model=h100-sxm
-  down      stop the nodes (keeps their data dirs and logs)
+  down      stop the nodes (keeps their data dirs and logs); --netns also
+            removes what a killed namespace testnet left
 
 Run "testnet COMMAND -h" for a command's flags.
 `
@@ -60,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &cli{stdout: stdout, stderr: stderr}
 	cmds := map[string]func(context.Context, []string) error{
 		"up": c.up, "down": c.down, "status": c.status, "demo": c.demo,
+		"wan": c.wan, // hidden: runs a namespace testnet's WAN for `up --netns`
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -121,11 +124,13 @@ func (c *cli) up(ctx context.Context, args []string) error {
 	base := fs.Int("base-port", testnet.DefaultBasePort, "node i listens on BASE+i (libp2p) and BASE+1000+i (API)")
 	hb := fs.Duration("heartbeat-interval", testnet.DefaultHeartbeatInterval, "heartbeat interval passed to every node")
 	timeout := fs.Duration("timeout", 0, "give up start-up after this long (default 12s a node, at least 30s)")
+	netns := fs.Bool("netns", false, "run the nodes in network namespaces behind cone and symmetric NAT routers, with a WAN between regions (Linux, root, iproute2, nftables)")
+	prefix := fs.String("prefix", testnet.DefaultPrefix, "with --netns: the namespaces' name prefix")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
-	n := testnet.DefaultNodes
+	n := 0 // the default of the mode
 	switch len(pos) {
 	case 0:
 	case 1:
@@ -138,6 +143,7 @@ func (c *cli) up(ctx context.Context, args []string) error {
 	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	st, err := testnet.Up(ctx, testnet.Options{
 		Binary: *bin, Dir: *dir, Nodes: n, BasePort: *base, HeartbeatInterval: *hb, Timeout: *timeout, Logger: log,
+		Netns: *netns, Prefix: *prefix,
 	})
 	if err != nil {
 		return err
@@ -167,6 +173,25 @@ func (c *cli) printUp(st *testnet.State, dirFlag string) {
 	bin, bootstrap := rel(st.Binary), rel(filepath.Join(st.Dir, testnet.BootstrapFile))
 	fmt.Fprintf(c.stdout, "testnet: %d nodes up in %s\n\n", len(st.Nodes), rel(st.Dir))
 	w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	if st.Netns != nil {
+		fmt.Fprintln(w, "NODE\tPID\tPEER\tGPUS\tREGION\tNS\tNAT\tPUBLIC\tLOG")
+		for _, n := range st.Nodes {
+			fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Index, n.PID, n.PeerID, n.GPUs, n.Region, n.NS, n.NAT, n.Public, rel(n.Log))
+		}
+		w.Flush()
+		fmt.Fprintf(c.stdout, `
+Every node's API is on %[5]s inside its own namespace; the lab's WAN runs as pid %[6]d (log %[7]s).
+Bootstrap addresses (public nodes), one a line: %[2]s
+Try, as node 0 behind its cone NAT:
+  ip netns exec %[3]s %[1]s search --bootstrap $(head -1 %[2]s) model=h100-sxm
+  ip netns exec %[3]s %[1]s peers --api %[5]s --data %[8]s
+  %[4]s status%[9]s
+  %[4]s demo%[9]s
+Stop it and remove the namespaces with:
+  %[4]s down%[9]s
+`, bin, bootstrap, st.Nodes[0].NS, self, testnet.NetnsAPI, st.Netns.WANPID, rel(st.Netns.WANLog), rel(st.Nodes[0].DataDir), dirArg)
+		return
+	}
 	fmt.Fprintln(w, "NODE\tPID\tPEER\tGPUS\tREGION\tAPI\tLOG")
 	for _, n := range st.Nodes {
 		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", n.Index, n.PID, n.PeerID, n.GPUs, n.Region, n.API, rel(n.Log))
@@ -187,10 +212,21 @@ Stop it with:
 
 func (c *cli) down(_ context.Context, args []string) error {
 	fs, dir := c.flags("down")
+	netns := fs.Bool("netns", false, "also remove the namespaces (and their processes) a killed `up --netns` left")
+	prefix := fs.String("prefix", testnet.DefaultPrefix, "with --netns: the namespaces' name prefix")
 	if err := c.noArgs(fs, args); err != nil {
 		return err
 	}
 	err := testnet.Down(*dir)
+	if *netns {
+		if cerr := testnet.CleanupNetns(*prefix); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		if errors.Is(err, testnet.ErrNotRunning) {
+			fmt.Fprintf(c.stdout, "testnet: no testnet recorded in %s; removed any namespace %s-*\n", *dir, *prefix)
+			return nil
+		}
+	}
 	if errors.Is(err, testnet.ErrNotRunning) {
 		fmt.Fprintf(c.stdout, "testnet: nothing to stop in %s\n", *dir)
 		return nil
@@ -218,6 +254,13 @@ func (c *cli) status(_ context.Context, args []string) error {
 		if err := enc.Encode(nodes); err != nil {
 			return err
 		}
+	} else if len(nodes) > 0 && nodes[0].NS != "" {
+		w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "NODE\tPID\tPEER\tNS\tNAT\tALIVE\tHEALTHY\tPEERS\tADVERTISED\tERROR")
+		for _, n := range nodes {
+			fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%t\t%t\t%d\t%t\t%s\n", n.Index, n.PID, n.PeerID, n.NS, n.NAT, n.Alive, n.Healthy, n.Peers, n.Advertised, n.Error)
+		}
+		w.Flush()
 	} else {
 		w := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(w, "NODE\tPID\tPEER\tAPI\tALIVE\tHEALTHY\tPEERS\tADVERTISED\tERROR")
@@ -276,7 +319,7 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		{"the same with --allow-unproven: node 0, unproven but not failed, is leased from; the impostor is still left out", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50", "--allow-unproven"}, bs...), false, 500 * time.Millisecond},
 		{"a bid nobody can fill is told why", append([]string{"rent", "model=h100-sxm", "--count", "16", "--hours", "1", "--max-price", "1.00"}, bs...), true, 0},
 	}...)
-	if err := c.runSteps(ctx, *bin, steps); err != nil {
+	if err := c.runSteps(ctx, st, *bin, steps); err != nil {
 		return err
 	}
 	if err := c.jobDemo(ctx, st, *bin); err != nil {
@@ -286,16 +329,17 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	// reputation it knows. Node 0's counts the job's lease from node 1,
 	// which it passed, and its own lease above; nobody else knows node
 	// 0's reputation, so no other index counts that one.
-	return c.runSteps(ctx, *bin, []step{
+	return c.runSteps(ctx, st, *bin, []step{
 		{"node 0's price index: trade prints of suppliers whose reputation it knows (node 1, which it passed, and itself)", append([]string{"prices"}, api(0)...), false, 0},
 	})
 }
 
-// runSteps runs each step's command, showing it and its output.
-func (c *cli) runSteps(ctx context.Context, bin string, steps []step) error {
+// runSteps runs each step's command as node 0's user (inside node 0's
+// namespace with --netns), showing it and its output.
+func (c *cli) runSteps(ctx context.Context, st *testnet.State, bin string, steps []step) error {
 	for _, step := range steps {
-		fmt.Fprintf(c.stdout, "# %s\n$ %s %s\n", step.title, filepath.Base(bin), strings.Join(step.args, " "))
-		cmd := exec.CommandContext(ctx, bin, step.args...)
+		fmt.Fprintf(c.stdout, "# %s\n$ %s%s %s\n", step.title, nsNote(st), filepath.Base(bin), strings.Join(step.args, " "))
+		cmd := st.Command(ctx, bin, step.args...)
 		cmd.Stdout, cmd.Stderr = c.stdout, c.stdout
 		cmd.WaitDelay = 2 * time.Second
 		if err := cmd.Run(); err != nil && !step.mayErr {
@@ -336,14 +380,14 @@ func (c *cli) jobDemo(ctx context.Context, st *testnet.State, bin string) error 
 		return err
 	}
 	gm := func(args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd := st.Command(ctx, bin, args...)
 		cmd.Stderr = c.stdout
 		cmd.WaitDelay = 2 * time.Second
 		return cmd.Output()
 	}
 	show := func(title string, mayErr bool, args ...string) error {
-		fmt.Fprintf(c.stdout, "# %s\n$ %s %s\n", title, filepath.Base(bin), strings.Join(args, " "))
-		cmd := exec.CommandContext(ctx, bin, args...)
+		fmt.Fprintf(c.stdout, "# %s\n$ %s%s %s\n", title, nsNote(st), filepath.Base(bin), strings.Join(args, " "))
+		cmd := st.Command(ctx, bin, args...)
 		cmd.Stdout, cmd.Stderr = c.stdout, c.stdout
 		cmd.WaitDelay = 2 * time.Second
 		err := cmd.Run()
@@ -357,7 +401,7 @@ func (c *cli) jobDemo(ctx context.Context, st *testnet.State, bin string) error 
 		"--receipt-interval", "1s", "--checkpoint-every", "1s", "--file", script + ":job.sh", "--file", input + ":input.txt",
 		"--allow-unproven", "--detach", "--json"}, data...)
 	runArgs = append(runArgs, "--", "sh", "job.sh")
-	fmt.Fprintf(c.stdout, "# node 0 rents a GPU with 24 GiB or more (proven suppliers first: node 1, which it passed; --allow-unproven lets the job fail over to the others) and runs a job on it; node 0 pays each receipt and pulls checkpoints\n$ %s %s\n", filepath.Base(bin), strings.Join(runArgs, " "))
+	fmt.Fprintf(c.stdout, "# node 0 rents a GPU with 24 GiB or more (proven suppliers first: node 1, which it passed; --allow-unproven lets the job fail over to the others) and runs a job on it; node 0 pays each receipt and pulls checkpoints\n$ %s%s %s\n", nsNote(st), filepath.Base(bin), strings.Join(runArgs, " "))
 	out, err := gm(runArgs...)
 	c.stdout.Write(out)
 	fmt.Fprintln(c.stdout)
@@ -430,6 +474,34 @@ func (c *cli) jobDemo(ctx context.Context, st *testnet.State, bin string) error 
 	}
 	fmt.Fprintf(c.stdout, "node %d restarted as pid %d\n", victim, info.PID)
 	return nil
+}
+
+// nsNote is how the demo shows that a command runs in node 0's namespace.
+func nsNote(st *testnet.State) string {
+	if len(st.Nodes) > 0 && st.Nodes[0].NS != "" {
+		return "ip netns exec " + st.Nodes[0].NS + " "
+	}
+	return ""
+}
+
+// wan runs the WAN of the namespace testnet in --dir until SIGTERM; `up
+// --netns` starts it detached and reads "ready" from its stdout.
+func (c *cli) wan(ctx context.Context, args []string) error {
+	fs, dir := c.flags("wan")
+	if err := c.noArgs(fs, args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	return testnet.RunWAN(ctx, abs, log, func() {
+		fmt.Fprintln(c.stdout, "ready")
+		if f, ok := c.stdout.(*os.File); ok {
+			f.Close() // the parent stops reading
+		}
+	})
 }
 
 // step is one command of the demo.
