@@ -238,12 +238,16 @@ func natOptions(mode Mode, relayPeers func(context.Context, int) <-chan peer.Add
 	return opts
 }
 
-// dhtMode is the DHT's mode for mode.
+// dhtMode is the DHT's mode for mode. A server serves the DHT unless
+// AutoNAT finds it private (behind NAT): peers could not dial it to store
+// or fetch records, and would wait on it for their timeouts; it then
+// queries as a client until it is found public again. While reachability
+// is unknown (loopback, a fresh node) it serves.
 func dhtMode(mode Mode) dht.ModeOpt {
 	if mode == ModeClient {
 		return dht.ModeClient
 	}
-	return dht.ModeServer
+	return dht.ModeAutoServer
 }
 
 // dhtOptions are the DHT's options: gpumesh's protocol prefix, the

@@ -74,7 +74,7 @@ func TestHostOptions(t *testing.T) {
 			}
 		})
 	}
-	if dhtMode(ModeServer) != dht.ModeServer || dhtMode(ModeClient) != dht.ModeClient {
+	if dhtMode(ModeServer) != dht.ModeAutoServer || dhtMode(ModeClient) != dht.ModeClient {
 		t.Error("dhtMode maps a mode to the wrong DHT mode")
 	}
 }
