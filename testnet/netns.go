@@ -5,8 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gpumesh/gpumesh/node/api"
 	"log/slog"
-	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,10 +65,9 @@ func (n *Netns) attach() (*netlab.Lab, error) {
 	return netlab.Attach(n.Spec, nil)
 }
 
-// labHTTPClient reaches APIs from inside host's namespace. It keeps no
-// idle connections, so nothing lingers once a call is done.
-func labHTTPClient(lab *netlab.Lab, host string) *http.Client {
-	return &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: lab.Dialer(host), DisableKeepAlives: true}}
+// labDialer reaches APIs from inside host's namespace.
+func labDialer(lab *netlab.Lab, host string) api.DialFunc {
+	return api.DialFunc(lab.Dialer(host))
 }
 
 // searchNS is the namespace where light-client searches run: none on
@@ -165,7 +165,7 @@ func upNetns(ctx context.Context, o Options) (_ *State, err error) {
 		if err != nil {
 			return nil, err
 		}
-		p.hc = labHTTPClient(lab, nodes[i].Name)
+		p.dial = labDialer(lab, nodes[i].Name)
 		log.Info("started node", "index", i, "pid", p.info.PID, "ns", p.info.NS, "nat", p.info.NAT, "region", p.info.Region, "log", p.info.Log)
 		procs = append(procs, p)
 		st.Nodes[i] = p.info
@@ -284,9 +284,50 @@ func RunWAN(ctx context.Context, dir string, logger *slog.Logger, ready func()) 
 	if err != nil {
 		return fmt.Errorf("testnet: wan: %w", err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- netlab.ServeControl(ctx, wan, WANSocket(dir), logger) }()
 	ready()
-	<-ctx.Done()
-	return wan.Close()
+	select {
+	case <-ctx.Done():
+		err = <-served
+	case err = <-served: // the control socket failed: stop, and say why
+	}
+	cancel()
+	return errors.Join(err, wan.Close())
+}
+
+// WANSocket is the control socket of the WAN of the namespace testnet in
+// dir (see netlab.Control).
+func WANSocket(dir string) string { return filepath.Join(dir, "wan.sock") }
+
+// Partition cuts the WAN between regions a and b of the running namespace
+// testnet, both ways, until Heal.
+func (st *State) Partition(ctx context.Context, a, b string) error {
+	return st.wanControl(ctx, "partition", a, b)
+}
+
+// Heal ends a partition between regions a and b.
+func (st *State) Heal(ctx context.Context, a, b string) error {
+	return st.wanControl(ctx, "heal", a, b)
+}
+
+// Flow is the packets and bytes the WAN carried from public address src
+// to dst: between two NAT routers' addresses, a direct (hole-punched)
+// flow.
+func (st *State) Flow(ctx context.Context, src, dst netip.Addr) (packets, bytes uint64, err error) {
+	if st.Netns == nil {
+		return 0, 0, errors.New("testnet: not a namespace testnet")
+	}
+	return netlab.ControlFlow(ctx, WANSocket(st.Dir), src, dst)
+}
+
+func (st *State) wanControl(ctx context.Context, req ...string) error {
+	if st.Netns == nil {
+		return errors.New("testnet: not a namespace testnet")
+	}
+	_, err := netlab.Control(ctx, WANSocket(st.Dir), req...)
+	return err
 }
 
 // isWAN reports whether pid is alive and runs `testnet wan --dir dir`.

@@ -143,7 +143,7 @@ func TestNetnsUpDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	hctx, hcancel := context.WithTimeout(ctx, 5*time.Second)
-	h, err := getHealth(hctx, NetnsAPI, labHTTPClient(lab, "n3"))
+	h, err := getHealth(hctx, NetnsAPI, labDialer(lab, "n3"))
 	hcancel()
 	if err != nil || h.PeerID != st.Nodes[3].PeerID {
 		t.Errorf("health through n3's namespace: %v, peer %s, want node 3 %s", err, h.PeerID, st.Nodes[3].PeerID)

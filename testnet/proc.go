@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -32,7 +31,7 @@ type proc struct {
 	done    chan struct{}
 	waitErr error
 	last    error        // why the node is not ready yet
-	hc      *http.Client // reaches the node's API (nil: loopback)
+	dial    api.DialFunc // reaches the node's API (nil: loopback)
 }
 
 func (p *proc) exited() bool {
@@ -211,12 +210,12 @@ func checkNodePorts(base, i int) error {
 	return nil
 }
 
-// getHealth asks the node API at addr (host:port) for /healthz, through hc
+// getHealth asks the node API at addr (host:port) for /healthz, through dial
 // when it is not nil (a lab's in-namespace dialer).
-func getHealth(ctx context.Context, addr string, hc *http.Client) (api.Health, error) {
+func getHealth(ctx context.Context, addr string, dial api.DialFunc) (api.Health, error) {
 	var opts []api.ClientOption
-	if hc != nil {
-		opts = append(opts, api.WithHTTPClient(hc))
+	if dial != nil {
+		opts = append(opts, api.WithDialer(dial))
 	}
 	c := api.NewClient(addr, "", opts...)
 	defer c.Close()
@@ -257,7 +256,7 @@ func waitFor(ctx context.Context, procs []*proc, cond condition) error {
 			}
 			hctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			h, err := getHealth(hctx, p.info.API, p.hc)
+			h, err := getHealth(hctx, p.info.API, p.dial)
 			if err != nil {
 				p.last = err
 				return false

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpumesh/gpumesh/node/api"
 	"io/fs"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -374,13 +374,13 @@ func Restart(ctx context.Context, dir string, index int) (NodeInfo, error) {
 	if err := stopNodes([]NodeInfo{info}, stopGrace); err != nil {
 		return info, err
 	}
-	var hc *http.Client
+	var dial api.DialFunc
 	if st.Netns != nil {
 		lab, err := st.Netns.attach()
 		if err != nil {
 			return info, err
 		}
-		hc = labHTTPClient(lab, info.Host)
+		dial = labDialer(lab, info.Host)
 		// Public nodes started before the others knew no bootstrap
 		// peers; coming back, a node joins through every other one.
 		info.Args = withBootstrap(info.Args, st.Bootstrap, info.PeerID)
@@ -393,7 +393,7 @@ func Restart(ctx context.Context, dir string, index int) (NodeInfo, error) {
 	if err != nil {
 		return info, err
 	}
-	p.hc = hc
+	p.dial = dial
 	st.Nodes[index].PID = p.info.PID
 	if err := save(st); err != nil {
 		return p.info, err
@@ -468,9 +468,9 @@ func Status(dir string) ([]NodeStatus, error) {
 	var wg sync.WaitGroup
 	for i, n := range st.Nodes {
 		out[i] = NodeStatus{Index: n.Index, PID: n.PID, PeerID: n.PeerID, API: n.API, Alive: isOurs(n.PID, n.DataDir), NS: n.NS, NAT: n.NAT}
-		var hc *http.Client
+		var dial api.DialFunc
 		if lab != nil {
-			hc = labHTTPClient(lab, n.Host)
+			dial = labDialer(lab, n.Host)
 		}
 		if !out[i].Alive {
 			out[i].Error = "not running"
@@ -479,7 +479,7 @@ func Status(dir string) ([]NodeStatus, error) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			h, err := getHealth(ctx, n.API, hc)
+			h, err := getHealth(ctx, n.API, dial)
 			switch {
 			case err != nil:
 				out[i].Error = err.Error()

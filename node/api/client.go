@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -49,6 +50,19 @@ type ClientOption func(*Client)
 // own that goes through no proxy).
 func WithHTTPClient(hc *http.Client) ClientOption {
 	return func(c *Client) { c.hc = hc }
+}
+
+// DialFunc opens a connection to the API, as net.Dialer.DialContext does.
+type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// WithDialer opens the API's connections with dial, e.g. a dialer that
+// makes its sockets in another network namespace. Connections are not
+// kept idle: each call dials afresh, so nothing lingers in that
+// namespace between calls.
+func WithDialer(dial DialFunc) ClientOption {
+	return func(c *Client) {
+		c.hc = &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: dial, DisableKeepAlives: true}}
+	}
 }
 
 // WithTimeout sets the default timeout of the calls that are not slow

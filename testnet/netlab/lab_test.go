@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -348,6 +350,56 @@ func TestLab(t *testing.T) {
 		}
 		if p, _ := lab.WAN().Flow(cone.Public, sym.Public); p != 0 {
 			t.Errorf("flow cone->sym: %d packets, want none", p)
+		}
+	})
+
+	t.Run("control socket", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		sock := filepath.Join(t.TempDir(), "wan.sock")
+		served := make(chan error, 1)
+		go func() { served <- netlab.ServeControl(ctx, lab.WAN(), sock, slog.New(slog.DiscardHandler)) }()
+		defer func() {
+			cancel()
+			if err := <-served; err != nil {
+				t.Errorf("ServeControl: %v", err)
+			}
+		}()
+		var err error
+		for range 100 { // the socket appears once ServeControl listens
+			if _, err = netlab.Control(ctx, sock, "heal", "eu-west", "us-east"); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("heal over the socket: %v", err)
+		}
+		pc, err := lab.ListenPacket("pa", "udp4", ":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		if _, err := netlab.Control(ctx, sock, "partition", "eu-west", "us-east"); err != nil {
+			t.Fatalf("partition over the socket: %v", err)
+		}
+		if from, _, err := askUDP(t, pc, pb.Public, 3); err == nil {
+			t.Errorf("partitioned over the socket, yet pb answered (%s)", from)
+		}
+		if _, err := netlab.Control(ctx, sock, "heal", "us-east", "eu-west"); err != nil {
+			t.Fatalf("heal over the socket: %v", err)
+		}
+		if _, _, err := askUDP(t, pc, pb.Public, 10); err != nil {
+			t.Errorf("healed over the socket, yet no answer: %v", err)
+		}
+		wantP, wantB := lab.WAN().Flow(pa.Public, pb.Public)
+		p, b, err := netlab.ControlFlow(ctx, sock, pa.Public, pb.Public)
+		if err != nil || p < wantP || b < wantB || p == 0 {
+			t.Errorf("flow over the socket: %d packets %d bytes (%v), the WAN counted at least %d %d", p, b, err, wantP, wantB)
+		}
+		for _, bad := range [][]string{{"partition", "eu-west", "mars"}, {"flow", "x", "y"}, {"reboot", "a", "b"}, {"heal"}} {
+			if _, err := netlab.Control(ctx, sock, bad...); !errors.Is(err, netlab.ErrControl) {
+				t.Errorf("request %q: %v, want ErrControl", bad, err)
+			}
 		}
 	})
 
