@@ -65,6 +65,12 @@ func (b *apiBackend) Peers() []api.Peer {
 			i = len(peers) - 1
 		}
 		peers[i].Connected = true
+		switch c := n.net.ConnTo(id); {
+		case c.Direct:
+			peers[i].Conn = "direct"
+		case c.Relayed:
+			peers[i].Conn = "relayed"
+		}
 		if rtt := n.net.Host.Peerstore().LatencyEWMA(id); rtt > 0 {
 			peers[i].LatencyMs = float64(rtt.Microseconds()) / 1000
 		}

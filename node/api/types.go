@@ -36,6 +36,7 @@ type Peer struct {
 	Software   string    `json:"software"`
 	ProfileSeq uint64    `json:"profile_seq"`
 	Connected  bool      `json:"connected"`
+	Conn       string    `json:"conn,omitempty"` // "direct", or "relayed" when only a relay (limited connection) joins the two
 	LatencyMs  float64   `json:"latency_ms,omitempty"`
 	Score      float64   `json:"score"`                // GossipSub peer score; negative after invalid messages
 	Reputation float64   `json:"reputation"`           // 0..1 from attestations, 0.5 unknown
