@@ -7,6 +7,7 @@
 //	testnet status [--json]
 //	testnet demo
 //	testnet down [--netns [--prefix gmtn]]
+//	testnet partition|heal REGION_A REGION_B
 //
 // Run it from the repository root after `go build -o bin/gpumesh ./cmd/gpumesh`.
 package main
@@ -38,6 +39,8 @@ const usage = `usage: testnet COMMAND [flags]
   demo      search the running testnet for everything, then for model=h100-sxm
   down      stop the nodes (keeps their data dirs and logs); --netns also
             removes what a killed namespace testnet left
+  partition A B   with --netns: cut the WAN between regions A and B
+  heal A B        with --netns: end that cut
 
 Run "testnet COMMAND -h" for a command's flags.
 `
@@ -62,6 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &cli{stdout: stdout, stderr: stderr}
 	cmds := map[string]func(context.Context, []string) error{
 		"up": c.up, "down": c.down, "status": c.status, "demo": c.demo,
+		"partition": c.cut(true), "heal": c.cut(false),
 		"wan": c.wan, // hidden: runs a namespace testnet's WAN for `up --netns`
 	}
 	cmd, ok := cmds[args[0]]
@@ -550,4 +554,35 @@ func (c *cli) noArgs(fs *flag.FlagSet, args []string) error {
 		return usageError{fmt.Errorf("%s: unexpected arguments %q", fs.Name(), pos)}
 	}
 	return nil
+}
+
+// cut returns the partition (on) or heal command: it asks the running
+// namespace testnet's WAN to cut, or restore, the link between two
+// regions, both ways.
+func (c *cli) cut(on bool) func(context.Context, []string) error {
+	name := map[bool]string{true: "partition", false: "heal"}[on]
+	return func(ctx context.Context, args []string) error {
+		fs, dir := c.flags(name)
+		pos, err := parse(fs, args)
+		if err != nil {
+			return err
+		}
+		if len(pos) != 2 {
+			return usageError{fmt.Errorf("%s: want two regions, e.g. testnet %s eu-west ap-south", name, name)}
+		}
+		st, err := testnet.Load(*dir)
+		if err != nil {
+			return err
+		}
+		if on {
+			err = st.Partition(ctx, pos[0], pos[1])
+		} else {
+			err = st.Heal(ctx, pos[0], pos[1])
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "testnet: %s %s <-> %s\n", map[bool]string{true: "cut", false: "healed"}[on], pos[0], pos[1])
+		return nil
+	}
 }
