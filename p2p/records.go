@@ -174,6 +174,15 @@ func (p *Profile) Issued() time.Time { return time.UnixMilli(p.IssuedAtMs) }
 // Expires is when the profile stops being valid.
 func (p *Profile) Expires() time.Time { return time.UnixMilli(p.ExpiresAtMs) }
 
+// ReachOf is how peers reach the profile's supplier, as it states it;
+// ReachUnknown when it states nothing (older suppliers).
+func (p *Profile) ReachOf() Reach {
+	if p.Reach == "" {
+		return ReachUnknown
+	}
+	return Reach(p.Reach)
+}
+
 // OpenProfile verifies and decodes a signed profile envelope as of now.
 func OpenProfile(data []byte, now time.Time) (*Profile, error) {
 	p := &pb.Profile{}
@@ -219,6 +228,9 @@ func checkProfile(p *pb.Profile, now time.Time) error {
 	}
 	if err := checkText("software", p.Software); err != nil {
 		return err
+	}
+	if p.Reach != "" && !Reach(p.Reach).Valid() {
+		return fmt.Errorf("%w: reach %q is not one of public, punchable, relay-only, unknown", ErrMalformed, p.Reach)
 	}
 	uuids := make(map[string]bool, len(p.Gpus))
 	for i, g := range p.Gpus {

@@ -58,6 +58,7 @@ func TestOpenProfile(t *testing.T) {
 		{"bad slug", seal(testProfile(1, now, time.Hour, testGPU("H100 SXM", "GPU-1")), key), ErrMalformed},
 		{"repeated uuid", seal(testProfile(1, now, time.Hour, testGPU("h100-sxm", "GPU-1"), testGPU("h100-sxm", "GPU-1")), key), ErrMalformed},
 		{"long region", seal(&pb.Profile{Seq: 1, IssuedAtMs: now.UnixMilli(), ExpiresAtMs: now.Add(time.Hour).UnixMilli(), Region: strings.Repeat("x", MaxTextField+1)}, key), ErrMalformed},
+		{"unknown reach", seal(&pb.Profile{Seq: 1, IssuedAtMs: now.UnixMilli(), ExpiresAtMs: now.Add(time.Hour).UnixMilli(), Reach: "behind-nat"}, key), ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,6 +69,9 @@ func TestOpenProfile(t *testing.T) {
 				}
 				if p.ID != id || p.Seq != 7 || len(p.Gpus) != 2 {
 					t.Fatalf("got id=%s seq=%d gpus=%d, want %s 7 2", p.ID, p.Seq, len(p.Gpus), id)
+				}
+				if p.ReachOf() != ReachUnknown {
+					t.Fatalf("a profile stating no reach reads as %q, want unknown", p.ReachOf())
 				}
 				return
 			}

@@ -137,8 +137,17 @@ type Profile struct {
 	// most a spec may ask (a start asking more is refused).
 	JobLimitsDefault *JobLimits `protobuf:"bytes,10,opt,name=job_limits_default,json=jobLimitsDefault,proto3" json:"job_limits_default,omitempty"`
 	JobLimitsMax     *JobLimits `protobuf:"bytes,11,opt,name=job_limits_max,json=jobLimitsMax,proto3" json:"job_limits_max,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Optional (absent from older suppliers, read as "unknown"): how peers
+	// reach this supplier, as its own node judges from AutoNAT, identify's
+	// observed addresses and its relay reservations: "public" (dial it
+	// directly), "punchable" (behind a NAT that hole punching gets through:
+	// reach it over a relay address, then DCUtR makes the connection
+	// direct), "relay-only" (behind a symmetric NAT: only a relay carries
+	// traffic, so protocols that need a direct connection cannot run unless
+	// the other side is public) or "unknown".
+	Reach         string `protobuf:"bytes,12,opt,name=reach,proto3" json:"reach,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Profile) Reset() {
@@ -246,6 +255,13 @@ func (x *Profile) GetJobLimitsMax() *JobLimits {
 		return x.JobLimitsMax
 	}
 	return nil
+}
+
+func (x *Profile) GetReach() string {
+	if x != nil {
+		return x.Reach
+	}
+	return ""
 }
 
 // JobLimits are per-job limits; 0 in a field means that limit is not set.
@@ -438,7 +454,7 @@ const file_records_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x04 \x01(\x04R\vmemoryBytes\x12\x19\n" +
 	"\bcc_major\x18\x05 \x01(\rR\accMajor\x12\x19\n" +
 	"\bcc_minor\x18\x06 \x01(\rR\accMinor\x12\x1c\n" +
-	"\tsimulated\x18\a \x01(\bR\tsimulated\"\x91\x03\n" +
+	"\tsimulated\x18\a \x01(\bR\tsimulated\"\xa7\x03\n" +
 	"\aProfile\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x17\n" +
 	"\apeer_id\x18\x02 \x01(\fR\x06peerId\x12\x10\n" +
@@ -452,7 +468,8 @@ const file_records_proto_rawDesc = "" +
 	"\x04gpus\x18\t \x03(\v2\x13.gpumesh.p2p.v1.GPUR\x04gpus\x12G\n" +
 	"\x12job_limits_default\x18\n" +
 	" \x01(\v2\x19.gpumesh.p2p.v1.JobLimitsR\x10jobLimitsDefault\x12?\n" +
-	"\x0ejob_limits_max\x18\v \x01(\v2\x19.gpumesh.p2p.v1.JobLimitsR\fjobLimitsMax\"\x82\x01\n" +
+	"\x0ejob_limits_max\x18\v \x01(\v2\x19.gpumesh.p2p.v1.JobLimitsR\fjobLimitsMax\x12\x14\n" +
+	"\x05reach\x18\f \x01(\tR\x05reach\"\x82\x01\n" +
 	"\tJobLimits\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x04R\vmemoryBytes\x12\x14\n" +
 	"\x05procs\x18\x02 \x01(\x04R\x05procs\x12\x1d\n" +
