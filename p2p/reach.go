@@ -382,3 +382,26 @@ func (n *Network) ConnTo(p peer.ID) PeerConn {
 	}
 	return pc
 }
+
+// RankAddrs orders addrs (stably, in a new slice) by how likely a peer
+// elsewhere reaches this node at them: public direct addresses first,
+// then relayed (/p2p-circuit) ones, then private and finally loopback
+// ones. Records carry a bounded number of addresses and dialers try only
+// the first few, so what a node behind NAT can be reached at comes before
+// the LAN addresses nobody outside can dial.
+func RankAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
+	rank := func(a ma.Multiaddr) int {
+		switch {
+		case isRelayAddr(a):
+			return 1
+		case manet.IsPublicAddr(a):
+			return 0
+		case manet.IsIPLoopback(a):
+			return 3
+		}
+		return 2
+	}
+	out := slices.Clone(addrs)
+	slices.SortStableFunc(out, func(x, y ma.Multiaddr) int { return rank(x) - rank(y) })
+	return out
+}

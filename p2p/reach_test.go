@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -63,5 +64,31 @@ func TestReachOfLoopbackHost(t *testing.T) {
 	}
 	if info.Reach == ReachPublic || info.Reach == ReachPunchable {
 		t.Fatalf("a loopback-only host claims %s: %s", info.Reach, info.Reason)
+	}
+}
+
+// TestRankAddrs checks the order records list addresses in: public
+// direct, relayed, private, loopback, each group in its original order.
+func TestRankAddrs(t *testing.T) {
+	in := []string{
+		"/ip4/127.0.0.1/tcp/4001",
+		"/ip4/10.3.0.2/tcp/4001",
+		"/ip4/11.2.0.1/tcp/4001/p2p/12D3KooWSwC3ipUdF9P2xLkFw9kcDSQqcFSvZbhwpCN24A1zLfcA/p2p-circuit",
+		"/ip4/11.3.0.1/udp/4001/quic-v1",
+		"/ip4/10.3.0.2/udp/4001/quic-v1",
+		"/ip4/11.2.0.2/tcp/4001/p2p/12D3KooWQ6AFJW8nu5r43b74GjbyFK2YUuTVprUYyuvxH7sEyCEd/p2p-circuit",
+		"/ip4/11.3.0.1/tcp/4001",
+	}
+	want := []string{in[3], in[6], in[2], in[5], in[1], in[4], in[0]}
+	var addrs []ma.Multiaddr
+	for _, s := range in {
+		addrs = append(addrs, ma.StringCast(s))
+	}
+	got := addrStrings(RankAddrs(addrs))
+	if !slices.Equal(got, want) {
+		t.Fatalf("RankAddrs:\n got %q\nwant %q", got, want)
+	}
+	if addrs[0].String() != in[0] {
+		t.Fatal("RankAddrs reordered its argument")
 	}
 }
