@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/p2p"
 )
 
 // Limits on a filter's size, so that a filter from a peer or an API caller
@@ -153,6 +154,8 @@ func AnyModel() FilterOption {
 //	tflops     dense BF16 TFLOPS (number)
 //	verified   true, false, yes, no, 1 or 0 (= and != only)
 //	simulated  true, false, yes, no, 1 or 0 (= and != only)
+//	reach      how the supplier is reached, as its profile states it:
+//	           public, punchable, relay-only or unknown (= and != only)
 //
 // Numbers are non-negative decimals such as 80 or 0.95. Errors are
 // *FilterError values naming the bad term.
@@ -299,6 +302,9 @@ func parseTerm(text string, cfg *filterConfig) (Term, error) {
 		if err := cfg.checkModel(spec, alt); err != nil {
 			return Term{}, err
 		}
+		if spec.name == "reach" && !p2p.Reach(alt).Valid() {
+			return Term{}, fmt.Errorf("unknown reach %q (known: public, punchable, relay-only, unknown)", alt)
+		}
 	}
 	return t, nil
 }
@@ -408,6 +414,8 @@ var filterKeys = [...]keySpec{
 		attr: func(o Offer) (value, bool) { return value{b: o.Verified}, true }},
 	{name: "simulated", kind: kindBool, example: "false",
 		attr: func(o Offer) (value, bool) { return value{b: o.Simulated}, true }},
+	{name: "reach", kind: kindString, example: "punchable", absent: "reach unknown",
+		attr: func(o Offer) (value, bool) { return value{str: o.Reach}, o.Reach != "" }},
 }
 
 func offerCC(o Offer) (value, bool) {

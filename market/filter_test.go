@@ -77,6 +77,7 @@ func TestParseFilterErrors(t *testing.T) {
 	}{
 		{"gpu=h100", 1, "gpu=h100", `unknown key "gpu" (valid keys: model, region, count`},
 		{"count>=1 vram80", 2, "vram80", "missing operator"},
+		{"reach=nat", 1, "reach=nat", `unknown reach "nat" (known: public, punchable, relay-only, unknown)`},
 		{"=80", 1, "=80", "missing key"},
 		{"vram>=", 1, "vram>=", "empty value (want e.g. vram>=80)"},
 		{"model=a||b", 1, "model=a||b", `empty alternative in "a||b"`},
@@ -193,12 +194,12 @@ func sampleOffers() map[string]Offer {
 			PeerID: "12D3KooWh100", Model: "h100-sxm", Name: "NVIDIA H100 80GB HBM3",
 			Count: 8, Free: 6, VRAMGiB: 80, ComputeCapability: "9.0", TFLOPS: 989,
 			Region: "eu-west", Verified: true, PriceMicros: 2_100_000,
-			Reputation: ptr(0.97), UptimePct: ptr(99.9),
+			Reputation: ptr(0.97), UptimePct: ptr(99.9), Reach: "public",
 		},
 		"4090": {
 			PeerID: "12D3KooW4090", Model: "rtx4090", Name: "NVIDIA GeForce RTX 4090",
 			Count: 1, Free: 1, VRAMGiB: 24, ComputeCapability: "8.9", TFLOPS: 165,
-			Region: "US-East", Simulated: true,
+			Region: "US-East", Simulated: true, Reach: "relay-only",
 		},
 		"a6000": {
 			PeerID: "12D3KooWa6000", Model: "rtx-a6000", Count: 2, Free: 0, VRAMGiB: 48,
@@ -258,6 +259,10 @@ func TestMatch(t *testing.T) {
 		{"region=US-EAST", "a6000", true, ""},
 		{"region!=us-east", "4090", false, "region!=us-east: has US-East"},
 		{"region=eu-west", "odd", false, "region=eu-west: region unknown"},
+		// reach, as the profile states it.
+		{"reach=public|punchable", "h100", true, ""},
+		{"reach!=relay-only", "4090", false, "reach!=relay-only: has relay-only"},
+		{"reach=public", "odd", false, "reach=public: reach unknown"},
 		// counts and numbers.
 		{"count>=8 free>=4", "h100", true, ""},
 		{"free>0", "a6000", false, "free>0: has 0"},

@@ -25,8 +25,11 @@ type Offer struct {
 	VRAMGiB           int      `json:"vram_gib"`           // memory per GPU
 	ComputeCapability string   `json:"compute_capability"` // "major.minor", e.g. "9.0"
 	// TFLOPS is dense BF16 TFLOPS from the device profile, rounded down.
-	TFLOPS    int    `json:"tflops"`
-	Region    string `json:"region"`
+	TFLOPS int    `json:"tflops"`
+	Region string `json:"region"`
+	// Reach is how the supplier can be reached, as its profile states it:
+	// "public", "punchable", "relay-only" or "unknown" (see p2p.Reach).
+	Reach     string `json:"reach"`
 	Simulated bool   `json:"simulated"`
 	Verified  bool   `json:"verified"`
 	// PriceMicros is the price per GPU-hour; 0 = not advertised. In JSON
@@ -93,7 +96,7 @@ func OffersFromProfile(p *p2p.Profile) []Offer {
 				PeerID: p.ID.String(), Addrs: addrs, Model: g.Model, Name: g.Name,
 				VRAMGiB:           int((g.MemoryBytes + 1<<29) >> 30),
 				ComputeCapability: fmt.Sprintf("%d.%d", g.CcMajor, g.CcMinor),
-				Region:            p.Region, Simulated: g.Simulated,
+				Region:            p.Region, Reach: string(p.ReachOf()), Simulated: g.Simulated,
 				Version: p.Software, SeenAt: p.Issued().UTC(), JobLimits: limits,
 				TFLOPS: catalog.TFLOPS(g.Model),
 			}
