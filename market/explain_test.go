@@ -53,6 +53,17 @@ func TestExplainNoMatch(t *testing.T) {
 			want:  []string{"no supplier offers h100-sxm (no ask in the order book, no answer to the bid)"},
 		},
 		{
+			name: "a supplier the lease's use cannot reach",
+			req:  req,
+			facts: noMatchFacts{
+				asks:        []*Ask{ask(sa, "h100-sxm", 1_500_000), ask(sb, "h100-sxm", 1_000_000)},
+				declines:    quotes(quote(sa, "h100-sxm", DeclineBusy, 0, 0)),
+				unreachable: []attempt{{quote(sb, "h100-sxm", "", 1_000_000, 0), "relay-only"}},
+			},
+			want: []string{"2 suppliers have h100-sxm; 1 is fully booked (fewer than 2 free)",
+				sb.String() + " (h100-sxm at 1.00) cannot be reached for this lease: relay-only"},
+		},
+		{
 			name:  "all busy",
 			req:   req,
 			facts: noMatchFacts{declines: quotes(quote(sa, "h100-sxm", DeclineBusy, 0, 0), quote(sb, "h100-sxm", DeclineBusy, 0, 0))},

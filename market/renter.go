@@ -116,6 +116,13 @@ type RentRequest struct {
 	// Terms are the metering terms put in the proposal (zero: defaults,
 	// no job spec bound).
 	Terms Terms
+	// Unreachable says why what the lease is for cannot reach supplier
+	// from this renter ("" when it can), e.g. a job session that needs a
+	// direct connection to a supplier behind a symmetric NAT. Such a
+	// supplier's quote is not taken, and a failed rent names the reason
+	// instead of leaving the renter to time out after the lease. nil:
+	// every supplier is reachable.
+	Unreachable func(supplier peer.ID) string
 }
 
 // NoMatch is the error of a rent that made no lease: each reason says
@@ -192,6 +199,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 
 	offers, declines := r.collect(ctx, ch, req)
 	offers, shunned, unproven := r.screen(offers, req)
+	offers, unreachable := screenReach(offers, req)
 	var tried []attempt
 	for _, q := range offers {
 		l, refused, err := r.proposeQuote(ctx, q, req.Terms)
@@ -205,7 +213,24 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 		}
 		return l, nil
 	}
-	return nil, r.explain(ctx, req, offers, declines, shunned, unproven, tried)
+	return nil, r.explain(ctx, req, noMatchFacts{offers: offers, declines: declines, shunned: shunned,
+		unproven: unproven, tried: tried, unreachable: unreachable})
+}
+
+// screenReach drops the offers of suppliers that req.Unreachable says the
+// lease's use cannot reach, with the reason for each.
+func screenReach(offers []*Quote, req RentRequest) (kept []*Quote, unreachable []attempt) {
+	if req.Unreachable == nil {
+		return offers, nil
+	}
+	for _, q := range offers {
+		if why := req.Unreachable(q.Supplier); why != "" {
+			unreachable = append(unreachable, attempt{q, why})
+			continue
+		}
+		kept = append(kept, q)
+	}
+	return kept, unreachable
 }
 
 // scoreOf is supplier's reputation by req.Score.
@@ -314,7 +339,9 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, a := range pick[:min(len(pick), maxConnectSuppliers)] {
-		if r.cfg.Net.Host.Network().Connectedness(a.Supplier) == network.Connected {
+		// A limited (relayed) connection carries the bid's quote; hole
+		// punching, if the NATs allow it, is already making it direct.
+		if c := r.cfg.Net.Host.Network().Connectedness(a.Supplier); c == network.Connected || c == network.Limited {
 			continue
 		}
 		wg.Go(func() {
@@ -470,6 +497,10 @@ func (r *Renter) propose(ctx context.Context, supplier peer.ID, p *pb.LeasePropo
 	}
 	ctx, cancel := context.WithTimeout(ctx, p2p.StreamTimeout)
 	defer cancel()
+	// A proposal and its countersignature are a few kilobytes: they may
+	// go over a limited (relayed) connection while hole punching makes a
+	// direct one for what the lease is for.
+	ctx = network.WithAllowLimitedConn(ctx, string(LeaseProtocol))
 	st, err := r.cfg.Net.Host.NewStream(ctx, supplier, LeaseProtocol)
 	if err != nil {
 		return nil, "", fmt.Errorf("lease: open stream to %s: %w", supplier, err)
@@ -537,12 +568,9 @@ func (r *Renter) QueryBook(ctx context.Context, p peer.ID, models []string) ([]*
 // explain builds the reasons why no lease was made: it gathers what the
 // renter knows (the answers to its bid, and the asks in the first of
 // req.Books that answers) and summarises it (explainNoMatch).
-func (r *Renter) explain(ctx context.Context, req RentRequest, offers, declines, shunned, unproven []*Quote, tried []attempt) *NoMatch {
-	return explainNoMatch(req, noMatchFacts{
-		asks:   r.bookAsks(ctx, req.Books, req.Filter.Models()),
-		offers: offers, declines: declines, shunned: shunned, unproven: unproven,
-		tried: tried,
-	})
+func (r *Renter) explain(ctx context.Context, req RentRequest, f noMatchFacts) *NoMatch {
+	f.asks = r.bookAsks(ctx, req.Books, req.Filter.Models())
+	return explainNoMatch(req, f)
 }
 
 // bookAsks returns the asks for models (all when nil) in the first of
@@ -562,11 +590,12 @@ func (r *Renter) bookAsks(ctx context.Context, books []peer.ID, models []string)
 // noMatchFacts is what a renter knows when no lease was made: the asks in
 // an order book, the answers to its bid (offers it could take, declines,
 // offers from suppliers below its reputation floor or unproven) and the
-// proposals that suppliers refused.
+// proposals that suppliers refused, and the offers of suppliers that what
+// the lease is for cannot reach (RentRequest.Unreachable).
 type noMatchFacts struct {
 	asks                                []*Ask
 	offers, declines, shunned, unproven []*Quote
-	tried                               []attempt
+	tried, unreachable                  []attempt
 }
 
 // modelView is what the facts say of one model: the suppliers that have
@@ -613,6 +642,9 @@ func explainNoMatch(req RentRequest, f noMatchFacts) *NoMatch {
 	for _, t := range f.tried {
 		reasons = append(reasons, fmt.Sprintf("%s (%s at %s) refused the proposal: %s", t.q.Supplier, t.q.Model, money.Micros(t.q.PriceMicros).String(), t.reason))
 	}
+	for _, u := range f.unreachable {
+		reasons = append(reasons, fmt.Sprintf("%s (%s at %s) cannot be reached for this lease: %s", u.q.Supplier, u.q.Model, money.Micros(u.q.PriceMicros).String(), u.reason))
+	}
 	return &NoMatch{Reasons: reasons}
 }
 
@@ -654,6 +686,9 @@ func viewByModel(filter Filter, f noMatchFacts) map[string]*modelView {
 	}
 	for _, q := range f.unproven {
 		answer(q).unproven++
+	}
+	for _, u := range f.unreachable {
+		answer(u.q) // explained on a line of its own
 	}
 	return byModel
 }

@@ -1,6 +1,7 @@
 package market
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -134,6 +135,11 @@ func (s *Supplier) CapacityChanged() {
 	default:
 	}
 }
+
+// AddrsChanged tells the supplier that the host's addresses changed (a
+// node behind NAT got a relay reservation, or lost one), so its asks,
+// which carry the addresses renters dial, are re-posted.
+func (s *Supplier) AddrsChanged() { s.CapacityChanged() }
 
 // Run posts and renews the supplier's asks until ctx ends, then cancels
 // them and waits (at most ShutdownGrace) until a peer's order book shows
@@ -326,8 +332,9 @@ func (s *Supplier) postAsks(ctx context.Context) bool {
 		s.mu.Lock()
 		cur, unsent := s.asks[m], s.unsent[m]
 		s.mu.Unlock()
+		addrs := s.askAddrs()
 		if cur != nil && !unsent && int(cur.Count) == free && cur.PriceMicros == price &&
-			now.Before(cur.Created().Add(s.cfg.AskTTL/2)) {
+			now.Before(cur.Created().Add(s.cfg.AskTTL/2)) && slices.EqualFunc(cur.Ask.Addrs, addrs, bytes.Equal) {
 			continue
 		}
 		a := &pb.Ask{
@@ -335,11 +342,7 @@ func (s *Supplier) postAsks(ctx context.Context) bool {
 			Model: m, Count: uint32(free), PriceMicros: price, Region: s.cfg.Region,
 			MinDurationS: uint32(s.cfg.MinDuration / time.Second), MaxDurationS: uint32(s.cfg.MaxDuration / time.Second),
 			Pricing: string(s.cfg.Pricer.Mode), Simulated: s.cfg.Describe(m).Simulated,
-		}
-		for _, addr := range s.cfg.Net.Host.Addrs() {
-			if len(a.Addrs) < 16 {
-				a.Addrs = append(a.Addrs, addr.Bytes())
-			}
+			Addrs: addrs,
 		}
 		raw, err := SealAsk(a, s.cfg.Key)
 		if err != nil {
@@ -370,6 +373,18 @@ func (s *Supplier) postAsks(ctx context.Context) bool {
 		s.mu.Unlock()
 	}
 	return allSent
+}
+
+// askAddrs are the addresses an ask carries: the host's, at most MaxAddrs
+// of them.
+func (s *Supplier) askAddrs() [][]byte {
+	var out [][]byte
+	for _, addr := range p2p.RankAddrs(s.cfg.Net.Host.Addrs()) {
+		if len(out) < MaxAddrs {
+			out = append(out, addr.Bytes())
+		}
+	}
+	return out
 }
 
 // cancelAsk withdraws the live ask of model and returns its ID, or false
@@ -457,16 +472,23 @@ func (s *Supplier) HandleBid(ctx context.Context, b *Bid) {
 	s.log.Debug("quoted", "bid", b.ID.Short(), "model", q.Model, "price", q.PriceMicros, "decline", q.Decline)
 }
 
-// connected reports whether the supplier has a direct connection to p.
+// connected reports whether the supplier has a connection to p: direct,
+// or limited (through a relay, as between two peers behind NAT before
+// hole punching makes it direct, or for good behind a symmetric NAT).
 func (s *Supplier) connected(p peer.ID) bool {
-	return s.cfg.Net.Host.Network().Connectedness(p) == network.Connected
+	c := s.cfg.Net.Host.Network().Connectedness(p)
+	return c == network.Connected || c == network.Limited
 }
 
 // sendQuote writes a quote to renter over an existing connection only:
 // it never dials, neither a bid's addresses nor any the peerstore or the
 // DHT know for the renter (whose key could have announced a victim's).
+// A quote is one small message, so it may go over a limited (relayed)
+// connection: a renter behind NAT reaches a supplier behind NAT through a
+// relay first (docs/PROTOCOL.md, "Relayed connections").
 func (s *Supplier) sendQuote(ctx context.Context, renter peer.ID, raw []byte) error {
 	ctx = network.WithNoDial(ctx, "quotes go over the bidder's own connection")
+	ctx = network.WithAllowLimitedConn(ctx, string(QuoteProtocol))
 	return p2p.Send(ctx, s.cfg.Net.Host, renter, QuoteProtocol, raw)
 }
 
