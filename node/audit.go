@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -99,6 +100,9 @@ func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (api
 	if err != nil {
 		return api.ChallengeReport{PeerID: id.String()}, err
 	}
+	// The profile's addresses are where the supplier says it is reached:
+	// behind NAT, its relay addresses, which nothing else tells.
+	n.net.Host.Peerstore().AddAddrs(id, p.Addrs, peerstore.TempAddrTTL)
 	rep, err := RunChallenges(ctx, n.verify.chal, p, model)
 	if errors.Is(err, audit.ErrBusy) {
 		return rep, err // neither up nor down: try later

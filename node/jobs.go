@@ -181,15 +181,53 @@ func (n *Node) rent(ctx context.Context, req market.RentRequest) (*market.Lease,
 	if req.Proven == nil {
 		req.Proven = func(p peer.ID) bool { return n.verify.rep.Score(p).Proven() }
 	}
+	if req.Unreachable == nil {
+		req.Unreachable = n.jobUnreachable()
+	}
 	return n.jobs.renter.Rent(ctx, req)
 }
 
-// connectPeer connects to p, looking its addresses up in the DHT when the
-// peerstore has none (e.g. after this node restarted).
+// jobUnreachable says why a job session from this node cannot reach a
+// supplier: a session, its log stream and checkpoint pulls need a direct
+// connection (a relay cuts a connection after 2 minutes or 128 KiB), and
+// a supplier whose profile says relay-only (behind a symmetric NAT) gets
+// one only by dialling a public renter itself. So a renter that is not
+// public leaves relay-only suppliers out, saying why. nil when this node
+// is public: every supplier reaches it.
+func (n *Node) jobUnreachable() func(peer.ID) string {
+	self := n.net.Reach()
+	if self.Reach == p2p.ReachPublic {
+		return nil
+	}
+	reach := map[peer.ID]p2p.Reach{}
+	if ps, err := n.KnownProfiles(); err == nil {
+		for _, p := range ps {
+			reach[p.ID] = p.ReachOf()
+		}
+	}
+	return func(s peer.ID) string {
+		if reach[s] != p2p.ReachRelayOnly {
+			return ""
+		}
+		return fmt.Sprintf("its profile says relay-only (behind a symmetric NAT: hole punching cannot make a direct connection to it) and this node is %s, not public; "+
+			"a job session needs a direct connection, since a relay carries at most 2 minutes or 128 KiB. Rent from a supplier with reach=public or reach=punchable, or run from a public node", self.Reach)
+	}
+}
+
+// connectPeer connects to p at the addresses its kept profile states
+// (behind NAT, its relay addresses, which nothing else tells), and those
+// the peerstore or else the DHT knows (e.g. after this node restarted).
 func (n *Node) connectPeer(ctx context.Context, p peer.ID) error {
 	h := n.net.Host
 	if h.Network().Connectedness(p) == network.Connected {
 		return nil
+	}
+	if ps, err := n.KnownProfiles(); err == nil {
+		for _, prof := range ps {
+			if prof.ID == p {
+				h.Peerstore().AddAddrs(p, prof.Addrs, peerstore.TempAddrTTL)
+			}
+		}
 	}
 	if len(h.Peerstore().Addrs(p)) == 0 {
 		ai, err := n.net.DHT.FindPeer(ctx, p)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,9 +20,12 @@ import (
 )
 
 // advertiseLoop publishes the node's profile and provider records, then
-// republishes them at half the profile's lifetime. A failed publish (e.g.
-// no peers yet) is retried with backoff, from 1 s up to the republish
-// interval.
+// republishes them at half the profile's lifetime, and at once (at most
+// every advertiseGap) when what the profile states of the node's
+// reachability changes: its reach verdict or its addresses (a node behind
+// NAT gains relay addresses after it starts, and renters dial it at
+// those). A failed publish (e.g. no peers yet) is retried with backoff,
+// from 1 s up to the republish interval.
 func (n *Node) advertiseLoop(ctx context.Context) {
 	if len(n.gpus) == 0 {
 		n.log.Info("no GPUs: not advertising a supplier profile")
@@ -38,12 +42,20 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 	} else {
 		defer joined.Close()
 	}
+	addrsChanged, err := n.net.Host.EventBus().Subscribe(new(event.EvtLocalAddressesUpdated))
+	if err != nil {
+		n.log.Warn("watch own addresses", "err", err)
+	} else {
+		defer addrsChanged.Close()
+	}
+	var published string // reachKey of the last published profile
 	for {
 		// Peers identified before this attempt are in the routing table
 		// it uses; only one identified after it starts calls for a retry.
 		if joined != nil {
 			drain(joined.Out())
 		}
+		key := n.reachKey()
 		err := n.publishProfile(ctx)
 		wait := republish
 		if err != nil {
@@ -58,6 +70,7 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 			wait, backoff = backoff, min(backoff*2, republish)
 		} else {
 			backoff = time.Second
+			published = key
 			if first {
 				close(n.advertOK)
 				first = false
@@ -67,13 +80,69 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 		if err != nil && joined != nil {
 			peerJoined = joined.Out()
 		}
-		select {
-		case <-ctx.Done():
+		if !n.waitToAdvertise(ctx, wait, peerJoined, addrsChanged, published) {
 			return
-		case <-time.After(wait):
-		case <-peerJoined:
 		}
 	}
+}
+
+// advertiseGap is the least time between two profile publishes caused by
+// changes of reachability or addresses, which come in bursts while a node
+// behind NAT finds its relays.
+const advertiseGap = 2 * time.Second
+
+// waitToAdvertise waits until the next publish is due: wait has passed, a
+// peer joined (peerJoined, after a failed publish), or the node's reach or
+// addresses differ from the published profile's (then at least
+// advertiseGap after the last publish). It reports false when ctx ended.
+func (n *Node) waitToAdvertise(ctx context.Context, wait time.Duration, peerJoined <-chan any, addrs event.Subscription, published string) bool {
+	due := time.NewTimer(wait)
+	defer due.Stop()
+	var addrsOut <-chan any
+	if addrs != nil {
+		addrsOut = addrs.Out()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-due.C:
+			return true
+		case <-peerJoined:
+			return true
+		case <-addrsOut:
+		case <-n.net.ReachChanged():
+		}
+		if published == "" || n.reachKey() == published {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(advertiseGap):
+		}
+		n.log.Info("reachability or addresses changed; republishing the profile", "reach", n.net.Reach().Reach)
+		n.market.addrsChanged()
+		return true
+	}
+}
+
+// reachKey is what the profile states of how peers reach this node: its
+// reach verdict and its advertised addresses, as one comparable string.
+func (n *Node) reachKey() string {
+	var b strings.Builder
+	b.WriteString(string(n.net.Reach().Reach))
+	addrs := n.net.Host.Addrs()
+	strs := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		strs = append(strs, a.String())
+	}
+	sort.Strings(strs)
+	for _, a := range strs {
+		b.WriteString(" ")
+		b.WriteString(a)
+	}
+	return b.String()
 }
 
 // drain empties c of what is queued in it now.
@@ -104,6 +173,7 @@ func (n *Node) publishProfile(ctx context.Context) error {
 		Region:      n.cfg.Region,
 		Software:    Software(),
 		Gpus:        gpus,
+		Reach:       string(n.net.Reach().Reach),
 	}
 	if len(n.gpus) > 0 {
 		// Renters see what their jobs would run under before they rent.
@@ -111,7 +181,7 @@ func (n *Node) publishProfile(ctx context.Context) error {
 			p.JobLimitsDefault, p.JobLimitsMax = profileLimits(l)
 		}
 	}
-	for _, a := range n.net.Host.Addrs() {
+	for _, a := range p2p.RankAddrs(n.net.Host.Addrs()) {
 		if len(p.Addrs) < p2p.MaxAddrsPerProfile {
 			p.Addrs = append(p.Addrs, a.Bytes())
 		}

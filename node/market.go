@@ -36,6 +36,14 @@ type marketParts struct {
 	supplier *market.Supplier // nil unless this node sells
 }
 
+// addrsChanged has the supplier, if any, re-post its asks with the host's
+// new addresses.
+func (m *marketParts) addrsChanged() {
+	if m.supplier != nil {
+		m.supplier.AddrsChanged()
+	}
+}
+
 // startMarket joins the market topics, serves the order book, and starts
 // the supplier when the node has GPUs with a list price.
 func (n *Node) startMarket(ctx context.Context) error {
@@ -92,7 +100,8 @@ func (n *Node) startMarket(ctx context.Context) error {
 
 // describe is the static part of this node's offer of a model.
 func (n *Node) describe(model string) market.Offer {
-	o := market.Offer{PeerID: n.id.String(), Model: model, Region: n.cfg.Region, Version: Software()}
+	o := market.Offer{PeerID: n.id.String(), Model: model, Region: n.cfg.Region, Version: Software(),
+		Reach: string(n.net.Reach().Reach)}
 	for _, g := range n.gpus {
 		if g.Model == model {
 			o.Name, o.VRAMGiB, o.ComputeCapability = g.Name, g.VRAMGiB, g.ComputeCapability
