@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/conngater"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
@@ -72,6 +74,54 @@ type Config struct {
 	// MaxRecordAge is how long DHT servers keep value records (profiles)
 	// they were sent. The DHT default (48 h) when zero.
 	MaxRecordAge time.Duration
+	// Relay bounds the circuit relay v2 service a server runs for peers
+	// behind NAT (once AutoNAT finds it public); zero fields take
+	// DefaultRelayLimits' values.
+	Relay RelayLimits
+	// ForcePublic tells libp2p that this host is publicly reachable, so
+	// that it serves as a relay at once instead of once AutoNAT says so:
+	// for an operator who knows, and for tests on loopback, where AutoNAT
+	// never finds a public address.
+	ForcePublic bool
+}
+
+// RelayLimits bound the relay service of a server: how many peers behind
+// NAT hold a reservation (a slot others reach them through), and what one
+// relayed connection may carry before the relay cuts it.
+type RelayLimits struct {
+	// MaxReservations is the most reservations held at once; further
+	// requests are refused (RESERVATION_REFUSED) until one expires.
+	MaxReservations int
+	// MaxReservationsPerIP bounds the reservations of one IP address, so
+	// that one machine with many keys cannot take every slot.
+	MaxReservationsPerIP int
+	// MaxCircuits is the most relayed connections open at once to or from
+	// one peer.
+	MaxCircuits int
+	// Data and Duration bound one relayed connection, each way: past them
+	// the relay resets it. Protocols that need more wait for a direct
+	// connection (docs/PROTOCOL.md, "Relayed connections").
+	Data     int64
+	Duration time.Duration
+}
+
+// DefaultRelayLimits are libp2p's defaults: 128 reservations, 8 per IP,
+// 16 circuits per peer, and 128 KiB or 2 minutes per relayed connection.
+func DefaultRelayLimits() RelayLimits {
+	d := relayv2.DefaultResources()
+	return RelayLimits{MaxReservations: d.MaxReservations, MaxReservationsPerIP: d.MaxReservationsPerIP,
+		MaxCircuits: d.MaxCircuits, Data: d.Limit.Data, Duration: d.Limit.Duration}
+}
+
+// resources are l as the relay's resources, with defaults for zero fields.
+func (l RelayLimits) resources() relayv2.Resources {
+	d := DefaultRelayLimits()
+	r := relayv2.DefaultResources()
+	r.MaxReservations = cmp.Or(l.MaxReservations, d.MaxReservations)
+	r.MaxReservationsPerIP = cmp.Or(l.MaxReservationsPerIP, d.MaxReservationsPerIP)
+	r.MaxCircuits = cmp.Or(l.MaxCircuits, d.MaxCircuits)
+	r.Limit = &relayv2.RelayLimit{Data: cmp.Or(l.Data, d.Data), Duration: cmp.Or(l.Duration, d.Duration)}
+	return r
 }
 
 func (c *Config) fill() error {
@@ -192,7 +242,7 @@ func hostOptions(cfg Config, rm network.ResourceManager, cm *connmgr.BasicConnMg
 		metricsOption(cfg.Registerer),
 		listenOption(cfg.ListenAddrs),
 	)
-	return append(opts, natOptions(cfg.Mode, relayPeers)...)
+	return append(opts, natOptions(cfg, relayPeers)...)
 }
 
 // transportOptions are TCP and QUIC, with Noise and yamux over TCP.
@@ -225,15 +275,19 @@ func listenOption(addrs []string) libp2p.Option {
 
 // natOptions are hole punching for every host and, on servers, the help
 // they give peers behind NAT.
-func natOptions(mode Mode, relayPeers func(context.Context, int) <-chan peer.AddrInfo) []libp2p.Option {
+func natOptions(cfg Config, relayPeers func(context.Context, int) <-chan peer.AddrInfo) []libp2p.Option {
 	opts := []libp2p.Option{libp2p.EnableHolePunching()}
-	if mode == ModeServer {
-		// Servers help peers behind NAT: AutoNAT dial-backs and a limited
-		// circuit relay v2 service. If AutoNAT finds a server itself
-		// unreachable, it reserves a slot on relays picked from its DHT
-		// routing table, and DCUtR upgrades relayed connections.
-		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableRelayService(),
+	if cfg.Mode == ModeServer {
+		// Servers help peers behind NAT: AutoNAT v1 and v2 dial-backs and
+		// a limited circuit relay v2 service. If AutoNAT finds a server
+		// itself unreachable, it reserves a slot on relays picked from
+		// its DHT routing table, and DCUtR upgrades relayed connections.
+		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableAutoNATv2(),
+			libp2p.EnableRelayService(relayv2.WithResources(cfg.Relay.resources())),
 			libp2p.EnableAutoRelayWithPeerSource(relayPeers))
+	}
+	if cfg.ForcePublic {
+		opts = append(opts, libp2p.ForceReachabilityPublic())
 	}
 	return opts
 }
@@ -517,6 +571,10 @@ func (n *Network) keepBootstrap(ctx context.Context) {
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			// Past the swarm's dial backoff, which after a long outage
+			// (a partition between regions) grows to minutes: this dial
+			// is already spaced KeepBootstrapEvery apart.
+			cctx = network.WithForceDirectDial(cctx, "keep bootstrap peers")
 			if err := n.Host.Connect(cctx, ai); err == nil {
 				n.log.Info("reconnected to bootstrap peer", "peer", ai.ID)
 			}
