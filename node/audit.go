@@ -103,6 +103,12 @@ func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (api
 	// The profile's addresses are where the supplier says it is reached:
 	// behind NAT, its relay addresses, which nothing else tells.
 	n.net.Host.Peerstore().AddAddrs(id, p.Addrs, peerstore.TempAddrTTL)
+	// A challenge is timed and moves more than a relay carries: behind
+	// NAT it waits for hole punching; without a direct connection the
+	// challenge below fails as unreachable.
+	if err := n.net.Direct(ctx, id); err != nil {
+		n.log.Debug("no direct connection for a challenge", "peer", id, "err", err)
+	}
 	rep, err := RunChallenges(ctx, n.verify.chal, p, model)
 	if errors.Is(err, audit.ErrBusy) {
 		return rep, err // neither up nor down: try later

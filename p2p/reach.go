@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -404,4 +405,79 @@ func RankAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
 	out := slices.Clone(addrs)
 	slices.SortStableFunc(out, func(x, y ma.Multiaddr) int { return rank(x) - rank(y) })
 	return out
+}
+
+// Waiting for hole punching (see Direct).
+const (
+	// directWait is how long one round waits for DCUtR to turn a relayed
+	// connection into a direct one: identify over the relay, the CONNECT
+	// exchange and the simultaneous dials take a few round trips.
+	directWait = 4 * time.Second
+	// directRounds is how many relayed connections Direct opens in turn.
+	directRounds = 3
+)
+
+// Direct makes sure this node has a direct (not relayed) connection to p,
+// for what a relay's limits would cut: a job session, its logs and
+// checkpoints, a challenge. It connects to p if need be (at the addresses
+// the peerstore holds, relayed ones included) and waits while hole
+// punching (DCUtR) upgrades a relayed connection. DCUtR runs when a
+// relayed connection opens and gives up after three tries, so when a
+// round brings no direct connection within directWait, Direct closes the
+// relayed connections and connects again, which starts a new round, up to
+// directRounds times. A peer behind a symmetric NAT never gets one unless
+// one side is public.
+func (n *Network) Direct(ctx context.Context, p peer.ID) error {
+	for round := 1; ; round++ {
+		if n.hasDirect(p) {
+			return nil
+		}
+		if err := n.Host.Connect(network.WithAllowLimitedConn(ctx, "hole punching"), peer.AddrInfo{ID: p}); err != nil {
+			return fmt.Errorf("p2p: connect to %s: %w", p, err)
+		}
+		if err := n.waitDirect(ctx, p, directWait); err != nil {
+			return err
+		}
+		if n.hasDirect(p) {
+			return nil
+		}
+		if round == directRounds {
+			return fmt.Errorf("p2p: no direct connection to %s after %d rounds of hole punching (%s each): its NAT, or ours, may not allow one", p, directRounds, directWait)
+		}
+		n.log.Debug("hole punching made no direct connection; reconnecting through the relay", "peer", p, "round", round)
+		for _, c := range n.Host.Network().ConnsToPeer(p) {
+			if c.Stat().Limited {
+				_ = c.Close()
+			}
+		}
+	}
+}
+
+// waitDirect waits, at most d, for a direct connection to p; it fails
+// only when ctx ends.
+func (n *Network) waitDirect(ctx context.Context, p peer.ID, d time.Duration) error {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !n.hasDirect(p) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("p2p: no direct connection to %s yet: %w", p, ctx.Err())
+		case <-deadline.C:
+			return nil
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// hasDirect reports whether this node has a direct connection to p.
+func (n *Network) hasDirect(p peer.ID) bool {
+	for _, c := range n.Host.Network().ConnsToPeer(p) {
+		if !c.Stat().Limited && !isRelayAddr(c.RemoteMultiaddr()) {
+			return true
+		}
+	}
+	return false
 }
