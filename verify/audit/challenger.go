@@ -108,7 +108,8 @@ func (c *Challenger) sameWork(ctx context.Context, p challenge.Params, gpus int)
 	return ownRun{took: time.Since(start), err: err}
 }
 
-// maxRTTAllowance caps the round trip added to the memory deadline.
+// maxRTTAllowance caps the round trip added to the commit's time bound and
+// to the memory deadline.
 const maxRTTAllowance = 250 * time.Millisecond
 
 // roundTrip measures one libp2p ping round trip to p, capped.
@@ -271,6 +272,10 @@ func (x *exchange) commit(ctx context.Context, bound *challenge.TimeBound) ([][]
 	for i := range x.seeds {
 		req.Seeds = append(req.Seeds, x.seeds[i][:])
 	}
+	// The commit's time includes one round trip (request out, commit
+	// back), which a prover across a WAN cannot help: it is allowed on
+	// top of the bound, as the memory deadline allows it, capped.
+	rtt := x.c.roundTrip(ctx, x.subject)
 	start := time.Now()
 	if err := x.send(req); err != nil {
 		return nil, err
@@ -298,7 +303,11 @@ func (x *exchange) commit(ctx context.Context, bound *challenge.TimeBound) ([][]
 		bound = &b
 		x.res.Expected = gops(x.params, x.gpus, b.Max)
 	}
-	if err := bound.Check(elapsed); err != nil {
+	allowed := *bound
+	if allowed.Max > 0 {
+		allowed.Max += rtt
+	}
+	if err := allowed.Check(elapsed); err != nil {
 		return nil, err
 	}
 	return commit.Roots, nil
