@@ -95,6 +95,13 @@ func (st *State) Command(ctx context.Context, binary string, args ...string) *ex
 	return exec.CommandContext(ctx, binary, args...)
 }
 
+// quicAddr is the udp/quic-v1 address of a netns node whose tcp address
+// is addr (/ip4/A/tcp/4001/p2p/ID): every node listens on both, on the
+// same port.
+func quicAddr(addr string) string {
+	return strings.Replace(addr, fmt.Sprintf("/tcp/%d/", NetnsP2PPort), fmt.Sprintf("/udp/%d/quic-v1/", NetnsP2PPort), 1)
+}
+
 // withBootstrap returns args with a --bootstrap flag for each address of
 // bootstrap that is not self's and not there yet.
 func withBootstrap(args, bootstrap []string, self string) []string {
@@ -183,7 +190,12 @@ func upNetns(ctx context.Context, o Options) (_ *State, err error) {
 			return nil, err
 		}
 		st.Nodes[i] = p.info
-		st.Bootstrap = append(st.Bootstrap, p.info.Addr)
+		// Both transports, as a real node's bootstrap list would have
+		// them: libp2p then prefers QUIC, and nodes behind NAT learn
+		// their observed UDP addresses, which hole punching over UDP
+		// needs (TCP simultaneous open through two NATs fails far more
+		// often).
+		st.Bootstrap = append(st.Bootstrap, p.info.Addr, quicAddr(p.info.Addr))
 	}
 	if len(st.Bootstrap) == 0 {
 		return nil, fmt.Errorf("testnet: --netns with %d nodes has no public node; start at least 2", o.Nodes)

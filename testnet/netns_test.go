@@ -114,8 +114,8 @@ func TestNetnsUpDown(t *testing.T) {
 	if kinds["public"] != 2 || kinds["cone"] != 2 || kinds["symmetric"] != 2 {
 		t.Errorf("kinds %v, want 2 of each", kinds)
 	}
-	if len(st.Bootstrap) != 2 {
-		t.Errorf("bootstrap %q, want the 2 public nodes", st.Bootstrap)
+	if len(st.Bootstrap) != 4 {
+		t.Errorf("bootstrap %q, want the 2 public nodes' tcp and quic-v1 addresses", st.Bootstrap)
 	}
 	if st.Netns == nil || !isWAN(st.Netns.WANPID, dir) {
 		t.Fatalf("no WAN process running: %+v", st.Netns)
@@ -168,5 +168,12 @@ func TestNetnsUpDown(t *testing.T) {
 		if !gone(n.PID) {
 			t.Errorf("node %d (pid %d) survived Down", n.Index, n.PID)
 		}
+	}
+}
+
+func TestQUICAddr(t *testing.T) {
+	got := quicAddr("/ip4/11.1.0.4/tcp/4001/p2p/12D3KooWCTjZBkP846BLwepswC1TVUXDAGKi7i3ouebeDA9WaKhw")
+	if want := "/ip4/11.1.0.4/udp/4001/quic-v1/p2p/12D3KooWCTjZBkP846BLwepswC1TVUXDAGKi7i3ouebeDA9WaKhw"; got != want {
+		t.Fatalf("quicAddr = %q, want %q", got, want)
 	}
 }

@@ -109,9 +109,9 @@ func newPeersCmd(a *app) *cobra.Command {
 				if !p.LastSeen.IsZero() {
 					seen = time.Since(p.LastSeen).Truncate(time.Second).String() + " ago"
 				}
-				rows = append(rows, []string{p.ID.String(), strconv.FormatBool(p.Connected), fmt.Sprintf("%d/%d", p.GPUsFree, p.GPUsTotal), orDash(p.Region), seen, fmt.Sprintf("%.1f", p.LatencyMs), fmt.Sprintf("%.1f", p.Score), fmt.Sprintf("%.2f", p.Reputation), strconv.FormatBool(p.Verified), uptime(p.UptimePct), orDash(p.Software)})
+				rows = append(rows, []string{p.ID.String(), strconv.FormatBool(p.Connected), orDash(p.Conn), fmt.Sprintf("%d/%d", p.GPUsFree, p.GPUsTotal), orDash(p.Region), seen, fmt.Sprintf("%.1f", p.LatencyMs), fmt.Sprintf("%.1f", p.Score), fmt.Sprintf("%.2f", p.Reputation), strconv.FormatBool(p.Verified), uptime(p.UptimePct), orDash(p.Software)})
 			}
-			a.table([]string{"PEER", "CONNECTED", "GPUS(FREE/TOTAL)", "REGION", "LAST HEARTBEAT", "RTT(ms)", "SCORE", "REPUTATION", "VERIFIED", "UPTIME", "SOFTWARE"}, rows)
+			a.table([]string{"PEER", "CONNECTED", "CONN", "GPUS(FREE/TOTAL)", "REGION", "LAST HEARTBEAT", "RTT(ms)", "SCORE", "REPUTATION", "VERIFIED", "UPTIME", "SOFTWARE"}, rows)
 			return nil
 		},
 	}

@@ -86,9 +86,9 @@ func (a *app) printOffers(offers []market.Offer) error {
 		if o.Reputation != nil {
 			rep = fmt.Sprintf("%.2f", *o.Reputation)
 		}
-		rows = append(rows, []string{shortID(o.PeerID), o.Model, fmt.Sprintf("%d/%d", o.Free, o.Count), price, strconv.Itoa(o.VRAMGiB), o.ComputeCapability, strconv.Itoa(o.TFLOPS), o.Region, rep, strconv.FormatBool(o.Verified), strconv.FormatBool(o.Simulated), time.Since(o.SeenAt).Truncate(time.Second).String() + " ago"})
+		rows = append(rows, []string{shortID(o.PeerID), o.Model, fmt.Sprintf("%d/%d", o.Free, o.Count), price, strconv.Itoa(o.VRAMGiB), o.ComputeCapability, strconv.Itoa(o.TFLOPS), o.Region, orDash(o.Reach), rep, strconv.FormatBool(o.Verified), strconv.FormatBool(o.Simulated), time.Since(o.SeenAt).Truncate(time.Second).String() + " ago"})
 	}
-	a.table([]string{"PEER", "MODEL", "FREE/COUNT", "PRICE/GPU-H", "VRAM(GiB)", "CC", "TFLOPS", "REGION", "REP", "VERIFIED", "SIMULATED", "PROFILE"}, rows)
+	a.table([]string{"PEER", "MODEL", "FREE/COUNT", "PRICE/GPU-H", "VRAM(GiB)", "CC", "TFLOPS", "REGION", "REACH", "REP", "VERIFIED", "SIMULATED", "PROFILE"}, rows)
 	return nil
 }
 
