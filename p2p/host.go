@@ -384,6 +384,11 @@ func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.P
 		// still forming (a node that just started, a light client that
 		// publishes one bid and leaves). Forwarded messages use the mesh.
 		pubsub.WithFloodPublish(true),
+		// A restarted node must not score its peers down for relaying
+		// its previous run's messages (dropOwnEchoes, which reads the
+		// author out of message IDs).
+		pubsub.WithMessageIdFn(pubsub.DefaultMsgIdFn),
+		pubsub.WithAppSpecificRpcInspector(dropOwnEchoes(h.ID())),
 		pubsub.WithLogger(cfg.Logger.With("sub", "pubsub")),
 	)
 }

@@ -103,9 +103,35 @@ func Verdict(err error) pubsub.ValidationResult {
 
 // Publish gossips data, waiting until at least one peer shares the topic
 // or ctx ends (a node that publishes into an empty topic loses the message).
+//
+// It waits for a topic peer, not for a mesh peer as pubsub's
+// MinTopicSize readiness does: the node flood-publishes (WithFloodPublish)
+// to every topic peer in good standing, mesh or not, and a mesh can stay
+// empty for minutes. A node restarted with the same key finds its peers
+// backing off its ID (its old self left the topic), so they prune its
+// GRAFTs for PruneBackoff: with MinTopicSize a restarted supplier could not
+// post its asks for a minute or more, though its peer was right there.
 func (t *Topic) Publish(ctx context.Context, data []byte) error {
-	if err := t.topic.Publish(ctx, data, pubsub.WithReadiness(pubsub.MinTopicSize(1))); err != nil {
+	if err := t.waitPeer(ctx); err != nil {
 		return fmt.Errorf("topic %s: publish: %w", t.name, err)
+	}
+	if err := t.topic.Publish(ctx, data); err != nil {
+		return fmt.Errorf("topic %s: publish: %w", t.name, err)
+	}
+	return nil
+}
+
+// peerPoll is how often Publish looks for a topic peer while it has none.
+const peerPoll = 50 * time.Millisecond
+
+// waitPeer returns once a peer shares the topic, or ctx's error.
+func (t *Topic) waitPeer(ctx context.Context) error {
+	for len(t.topic.ListPeers()) == 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no topic peer: %w", ctx.Err())
+		case <-time.After(peerPoll):
+		}
 	}
 	return nil
 }

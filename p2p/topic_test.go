@@ -1,0 +1,129 @@
+package p2p
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pspb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// startNetworkKey is startNetwork (a server with pubsub) with a given key,
+// as a node restarted on its data dir has.
+func startNetworkKey(t testing.TB, key crypto.PrivKey, bootstrap []peer.AddrInfo) *Network {
+	t.Helper()
+	n, err := New(Config{Key: key, Mode: ModeServer, PubSub: true, Bootstrap: bootstrap, Logger: quietLogger(),
+		ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
+	if err != nil {
+		t.Fatalf("start network: %v", err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Bootstrap(ctx, 5*time.Second); err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	return n
+}
+
+func joinTestTopic(t testing.TB, n *Network) *Topic {
+	t.Helper()
+	tp, err := JoinTopic(n.PubSub, n.Host.ID(), "/gpumesh/test/1.0.0", func(_ peer.ID, data []byte) (any, error) { return string(data), nil }, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tp.Close() })
+	return tp
+}
+
+// TestRestartedPublisherReachesPeer restarts a publisher with the same key
+// right after it left the topic, as a supplier restarted on its data dir
+// does. Its peer backs off the publisher's ID (the old run's PRUNE) and so
+// prunes the new run's GRAFT: the new run has a topic peer but no mesh
+// peer, for a minute. Its messages must still get through at once (they
+// did not when Publish waited for a mesh peer), and the peer, which still
+// advertises the old run's messages, must not lose score with the new run
+// for relaying them (it did, -100 each, as self-origin messages).
+func TestRestartedPublisherReachesPeer(t *testing.T) {
+	b := startNetwork(t, ModeServer, true, nil)
+	bt := joinTestTopic(t, b)
+	key := newKey(t)
+	a := startNetworkKey(t, key, []peer.AddrInfo{addrInfo(b)})
+	at := joinTestTopic(t, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The old run publishes until just before it stops, as a node's
+	// heartbeats do, so that b holds its messages for gossip.
+	for i := range 5 {
+		if err := at.Publish(ctx, fmt.Appendf(nil, "old %d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := bt.Next(ctx); err != nil || m.Value != fmt.Sprintf("old %d", i) {
+			t.Fatalf("old run's message %d: %v %v", i, m.Value, err)
+		}
+	}
+	// Leaving the topic PRUNEs b, which then backs off a's ID.
+	if err := at.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "b sees a leave", func() bool { return len(bt.Peers()) == 0 })
+	time.Sleep(100 * time.Millisecond)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	again := startNetworkKey(t, key, []peer.AddrInfo{addrInfo(b)})
+	at = joinTestTopic(t, again)
+	// Joining grafts b, which answers with a PRUNE: publish once that has
+	// come back, as a node's first ask or heartbeat would.
+	waitFor(t, 5*time.Second, "b in the new run's topic", func() bool { return len(at.Peers()) > 0 })
+	time.Sleep(500 * time.Millisecond)
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer pcancel()
+	if err := at.Publish(pctx, []byte("new")); err != nil {
+		t.Fatalf("the restarted publisher could not publish: %v", err)
+	}
+	for {
+		m, err := bt.Next(pctx)
+		if err != nil {
+			t.Fatalf("b never got the restarted publisher's message: %v", err)
+		}
+		if m.Value == "new" {
+			break
+		}
+	}
+	// Scores are sampled every 5 s; b's gossip of the old run's messages
+	// comes at its first heartbeats, well before.
+	waitFor(t, 10*time.Second, "b's score sampled", func() bool {
+		_, ok := again.PeerScores()[b.Host.ID()]
+		return ok
+	})
+	if s := again.PeerScores()[b.Host.ID()]; s < 0 {
+		t.Fatalf("the restarted node scores b %f for relaying its old run's messages, want >= 0", s)
+	}
+}
+
+// TestDropOwnEchoes checks the inspector strips exactly the node's own
+// messages and IHAVE IDs, whatever the relay, and leaves the rest.
+func TestDropOwnEchoes(t *testing.T) {
+	self, other := mustID(t, newKey(t)), mustID(t, newKey(t))
+	seq := []byte{0, 0, 0, 0, 0, 0, 0, 7}
+	id := func(p peer.ID) string { return pubsub.DefaultMsgIdFn(&pspb.Message{From: []byte(p), Seqno: seq}) }
+	topic := "t"
+	rpc := &pubsub.RPC{}
+	rpc.Publish = []*pspb.Message{{From: []byte(self), Seqno: seq}, {From: []byte(other), Seqno: seq}}
+	rpc.Control = &pspb.ControlMessage{Ihave: []*pspb.ControlIHave{{TopicID: &topic, MessageIDs: []string{id(self), id(other)}}}}
+	if err := dropOwnEchoes(self)(other, rpc); err != nil {
+		t.Fatal(err)
+	}
+	if len(rpc.Publish) != 1 || peer.ID(rpc.Publish[0].From) != other {
+		t.Fatalf("published messages left: %v", rpc.Publish)
+	}
+	if ids := rpc.Control.Ihave[0].MessageIDs; len(ids) != 1 || ids[0] != id(other) {
+		t.Fatalf("IHAVE IDs left: %q", ids)
+	}
+}
