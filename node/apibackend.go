@@ -71,6 +71,9 @@ func (b *apiBackend) Peers() []api.Peer {
 		case c.Relayed:
 			peers[i].Conn = "relayed"
 		}
+		if d, ok := n.net.PunchTime(id); ok {
+			peers[i].PunchMs = float64(d.Microseconds()) / 1000
+		}
 		if rtt := n.net.Host.Peerstore().LatencyEWMA(id); rtt > 0 {
 			peers[i].LatencyMs = float64(rtt.Microseconds()) / 1000
 		}

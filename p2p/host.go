@@ -166,6 +166,7 @@ type Network struct {
 	scores    map[peer.ID]float64 // refreshed by pubsub every second
 	penalties *penalties          // the application-specific score (Penalize)
 	reach     *reachTracker       // what Reach reports
+	punch     *punchClock         // how long hole punching took, per peer
 
 	closeOnce sync.Once
 	closeErr  error

@@ -343,6 +343,8 @@ func (n *Network) startReach(ctx context.Context) error {
 		return fmt.Errorf("p2p: subscribe to reachability events: %w", err)
 	}
 	n.wg.Go(func() { n.reach.run(ctx, sub) })
+	n.punch = newPunchClock(time.Now)
+	n.Host.Network().Notify(n.punch.notifiee(n))
 	return nil
 }
 
@@ -481,3 +483,78 @@ func (n *Network) hasDirect(p peer.ID) bool {
 	}
 	return false
 }
+
+// punchClock times hole punching per peer: from the first relayed
+// connection to the first direct one after it, so that a node can tell
+// how long DCUtR took (the API's punch_ms, the NAT benchmark).
+type punchClock struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	relayed map[peer.ID]time.Time     // a relayed connection is open, no direct one yet
+	took    map[peer.ID]time.Duration // the last relayed-to-direct upgrade
+}
+
+// maxPunchPeers bounds each of the clock's tables: every peer that
+// connects adds an entry.
+const maxPunchPeers = 1024
+
+func newPunchClock(now func() time.Time) *punchClock {
+	return &punchClock{now: now, relayed: map[peer.ID]time.Time{}, took: map[peer.ID]time.Duration{}}
+}
+
+// connected records a new connection to p; direct says whether p now has
+// a direct one.
+func (pc *punchClock) connected(p peer.ID, limited, direct bool) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	start, waiting := pc.relayed[p]
+	switch {
+	case direct && waiting:
+		delete(pc.relayed, p)
+		if len(pc.took) >= maxPunchPeers {
+			clear(pc.took)
+		}
+		pc.took[p] = pc.now().Sub(start)
+	case limited && !direct && !waiting:
+		if len(pc.relayed) >= maxPunchPeers {
+			clear(pc.relayed)
+		}
+		pc.relayed[p] = pc.now()
+	}
+}
+
+// disconnected forgets a wait for a direct connection to p once no
+// connection to it is left.
+func (pc *punchClock) disconnected(p peer.ID) {
+	pc.mu.Lock()
+	delete(pc.relayed, p)
+	pc.mu.Unlock()
+}
+
+// last is how long the last upgrade of a relayed connection to p to a
+// direct one took.
+func (pc *punchClock) last(p peer.ID) (time.Duration, bool) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	d, ok := pc.took[p]
+	return d, ok
+}
+
+// notifiee feeds the clock from the host's connection events.
+func (pc *punchClock) notifiee(n *Network) network.Notifiee {
+	return &network.NotifyBundle{
+		ConnectedF: func(_ network.Network, c network.Conn) {
+			p := c.RemotePeer()
+			pc.connected(p, c.Stat().Limited || isRelayAddr(c.RemoteMultiaddr()), n.hasDirect(p))
+		},
+		DisconnectedF: func(nw network.Network, c network.Conn) {
+			if len(nw.ConnsToPeer(c.RemotePeer())) == 0 {
+				pc.disconnected(c.RemotePeer())
+			}
+		},
+	}
+}
+
+// PunchTime is how long hole punching took, the last time a relayed
+// connection to p became direct (false when that never happened).
+func (n *Network) PunchTime(p peer.ID) (time.Duration, bool) { return n.punch.last(p) }

@@ -3,6 +3,7 @@ package p2p
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -90,5 +91,30 @@ func TestRankAddrs(t *testing.T) {
 	}
 	if addrs[0].String() != in[0] {
 		t.Fatal("RankAddrs reordered its argument")
+	}
+}
+
+// TestPunchClock times a relayed connection's upgrade to a direct one,
+// and times nothing for peers dialled directly or left relayed.
+func TestPunchClock(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	pc := newPunchClock(func() time.Time { return now })
+	a, b, c := peer.ID("a"), peer.ID("b"), peer.ID("c")
+	pc.connected(a, true, false) // relayed first
+	pc.connected(b, false, true) // dialled directly
+	pc.connected(c, true, false) // relayed, never punched
+	now = now.Add(1500 * time.Millisecond)
+	pc.connected(a, true, false) // a second relayed connection does not restart the clock
+	pc.connected(a, false, true) // hole punched
+	if d, ok := pc.last(a); !ok || d != 1500*time.Millisecond {
+		t.Fatalf("a: %v %v, want 1.5s", d, ok)
+	}
+	if _, ok := pc.last(b); ok {
+		t.Fatal("b was dialled directly, yet has a punch time")
+	}
+	pc.disconnected(c)
+	pc.connected(c, false, true)
+	if _, ok := pc.last(c); ok {
+		t.Fatal("c's relayed connection closed before the direct one, yet it has a punch time")
 	}
 }

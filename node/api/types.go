@@ -37,11 +37,15 @@ type Peer struct {
 	ProfileSeq uint64    `json:"profile_seq"`
 	Connected  bool      `json:"connected"`
 	Conn       string    `json:"conn,omitempty"` // "direct", or "relayed" when only a relay (limited connection) joins the two
-	LatencyMs  float64   `json:"latency_ms,omitempty"`
-	Score      float64   `json:"score"`                // GossipSub peer score; negative after invalid messages
-	Reputation float64   `json:"reputation"`           // 0..1 from attestations, 0.5 unknown
-	Verified   bool      `json:"verified"`             // passed challenges of enough trusted challengers
-	UptimePct  *float64  `json:"uptime_pct,omitempty"` // from uptime pings, when any
+	// PunchMs is how long hole punching took, the last time a relayed
+	// connection to the peer became direct; omitted when that never
+	// happened (the peer was dialled directly, or is relay-only).
+	PunchMs    float64  `json:"punch_ms,omitempty"`
+	LatencyMs  float64  `json:"latency_ms,omitempty"`
+	Score      float64  `json:"score"`                // GossipSub peer score; negative after invalid messages
+	Reputation float64  `json:"reputation"`           // 0..1 from attestations, 0.5 unknown
+	Verified   bool     `json:"verified"`             // passed challenges of enough trusted challengers
+	UptimePct  *float64 `json:"uptime_pct,omitempty"` // from uptime pings, when any
 }
 
 // OrderView is one order of the book as the CLI and the API show it.
