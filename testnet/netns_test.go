@@ -24,7 +24,7 @@ var testnetBin struct {
 
 // testnetBinary builds the testnet command (its hidden `wan` command runs
 // the lab's WAN) next to the gpumesh binary, so TestMain removes both.
-func testnetBinary(t *testing.T) string {
+func testnetBinary(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Dir(binary(t))
 	testnetBin.once.Do(func() {

@@ -39,7 +39,7 @@ var gpumesh buildOnce
 
 // binary returns the path of a freshly built gpumesh binary, skipping the
 // test under -short.
-func binary(t *testing.T) string {
+func binary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts real gpumesh processes; skipped with -short")
@@ -106,7 +106,7 @@ func up(t *testing.T, n int) (*State, string) {
 	return st, dir
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 

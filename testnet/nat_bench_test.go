@@ -1,0 +1,166 @@
+package testnet
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/node/job"
+)
+
+// BenchmarkNAT measures, in the 12-node namespace testnet with WAN latency
+// (startNATNet), what a renter behind a cone NAT waits for, each figure
+// also as a multiple of the round trip between the two peers measured in
+// the same run (libp2p's ping, the peers API's latency), so that it reads
+// the same on any machine:
+//
+//   - search: a cold `gpumesh search --json` process in node 0's namespace
+//     through the first public node, over the round trip to that node;
+//   - rent: `gpumesh rent` as a fresh light client in node 0's namespace,
+//     from a supplier behind another cone NAT (reach=punchable), to the
+//     countersigned lease, over the round trip to that supplier;
+//   - punch: node 0's time from a relayed connection to a supplier behind
+//     NAT to the direct one hole punching made (punch_ms);
+//   - job: `gpumesh run --detach` from node 0 to the job running on a
+//     supplier behind NAT, over the round trip to it.
+//
+// Each iteration measures each once; the figures are medians. It needs
+// root and network namespaces, as the NAT tests do: `make bench` runs it
+// with -benchtime 3x.
+func BenchmarkNAT(b *testing.B) {
+	n := startNATNet(b)
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
+	defer cancel()
+	n.waitReach(ctx, 3, "punchable")
+	var search, searchRTT, rent, rentRTT, punch, punchRTT, start, startRTT []float64
+	bootstrap := n.st.Bootstrap[0]
+	boot, err := peer.AddrInfoFromString(bootstrap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bootID := boot.ID.String()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if out, err := n.nsCommand(ctx, "search", "--bootstrap", bootstrap, "--json"); err != nil {
+			b.Fatalf("search: %v: %s", err, out)
+		}
+		search = append(search, ms(time.Since(t0)))
+		searchRTT = append(searchRTT, n.rtt(ctx, bootID))
+
+		t0 = time.Now()
+		out, err := n.nsCommand(ctx, "rent", "reach=punchable", "--count", "1", "--hours", "1", "--max-price", "5",
+			"--allow-unproven", "--bootstrap", bootstrap, "--data", b.TempDir(), "--json")
+		if err != nil {
+			b.Fatalf("rent: %v: %s", err, out)
+		}
+		rent = append(rent, ms(time.Since(t0)))
+		var lease struct {
+			Supplier string `json:"supplier"`
+		}
+		if err := json.Unmarshal(out, &lease); err != nil || lease.Supplier == "" {
+			b.Fatalf("rent printed %q: %v", out, err)
+		}
+		rentRTT = append(rentRTT, n.rtt(ctx, lease.Supplier))
+
+		t0 = time.Now()
+		id, on, err := n.runJob(ctx, "reach=punchable", "sleep", "5")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			v, err := n.client(0).Job(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if v.State == job.StateRunning || v.State == job.StateSucceeded {
+				break
+			}
+			if v.State == job.StateFailed || time.Since(t0) > time.Minute {
+				b.Fatalf("job %s on %s: %s (%s)", id, on, v.State, v.Message)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		start = append(start, ms(time.Since(t0)))
+		rtt := n.rtt(ctx, on)
+		startRTT = append(startRTT, rtt)
+		if p := n.punchMs(ctx, on); p > 0 {
+			punch, punchRTT = append(punch, p), append(punchRTT, rtt)
+		}
+	}
+	report := func(name string, v, rtt []float64) {
+		if len(v) == 0 {
+			b.Logf("%s: not measured (no hole punch seen: every connection was direct already)", name)
+			return
+		}
+		m, r := median(v), median(rtt)
+		b.ReportMetric(m, name+"-ms")
+		b.ReportMetric(m/r, name+"/rtt")
+		b.Logf("%s: p50 %.0f ms = %.1f × the %.0f ms round trip (%d runs)", name, m, m/r, r, len(v))
+	}
+	report("search", search, searchRTT)
+	report("rent", rent, rentRTT)
+	report("punch", punch, punchRTT)
+	report("job-start", start, startRTT)
+}
+
+// nsCommand runs the gpumesh CLI in node 0's namespace with args as they
+// are (no node API: a light client).
+func (n *natNet) nsCommand(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := n.st.Command(ctx, n.bin, args...)
+	cmd.WaitDelay = 2 * time.Second
+	return cmd.Output()
+}
+
+// rtt is node 0's round trip to peer id in ms, as libp2p's pings measure
+// it (the peers API's latency); it waits a little for a first ping.
+func (n *natNet) rtt(ctx context.Context, id string) float64 {
+	n.t.Helper()
+	want, err := peer.Decode(id)
+	if err != nil {
+		n.t.Fatalf("peer %q: %v", id, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		peers, err := n.client(0).Peers(ctx)
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		for _, p := range peers {
+			if p.ID == want && p.LatencyMs > 0 {
+				return p.LatencyMs
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	n.t.Fatalf("node 0 has no round-trip time to %s", id)
+	return 0
+}
+
+// punchMs is node 0's last hole-punch time to peer id, 0 if none.
+func (n *natNet) punchMs(ctx context.Context, id string) float64 {
+	peers, err := n.client(0).Peers(ctx)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	for _, p := range peers {
+		if p.ID.String() == id {
+			return p.PunchMs
+		}
+	}
+	return 0
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
