@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,9 +24,9 @@ import (
 //   - rent: `gpumesh rent` as a fresh light client in node 0's namespace,
 //     from a supplier behind another cone NAT (reach=punchable), to the
 //     countersigned lease, over the round trip to that supplier;
-//   - punch: node 0's time from a relayed connection to a peer behind NAT
-//     to the direct one hole punching made (punch_ms), over every peer
-//     whose connection node 0 saw upgraded;
+//   - punch: from a relayed connection to the direct one hole punching
+//     made, by a fresh host behind node 0's cone NAT (punchProbe) to each
+//     other node behind a cone NAT, over the round trip to it;
 //   - job: `gpumesh run --detach` from node 0 to the job running on a
 //     supplier behind NAT, over the round trip to it.
 //
@@ -89,23 +90,40 @@ func BenchmarkNAT(b *testing.B) {
 		start = append(start, ms(time.Since(t0)))
 		startRTT = append(startRTT, n.rtt(ctx, on))
 	}
-	// Every upgrade of a relayed connection to a direct one that node 0
-	// timed while the network ran, with the round trip to that peer.
-	// Peers behind cone NATs often dial each other at once over QUIC
-	// (DHT queries, identify) and get a direct connection before any
-	// relayed one: those count for nothing here.
-	peers, err := n.client(0).Peers(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, p := range peers {
-		if p.PunchMs > 0 && p.LatencyMs > 0 {
-			punch, punchRTT = append(punch, p.PunchMs), append(punchRTT, p.LatencyMs)
+	// Hole punching, timed by a fresh host in node 0's namespace (behind
+	// its cone NAT) that reaches each other cone-NAT node at its relay
+	// addresses: node 0 itself is already directly connected to most of
+	// them (peers behind cone NATs often dial each other at once over
+	// QUIC and get a direct connection before any relayed one).
+	for i, nd := range n.st.Nodes {
+		if i == 0 || nd.NAT != "cone" {
+			continue
 		}
+		task := probeTask{Bootstrap: n.st.Bootstrap, Target: nd.PeerID}
+		for _, o := range n.offers(ctx, "") {
+			if o.PeerID == nd.PeerID && len(task.Addrs) == 0 {
+				for _, a := range o.Addrs {
+					if strings.Contains(a, "/p2p-circuit") {
+						task.Addrs = append(task.Addrs, a)
+					}
+				}
+			}
+		}
+		if len(task.Addrs) == 0 {
+			b.Logf("node %d: its profile lists no relay address", i)
+			continue
+		}
+		r, err := punchProbe(ctx, n.st.Nodes[0].NS, task)
+		if err != nil {
+			b.Logf("node %d: %v", i, err)
+			continue
+		}
+		b.Logf("node %d (%s): relayed connection in %.0f ms, direct %.0f ms later, round trip %.0f ms", i, nd.Region, r.RelayedMs, r.DirectMs, r.RTTMs)
+		punch, punchRTT = append(punch, r.DirectMs), append(punchRTT, r.RTTMs)
 	}
 	report := func(name string, v, rtt []float64) {
 		if len(v) == 0 {
-			b.Logf("%s: not measured (node 0 saw no relayed connection become direct: its direct ones came first)", name)
+			b.Logf("%s: not measured", name)
 			return
 		}
 		m, r := median(v), median(rtt)
