@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,10 +82,16 @@ func startNATNet(t testing.TB) *natNet {
 // gm runs the gpumesh CLI as node 0's user, inside node 0's namespace,
 // against node 0's API.
 func (n *natNet) gm(ctx context.Context, args ...string) ([]byte, error) {
+	return n.gmAt(ctx, 0, args...)
+}
+
+// gmAt runs the gpumesh CLI inside node i's namespace, against node i's
+// API.
+func (n *natNet) gmAt(ctx context.Context, i int, args ...string) ([]byte, error) {
 	// The flags go before the command's own arguments, which may end in
 	// "--" and a job's argv.
-	args = append([]string{args[0], "--data", n.st.Nodes[0].DataDir, "--api", n.st.Nodes[0].API}, args[1:]...)
-	cmd := n.st.Command(ctx, n.bin, args...)
+	args = append([]string{args[0], "--data", n.st.Nodes[i].DataDir, "--api", n.st.Nodes[i].API}, args[1:]...)
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.st.Nodes[i].NS, n.bin}, args...)...)
 	cmd.WaitDelay = 2 * time.Second
 	return cmd.CombinedOutput()
 }
@@ -137,8 +144,11 @@ func (n *natNet) waitReach(ctx context.Context, i int, want string) {
 }
 
 // conn is how node 0 is connected to node i: "direct", "relayed" or "".
-func (n *natNet) conn(ctx context.Context, i int) string {
-	peers, err := n.client(0).Peers(ctx)
+func (n *natNet) conn(ctx context.Context, i int) string { return n.connAt(ctx, 0, i) }
+
+// connAt is how node from is connected to node i.
+func (n *natNet) connAt(ctx context.Context, from, i int) string {
+	peers, err := n.client(from).Peers(ctx)
 	if err != nil {
 		n.t.Fatalf("peers: %v", err)
 	}
@@ -153,9 +163,14 @@ func (n *natNet) conn(ctx context.Context, i int) string {
 // runJob starts a job on a supplier that filter picks, from node 0, and
 // returns its ID and supplier.
 func (n *natNet) runJob(ctx context.Context, filter string, argv ...string) (id, supplier string, err error) {
+	return n.runJobAt(ctx, 0, filter, argv...)
+}
+
+// runJobAt is runJob from node i.
+func (n *natNet) runJobAt(ctx context.Context, i int, filter string, argv ...string) (id, supplier string, err error) {
 	args := append([]string{"run", filter, "--count", "1", "--max-price", "5", "--hours", "1",
 		"--receipt-interval", "1s", "--allow-unproven", "--detach", "--json", "--"}, argv...)
-	out, err := n.gm(ctx, args...)
+	out, err := n.gmAt(ctx, i, args...)
 	if err != nil {
 		return "", "", fmt.Errorf("run %q: %w: %s", filter, err, out)
 	}
@@ -172,11 +187,17 @@ func (n *natNet) runJob(ctx context.Context, filter string, argv ...string) (id,
 // waitJob waits until node 0's job id is in a final state and returns it.
 func (n *natNet) waitJob(ctx context.Context, id string, limit time.Duration) job.View {
 	n.t.Helper()
+	return n.waitJobAt(ctx, 0, id, limit)
+}
+
+// waitJobAt is waitJob for a job of node i.
+func (n *natNet) waitJobAt(ctx context.Context, i int, id string, limit time.Duration) job.View {
+	n.t.Helper()
 	deadline := time.Now().Add(limit)
 	var v job.View
 	for time.Now().Before(deadline) {
 		var err error
-		if v, err = n.client(0).Job(ctx, id); err != nil {
+		if v, err = n.client(i).Job(ctx, id); err != nil {
 			n.t.Fatalf("job %s: %v", id, err)
 		}
 		switch v.State {
@@ -196,7 +217,7 @@ func (n *natNet) waitJob(ctx context.Context, id string, limit time.Duration) jo
 //     behind another cone NAT, over a direct, hole-punched connection
 //     (the WAN carried bytes between the two routers' public addresses);
 //   - a job for a supplier behind a symmetric NAT is refused at once,
-//     saying why;
+//     saying why, and runs there when the renter is public;
 //   - a partition between regions, and its healing.
 func TestNATTraversal(t *testing.T) {
 	n := startNATNet(t)
@@ -267,6 +288,24 @@ func TestNATTraversal(t *testing.T) {
 			t.Errorf("the refusal took %s: the renter was left waiting", took)
 		}
 		t.Logf("refused in %s: %v", took.Round(time.Millisecond), err)
+	})
+
+	t.Run("symmetric NAT: a public renter runs there over a direct connection", func(t *testing.T) {
+		// Node 1 is public: the supplier behind the symmetric NAT (node
+		// 2, the only relay-only a100-80gb) dials it back directly.
+		id, on, err := n.runJobAt(ctx, 1, "model=a100-80gb reach=relay-only", "sh", "-c", "echo hello from behind a symmetric NAT; head -c 300000 /dev/zero | tr '\\0' x; echo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if on != n.st.Nodes[2].PeerID {
+			t.Fatalf("job %s on %s, want node 2 %s", id, on, n.st.Nodes[2].PeerID)
+		}
+		if v := n.waitJobAt(ctx, 1, id, 2*time.Minute); v.State != job.StateSucceeded {
+			t.Fatalf("job %s: %s (%s)", id, v.State, v.Message)
+		}
+		if c := n.connAt(ctx, 1, 2); c != "direct" {
+			t.Errorf("node 1's connection to node 2 is %q after the job, want direct", c)
+		}
 	})
 
 	t.Run("partition: heartbeats stop and come back, the job fails over", func(t *testing.T) {
