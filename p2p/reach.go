@@ -261,6 +261,13 @@ func classify(info ReachInfo, all []ma.Multiaddr) (Reach, string) {
 		if spread := portSpread(info.Observed); spread > 1 {
 			return ReachRelayOnly, fmt.Sprintf("behind NAT: peers saw this node at %d different ports of one address (symmetric NAT), so hole punching cannot work; only relays reach it", spread)
 		}
+		// libp2p forgets an observed address once fewer than four of
+		// its observers stay connected (a partition, peers leaving);
+		// the observations this node collected still tell a stable
+		// mapping from a symmetric one.
+		if agreedObservation(info.Observed) {
+			return ReachPunchable, "behind NAT with a stable public mapping (several peers saw the same public address and port): peers reach it through relays and upgrade to a direct connection by hole punching"
+		}
 		return ReachRelayOnly, "behind NAT with no public address peers agree on: only relays reach it"
 	}
 	if spread := portSpread(info.Observed); spread > 1 {
@@ -299,6 +306,12 @@ func portSpread(obs []Observation) int {
 		most = max(most, len(set))
 	}
 	return most
+}
+
+// agreedObservation reports whether at least two peers saw this node at
+// the same public address and port.
+func agreedObservation(obs []Observation) bool {
+	return slices.ContainsFunc(obs, func(o Observation) bool { return o.Observers >= 2 })
 }
 
 func reachabilityName(r network.Reachability) string {

@@ -27,6 +27,12 @@ func TestClassifyReach(t *testing.T) {
 		{"private, relayed only", ReachInfo{AutoNAT: "private", RelayAddrs: []string{circuit.String()}}, []ma.Multiaddr{private, circuit}, ReachRelayOnly},
 		{"symmetric by libp2p's count", ReachInfo{AutoNAT: "private", NATTCP: "endpoint-dependent", NATUDP: "endpoint-dependent"}, []ma.Multiaddr{private, pub, circuit}, ReachRelayOnly},
 		{"one transport punchable", ReachInfo{AutoNAT: "private", NATTCP: "endpoint-dependent", NATUDP: "endpoint-independent"}, []ma.Multiaddr{private, pub, circuit}, ReachPunchable},
+		{"private, libp2p dropped the address, observers agreed on it", ReachInfo{AutoNAT: "private", RelayAddrs: []string{circuit.String()}, Observed: []Observation{
+			{Addr: "/ip4/11.1.0.9/udp/4001/quic-v1", Observers: 3},
+		}}, []ma.Multiaddr{private, circuit}, ReachPunchable},
+		{"private, one observer each at different ports", ReachInfo{AutoNAT: "private", RelayAddrs: []string{circuit.String()}, Observed: []Observation{
+			{Addr: "/ip4/11.1.0.9/tcp/40001", Observers: 1}, {Addr: "/ip4/11.1.0.9/tcp/51234", Observers: 1},
+		}}, []ma.Multiaddr{private, circuit}, ReachRelayOnly},
 		{"ports differ per observer before autonat", ReachInfo{AutoNAT: "unknown", Observed: []Observation{
 			{Addr: "/ip4/11.1.0.9/tcp/40001", Observers: 1}, {Addr: "/ip4/11.1.0.9/tcp/51234", Observers: 1},
 		}}, []ma.Multiaddr{private}, ReachRelayOnly},
