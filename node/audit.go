@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -102,7 +103,7 @@ func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (api
 	}
 	// The profile's addresses are where the supplier says it is reached:
 	// behind NAT, its relay addresses, which nothing else tells.
-	n.net.Host.Peerstore().AddAddrs(id, p.Addrs, peerstore.TempAddrTTL)
+	n.net.Host.Peerstore().AddAddrs(id, dialAddrs(p), peerstore.TempAddrTTL)
 	// A challenge is timed and moves more than a relay carries: behind
 	// NAT it waits for hole punching; without a direct connection the
 	// challenge below fails as unreachable.
@@ -136,6 +137,17 @@ func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (api
 	}
 	n.log.Info("challenged", "peer", id, "passed", rep.Passed, "gpus", rep.GPUs, "reason", rep.Reason)
 	return rep, nil
+}
+
+// maxProfileDialAddrs bounds the addresses of a profile this node dials,
+// as renters bound an ask's: a supplier chooses them, so they are not a
+// list of targets to send connection attempts to. Profiles list the most
+// reachable first (p2p.RankAddrs).
+const maxProfileDialAddrs = 4
+
+// dialAddrs are the addresses of p this node dials.
+func dialAddrs(p *p2p.Profile) []ma.Multiaddr {
+	return p.Addrs[:min(len(p.Addrs), maxProfileDialAddrs)]
 }
 
 func trimReason(a *pb.Attestation) *pb.Attestation {

@@ -225,7 +225,7 @@ func (n *Node) connectPeer(ctx context.Context, p peer.ID) error {
 	if ps, err := n.KnownProfiles(); err == nil {
 		for _, prof := range ps {
 			if prof.ID == p {
-				h.Peerstore().AddAddrs(p, prof.Addrs, peerstore.TempAddrTTL)
+				h.Peerstore().AddAddrs(p, dialAddrs(prof), peerstore.TempAddrTTL)
 			}
 		}
 	}
