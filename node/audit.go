@@ -160,11 +160,8 @@ func trimReason(a *pb.Attestation) *pb.Attestation {
 // profileOf returns the supplier's profile: the one the node keeps, else
 // the DHT's.
 func (n *Node) profileOf(ctx context.Context, id peer.ID) (*p2p.Profile, error) {
-	ps, _ := n.KnownProfiles()
-	for _, p := range ps {
-		if p.ID == id {
-			return p, nil
-		}
+	if p, ok := n.keptProfile(id); ok {
+		return p, nil
 	}
 	return n.net.FetchProfile(ctx, id, 0)
 }

@@ -199,14 +199,8 @@ func (n *Node) jobUnreachable() func(peer.ID) string {
 	if self.Reach == p2p.ReachPublic {
 		return nil
 	}
-	reach := map[peer.ID]p2p.Reach{}
-	if ps, err := n.KnownProfiles(); err == nil {
-		for _, p := range ps {
-			reach[p.ID] = p.ReachOf()
-		}
-	}
 	return func(s peer.ID) string {
-		if reach[s] != p2p.ReachRelayOnly {
+		if p, ok := n.keptProfile(s); !ok || p.ReachOf() != p2p.ReachRelayOnly {
 			return ""
 		}
 		return fmt.Sprintf("its profile says relay-only (behind a symmetric NAT: hole punching cannot make a direct connection to it) and this node is %s, not public; "+
@@ -222,12 +216,8 @@ func (n *Node) connectPeer(ctx context.Context, p peer.ID) error {
 	if h.Network().Connectedness(p) == network.Connected {
 		return nil
 	}
-	if ps, err := n.KnownProfiles(); err == nil {
-		for _, prof := range ps {
-			if prof.ID == p {
-				h.Peerstore().AddAddrs(p, dialAddrs(prof), peerstore.TempAddrTTL)
-			}
-		}
+	if prof, ok := n.keptProfile(p); ok {
+		h.Peerstore().AddAddrs(p, dialAddrs(prof), peerstore.TempAddrTTL)
 	}
 	if len(h.Peerstore().Addrs(p)) == 0 {
 		ai, err := n.net.DHT.FindPeer(ctx, p)

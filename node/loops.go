@@ -360,16 +360,26 @@ func (n *Node) keepProfile(p *p2p.Profile) error {
 	if n.market.trust != nil {
 		n.market.trust.observe(p)
 	}
-	if old, err := n.store.Get(ksProfiles, []byte(p.ID)); err == nil {
-		if prev, err := p2p.OpenProfile(old, n.now()); err == nil && prev.Seq > p.Seq {
-			return nil
-		}
+	if prev, ok := n.keptProfile(p.ID); ok && prev.Seq > p.Seq {
+		return nil
 	}
 	ttl := p.Expires().Sub(n.now())
 	if ttl <= 0 {
 		return nil
 	}
 	return n.store.PutTTL(ksProfiles, []byte(p.ID), p.Raw, ttl)
+}
+
+// keptProfile is the valid profile of id this node keeps, if any: one
+// store read and one signature check, for paths that need one supplier's
+// (KnownProfiles opens every profile held).
+func (n *Node) keptProfile(id peer.ID) (*p2p.Profile, bool) {
+	raw, err := n.store.Get(ksProfiles, []byte(id))
+	if err != nil {
+		return nil, false
+	}
+	p, err := p2p.OpenProfile(raw, n.now())
+	return p, err == nil
 }
 
 // KnownProfiles returns the valid profiles the node keeps, newest seq per

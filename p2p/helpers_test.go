@@ -31,14 +31,15 @@ func newKey(t testing.TB) crypto.PrivKey {
 // startNetwork starts a real libp2p host on loopback (TCP, random port).
 func startNetwork(t testing.TB, mode Mode, pubsub bool, bootstrap []peer.AddrInfo) *Network {
 	t.Helper()
-	cfg := Config{
-		Key:       newKey(t),
-		Mode:      mode,
-		PubSub:    pubsub,
-		Bootstrap: bootstrap,
-		Logger:    quietLogger(),
-	}
-	if mode == ModeServer {
+	return startNetworkWith(t, Config{Key: newKey(t), Mode: mode, PubSub: pubsub, Bootstrap: bootstrap})
+}
+
+// startNetworkWith starts cfg's network (quiet; a server listens on
+// loopback TCP, random port), closed when the test ends, and bootstraps it.
+func startNetworkWith(t testing.TB, cfg Config) *Network {
+	t.Helper()
+	cfg.Logger = quietLogger()
+	if cfg.Mode == ModeServer {
 		cfg.ListenAddrs = []string{"/ip4/127.0.0.1/tcp/0"}
 	}
 	n, err := New(cfg)

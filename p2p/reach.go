@@ -154,7 +154,7 @@ func (t *reachTracker) apply(ev any) bool {
 // both the peer's address and the observed one are public and the
 // connection is direct.
 func (t *reachTracker) observe(e event.EvtPeerIdentificationCompleted) bool {
-	if e.Conn == nil || e.ObservedAddr == nil || e.Conn.Stat().Limited || isRelayAddr(e.Conn.RemoteMultiaddr()) {
+	if e.Conn == nil || e.ObservedAddr == nil || relayed(e.Conn) {
 		return false
 	}
 	if !manet.IsPublicAddr(e.ObservedAddr) || !manet.IsPublicAddr(e.Conn.RemoteMultiaddr()) {
@@ -183,6 +183,10 @@ func (t *reachTracker) observe(e event.EvtPeerIdentificationCompleted) bool {
 	set[observer.Unmap()] = struct{}{}
 	return true
 }
+
+// relayed reports whether c goes through a relay: a limited connection,
+// or one to a /p2p-circuit address.
+func relayed(c network.Conn) bool { return c.Stat().Limited || isRelayAddr(c.RemoteMultiaddr()) }
 
 // isRelayAddr reports whether a is a relayed (/p2p-circuit) address.
 func isRelayAddr(a ma.Multiaddr) bool {
@@ -389,7 +393,7 @@ type PeerConn struct {
 func (n *Network) ConnTo(p peer.ID) PeerConn {
 	pc := PeerConn{Addrs: []string{}}
 	for _, c := range n.Host.Network().ConnsToPeer(p) {
-		if c.Stat().Limited || isRelayAddr(c.RemoteMultiaddr()) {
+		if relayed(c) {
 			pc.Relayed = true
 		} else {
 			pc.Direct = true
@@ -461,7 +465,7 @@ func (n *Network) Direct(ctx context.Context, p peer.ID) error {
 		}
 		n.log.Debug("hole punching made no direct connection; reconnecting through the relay", "peer", p, "round", round)
 		for _, c := range n.Host.Network().ConnsToPeer(p) {
-			if c.Stat().Limited {
+			if relayed(c) {
 				_ = c.Close()
 			}
 		}
@@ -490,7 +494,7 @@ func (n *Network) waitDirect(ctx context.Context, p peer.ID, d time.Duration) er
 // hasDirect reports whether this node has a direct connection to p.
 func (n *Network) hasDirect(p peer.ID) bool {
 	for _, c := range n.Host.Network().ConnsToPeer(p) {
-		if !c.Stat().Limited && !isRelayAddr(c.RemoteMultiaddr()) {
+		if !relayed(c) {
 			return true
 		}
 	}
@@ -558,7 +562,7 @@ func (pc *punchClock) notifiee(n *Network) network.Notifiee {
 	return &network.NotifyBundle{
 		ConnectedF: func(_ network.Network, c network.Conn) {
 			p := c.RemotePeer()
-			pc.connected(p, c.Stat().Limited || isRelayAddr(c.RemoteMultiaddr()), n.hasDirect(p))
+			pc.connected(p, relayed(c), n.hasDirect(p))
 		},
 		DisconnectedF: func(nw network.Network, c network.Conn) {
 			if len(nw.ConnsToPeer(c.RemotePeer())) == 0 {

@@ -16,18 +16,7 @@ import (
 // as a node restarted on its data dir has.
 func startNetworkKey(t testing.TB, key crypto.PrivKey, bootstrap []peer.AddrInfo) *Network {
 	t.Helper()
-	n, err := New(Config{Key: key, Mode: ModeServer, PubSub: true, Bootstrap: bootstrap, Logger: quietLogger(),
-		ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
-	if err != nil {
-		t.Fatalf("start network: %v", err)
-	}
-	t.Cleanup(func() { n.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := n.Bootstrap(ctx, 5*time.Second); err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	return n
+	return startNetworkWith(t, Config{Key: key, Mode: ModeServer, PubSub: true, Bootstrap: bootstrap})
 }
 
 func joinTestTopic(t testing.TB, n *Network) *Topic {
