@@ -36,25 +36,18 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 	first := true
 	// A node alone (the first of a network) cannot publish until a peer
 	// joins: it retries as soon as one is identified, not a backoff later.
-	joined, err := n.net.Host.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
-	if err != nil {
-		n.log.Warn("watch for peers", "err", err)
-	} else {
-		defer joined.Close()
-	}
-	addrsChanged, err := n.net.Host.EventBus().Subscribe(new(event.EvtLocalAddressesUpdated))
-	if err != nil {
-		n.log.Warn("watch own addresses", "err", err)
-	} else {
-		defer addrsChanged.Close()
-	}
+	// Both event subscriptions are read at all times, whatever this loop
+	// is doing: an event bus subscriber that stops reading blocks the
+	// emitter, and identify emits for every new connection, so a full
+	// subscription would stall identify, and with it pubsub, for every
+	// peer that connects after it.
+	peerJoined := n.watch(ctx, new(event.EvtPeerIdentificationCompleted), "watch for peers")
+	addrsChanged := n.watch(ctx, new(event.EvtLocalAddressesUpdated), "watch own addresses")
 	var published string // reachKey of the last published profile
 	for {
 		// Peers identified before this attempt are in the routing table
 		// it uses; only one identified after it starts calls for a retry.
-		if joined != nil {
-			drain(joined.Out())
-		}
+		drain(peerJoined)
 		key := n.reachKey()
 		err := n.publishProfile(ctx)
 		wait := republish
@@ -76,11 +69,11 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 				first = false
 			}
 		}
-		var peerJoined <-chan any
-		if err != nil && joined != nil {
-			peerJoined = joined.Out()
+		var retryOnPeer <-chan struct{}
+		if err != nil {
+			retryOnPeer = peerJoined
 		}
-		if !n.waitToAdvertise(ctx, wait, peerJoined, addrsChanged, published) {
+		if !n.waitToAdvertise(ctx, wait, retryOnPeer, addrsChanged, published) {
 			return
 		}
 	}
@@ -95,13 +88,9 @@ const advertiseGap = 2 * time.Second
 // peer joined (peerJoined, after a failed publish), or the node's reach or
 // addresses differ from the published profile's (then at least
 // advertiseGap after the last publish). It reports false when ctx ended.
-func (n *Node) waitToAdvertise(ctx context.Context, wait time.Duration, peerJoined <-chan any, addrs event.Subscription, published string) bool {
+func (n *Node) waitToAdvertise(ctx context.Context, wait time.Duration, peerJoined, addrsChanged <-chan struct{}, published string) bool {
 	due := time.NewTimer(wait)
 	defer due.Stop()
-	var addrsOut <-chan any
-	if addrs != nil {
-		addrsOut = addrs.Out()
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -110,7 +99,7 @@ func (n *Node) waitToAdvertise(ctx context.Context, wait time.Duration, peerJoin
 			return true
 		case <-peerJoined:
 			return true
-		case <-addrsOut:
+		case <-addrsChanged:
 		case <-n.net.ReachChanged():
 		}
 		if published == "" || n.reachKey() == published {
@@ -145,8 +134,35 @@ func (n *Node) reachKey() string {
 	return b.String()
 }
 
+// watch subscribes to events of type evtType and returns a channel that
+// is signalled (coalesced: it holds at most one signal) after each, read
+// until ctx ends; nil, which never fires, when the subscription fails.
+func (n *Node) watch(ctx context.Context, evtType any, what string) <-chan struct{} {
+	sub, err := n.net.Host.EventBus().Subscribe(evtType)
+	if err != nil {
+		n.log.Warn(what, "err", err)
+		return nil
+	}
+	sig := make(chan struct{}, 1)
+	n.goLoop(func() {
+		defer sub.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-sub.Out():
+				select {
+				case sig <- struct{}{}:
+				default:
+				}
+			}
+		}
+	})
+	return sig
+}
+
 // drain empties c of what is queued in it now.
-func drain(c <-chan any) {
+func drain(c <-chan struct{}) {
 	for {
 		select {
 		case <-c:
@@ -359,6 +375,9 @@ func (n *Node) keepProfile(p *p2p.Profile) error {
 	}
 	if n.market.trust != nil {
 		n.market.trust.observe(p)
+	}
+	if n.dir != nil {
+		n.dir.Put(p)
 	}
 	if prev, ok := n.keptProfile(p.ID); ok && prev.Seq > p.Seq {
 		return nil
