@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -152,7 +153,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	if req.Enough == 0 {
 		req.Enough = 3
 	}
-	r.connectSuppliers(ctx, r.candidates(ctx, req), req)
+	expect := r.connectSuppliers(ctx, r.candidates(ctx, req), req)
 	now := r.cfg.Now()
 	b := &pb.Bid{
 		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(req.Wait + 30*time.Second).UnixMilli(),
@@ -197,7 +198,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	}
 	r.log.Debug("bid published", "bid", bidID.Short(), "filter", b.Filter)
 
-	offers, declines := r.collect(ctx, ch, req)
+	offers, declines := r.collect(ctx, ch, req, expect)
 	offers, shunned, unproven := r.screen(offers, req)
 	offers, unreachable := screenReach(offers, req)
 	var tried []attempt
@@ -307,7 +308,9 @@ func (r *Renter) candidates(ctx context.Context, req RentRequest) []*Ask {
 // offering fewer than req.Count GPUs are skipped, and so are unproven
 // suppliers unless req.AllowUnproven; proven suppliers go first, then
 // the cheaper, so that cheap asks of fresh keys cannot take every slot.
-func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequest) {
+// It returns the suppliers connected: those whose quote or decline the
+// rent can expect.
+func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequest) map[peer.ID]bool {
 	proven := func(a *Ask) bool { return req.Proven != nil && req.Proven(a.Supplier) }
 	var pick []*Ask
 	seen := map[peer.ID]bool{r.self: true}
@@ -337,21 +340,31 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 	})
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	var wg sync.WaitGroup
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		connected = map[peer.ID]bool{}
+	)
 	for _, a := range pick[:min(len(pick), maxConnectSuppliers)] {
 		// A limited (relayed) connection carries the bid's quote; hole
 		// punching, if the NATs allow it, is already making it direct.
 		if c := r.cfg.Net.Host.Network().Connectedness(a.Supplier); c == network.Connected || c == network.Limited {
+			connected[a.Supplier] = true
 			continue
 		}
 		wg.Go(func() {
 			addrs := a.Addrs[:min(len(a.Addrs), maxDialAddrs)]
 			if err := r.cfg.Net.Host.Connect(ctx, peer.AddrInfo{ID: a.Supplier, Addrs: addrs}); err != nil {
 				r.log.Debug("connect to supplier", "supplier", a.Supplier, "err", err)
+				return
 			}
+			mu.Lock()
+			connected[a.Supplier] = true
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	return connected
 }
 
 // screen drops the offers of suppliers below the reputation floor or
@@ -408,18 +421,24 @@ func (r *Renter) screenScore(offers []*Quote, req RentRequest) (kept, shunned []
 	return kept, shunned
 }
 
-// collect gathers quotes until req.Wait passes, ctx ends, or enough
-// acceptable offers are in, and returns the acceptable offers ranked.
-func (r *Renter) collect(ctx context.Context, ch <-chan *Quote, req RentRequest) (offers, declines []*Quote) {
+// collect gathers quotes until req.Wait passes, ctx ends, enough
+// acceptable offers are in, or every supplier in expect (those with a
+// matching live ask that the renter connected to) has quoted or
+// declined; it returns the acceptable offers ranked. With nobody to
+// expect, it waits for req.Wait: suppliers the order book did not list
+// may still quote.
+func (r *Renter) collect(ctx context.Context, ch <-chan *Quote, req RentRequest, expect map[peer.ID]bool) (offers, declines []*Quote) {
 	timer := time.NewTimer(req.Wait)
 	defer timer.Stop()
-	for len(offers) < req.Enough {
+	waiting := maps.Clone(expect)
+	for len(offers) < req.Enough && (len(expect) == 0 || len(waiting) > 0) {
 		select {
 		case <-ctx.Done():
 			return r.rank(offers), declines
 		case <-timer.C:
 			return r.rank(offers), declines
 		case q := <-ch:
+			delete(waiting, q.Supplier)
 			switch {
 			case q.Decline != "":
 				declines = append(declines, q)

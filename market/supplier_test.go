@@ -431,3 +431,42 @@ func mustParseFilter(t *testing.T, s string) Filter {
 	}
 	return f
 }
+
+// TestRentStopsOnceListedSuppliersAnswered: a rent whose book lists two
+// suppliers, asking for more quotes than there are (Enough 3) with a
+// quote wait far longer than the test's deadline, leases as soon as both
+// have answered: one quotes, the other declines (busy). Waiting out the
+// quote wait would run past the deadline and fail the rent.
+func TestRentStopsOnceListedSuppliersAnswered(t *testing.T) {
+	now := time.Now
+	relay := gossipRelay(t)
+	rp := newTestPeer(t, now)
+	rp.connect(t, relay)
+	book := NewBook(now)
+	var sups []*testSupplier
+	for range 2 {
+		s := newTestSupplier(t, now)
+		s.connect(t, relay)
+		waitGossipPath(t, rp, s.testPeer)
+		s.answerBids(t)
+		book.AddAsk(s.ask(t, now()))
+		sups = append(sups, s)
+	}
+	// The second has all its GPUs taken: it declines as busy.
+	if _, err := sups[1].sup.ledger.Reserve(ID{1}, "h100-sxm", 4, now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
+		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
+		MaxPrice: 3_000_000, Wait: 10 * time.Minute, Enough: 3,
+	})
+	if err != nil {
+		t.Fatalf("rent: %v", err)
+	}
+	if l.Supplier != sups[0].net.Host.ID() {
+		t.Fatalf("lease from %s, want the supplier with free GPUs, %s", l.Supplier, sups[0].net.Host.ID())
+	}
+}
