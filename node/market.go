@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -49,10 +50,8 @@ func (m *marketParts) addrsChanged() {
 func (n *Node) startMarket(ctx context.Context) error {
 	m := &n.market
 	m.trust = newTrustView(n.id, n.now)
-	if ps, err := n.KnownProfiles(); err == nil {
-		for _, p := range ps {
-			m.trust.observe(p)
-		}
+	for _, p := range n.dir.List(nil, math.MaxInt, math.MaxInt, n.now()) {
+		m.trust.observe(p)
 	}
 	m.book = market.NewBook(n.now, market.WithBookTrust(m.trust))
 	m.index = market.NewPriceIndex(n.now, 24*time.Hour, market.WithTrust(m.trust, reputation.DefaultFloor))

@@ -76,10 +76,11 @@ type Node struct {
 	verify   verifyParts
 	jobs     jobParts
 	peers    *peerTable
-	skew     skewRing      // peers' heartbeat clocks against ours, for Doctor
-	fetchQ   chan peer.ID  // peers whose announced profile is newer than the one held
-	fetching fetchSet      // the peers in fetchQ or being fetched
-	advertOK chan struct{} // closed after the first successful publish
+	dir      *p2p.Directory // the live profiles kept, served to light clients
+	skew     skewRing       // peers' heartbeat clocks against ours, for Doctor
+	fetchQ   chan peer.ID   // peers whose announced profile is newer than the one held
+	fetching fetchSet       // the peers in fetchQ or being fetched
+	advertOK chan struct{}  // closed after the first successful publish
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -155,6 +156,9 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 	if err := n.startAPI(); err != nil {
 		return nil, err
 	}
+	if err := n.startDirectory(); err != nil {
+		return nil, err
+	}
 
 	loopCtx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
@@ -176,6 +180,21 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 	}
 	n.log.Info("node started", "addrs", n.Addrs(), "gpus", len(n.gpus), "region", cfg.Region, "api", n.APIAddr())
 	return n, nil
+}
+
+// startDirectory loads the profiles the store keeps into the directory
+// and serves it to light clients (p2p.DirectoryProtocol).
+func (n *Node) startDirectory() error {
+	n.dir = p2p.NewDirectory()
+	ps, err := n.KnownProfiles()
+	if err != nil {
+		return fmt.Errorf("node: load the profiles kept: %w", err)
+	}
+	for _, p := range ps {
+		n.dir.Put(p)
+	}
+	p2p.ServeDirectory(n.net.Host, n.dir, n.now)
+	return nil
 }
 
 func (n *Node) goLoop(f func()) {

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/ipfs/go-cid"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/routing"
 )
 
 // PublishProfile stores a sealed profile under this node's profile key and
-// announces this node as a provider of every model slug given. It returns
+// announces this node as a provider of every model slug given and, when
+// there is one, of SupplierCID. It returns
 // an error when the record could not reach any peer; the local copy is kept
 // regardless, so a lone node becomes findable as soon as others join and
 // the caller republishes.
@@ -21,9 +23,16 @@ func (n *Network) PublishProfile(ctx context.Context, sealed []byte, models []st
 		return fmt.Errorf("p2p: put profile: %w", err)
 	}
 	var errs []error
+	keys := map[string]cid.Cid{}
 	for _, m := range models {
-		if err := n.DHT.Provide(ctx, ModelCID(m), true); err != nil {
-			errs = append(errs, fmt.Errorf("provide %s: %w", m, err))
+		keys[m] = ModelCID(m)
+	}
+	if len(models) > 0 {
+		keys["every supplier"] = SupplierCID()
+	}
+	for name, c := range keys {
+		if err := n.DHT.Provide(ctx, c, true); err != nil {
+			errs = append(errs, fmt.Errorf("provide %s: %w", name, err))
 		}
 	}
 	if len(errs) > 0 {
@@ -33,7 +42,7 @@ func (n *Network) PublishProfile(ctx context.Context, sealed []byte, models []st
 }
 
 // FindSuppliers looks up the provider records of every model in models in
-// parallel and returns the distinct peers found, with the addresses the
+// parallel (of SupplierCID alone when models is nil) and returns the distinct peers found, with the addresses the
 // DHT knows for them. It returns what it found when ctx ends.
 func (n *Network) FindSuppliers(ctx context.Context, models []string) map[peer.ID]peer.AddrInfo {
 	found := make(map[peer.ID]peer.AddrInfo)
@@ -53,12 +62,19 @@ func (n *Network) FindSuppliersAsync(ctx context.Context, models []string) <-cha
 		seen = make(map[peer.ID]bool)
 		wg   sync.WaitGroup
 		out  = make(chan peer.AddrInfo)
+		keys []cid.Cid
 	)
 	for _, m := range models {
+		keys = append(keys, ModelCID(m))
+	}
+	if models == nil {
+		keys = []cid.Cid{SupplierCID()}
+	}
+	for _, key := range keys {
 		wg.Add(1)
-		go func(m string) {
+		go func(key cid.Cid) {
 			defer wg.Done()
-			for ai := range n.DHT.FindProvidersAsync(ctx, ModelCID(m), 0) {
+			for ai := range n.DHT.FindProvidersAsync(ctx, key, 0) {
 				mu.Lock()
 				dup := seen[ai.ID] || ai.ID == n.Host.ID()
 				seen[ai.ID] = true
@@ -71,7 +87,7 @@ func (n *Network) FindSuppliersAsync(ctx context.Context, models []string) <-cha
 				case <-ctx.Done():
 				}
 			}
-		}(m)
+		}(key)
 	}
 	go func() {
 		wg.Wait()

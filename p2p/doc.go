@@ -2,7 +2,9 @@
 // Noise, yamux, resource and connection managers, a ban-list gater), the
 // Kademlia DHT under gpumesh's own protocol prefix, GossipSub with strict
 // signing and peer scoring, and the signed, versioned records that travel
-// over them together with their validators.
+// over them together with their validators, and the directory
+// (directory.go) from which a full node answers a light client's search
+// with the profiles it keeps, each one checked again by the asker.
 //
 // Every record is a protobuf message (package pb) carried as the payload of
 // a libp2p signed envelope. The envelope's domain string differs per record

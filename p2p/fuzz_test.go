@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gpumesh/gpumesh/p2p/pb"
 )
 
@@ -75,6 +78,37 @@ func FuzzPeerFromProfileKey(f *testing.F) {
 		}
 		if ProfileKey(id) != key {
 			t.Fatalf("key %q parsed to %s which derives %q", key, id, ProfileKey(id))
+		}
+	})
+}
+
+// FuzzCheckDirectory feeds arbitrary bytes as a directory answer: it
+// never panics, and whatever it keeps is a valid profile of a model asked
+// for, each peer once.
+func FuzzCheckDirectory(f *testing.F) {
+	key := newKey(f)
+	good, _ := SealProfile(testProfile(3, fuzzNow, time.Hour, testGPU("h100-sxm", "GPU-1")), key)
+	seed, _ := proto.Marshal(&pb.DirectoryResponse{Profiles: [][]byte{good, good, []byte("junk")}})
+	f.Add(seed)
+	f.Add([]byte{0x0a, 0x00})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var resp pb.DirectoryResponse
+		if proto.Unmarshal(data, &resp) != nil {
+			return
+		}
+		kept, left, err := CheckDirectory(&resp, []string{"h100-sxm"}, fuzzNow)
+		if err != nil {
+			return
+		}
+		if len(kept)+left != len(resp.Profiles) {
+			t.Fatalf("%d kept + %d left out != %d listed", len(kept), left, len(resp.Profiles))
+		}
+		seen := map[peer.ID]bool{}
+		for _, p := range kept {
+			if _, err := OpenProfile(p.Raw, fuzzNow); err != nil || !HasModel(p, []string{"h100-sxm"}) || seen[p.ID] {
+				t.Fatalf("kept %s: err %v, models %v, twice %v", p.ID, err, p.Gpus, seen[p.ID])
+			}
+			seen[p.ID] = true
 		}
 	})
 }

@@ -31,8 +31,16 @@ func PeerFromProfileKey(key string) (peer.ID, error) {
 // ModelCID is the content ID under which suppliers of a GPU model announce
 // provider records: CIDv1, codec raw (0x55), multihash sha2-256 of
 // ModelKeyPrefix + slug.
-func ModelCID(slug string) cid.Cid {
-	sum, err := mh.Sum([]byte(ModelKeyPrefix+slug), mh.SHA2_256, -1)
+func ModelCID(slug string) cid.Cid { return rawCID(ModelKeyPrefix + slug) }
+
+// SupplierCID is the content ID under which every supplier with a GPU of
+// a known model also announces itself, so that a search for any model
+// costs one lookup, not one per model: CIDv1, codec raw, multihash
+// sha2-256 of SupplierKey.
+func SupplierCID() cid.Cid { return rawCID(SupplierKey) }
+
+func rawCID(preimage string) cid.Cid {
+	sum, err := mh.Sum([]byte(preimage), mh.SHA2_256, -1)
 	if err != nil {
 		// sha2-256 is always available; an error here is a programming bug.
 		panic(fmt.Sprintf("p2p: sha2-256 multihash: %v", err))

@@ -25,6 +25,10 @@ const (
 	// which suppliers of that model announce provider records.
 	ModelKeyPrefix = "gpumesh/model/v1/"
 
+	// SupplierKey is hashed to form the CID under which every supplier
+	// announces itself, whatever its models.
+	SupplierKey = "gpumesh/supplier/v1"
+
 	// Signed-envelope domains, one per record type.
 	ProfileDomain   = "gpumesh-profile-v1"
 	HeartbeatDomain = "gpumesh-heartbeat-v1"

@@ -209,6 +209,12 @@ func TestProfileKeyRoundTrip(t *testing.T) {
 	if got, want := ModelCID("h100-sxm").String(), "bafkreibczwxwr33fxhkuj4wsknh44rajfllvrrksgrrn2rdwzwoggsjziu"; got != want {
 		t.Fatalf("ModelCID(h100-sxm) = %s, want %s", got, want)
 	}
+	if got, want := SupplierCID().String(), "bafkreie75dj5gi26pwswiusg25hvy3jzul4ri4igc2yo4y5lm4t662qk4a"; got != want {
+		t.Fatalf("SupplierCID = %s, want %s", got, want)
+	}
+	if SupplierCID().Equals(ModelCID("supplier")) {
+		t.Fatal("the supplier key is a model key")
+	}
 }
 
 // TestOpenRefusesNonCanonicalEnvelopes: the signature covers only the

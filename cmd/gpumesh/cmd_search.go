@@ -15,13 +15,19 @@ import (
 )
 
 func newSearchCmd(a *app) *cobra.Command {
-	var timeout time.Duration
+	var (
+		timeout time.Duration
+		walkDHT bool
+	)
 	cmd := &cobra.Command{
 		Use:   "search [FILTER...]",
 		Short: "Find GPU offers on the network (runs as a light client)",
 		Long: `Search joins the network as a light client (DHT client mode, an ephemeral identity
-unless --data is given), looks up the suppliers of each model the filter allows, fetches
-and verifies their signed profiles, and prints the offers that match.
+unless --data is given), asks its bootstrap nodes for the signed profiles of the suppliers
+of the models the filter allows (one round trip each; every profile's signature and expiry
+are checked here), and prints the offers that match. When no bootstrap node answers, or
+with --dht, it also looks the suppliers up in the DHT and fetches each profile there, and
+warns when the DHT finds suppliers that the bootstrap nodes left out.
 
 Filter terms are KEY OP VALUE, space-separated; OP is one of = != < <= > >=; | separates
 alternatives. Keys: model, count, free, vram (GiB), cc, region, price (per GPU-hour),
@@ -39,6 +45,9 @@ rep (0-1), uptime (%), tflops, verified, simulated.`,
 				return usageError{err}
 			}
 			var opts []light.Option
+			if walkDHT {
+				opts = append(opts, light.WithCrossCheck())
+			}
 			if cfg.Sources["data"] != "default" {
 				key, _, err := node.LoadOrCreateKey(cfg.DataDir)
 				if err != nil {
@@ -65,6 +74,7 @@ rep (0-1), uptime (%), tflops, verified, simulated.`,
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Second, "give up after this long")
+	cmd.Flags().BoolVar(&walkDHT, "dht", false, "also walk the DHT (slower: a lookup, then one per supplier) to cross-check what the bootstrap nodes list")
 	return cmd
 }
 

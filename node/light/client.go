@@ -30,6 +30,7 @@ type Client struct {
 	renter    *market.Renter // nil unless renting
 	bootstrap []peer.AddrInfo
 	query     time.Duration
+	cross     bool
 	now       func() time.Time
 	log       *slog.Logger
 
@@ -59,7 +60,7 @@ func New(ctx context.Context, opts ...Option) (*Client, error) {
 		n.Close()
 		return nil, fmt.Errorf("light client: %w", err)
 	}
-	c := &Client{net: n, bootstrap: cfg.bootstrap, query: cfg.queryTimeout, now: cfg.now, log: cfg.log}
+	c := &Client{net: n, bootstrap: cfg.bootstrap, query: cfg.queryTimeout, cross: cfg.crossCheck, now: cfg.now, log: cfg.log}
 	if cfg.renting {
 		ov := market.NewOrderValidator(cfg.now, market.OrderRate, market.OrderBurst)
 		if c.orders, err = p2p.JoinTopic(n.PubSub, n.Host.ID(), market.OrdersTopic, ov.Check, cfg.log); err != nil {

@@ -8,10 +8,11 @@
 //   - client.go: New and Close; joining through the bootstrap peers, and,
 //     WithRenting, the orders topic and an ephemeral listen address (a bid
 //     must list one; suppliers answer over connections the renter opens).
-//   - search.go: Search: suppliers found through their DHT provider
-//     records, their signed profiles fetched and checked, priced from a
-//     bootstrap node's order book and scored by reputation, then matched
-//     (market.MatchOffers).
+//   - search.go: Search: suppliers' signed profiles from the bootstrap
+//     nodes' directories (p2p.DirectoryProtocol, one round trip), or, when
+//     none answers or WithCrossCheck, through their DHT provider records,
+//     each profile checked here, priced from a bootstrap node's order book
+//     and scored by reputation, then matched (market.MatchOffers).
 //   - rent.go: Rent and TakeAsk, which lease GPUs (market.Renter) screened
 //     by that reputation; WithStore keeps the leases made.
 //   - sync.go: what every command reads from the first bootstrap peer that

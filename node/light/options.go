@@ -26,6 +26,7 @@ type config struct {
 	now              func() time.Time
 	userAgent        string
 	renting          bool
+	crossCheck       bool
 }
 
 // WithKey sets the client's identity; a fresh ephemeral key by default.
@@ -70,6 +71,12 @@ func WithUserAgent(ua string) Option { return func(c *config) { c.userAgent = ua
 // WithRenting makes the client able to Rent and TakeAsk: it joins the
 // orders topic (to publish bids) and listens on an ephemeral port.
 func WithRenting() Option { return func(c *config) { c.renting = true } }
+
+// WithCrossCheck makes every Search also walk the DHT, as it does when no
+// bootstrap node answers from its directory, and merge what it finds:
+// slower (a DHT lookup, then one per supplier), but a directory that
+// withholds suppliers is caught, and logged as such.
+func WithCrossCheck() Option { return func(c *config) { c.crossCheck = true } }
 
 // newConfig applies opts over the defaults and checks the result.
 func newConfig(opts []Option) (config, error) {

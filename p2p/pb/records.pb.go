@@ -442,6 +442,106 @@ func (x *Heartbeat) GetRegion() string {
 	return ""
 }
 
+// DirectoryRequest asks a full node for the supplier profiles it keeps
+// (stream protocol /gpumesh/directory/1.0.0).
+type DirectoryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Models        []string               `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"` // model slugs; empty: every model
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`  // most profiles wanted; 0 or above the server's cap: its cap
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DirectoryRequest) Reset() {
+	*x = DirectoryRequest{}
+	mi := &file_records_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DirectoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DirectoryRequest) ProtoMessage() {}
+
+func (x *DirectoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DirectoryRequest.ProtoReflect.Descriptor instead.
+func (*DirectoryRequest) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DirectoryRequest) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *DirectoryRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// DirectoryResponse carries profiles exactly as their suppliers signed
+// them (the envelopes of §4), so that the asker checks every one itself.
+type DirectoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Profiles      [][]byte               `protobuf:"bytes,1,rep,name=profiles,proto3" json:"profiles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DirectoryResponse) Reset() {
+	*x = DirectoryResponse{}
+	mi := &file_records_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DirectoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DirectoryResponse) ProtoMessage() {}
+
+func (x *DirectoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_records_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DirectoryResponse.ProtoReflect.Descriptor instead.
+func (*DirectoryResponse) Descriptor() ([]byte, []int) {
+	return file_records_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DirectoryResponse) GetProfiles() [][]byte {
+	if x != nil {
+		return x.Profiles
+	}
+	return nil
+}
+
 var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
@@ -488,7 +588,12 @@ const file_records_proto_rawDesc = "" +
 	"\bsoftware\x18\a \x01(\tR\bsoftware\x12\x1f\n" +
 	"\vprofile_seq\x18\b \x01(\x04R\n" +
 	"profileSeq\x12\x16\n" +
-	"\x06region\x18\t \x01(\tR\x06regionB#Z!github.com/gpumesh/gpumesh/p2p/pbb\x06proto3"
+	"\x06region\x18\t \x01(\tR\x06region\"@\n" +
+	"\x10DirectoryRequest\x12\x16\n" +
+	"\x06models\x18\x01 \x03(\tR\x06models\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"/\n" +
+	"\x11DirectoryResponse\x12\x1a\n" +
+	"\bprofiles\x18\x01 \x03(\fR\bprofilesB#Z!github.com/gpumesh/gpumesh/p2p/pbb\x06proto3"
 
 var (
 	file_records_proto_rawDescOnce sync.Once
@@ -502,12 +607,14 @@ func file_records_proto_rawDescGZIP() []byte {
 	return file_records_proto_rawDescData
 }
 
-var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_records_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_records_proto_goTypes = []any{
-	(*GPU)(nil),       // 0: gpumesh.p2p.v1.GPU
-	(*Profile)(nil),   // 1: gpumesh.p2p.v1.Profile
-	(*JobLimits)(nil), // 2: gpumesh.p2p.v1.JobLimits
-	(*Heartbeat)(nil), // 3: gpumesh.p2p.v1.Heartbeat
+	(*GPU)(nil),               // 0: gpumesh.p2p.v1.GPU
+	(*Profile)(nil),           // 1: gpumesh.p2p.v1.Profile
+	(*JobLimits)(nil),         // 2: gpumesh.p2p.v1.JobLimits
+	(*Heartbeat)(nil),         // 3: gpumesh.p2p.v1.Heartbeat
+	(*DirectoryRequest)(nil),  // 4: gpumesh.p2p.v1.DirectoryRequest
+	(*DirectoryResponse)(nil), // 5: gpumesh.p2p.v1.DirectoryResponse
 }
 var file_records_proto_depIdxs = []int32{
 	0, // 0: gpumesh.p2p.v1.Profile.gpus:type_name -> gpumesh.p2p.v1.GPU
@@ -531,7 +638,7 @@ func file_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_records_proto_rawDesc), len(file_records_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,184 @@
+package p2p
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/gpumesh/gpumesh/p2p/pb"
+)
+
+// DirectoryProtocol is the stream protocol on which a full node answers a
+// light client's search from the supplier profiles it already keeps: one
+// round trip instead of a DHT walk per model and one per supplier. The
+// asker checks every profile's signature and expiry itself, so a node can
+// withhold profiles but cannot forge or alter one; the DHT stays the
+// fallback and the cross-check (see docs/PROTOCOL.md §3.6).
+const DirectoryProtocol protocol.ID = "/gpumesh/directory/1.0.0"
+
+// Limits of the directory protocol.
+const (
+	// MaxDirectoryProfiles bounds the profiles of one answer.
+	MaxDirectoryProfiles = 512
+	// MaxDirectoryReply bounds one answer's bytes: a server stops adding
+	// profiles before it would pass this.
+	MaxDirectoryReply   = 4 << 20
+	maxDirectoryRequest = 4 << 10
+	// directoryConcurrency bounds the answers a node builds at once; a
+	// request beyond it is reset, and the asker falls back to the DHT.
+	directoryConcurrency = 8
+)
+
+// Directory is the newest valid profile of each supplier a node knows, in
+// memory, for answering DirectoryProtocol. It is safe for concurrent use.
+type Directory struct {
+	mu sync.Mutex
+	m  map[peer.ID]*Profile
+}
+
+// NewDirectory returns an empty directory.
+func NewDirectory() *Directory { return &Directory{m: map[peer.ID]*Profile{}} }
+
+// Put keeps p unless the directory holds a profile of the same peer that
+// wins over it by §3.4 (higher seq, then later issue, then smaller bytes).
+func (d *Directory) Put(p *Profile) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if prev, ok := d.m[p.ID]; ok && !profileWins(p, prev) {
+		return
+	}
+	d.m[p.ID] = p
+}
+
+// profileWins reports whether a is selected over b for the same key (§3.4).
+func profileWins(a, b *Profile) bool {
+	if a.Seq != b.Seq {
+		return a.Seq > b.Seq
+	}
+	if a.IssuedAtMs != b.IssuedAtMs {
+		return a.IssuedAtMs > b.IssuedAtMs
+	}
+	return bytes.Compare(a.Raw, b.Raw) < 0
+}
+
+// Len is how many profiles the directory holds, expired ones included
+// until the next List.
+func (d *Directory) Len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.m)
+}
+
+// List returns the profiles live at now that have a GPU of one of models
+// (every profile when models is empty), by peer ID, at most limit of
+// them and at most maxBytes of envelopes in all. Expired profiles are
+// dropped from the directory.
+func (d *Directory) List(models []string, limit, maxBytes int, now time.Time) []*Profile {
+	d.mu.Lock()
+	var all []*Profile
+	for id, p := range d.m {
+		if !now.Before(p.Expires()) {
+			delete(d.m, id)
+			continue
+		}
+		if len(models) == 0 || HasModel(p, models) {
+			all = append(all, p)
+		}
+	}
+	d.mu.Unlock()
+	slices.SortFunc(all, func(a, b *Profile) int { return cmp.Compare(a.ID, b.ID) })
+	var out []*Profile
+	size := 0
+	for _, p := range all {
+		if len(out) == limit || size+len(p.Raw)+8 > maxBytes {
+			break
+		}
+		out = append(out, p)
+		size += len(p.Raw) + 8
+	}
+	return out
+}
+
+// HasModel reports whether p lists a GPU of one of models.
+func HasModel(p *Profile, models []string) bool {
+	for _, g := range p.Gpus {
+		if slices.Contains(models, g.Model) {
+			return true
+		}
+	}
+	return false
+}
+
+// ServeDirectory answers DirectoryProtocol on h from d: the live profiles
+// of the models asked for, as their suppliers signed them.
+func ServeDirectory(h host.Host, d *Directory, now func() time.Time) {
+	sem := make(chan struct{}, directoryConcurrency)
+	Serve(h, DirectoryProtocol, func(s network.Stream) error {
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+		default:
+			return fmt.Errorf("directory: %d answers in progress", directoryConcurrency)
+		}
+		var req pb.DirectoryRequest
+		if err := ReadMsg(s, maxDirectoryRequest, &req); err != nil {
+			return err
+		}
+		limit := int(req.Limit)
+		if limit <= 0 || limit > MaxDirectoryProfiles {
+			limit = MaxDirectoryProfiles
+		}
+		var resp pb.DirectoryResponse
+		for _, p := range d.List(req.Models, limit, MaxDirectoryReply-1024, now()) {
+			resp.Profiles = append(resp.Profiles, p.Raw)
+		}
+		return WriteMsg(s, &resp)
+	})
+}
+
+// QueryDirectory asks node p for the profiles it keeps of suppliers of
+// models (every model when empty) and checks each one as of now: its
+// signature, its validity and expiry, and that it has a GPU of models.
+// What fails a check is dropped, and so is all but the winning profile
+// (§3.4) of a peer listed twice; rejected counts them.
+func QueryDirectory(ctx context.Context, h host.Host, p peer.ID, models []string, now time.Time) (profiles []*Profile, rejected int, err error) {
+	var resp pb.DirectoryResponse
+	req := &pb.DirectoryRequest{Models: models, Limit: MaxDirectoryProfiles}
+	if err := Request(ctx, h, p, DirectoryProtocol, req, &resp, MaxDirectoryReply); err != nil {
+		return nil, 0, fmt.Errorf("directory of %s: %w", p, err)
+	}
+	out, rejected, err := CheckDirectory(&resp, models, now)
+	if err != nil {
+		return nil, rejected, fmt.Errorf("directory of %s: %w", p, err)
+	}
+	return out, rejected, nil
+}
+
+// CheckDirectory is what QueryDirectory checks of an answer: at most
+// MaxDirectoryProfiles profiles, each valid as of now and with a GPU of
+// models (any model when empty), the winning one (§3.4) of a peer listed
+// twice. It returns the profiles kept, by peer ID, and how many it left
+// out.
+func CheckDirectory(resp *pb.DirectoryResponse, models []string, now time.Time) ([]*Profile, int, error) {
+	if len(resp.Profiles) > MaxDirectoryProfiles {
+		return nil, len(resp.Profiles), fmt.Errorf("%w: %d profiles, the limit is %d", ErrMalformed, len(resp.Profiles), MaxDirectoryProfiles)
+	}
+	d := NewDirectory()
+	for _, raw := range resp.Profiles {
+		if pr, err := OpenProfile(raw, now); err == nil && (len(models) == 0 || HasModel(pr, models)) {
+			d.Put(pr)
+		}
+	}
+	out := d.List(nil, MaxDirectoryProfiles, math.MaxInt, now)
+	return out, len(resp.Profiles) - len(out), nil
+}

@@ -1,0 +1,120 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/p2p/pb"
+)
+
+// sealedProfile is key's profile, opened as of now.
+func sealedProfile(t testing.TB, key crypto.PrivKey, seq uint64, issued time.Time, ttl time.Duration, models ...string) *Profile {
+	t.Helper()
+	var gpus []*pb.GPU
+	for i, m := range models {
+		gpus = append(gpus, testGPU(m, "GPU-"+m+string(rune('a'+i))))
+	}
+	raw, err := SealProfile(testProfile(seq, issued, ttl, gpus...), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := OpenProfile(raw, issued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestDirectoryKeepsTheWinningLiveProfile: a newer seq replaces an older
+// one and never the reverse; List filters by model, drops what expired,
+// and stops at its count and byte limits.
+func TestDirectoryKeepsTheWinningLiveProfile(t *testing.T) {
+	now := time.Now()
+	d := NewDirectory()
+	k1, k2, k3 := newKey(t), newKey(t), newKey(t)
+	d.Put(sealedProfile(t, k1, 5, now, time.Hour, "h100-sxm"))
+	d.Put(sealedProfile(t, k1, 4, now, time.Hour, "rtx4090")) // older: ignored
+	d.Put(sealedProfile(t, k2, 1, now, time.Hour, "rtx4090", "a10"))
+	d.Put(sealedProfile(t, k3, 1, now.Add(-2*time.Hour), time.Hour+time.Minute, "h100-sxm"))
+	if got := d.Len(); got != 3 {
+		t.Fatalf("Len = %d, want 3", got)
+	}
+	models := func(ps []*Profile) (out []string) {
+		for _, p := range ps {
+			out = append(out, p.Gpus[0].Model)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := models(d.List([]string{"h100-sxm"}, 10, 1<<20, now)); !slices.Equal(got, []string{"h100-sxm"}) {
+		t.Fatalf("h100-sxm: %v, want k1's only (k3's expired, k1's older rtx4090 profile lost)", got)
+	}
+	if d.Len() != 2 {
+		t.Fatalf("the expired profile is still held: Len = %d", d.Len())
+	}
+	if got := d.List(nil, 10, 1<<20, now); len(got) != 2 {
+		t.Fatalf("every model: %d profiles, want 2", len(got))
+	}
+	if got := d.List(nil, 1, 1<<20, now); len(got) != 1 {
+		t.Fatalf("limit 1: %d profiles", len(got))
+	}
+	if got := d.List(nil, 10, 10, now); len(got) != 0 {
+		t.Fatalf("10 bytes: %d profiles", len(got))
+	}
+}
+
+// TestDirectoryProtocol: a light host asks a node's directory over a real
+// libp2p connection. What the node holds comes back; a forged envelope
+// is left out and counted, and CheckDirectory (what QueryDirectory
+// applies) leaves out what a hostile node might send besides: a profile
+// of a model not asked for, an expired one, a duplicate, too many.
+func TestDirectoryProtocol(t *testing.T) {
+	now := time.Now()
+	server := startNetwork(t, ModeServer, false, nil)
+	client := startNetwork(t, ModeClient, false, []peer.AddrInfo{addrInfo(server)})
+	if err := client.Bootstrap(t.Context(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	good := sealedProfile(t, newKey(t), 1, now, time.Hour, "h100-sxm")
+	other := sealedProfile(t, newKey(t), 1, now, time.Hour, "rtx4090")
+	expired := sealedProfile(t, newKey(t), 1, now.Add(-time.Hour), time.Hour-time.Second, "h100-sxm")
+	forged := sealedProfile(t, newKey(t), 1, now, time.Hour, "h100-sxm")
+	forged.Raw = slices.Clone(forged.Raw)
+	forged.Raw[len(forged.Raw)-1] ^= 1 // the signature no longer checks
+
+	d := NewDirectory()
+	for _, p := range []*Profile{good, other, forged} {
+		d.Put(p)
+	}
+	ServeDirectory(server.Host, d, time.Now)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	got, rejected, err := QueryDirectory(ctx, client.Host, server.Host.ID(), nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || rejected != 1 {
+		t.Fatalf("every model: %d profiles, %d rejected; want good and other, the forged one rejected", len(got), rejected)
+	}
+	got, rejected, err = QueryDirectory(ctx, client.Host, server.Host.ID(), []string{"h100-sxm"}, time.Now())
+	if err != nil || len(got) != 1 || got[0].ID != good.ID || rejected != 1 {
+		t.Fatalf("h100-sxm: %d profiles, %d rejected, err %v; want the good one only", len(got), rejected, err)
+	}
+
+	// What a server cannot be trusted to filter, the asker checks.
+	resp := &pb.DirectoryResponse{Profiles: [][]byte{good.Raw, other.Raw, expired.Raw, forged.Raw, good.Raw}}
+	kept, left, err := CheckDirectory(resp, []string{"h100-sxm"}, time.Now())
+	if err != nil || len(kept) != 1 || kept[0].ID != good.ID || left != 4 {
+		t.Fatalf("checked answer: %d kept, %d left out, err %v; want the good one kept once", len(kept), left, err)
+	}
+	resp.Profiles = make([][]byte, MaxDirectoryProfiles+1)
+	if _, _, err := CheckDirectory(resp, nil, time.Now()); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("an oversized answer: %v, want ErrMalformed", err)
+	}
+}
