@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -30,6 +32,10 @@ func (n *Node) startAPI() error {
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("node: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(n.cfg.DataDir, api.AddrFile), []byte(ln.Addr().String()+"\n"), 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("node: api: record the address: %w", err)
 	}
 	h := api.NewHandler(&apiBackend{n: n, started: n.now()}, token,
 		api.WithMetrics(promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})))

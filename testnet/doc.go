@@ -18,9 +18,13 @@
 //
 // # Ports and hardware
 //
-// Node i listens for libp2p on tcp and udp (QUIC) port BasePort+i and serves
-// its HTTP API on 127.0.0.1:BasePort+1000+i. [Up] checks that every port is
-// free before it starts anything. Node i gets the simulated hardware and
+// By default every node listens on ports the kernel chooses (port 0), for
+// libp2p on tcp and udp (QUIC) and for its HTTP API on 127.0.0.1, and the
+// testnet reads back what each got (state.json and `testnet status` show
+// them); a restarted node asks for the same ports again. With
+// [Options].BasePort (--base-port) set, node i listens on BasePort+i and
+// serves its API on 127.0.0.1:BasePort+1000+i instead, and [Up] checks
+// that every port is free before it starts anything. Node i gets the simulated hardware and
 // region of [ProfileFor](i), a fixed rotation of five:
 //
 //	0  sim:h100-sxm:8              eu-west

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,6 +70,9 @@ func startNode(binary string, info NodeInfo, appendLog bool) (*proc, error) {
 	defer logf.Close()
 	fmt.Fprintf(logf, "# testnet %s: %s %s\n", time.Now().UTC().Format(time.RFC3339), binary, strings.Join(info.Args, " "))
 
+	// A node asked for a kernel-chosen API port writes the one it got;
+	// an old file must not be read for it.
+	_ = os.Remove(filepath.Join(info.DataDir, api.AddrFile))
 	cmd := exec.Command(binary, info.Args...)
 	if info.NS != "" {
 		// ip netns exec execs the binary: the PID is the node's.
@@ -254,6 +258,14 @@ func waitFor(ctx context.Context, procs []*proc, cond condition) error {
 			if p.exited() {
 				return false
 			}
+			if strings.HasSuffix(p.info.API, ":0") {
+				b, err := os.ReadFile(filepath.Join(p.info.DataDir, api.AddrFile))
+				if err != nil {
+					p.last = fmt.Errorf("the API has not said where it listens yet: %w", err)
+					return false
+				}
+				p.info.API = strings.TrimSpace(string(b))
+			}
 			hctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			h, err := getHealth(hctx, p.info.API, p.dial)
@@ -266,6 +278,7 @@ func waitFor(ctx context.Context, procs []*proc, cond condition) error {
 				p.last = err
 				return false
 			}
+			pinPorts(&p.info, h.Addrs)
 			p.last = cond(h)
 			return p.last == nil
 		})
@@ -282,6 +295,38 @@ func waitFor(ctx context.Context, procs []*proc, cond condition) error {
 			p := pending[0]
 			return fmt.Errorf("testnet: %s: %s: %v; see %s%s", p.info.name(), gaveUp(ctx, start, "not ready"), p.last, p.info.Log, logTail(p.info.Log, 3))
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// pinPorts rewrites a node's arguments that asked for kernel-chosen ports
+// (--api 127.0.0.1:0, --listen …/tcp/0 and …/udp/0/quic-v1) to the ports
+// it got, so that a restart asks for the same ones and its peers' records
+// of it stay true.
+func pinPorts(info *NodeInfo, addrs []string) {
+	for i := 0; i+1 < len(info.Args); i++ {
+		arg := info.Args[i+1]
+		switch {
+		case info.Args[i] == "--api" && strings.HasSuffix(arg, ":0"):
+			info.Args[i+1] = info.API
+		case info.Args[i] == "--listen":
+			for _, suffix := range []string{"/tcp/0", "/udp/0/quic-v1"} {
+				if !strings.HasSuffix(arg, suffix) {
+					continue
+				}
+				// "/ip4/127.0.0.1/udp/" + port + "/quic-v1"
+				prefix := strings.TrimSuffix(arg, suffix) + suffix[:4] + "/"
+				after := suffix[6:]
+				// Only the plain transport: not …/ws, not …/quic-v1/webtransport.
+				tail := strings.TrimPrefix(after+"/p2p/", "/")
+				for _, a := range addrs {
+					port, rest, _ := strings.Cut(strings.TrimPrefix(a, prefix), "/")
+					if _, err := strconv.Atoi(port); err == nil && strings.HasPrefix(a, prefix) && (rest+"/" == tail[:len(tail)-4] || strings.HasPrefix(rest, tail)) {
+						info.Args[i+1] = prefix + port + after
+						break
+					}
+				}
+			}
 		}
 	}
 }

@@ -23,7 +23,6 @@ import (
 // Defaults filled in by Up for zero Options fields.
 const (
 	DefaultNodes             = 5
-	DefaultBasePort          = 40100
 	DefaultHeartbeatInterval = 2 * time.Second
 	DefaultDir               = "testnet/.run"
 	DefaultBinary            = "bin/gpumesh"
@@ -54,8 +53,13 @@ type Options struct {
 	Dir string
 	// Nodes is how many nodes to start (default 5, at most 1000).
 	Nodes int
-	// BasePort: node i uses tcp and udp BasePort+i for libp2p and
-	// BasePort+1000+i for its API (default 40100).
+	// BasePort, when set, fixes the ports: node i uses tcp and udp
+	// BasePort+i for libp2p and BasePort+1000+i for its API. By default
+	// (0) the kernel chooses every port: each node listens on port 0 and
+	// the testnet reads back what it got (the node writes its API address
+	// to api.addr in its data dir; /healthz lists the rest), so that runs
+	// never collide with each other or with ephemeral ports. A restarted
+	// node asks for the ports it had.
 	BasePort int
 	// HeartbeatInterval is passed to every node (default 2s).
 	HeartbeatInterval time.Duration
@@ -94,9 +98,6 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	if o.BasePort == 0 {
-		o.BasePort = DefaultBasePort
-	}
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
 	}
@@ -112,7 +113,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Nodes < 1 || o.Nodes > APIPortOffset {
 		return o, fmt.Errorf("testnet: %d nodes: want 1 to %d", o.Nodes, APIPortOffset)
 	}
-	if o.BasePort < 1024 || o.BasePort+APIPortOffset+o.Nodes-1 > 65535 {
+	if o.BasePort != 0 && (o.BasePort < 1024 || o.BasePort+APIPortOffset+o.Nodes-1 > 65535) {
 		return o, fmt.Errorf("testnet: base port %d: ports %d..%d must lie in 1024..65535", o.BasePort, o.BasePort, o.BasePort+APIPortOffset+o.Nodes-1)
 	}
 	var err error
@@ -219,16 +220,20 @@ func (s *State) BootstrapArgs() []string {
 	return args
 }
 
-// plan lays out node i: its ports, directories, hardware and arguments.
-// With a lab node (--netns), the node listens on every address of its own
-// namespace, on fixed ports.
+// plan lays out node i: its ports (port 0 for the kernel to choose,
+// unless o.BasePort), directories, hardware and arguments. With a lab node
+// (--netns), the node listens on every address of its own namespace, on
+// fixed ports.
 func plan(o Options, i int, bootstrap []string, ln *netlab.Node) NodeInfo {
 	p := ProfileFor(i)
-	port := strconv.Itoa(o.BasePort + i)
+	port, api := "0", "127.0.0.1:0"
+	if o.BasePort != 0 {
+		port, api = strconv.Itoa(o.BasePort+i), "127.0.0.1:"+strconv.Itoa(o.BasePort+APIPortOffset+i)
+	}
 	listenIP := "127.0.0.1"
 	n := NodeInfo{
 		Index:   i,
-		API:     "127.0.0.1:" + strconv.Itoa(o.BasePort+APIPortOffset+i),
+		API:     api,
 		GPUs:    p.GPUs,
 		Region:  p.Region,
 		DataDir: filepath.Join(o.Dir, fmt.Sprintf("node-%d", i)),
@@ -279,8 +284,10 @@ func Up(ctx context.Context, o Options) (_ *State, err error) {
 			return nil, fmt.Errorf("testnet: already running in %s (%d of %d nodes alive); run `testnet down --dir %s` first", o.Dir, len(live), len(st.Nodes), o.Dir)
 		}
 	}
-	if err := checkPorts(o.BasePort, o.Nodes); err != nil {
-		return nil, err
+	if o.BasePort != 0 {
+		if err := checkPorts(o.BasePort, o.Nodes); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("testnet: %w", err)
@@ -384,8 +391,10 @@ func Restart(ctx context.Context, dir string, index int) (NodeInfo, error) {
 		// Public nodes started before the others knew no bootstrap
 		// peers; coming back, a node joins through every other one.
 		info.Args = withBootstrap(info.Args, st.Bootstrap, info.PeerID)
-	} else if err := checkNodePorts(st.BasePort, index); err != nil {
-		return info, err
+	} else if st.BasePort != 0 {
+		if err := checkNodePorts(st.BasePort, index); err != nil {
+			return info, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -98,7 +98,7 @@ func up(t *testing.T, n int) (*State, string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	start := time.Now()
-	st, err := Up(ctx, Options{Binary: bin, Dir: dir, Nodes: n, BasePort: freeBase(t, n), Logger: testLogger(t)})
+	st, err := Up(ctx, Options{Binary: bin, Dir: dir, Nodes: n, Logger: testLogger(t)}) // kernel-chosen ports
 	if err != nil {
 		t.Fatalf("Up: %v", err)
 	}
@@ -268,7 +268,7 @@ func TestUpStopsNodesOnFailure(t *testing.T) {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Up(t.Context(), Options{Binary: wrapper, Dir: dir, Nodes: 3, BasePort: freeBase(t, 3), Logger: testLogger(t)})
+	_, err := Up(t.Context(), Options{Binary: wrapper, Dir: dir, Nodes: 3, Logger: testLogger(t)})
 	if err == nil {
 		Down(dir)
 		t.Fatal("Up succeeded with a failing node 1")
@@ -372,6 +372,28 @@ func TestPlan(t *testing.T) {
 	}
 	if n.Log != "/run/node-3.log" || n.API != "127.0.0.1:41103" {
 		t.Errorf("plan(3) = log %q api %q", n.Log, n.API)
+	}
+}
+
+// TestPlanKernelPortsAndPin: without a base port a node asks for port 0
+// everywhere; once it runs, its arguments are pinned to the ports it got,
+// for a restart to ask for them again.
+func TestPlanKernelPortsAndPin(t *testing.T) {
+	n := plan(Options{Dir: "/run", HeartbeatInterval: time.Second, AuditInterval: time.Minute}, 1, nil, nil)
+	if n.API != "127.0.0.1:0" || !slices.Contains(n.Args, "/ip4/127.0.0.1/tcp/0") || !slices.Contains(n.Args, "/ip4/127.0.0.1/udp/0/quic-v1") {
+		t.Fatalf("kernel ports: api %q, args %q", n.API, n.Args)
+	}
+	n.API = "127.0.0.1:45001"
+	pinPorts(&n, []string{
+		"/ip4/127.0.0.1/udp/45003/quic-v1/webtransport/p2p/A",
+		"/ip4/127.0.0.1/udp/45002/quic-v1/p2p/A",
+		"/ip4/127.0.0.1/tcp/45004/ws/p2p/A",
+		"/ip4/127.0.0.1/tcp/45005/p2p/A",
+	})
+	for _, want := range []string{"127.0.0.1:45001", "/ip4/127.0.0.1/tcp/45005", "/ip4/127.0.0.1/udp/45002/quic-v1"} {
+		if !slices.Contains(n.Args, want) {
+			t.Errorf("pinned args %q lack %q", n.Args, want)
+		}
 	}
 }
 

@@ -14,6 +14,11 @@ import (
 // TokenFile, in a node's data dir, holds the bearer token of its API.
 const TokenFile = "api.token"
 
+// AddrFile, in a node's data dir, holds the host:port its API listens on,
+// written once it listens: how a supervisor finds an API started on a
+// kernel-chosen port (--api 127.0.0.1:0).
+const AddrFile = "api.addr"
+
 // EnsureToken returns the API token of the data dir, creating it (mode
 // 0600) on first use, and making an existing one readable by its owner
 // only.

@@ -2,7 +2,7 @@
 // 127.0.0.1, or in a lab of network namespaces behind NAT routers with
 // --netns (see package testnet):
 //
-//	testnet up [N] [--bin bin/gpumesh] [--dir testnet/.run] [--base-port 40100]
+//	testnet up [N] [--bin bin/gpumesh] [--dir testnet/.run] [--base-port N]
 //	testnet up --netns [N] [--prefix gmtn]
 //	testnet status [--json]
 //	testnet demo
@@ -125,7 +125,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 func (c *cli) up(ctx context.Context, args []string) error {
 	fs, dir := c.flags("up")
 	bin := fs.String("bin", testnet.DefaultBinary, "gpumesh binary")
-	base := fs.Int("base-port", testnet.DefaultBasePort, "node i listens on BASE+i (libp2p) and BASE+1000+i (API)")
+	base := fs.Int("base-port", 0, "fixed ports: node i listens on BASE+i (libp2p) and BASE+1000+i (API); by default (0) the kernel picks free ports")
 	hb := fs.Duration("heartbeat-interval", testnet.DefaultHeartbeatInterval, "heartbeat interval passed to every node")
 	timeout := fs.Duration("timeout", 0, "give up start-up after this long (default 12s a node, at least 30s)")
 	netns := fs.Bool("netns", false, "run the nodes in network namespaces behind cone and symmetric NAT routers, with a WAN between regions (Linux, root, iproute2, nftables)")
