@@ -430,9 +430,10 @@ func (s *Supplier) cancelAsks(ctx context.Context) map[string]ID {
 const maxQuotedBidders = 4096
 
 // HandleBid answers one bid from the order book: at most one quote (the
-// cheapest model it can serve) or, when it has a model the bid names but
-// cannot serve it, one decline saying why. Bids that name none of its
-// models get no answer, nor do bids whose author has no connection to the
+// cheapest model it can serve) or, when it has a model the bid allows (a
+// bid that names no model allows every one) but cannot serve it, one
+// decline saying why, so that the renter need not wait for it. Bids that
+// name none of its models get no answer, nor do bids whose author has no connection to the
 // supplier, nor a bidder over its quota of answers.
 func (s *Supplier) HandleBid(ctx context.Context, b *Bid) {
 	if b.Renter == s.self {
@@ -537,7 +538,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 			if best == nil || q.PriceMicros < best.PriceMicros {
 				best = q
 			}
-		} else if decline == nil && named != nil {
+		} else if decline == nil {
 			decline = q
 		}
 	}
