@@ -254,6 +254,9 @@ func (b *Book) AddAskFrom(a *Ask, from peer.ID) error {
 	} else if err := b.roomForAsk(a, from, now); err != nil {
 		return fmt.Errorf("ask %s of %s via %s: %w", a.ID.Short(), a.Supplier, from, err)
 	}
+	if a.Received.IsZero() {
+		a.Received = now
+	}
 	b.asks[a.ID] = a
 	b.askByOwner[key] = a.ID
 	m := b.asksModel[a.Model]

@@ -96,6 +96,21 @@ func (s *Supplier) admit(p *Proposal, now time.Time) (*hold, Decline, string) {
 	return h, "", ""
 }
 
+// overHeldCap reports whether leasing count more GPUs of model would pass
+// heldCap, as admit would refuse it: a supplier declines such a bid
+// (busy) rather than quote a lease it would then refuse.
+func (s *Supplier) overHeldCap(model string, count int) bool {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	held := 0
+	for _, h := range s.holds {
+		if h.model == model {
+			held += h.count
+		}
+	}
+	return held > 0 && held+count > heldCap(len(s.cfg.GPUs[model]))
+}
+
 // heldCap is how many of total GPUs of a model may be held with no job
 // started on them, by all renters together, once anything is held: half,
 // rounded up.

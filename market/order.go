@@ -42,6 +42,9 @@ type Ask struct {
 	Supplier peer.ID
 	Addrs    []ma.Multiaddr
 	Raw      []byte // the signed envelope
+	// Received is when a Book first took the ask (zero until then), by
+	// the book's clock: with Created, how long gossip took to bring it.
+	Received time.Time
 }
 
 // Created and Expires are the ask's timestamps.

@@ -144,8 +144,12 @@ type attempt struct {
 
 // Rent publishes a bid for req, collects quotes, and leases from the best
 // acceptable one: cheapest, then (when reputation lands) most reputable,
-// then nearest by round-trip time. A refused proposal falls back to the
-// next quote. With no lease it returns a *NoMatch that says why.
+// then nearest by round-trip time. Quotes are collected until every
+// supplier it connected to has answered, req.Enough acceptable ones are
+// in, or req.Wait passes; when every offer collected is refused, the
+// answers still to come are collected and tried. A refused proposal
+// falls back to the next quote. With no lease it returns a *NoMatch that
+// says why.
 func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	if req.Wait == 0 {
 		req.Wait = 2 * time.Second
@@ -198,23 +202,38 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	}
 	r.log.Debug("bid published", "bid", bidID.Short(), "filter", b.Filter)
 
-	offers, declines := r.collect(ctx, ch, req, expect)
-	offers, shunned, unproven := r.screen(offers, req)
-	offers, unreachable := screenReach(offers, req)
-	var tried []attempt
-	for _, q := range offers {
-		l, refused, err := r.proposeQuote(ctx, q, req.Terms)
-		if err != nil {
-			tried = append(tried, attempt{q, err.Error()})
-			continue
+	// Lease from the best offers collected; when every one of them
+	// refuses, collect the answers still to come (within the same
+	// ceiling) and try those.
+	c := r.newCollector(ch, req, expect)
+	defer c.stop()
+	var (
+		all, declines, shunned, unproven []*Quote
+		tried, unreachable               []attempt
+	)
+	for {
+		offers, more := c.collect(ctx)
+		declines = append(declines, c.takeDeclines()...)
+		offers, sh, un := r.screen(offers, req)
+		offers, ur := screenReach(offers, req)
+		all, shunned, unproven, unreachable = append(all, offers...), append(shunned, sh...), append(unproven, un...), append(unreachable, ur...)
+		for _, q := range offers {
+			l, refused, err := r.proposeQuote(ctx, q, req.Terms)
+			if err != nil {
+				tried = append(tried, attempt{q, err.Error()})
+				continue
+			}
+			if refused != "" {
+				tried = append(tried, attempt{q, refused})
+				continue
+			}
+			return l, nil
 		}
-		if refused != "" {
-			tried = append(tried, attempt{q, refused})
-			continue
+		if !more {
+			break
 		}
-		return l, nil
 	}
-	return nil, r.explain(ctx, req, noMatchFacts{offers: offers, declines: declines, shunned: shunned,
+	return nil, r.explain(ctx, req, noMatchFacts{offers: all, declines: declines, shunned: shunned,
 		unproven: unproven, tried: tried, unreachable: unreachable})
 }
 
@@ -421,37 +440,64 @@ func (r *Renter) screenScore(offers []*Quote, req RentRequest) (kept, shunned []
 	return kept, shunned
 }
 
-// collect gathers quotes until req.Wait passes, ctx ends, enough
-// acceptable offers are in, or every supplier in expect (those with a
-// matching live ask that the renter connected to) has quoted or
-// declined; it returns the acceptable offers ranked. With nobody to
+// collector gathers the quotes of one bid until req.Wait passes, ctx
+// ends, or every supplier in expect (those with a matching live ask that
+// the renter connected to) has quoted or declined. With nobody to
 // expect, it waits for req.Wait: suppliers the order book did not list
 // may still quote.
-func (r *Renter) collect(ctx context.Context, ch <-chan *Quote, req RentRequest, expect map[peer.ID]bool) (offers, declines []*Quote) {
-	timer := time.NewTimer(req.Wait)
-	defer timer.Stop()
-	waiting := maps.Clone(expect)
-	for len(offers) < req.Enough && (len(expect) == 0 || len(waiting) > 0) {
+type collector struct {
+	r        *Renter
+	ch       <-chan *Quote
+	req      RentRequest
+	timer    *time.Timer
+	expected bool
+	waiting  map[peer.ID]bool
+	declines []*Quote
+	done     bool
+}
+
+func (r *Renter) newCollector(ch <-chan *Quote, req RentRequest, expect map[peer.ID]bool) *collector {
+	return &collector{r: r, ch: ch, req: req, timer: time.NewTimer(req.Wait), expected: len(expect) > 0, waiting: maps.Clone(expect)}
+}
+
+func (c *collector) stop() { c.timer.Stop() }
+
+// collect returns, ranked, the acceptable offers that came in since the
+// last call, once req.Enough of them are in or nothing more is to come;
+// more reports whether answers may still come after that.
+func (c *collector) collect(ctx context.Context) (offers []*Quote, more bool) {
+	for !c.done && len(offers) < c.req.Enough {
+		if c.expected && len(c.waiting) == 0 {
+			c.done = true
+			break
+		}
 		select {
 		case <-ctx.Done():
-			return r.rank(offers), declines
-		case <-timer.C:
-			return r.rank(offers), declines
-		case q := <-ch:
-			delete(waiting, q.Supplier)
+			c.done = true
+		case <-c.timer.C:
+			c.done = true
+		case q := <-c.ch:
+			delete(c.waiting, q.Supplier)
 			switch {
 			case q.Decline != "":
-				declines = append(declines, q)
-			case slices.Contains(req.Exclude, q.Supplier):
-			case q.PriceMicros > req.MaxPrice || int(q.Count) != req.Count || q.DurationS != uint32(req.Duration/time.Second):
+				c.declines = append(c.declines, q)
+			case slices.Contains(c.req.Exclude, q.Supplier):
+			case q.PriceMicros > c.req.MaxPrice || int(q.Count) != c.req.Count || q.DurationS != uint32(c.req.Duration/time.Second):
 				// A supplier quoting outside the bid is ignored.
-				declines = append(declines, q)
+				c.declines = append(c.declines, q)
 			default:
 				offers = append(offers, q)
 			}
 		}
 	}
-	return r.rank(offers), declines
+	return c.r.rank(offers), !c.done && !(c.expected && len(c.waiting) == 0)
+}
+
+// takeDeclines returns the declines collected since the last call.
+func (c *collector) takeDeclines() []*Quote {
+	d := c.declines
+	c.declines = nil
+	return d
 }
 
 // rank orders offers by price, then round-trip time; screen then puts

@@ -515,7 +515,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 		}); {
 		case !filterAllowsExcept(b.Filter, o, append(RenterKeys, "price", "free", "count")...):
 			q = &pb.Quote{Model: m, Decline: string(DeclineMismatch), Free: uint32(free)}
-		case free < int(b.Count):
+		case free < int(b.Count), s.overHeldCap(m, int(b.Count)):
 			q = &pb.Quote{Model: m, Decline: string(DeclineBusy), Free: uint32(free)}
 		case time.Duration(b.DurationS)*time.Second < s.cfg.MinDuration || time.Duration(b.DurationS)*time.Second > s.cfg.MaxDuration:
 			q = &pb.Quote{Model: m, Decline: string(DeclineDuration), Free: uint32(free)}

@@ -470,3 +470,44 @@ func TestRentStopsOnceListedSuppliersAnswered(t *testing.T) {
 		t.Fatalf("lease from %s, want the supplier with free GPUs, %s", l.Supplier, sups[0].net.Host.ID())
 	}
 }
+
+// TestRentTriesLaterQuotesWhenTheFirstRefuses: taking the first
+// acceptable quote (Enough 1), a renter whose first offer is refused (the
+// supplier bars it) goes on collecting and leases from the other
+// supplier, instead of failing with answers still to come.
+func TestRentTriesLaterQuotesWhenTheFirstRefuses(t *testing.T) {
+	now := time.Now
+	relay := gossipRelay(t)
+	rp := newTestPeer(t, now)
+	rp.connect(t, relay)
+	book := NewBook(now)
+	var sups []*testSupplier
+	for range 2 {
+		s := newTestSupplier(t, now)
+		s.connect(t, relay)
+		waitGossipPath(t, rp, s.testPeer)
+		s.answerBids(t)
+		book.AddAsk(s.ask(t, now()))
+		sups = append(sups, s)
+	}
+	// The first quotes as usual, then refuses the proposal.
+	sups[0].sup.lmu.Lock()
+	sups[0].sup.barred[rp.net.Host.ID()] = now().Add(time.Hour)
+	sups[0].sup.lmu.Unlock()
+	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Twice: two leases with no job is all the second may hold of its 4.
+	for i := range 2 {
+		l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
+			Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
+			MaxPrice: 3_000_000, Wait: 10 * time.Minute, Enough: 1,
+		})
+		if err != nil {
+			t.Fatalf("rent %d: %v", i, err)
+		}
+		if l.Supplier != sups[1].net.Host.ID() {
+			t.Fatalf("rent %d: lease from %s, want the supplier that does not bar the renter, %s", i, l.Supplier, sups[1].net.Host.ID())
+		}
+	}
+}
