@@ -54,11 +54,14 @@ testnet-down:
 testnet-status:
 	$(TESTNET) status
 
-# Micro-benchmarks beside their baselines, then the network harness
-# (20-node testnet: cold search, rent to lease, lease to running job, idle
-# RSS and CPU), then the same across NATs with WAN latency in the namespace
-# testnet, each as a multiple of the peers' round trip (root; skipped,
-# saying why, without network namespaces).
+# Micro-benchmarks beside their baselines, then the harness that writes
+# bench/RESULTS.md (per-message costs against raw ed25519 and raw Badger;
+# on a 20-node testnet: cold search, cold CLI rent, rent to lease, ask
+# propagation, lease to running job, idle RSS and CPU; search, lease and
+# ask propagation again at 50 and 100 nodes), then the same across NATs
+# with WAN latency in the namespace testnet, each as a multiple of the
+# peers' round trip (root; skipped, saying why, without network
+# namespaces).
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./p2p/ ./store/ ./market/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./market/settle/

@@ -33,7 +33,7 @@ func (n *Node) startAPI() error {
 		ln.Close()
 		return fmt.Errorf("node: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(n.cfg.DataDir, api.AddrFile), []byte(ln.Addr().String()+"\n"), 0o600); err != nil {
+	if err := writeAtomic(filepath.Join(n.cfg.DataDir, api.AddrFile), []byte(ln.Addr().String()+"\n")); err != nil {
 		ln.Close()
 		return fmt.Errorf("node: api: record the address: %w", err)
 	}
@@ -47,6 +47,16 @@ func (n *Node) startAPI() error {
 		}
 	})
 	return nil
+}
+
+// writeAtomic writes b to path (mode 0600) through a temporary file and a
+// rename, so that a reader never sees it half written.
+func writeAtomic(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // APIAddr is the address the API listens on, or "" when it is off.

@@ -111,8 +111,12 @@ func (b *apiBackend) Orders(f market.Filter) api.Orders {
 		out.Asks = append(out.Asks, api.OrderView{
 			ID: a.ID.String(), Kind: "ask", Peer: a.Supplier.String(), Model: a.Model, Count: int(a.Count),
 			PriceMicros: a.PriceMicros, Price: money.Micros(a.PriceMicros).String(), Region: a.Region,
-			Pricing: a.Pricing, Simulated: a.Simulated, Expires: a.Expires().UTC(),
+			Pricing: a.Pricing, Simulated: a.Simulated, Created: a.Created().UTC(), Expires: a.Expires().UTC(),
 		})
+		if !a.Received.IsZero() {
+			r := a.Received.UTC()
+			out.Asks[len(out.Asks)-1].Received = &r
+		}
 	}
 	models := f.Models()
 	for _, bid := range n.market.book.Bids("") {
@@ -122,7 +126,7 @@ func (b *apiBackend) Orders(f market.Filter) api.Orders {
 		out.Bids = append(out.Bids, api.OrderView{
 			ID: bid.ID.String(), Kind: "bid", Peer: bid.Renter.String(), Filter: bid.Filter.String(), Count: int(bid.Count),
 			PriceMicros: bid.MaxPriceMicros, Price: money.Micros(bid.MaxPriceMicros).String(), DurationS: bid.DurationS,
-			Expires: bid.Expires().UTC(),
+			Created: bid.Created().UTC(), Expires: bid.Expires().UTC(),
 		})
 	}
 	return out

@@ -264,7 +264,11 @@ func waitFor(ctx context.Context, procs []*proc, cond condition) error {
 					p.last = fmt.Errorf("the API has not said where it listens yet: %w", err)
 					return false
 				}
-				p.info.API = strings.TrimSpace(string(b))
+				if p.info.API = strings.TrimSpace(string(b)); p.info.API == "" {
+					p.info.API = "127.0.0.1:0"
+					p.last = errors.New("the API has not said where it listens yet")
+					return false
+				}
 			}
 			hctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()

@@ -62,7 +62,11 @@ type OrderView struct {
 	Pricing     string    `json:"pricing,omitempty"`
 	DurationS   uint32    `json:"duration_s,omitempty"`
 	Simulated   bool      `json:"simulated,omitempty"`
+	Created     time.Time `json:"created"`
 	Expires     time.Time `json:"expires"`
+	// Received is when this node's book took the order: Received minus
+	// Created is how long gossip took to bring it (asks only).
+	Received *time.Time `json:"received,omitempty"`
 }
 
 // Orders is the body of GET /api/v1/orders: the asks that the filter

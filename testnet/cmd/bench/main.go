@@ -1,21 +1,28 @@
 // Command bench is the network benchmark harness behind `make bench`. It
-// starts a 20-node testnet of real gpumesh processes on loopback and
-// measures, each beside a baseline taken in the same run on the same
-// machine:
+// measures every figure of bench/RESULTS.md beside a baseline taken in
+// the same run on the same machine, and writes that file (and the raw
+// figures as JSON):
 //
-//   - cold search: a fresh light client (new identity, new host) joins
-//     through one node and searches everything, p50/p99, beside a bare
-//     libp2p host that connects to one node and pings it once;
-//   - the same search as a whole `gpumesh search --json` process;
-//   - an idle node's RSS and CPU share, measured over a window after the
-//     network has been idle for a while.
-//
-// Results are printed as a table and written as JSON to -out.
+//   - per-message costs: record validation against a raw ed25519 verify,
+//     a durable receipt against a raw synced Badger batch (Go benchmarks);
+//   - on a testnet of real gpumesh processes on loopback (-nodes, 20 by
+//     default), every port chosen by the kernel: a cold search by a fresh
+//     in-process light client and as a whole `gpumesh search` process,
+//     beside a new bare libp2p host's connect and ping; `gpumesh rent`
+//     from a cold CLI; rent to countersigned lease in-process, beside
+//     three bare stream round trips; how long an ask takes to reach every
+//     node; countersigned lease to running job, beside a fork/exec; an
+//     idle node's RSS and CPU share;
+//   - the same search, lease and ask propagation again on larger testnets
+//     (-scale, 50 and 100 nodes by default), to show how each grows with
+//     the network's size, and whether 100 node processes come up, search
+//     and lease on this machine.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -39,21 +46,47 @@ import (
 	"github.com/gpumesh/gpumesh/testnet"
 )
 
+// config is the harness's flags.
+type config struct {
+	bin                              string
+	nodes                            int
+	scale                            []int
+	runs, cliRuns, rentRuns, jobRuns int
+	settle, window, hb               time.Duration
+	dir, out, jsonOut                string
+	skipMicro                        bool
+}
+
 func main() {
-	bin := flag.String("bin", "bin/gpumesh", "gpumesh binary")
-	nodes := flag.Int("nodes", 20, "testnet size")
-	runs := flag.Int("runs", 40, "cold searches (and baseline round trips) to time")
-	cliRuns := flag.Int("cli-runs", 10, "searches to time as whole CLI processes")
-	rentRuns := flag.Int("rent-runs", 25, "leases to time, each way (with the quote wait, and taking the first quote)")
-	jobRuns := flag.Int("job-runs", 15, "jobs to start from node 0, timing countersigned lease to running process")
-	settle := flag.Duration("settle", 60*time.Second, "idle time before measuring a node's footprint")
-	window := flag.Duration("window", 30*time.Second, "CPU measurement window")
-	dir := flag.String("dir", ".bench/testnet", "testnet state dir")
-	basePort := flag.Int("base-port", 42100, "testnet base port")
-	out := flag.String("out", ".bench/network.json", "where to write the results")
-	hb := flag.Duration("heartbeat", 10*time.Second, "heartbeat interval of the testnet's nodes")
+	var c config
+	var scale string
+	flag.StringVar(&c.bin, "bin", "bin/gpumesh", "gpumesh binary")
+	flag.IntVar(&c.nodes, "nodes", 20, "size of the testnet every figure is measured on")
+	flag.StringVar(&scale, "scale", "50,100", "larger testnets (comma-separated sizes, or none) to measure search, lease and ask propagation on again")
+	flag.IntVar(&c.runs, "runs", 40, "cold searches (and baseline round trips) to time")
+	flag.IntVar(&c.cliRuns, "cli-runs", 10, "searches, and rents, to time as whole CLI processes")
+	flag.IntVar(&c.rentRuns, "rent-runs", 12, "leases to time in-process, each way (first quote, and every expected answer)")
+	flag.IntVar(&c.jobRuns, "job-runs", 15, "jobs to start from node 0, timing countersigned lease to running process")
+	flag.DurationVar(&c.settle, "settle", 60*time.Second, "idle time before measuring a node's footprint")
+	flag.DurationVar(&c.window, "window", 30*time.Second, "CPU measurement window")
+	flag.DurationVar(&c.hb, "heartbeat", 10*time.Second, "heartbeat interval of the testnet's nodes")
+	flag.StringVar(&c.dir, "dir", ".bench/testnet", "testnet state dir")
+	flag.StringVar(&c.out, "out", "bench/RESULTS.md", "where to write the results table")
+	flag.StringVar(&c.jsonOut, "json", ".bench/network.json", "where to write the raw figures")
+	flag.BoolVar(&c.skipMicro, "skip-micro", false, "leave out the Go micro-benchmarks")
 	flag.Parse()
-	if err := run(*bin, *nodes, *runs, *cliRuns, *rentRuns, *jobRuns, *settle, *window, *dir, *basePort, *out, *hb); err != nil {
+	for _, f := range strings.Split(scale, ",") {
+		if f = strings.TrimSpace(f); f == "" || f == "none" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 2 {
+			fmt.Fprintf(os.Stderr, "bench: -scale %q: want sizes of at least 2\n", scale)
+			os.Exit(2)
+		}
+		c.scale = append(c.scale, n)
+	}
+	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -61,178 +94,486 @@ func main() {
 
 // Results is what one run of the harness measured.
 type Results struct {
-	When          time.Time `json:"when"`
-	Nodes         int       `json:"nodes"`
-	Heartbeat     string    `json:"heartbeat_interval"`
-	SearchP50Ms   float64   `json:"search_p50_ms"`
-	SearchP99Ms   float64   `json:"search_p99_ms"`
-	PingP50Ms     float64   `json:"baseline_connect_ping_p50_ms"`
-	PingP99Ms     float64   `json:"baseline_connect_ping_p99_ms"`
-	RatioP50      float64   `json:"search_over_baseline_p50"`
-	RatioP99      float64   `json:"search_over_baseline_p99"`
-	CLIP50Ms      float64   `json:"cli_search_p50_ms"`
-	CLIP99Ms      float64   `json:"cli_search_p99_ms"`
-	OffersFound   int       `json:"offers_found"`
-	IdleRSSMeanMB float64   `json:"idle_rss_mean_mib"`
-	IdleRSSMaxMB  float64   `json:"idle_rss_max_mib"`
-	IdleCPUMean   float64   `json:"idle_cpu_mean_pct_of_core"`
-	IdleCPUMax    float64   `json:"idle_cpu_max_pct_of_core"`
-	IdleAfter     string    `json:"idle_measured_after"`
-	RentRuns      int       `json:"rent_runs"`
-	RentWaitP50   float64   `json:"rent_with_quote_wait_p50_ms"`
-	RentWaitP99   float64   `json:"rent_with_quote_wait_p99_ms"`
-	RentFirstP50  float64   `json:"rent_first_quote_p50_ms"`
-	RentFirstP99  float64   `json:"rent_first_quote_p99_ms"`
-	StreamRTP50   float64   `json:"baseline_3_stream_round_trips_p50_ms"`
-	StreamRTP99   float64   `json:"baseline_3_stream_round_trips_p99_ms"`
-	RentRatioP50  float64   `json:"rent_first_over_baseline_p50"`
-	RentRatioP99  float64   `json:"rent_first_over_baseline_p99"`
-	JobRuns       int       `json:"job_runs"`
-	JobStartP50   float64   `json:"lease_to_running_p50_ms"`
-	JobStartP99   float64   `json:"lease_to_running_p99_ms"`
-	ExecP50       float64   `json:"baseline_exec_p50_ms"`
-	ExecP99       float64   `json:"baseline_exec_p99_ms"`
-	JobRatioP50   float64   `json:"lease_to_running_over_exec_p50"`
-	JobRatioP99   float64   `json:"lease_to_running_over_exec_p99"`
+	Machine Machine  `json:"machine"`
+	Rows    []Row    `json:"rows"`
+	Notes   []string `json:"notes"`
+	Sizes   []Size   `json:"sizes"`
 }
 
-func run(bin string, n, runs, cliRuns, rentRuns, jobRuns int, settle, window time.Duration, dir string, basePort int, out string, heartbeat time.Duration) error {
+// Size is what one testnet size measured.
+type Size struct {
+	Nodes        int     `json:"nodes"`
+	UpSeconds    float64 `json:"up_s"`
+	SearchP50Ms  float64 `json:"search_p50_ms"`
+	SearchP99Ms  float64 `json:"search_p99_ms"`
+	PingP50Ms    float64 `json:"baseline_connect_ping_p50_ms"`
+	PingP99Ms    float64 `json:"baseline_connect_ping_p99_ms"`
+	Offers       int     `json:"offers_found"`
+	RentP50Ms    float64 `json:"rent_first_quote_p50_ms"`
+	RentAllP50Ms float64 `json:"rent_every_answer_p50_ms"`
+	StreamRTP50  float64 `json:"baseline_3_stream_round_trips_p50_ms"`
+	AskP50Ms     float64 `json:"ask_propagation_p50_ms"`
+	AskP99Ms     float64 `json:"ask_propagation_p99_ms"`
+	AskCoverage  float64 `json:"ask_coverage_pct"`
+	IdleRSSMiB   float64 `json:"idle_rss_mean_mib"`
+	IdleCPUPct   float64 `json:"idle_cpu_mean_pct_of_core"`
+}
+
+func run(c config) error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	fmt.Fprintf(os.Stderr, "starting a %d-node testnet...\n", n)
-	_ = testnet.Down(dir) // a previous run that was interrupted
-	// Start from empty data dirs: leases left by an earlier run would
-	// still hold capacity.
-	if err := os.RemoveAll(dir); err != nil {
-		return err
+	res := Results{Machine: newMachine()}
+	began := time.Now()
+	if !c.skipMicro {
+		fmt.Fprintln(os.Stderr, "per-message benchmarks...")
+		rows, err := microRows()
+		if err != nil {
+			return err
+		}
+		res.Rows = append(res.Rows, rows...)
 	}
-	// Production defaults (10 s heartbeats), not the testnet's faster demo pace.
-	st, err := testnet.Up(ctx, testnet.Options{Binary: bin, Dir: dir, Nodes: n, BasePort: basePort, Logger: log, HeartbeatInterval: heartbeat, AuditInterval: 10 * time.Minute})
+	full, rows, notes, err := measureFull(ctx, c, log)
 	if err != nil {
 		return err
 	}
-	defer testnet.Down(dir)
-	res := Results{When: time.Now().UTC(), Nodes: n, Heartbeat: heartbeat.String()}
+	res.Rows, res.Notes, res.Sizes = append(res.Rows, rows...), append(res.Notes, notes...), append(res.Sizes, full)
+	for _, n := range c.scale {
+		sz, err := measureScale(ctx, c, n, log)
+		if err != nil {
+			res.Rows = append(res.Rows, Row{Figure: fmt.Sprintf("%d node processes up, searching and leasing", n), Value: "failed: " + err.Error(), Goal: "all of it", Met: met(false)})
+			continue
+		}
+		res.Sizes = append(res.Sizes, sz)
+		if n == 100 {
+			res.Rows = append(res.Rows, Row{Figure: "100 node processes up, searching and leasing", Value: fmt.Sprintf("up in %.0f s; %d offers found; leases made", sz.UpSeconds, sz.Offers), Goal: "all of it", Met: met(true)})
+		}
+	}
+	res.Rows = append(res.Rows, growthRows(res.Sizes)...)
+	res.Machine.LoadAfter, res.Machine.TookSeconds = loadAvg(), int(time.Since(began).Seconds())
+	if err := writeMarkdown(c.out, res.Machine, res.Rows, res.Notes); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(c.jsonOut), 0o755); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(res, "", "  ")
+	if err := os.WriteFile(c.jsonOut, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	md, _ := os.ReadFile(c.out)
+	fmt.Printf("%s\nwritten to %s and %s\n", md, c.out, c.jsonOut)
+	return nil
+}
+
+// up starts an n-node testnet in c.dir from empty data dirs (leases left
+// by an earlier run would still hold capacity), at production pace.
+func up(ctx context.Context, c config, n int, log *slog.Logger) (*testnet.State, []peer.AddrInfo, time.Duration, error) {
+	fmt.Fprintf(os.Stderr, "starting a %d-node testnet...\n", n)
+	_ = testnet.Down(c.dir) // a previous run that was interrupted
+	if err := os.RemoveAll(c.dir); err != nil {
+		return nil, nil, 0, err
+	}
+	t0 := time.Now()
+	st, err := testnet.Up(ctx, testnet.Options{Binary: c.bin, Dir: c.dir, Nodes: n, Logger: log, HeartbeatInterval: c.hb, AuditInterval: 10 * time.Minute})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	took := time.Since(t0)
 	var addrs []peer.AddrInfo
 	for _, nd := range st.Nodes {
 		ai, err := node.ParseBootstrap([]string{nd.Addr})
 		if err != nil {
-			return err
+			testnet.Down(c.dir)
+			return nil, nil, 0, err
 		}
 		addrs = append(addrs, ai[0])
 	}
-	quiet := slog.New(slog.DiscardHandler)
+	return st, addrs, took, nil
+}
 
-	// Interleave the baseline and the search so that load changes hit both.
-	var search, base []time.Duration
+// measureFull measures every figure on a c.nodes testnet.
+func measureFull(ctx context.Context, c config, log *slog.Logger) (Size, []Row, []string, error) {
+	st, addrs, took, err := up(ctx, c, c.nodes, log)
+	if err != nil {
+		return Size{}, nil, nil, err
+	}
+	defer testnet.Down(c.dir)
+	sz := Size{Nodes: c.nodes, UpSeconds: took.Seconds()}
+	var rows []Row
+	var notes []string
+	label := fmt.Sprintf(" (%d nodes)", c.nodes)
+
+	search, base, offers, err := searches(ctx, addrs, c.runs)
+	if err != nil {
+		return sz, nil, nil, err
+	}
+	sz.fillSearch(search, base, offers)
+	rows = append(rows,
+		ratioRow("cold search p50, in-process light client"+label, pct(search, 50), pct(base, 50), "new bare host: connect + 1 ping", 5),
+		ratioRow("cold search p99, in-process light client"+label, pct(search, 99), pct(base, 99), "new bare host: connect + 1 ping", 8))
+	notes = append(notes, fmt.Sprintf("Each cold search found %d offers.", offers))
+
+	cli, err := cliSearches(ctx, c.bin, st, c.cliRuns)
+	if err != nil {
+		return sz, nil, nil, err
+	}
+	r := ratioRow("cold search p50, a whole `gpumesh search --json` process"+label, pct(cli, 50), pct(base, 50), "new bare host: connect + 1 ping", 0)
+	r.Goal, r.Met = "—", nil
+	rows = append(rows, r)
+
+	// Jobs first: they end and free their GPUs, where the rents below
+	// leave leases held with no job until their claim windows pass.
+	since := time.Now()
+	starts, execs, err := jobStarts(ctx, st.Nodes[0], c.jobRuns)
+	if err != nil {
+		return sz, nil, nil, err
+	}
+	r = ratioRow("countersigned lease → job process running p50 (spec over libp2p, lease check, sandbox, exec)", pct(starts, 50), pct(execs, 50), "fork/exec of the same command", 0)
+	r.Goal, r.Met = "—", nil
+	rows = append(rows, r)
+
+	cliRent, suppliers, err := cliRents(ctx, c.bin, st, c.cliRuns)
+	if err != nil {
+		return sz, nil, nil, err
+	}
+	r = ratioRow(fmt.Sprintf("`gpumesh rent` from a cold CLI p50 (each model's %d–%d suppliers)", suppliers[0], suppliers[1])+label, pct(cliRent, 50), pct(base, 50), "new bare host: connect + 1 ping", 0)
+	r.Goal, r.Met = "p50 < 500 ms", met(pct(cliRent, 50) < 500*time.Millisecond)
+	rows = append(rows, r)
+
+	first, every, rt, err := rents(ctx, addrs, c.rentRuns)
+	if err != nil {
+		return sz, nil, nil, err
+	}
+	sz.RentP50Ms, sz.RentAllP50Ms, sz.StreamRTP50 = ms(pct(first, 50)), ms(pct(every, 50)), ms(pct(rt, 50))
+	rows = append(rows,
+		ratioRow("rent → countersigned lease p50, in-process, first acceptable quote"+label, pct(first, 50), pct(rt, 50), "3 bare stream round trips", 3))
+	r = ratioRow("rent → countersigned lease p50, in-process, every expected answer (default Enough 3)"+label, pct(every, 50), pct(rt, 50), "3 bare stream round trips", 0)
+	r.Goal, r.Met = "—", nil
+	rows = append(rows, r)
+
+	p50, p99, cov, err := askPropagation(ctx, st, since)
+	if err != nil {
+		return sz, nil, nil, err
+	}
+	sz.AskP50Ms, sz.AskP99Ms, sz.AskCoverage = ms(p50), ms(p99), cov
+	rows = append(rows, propagationRow(c.nodes, p99, cov))
+
+	fmt.Fprintf(os.Stderr, "letting the network idle for %s, then measuring for %s...\n", c.settle, c.window)
+	time.Sleep(c.settle)
+	rss, cpu, err := idle(st, c.window)
+	if err != nil {
+		return sz, nil, nil, err
+	}
+	sz.IdleRSSMiB, sz.IdleCPUPct = mean(rss), mean(cpu)
+	rows = append(rows,
+		Row{Figure: fmt.Sprintf("idle node RSS, mean of %d (%s heartbeats, after %s)", c.nodes, c.hb, c.settle+c.window), Value: fmt.Sprintf("%.1f MiB (max %.1f)", mean(rss), slices.Max(rss)), Goal: "≤ 48 MiB", Met: met(mean(rss) <= 48)},
+		Row{Figure: fmt.Sprintf("idle node CPU, mean of %d over %s", c.nodes, c.window), Value: fmt.Sprintf("%.2f%% of a core (max %.2f%%)", mean(cpu), slices.Max(cpu)), Goal: "≤ 0.5% of a core", Met: met(mean(cpu) <= 0.5)})
+	return sz, rows, notes, nil
+}
+
+// measureScale measures search, lease and ask propagation on an n-node
+// testnet, and its idle footprint over a short window.
+func measureScale(ctx context.Context, c config, n int, log *slog.Logger) (Size, error) {
+	st, addrs, took, err := up(ctx, c, n, log)
+	if err != nil {
+		return Size{}, err
+	}
+	defer testnet.Down(c.dir)
+	sz := Size{Nodes: n, UpSeconds: took.Seconds()}
+	search, base, offers, err := searches(ctx, addrs, max(c.runs/2, 5))
+	if err != nil {
+		return sz, err
+	}
+	sz.fillSearch(search, base, offers)
+	since := time.Now()
+	first, every, rt, err := rents(ctx, addrs, max(c.rentRuns/2, 3))
+	if err != nil {
+		return sz, err
+	}
+	sz.RentP50Ms, sz.RentAllP50Ms, sz.StreamRTP50 = ms(pct(first, 50)), ms(pct(every, 50)), ms(pct(rt, 50))
+	p50, p99, cov, err := askPropagation(ctx, st, since)
+	if err != nil {
+		return sz, err
+	}
+	sz.AskP50Ms, sz.AskP99Ms, sz.AskCoverage = ms(p50), ms(p99), cov
+	time.Sleep(10 * time.Second)
+	rss, cpu, err := idle(st, 10*time.Second)
+	if err != nil {
+		return sz, err
+	}
+	sz.IdleRSSMiB, sz.IdleCPUPct = mean(rss), mean(cpu)
+	return sz, nil
+}
+
+func (sz *Size) fillSearch(search, base []time.Duration, offers int) {
+	sz.SearchP50Ms, sz.SearchP99Ms = ms(pct(search, 50)), ms(pct(search, 99))
+	sz.PingP50Ms, sz.PingP99Ms = ms(pct(base, 50)), ms(pct(base, 99))
+	sz.Offers = offers
+}
+
+// propagationRow judges ask propagation: the goal is for 50 nodes; at
+// other sizes the figure is reported.
+func propagationRow(n int, p99 time.Duration, coverage float64) Row {
+	r := Row{Figure: fmt.Sprintf("ask reaches every node p99 (%d nodes; %.1f%% of node–ask pairs reached)", n, coverage), Value: msStr(p99), Goal: "< 200 ms at 50 nodes"}
+	if n == 50 {
+		r.Met = met(p99 < 200*time.Millisecond && coverage >= 100)
+	}
+	return r
+}
+
+// growthRows show how search, lease and ask propagation grow with the
+// network's size, each as a multiple of its value on the smallest.
+func growthRows(sizes []Size) []Row {
+	if len(sizes) < 2 {
+		return nil
+	}
+	slices.SortFunc(sizes, func(a, b Size) int { return a.Nodes - b.Nodes })
+	var rows []Row
+	type fig struct {
+		name string
+		get  func(Size) float64
+	}
+	for _, f := range []fig{
+		{"cold search p50 over connect + ping", func(s Size) float64 { return s.SearchP50Ms / s.PingP50Ms }},
+		{"rent → lease p50 (first quote) over 3 stream round trips", func(s Size) float64 { return s.RentP50Ms / s.StreamRTP50 }},
+		{"ask propagation p99, ms", func(s Size) float64 { return s.AskP99Ms }},
+		{"start-up of the whole testnet, s", func(s Size) float64 { return s.UpSeconds }},
+		{"idle RSS per node, MiB", func(s Size) float64 { return s.IdleRSSMiB }},
+		{"idle CPU per node, % of a core", func(s Size) float64 { return s.IdleCPUPct }},
+	} {
+		var parts []string
+		for _, s := range sizes {
+			parts = append(parts, fmt.Sprintf("%d nodes: %.2f", s.Nodes, f.get(s)))
+		}
+		r := Row{Figure: "growth: " + f.name, Value: strings.Join(parts, "; "), Baseline: fmt.Sprintf("%d nodes", sizes[0].Nodes), Goal: "—"}
+		if b := f.get(sizes[0]); b > 0 {
+			r.Ratio = f.get(sizes[len(sizes)-1]) / b
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// searches interleaves cold searches with the baseline, each to a random
+// node, so that load changes hit both.
+func searches(ctx context.Context, addrs []peer.AddrInfo, runs int) (search, base []time.Duration, offers int, err error) {
+	quiet := slog.New(slog.DiscardHandler)
 	for i := range runs {
 		target := addrs[rand.IntN(len(addrs))]
 		d, err := bareConnectPing(ctx, target)
 		if err != nil {
-			return fmt.Errorf("baseline run %d: %w", i, err)
+			return nil, nil, 0, fmt.Errorf("baseline run %d: %w", i, err)
 		}
 		base = append(base, d)
 		d, found, err := coldSearch(ctx, target, quiet)
 		if err != nil {
-			return fmt.Errorf("search run %d: %w", i, err)
+			return nil, nil, 0, fmt.Errorf("search run %d: %w", i, err)
 		}
 		search = append(search, d)
-		res.OffersFound = found
+		offers = found
 	}
-	res.SearchP50Ms, res.SearchP99Ms = ms(pct(search, 50)), ms(pct(search, 99))
-	res.PingP50Ms, res.PingP99Ms = ms(pct(base, 50)), ms(pct(base, 99))
-	res.RatioP50, res.RatioP99 = res.SearchP50Ms/res.PingP50Ms, res.SearchP99Ms/res.PingP99Ms
-
-	var cli []time.Duration
-	for range cliRuns {
-		nd := st.Nodes[rand.IntN(len(st.Nodes))]
-		start := time.Now()
-		cmd := exec.CommandContext(ctx, bin, "search", "--json", "--bootstrap", nd.Addr)
-		if b, err := cmd.Output(); err != nil {
-			return fmt.Errorf("cli search: %w: %s", err, b)
-		}
-		cli = append(cli, time.Since(start))
-	}
-	res.CLIP50Ms, res.CLIP99Ms = ms(pct(cli, 50)), ms(pct(cli, 99))
-
-	if err := benchRent(ctx, &res, addrs, rentRuns, quiet); err != nil {
-		return err
-	}
-	if err := benchJobStart(ctx, &res, st.Nodes[0], jobRuns); err != nil {
-		return err
-	}
-
-	fmt.Fprintf(os.Stderr, "letting the network idle for %s, then measuring for %s...\n", settle, window)
-	time.Sleep(settle)
-	res.IdleAfter = (settle + window).String()
-	before := map[int]uint64{}
-	for _, nd := range st.Nodes {
-		before[nd.PID], _ = cpuTicks(nd.PID)
-	}
-	time.Sleep(window)
-	var rss, cpu []float64
-	for _, nd := range st.Nodes {
-		after, err := cpuTicks(nd.PID)
-		if err != nil {
-			return fmt.Errorf("node %d: %w", nd.Index, err)
-		}
-		cpu = append(cpu, 100*float64(after-before[nd.PID])/100/window.Seconds()) // USER_HZ is 100
-		r, err := rssMiB(nd.PID)
-		if err != nil {
-			return fmt.Errorf("node %d: %w", nd.Index, err)
-		}
-		rss = append(rss, r)
-	}
-	res.IdleRSSMeanMB, res.IdleRSSMaxMB = mean(rss), slices.Max(rss)
-	res.IdleCPUMean, res.IdleCPUMax = mean(cpu), slices.Max(cpu)
-
-	report(res)
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	b, _ := json.MarshalIndent(res, "", "  ")
-	return os.WriteFile(out, append(b, '\n'), 0o644)
+	return search, base, offers, nil
 }
 
-// benchRent times leases from one joined renter: with the quote wait (up
-// to 2 s, or until 3 acceptable quotes are in) and taking the first
-// acceptable quote, beside three bare stream round trips to a node, as
-// many as a lease needs after the bid is gossiped (quote, proposal and
-// countersignature, confirmation).
-func benchRent(ctx context.Context, res *Results, addrs []peer.AddrInfo, runs int, log *slog.Logger) error {
-	rc, err := light.New(ctx, light.WithBootstrap(addrs[:2]...), light.WithLogger(log), light.WithRenting())
-	if err != nil {
-		return fmt.Errorf("rent client: %w", err)
+// cliSearches times whole `gpumesh search --json` processes.
+func cliSearches(ctx context.Context, bin string, st *testnet.State, runs int) ([]time.Duration, error) {
+	var out []time.Duration
+	for range runs {
+		nd := st.Nodes[rand.IntN(len(st.Nodes))]
+		start := time.Now()
+		if b, err := exec.CommandContext(ctx, bin, "search", "--json", "--bootstrap", nd.Addr).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("cli search: %w: %s", err, b)
+		}
+		out = append(out, time.Since(start))
 	}
-	defer rc.Close()
+	return out, nil
+}
+
+// cliRents times whole `gpumesh rent` processes, each with a fresh
+// identity, for one GPU of each model in turn (so that leases without
+// jobs do not pile up on one supplier); it returns the fewest and most
+// suppliers of a model.
+func cliRents(ctx context.Context, bin string, st *testnet.State, runs int) ([]time.Duration, [2]int, error) {
+	perModel := map[string]int{}
+	for _, nd := range st.Nodes {
+		for _, part := range strings.Split(strings.TrimPrefix(nd.GPUs, "sim:"), ",") {
+			perModel[strings.Split(part, ":")[0]]++
+		}
+	}
+	var models []string
+	span := [2]int{1 << 30, 0}
+	for m, k := range perModel {
+		models = append(models, m)
+		span[0], span[1] = min(span[0], k), max(span[1], k)
+	}
+	slices.Sort(models)
+	var out []time.Duration
+	for i := range runs {
+		m := models[i%len(models)]
+		nd := st.Nodes[rand.IntN(len(st.Nodes))]
+		start := time.Now()
+		b, err := exec.CommandContext(ctx, bin, "rent", "model="+m, "--json", "--max-price", "10", "--allow-unproven", "--bootstrap", nd.Addr).CombinedOutput()
+		if err != nil {
+			return nil, span, fmt.Errorf("cli rent of %s: %w: %s", m, err, b)
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, span, nil
+}
+
+// rents times leases from one joined renter, beside three bare stream
+// round trips to a node (as many as a lease needs after the bid is
+// gossiped: quote, proposal and countersignature, confirmation): taking
+// the first acceptable quote, and waiting for every answer it can expect
+// (the default).
+func rents(ctx context.Context, addrs []peer.AddrInfo, runs int) (first, every, base []time.Duration, err error) {
+	quiet := slog.New(slog.DiscardHandler)
+	var rc *light.Client
+	defer func() {
+		if rc != nil {
+			rc.Close()
+		}
+	}()
 	f, _ := market.ParseFilter("")
-	var wait, first, base []time.Duration
 	for i := range runs * 2 {
+		// A renter may hold only a few leases with no job on them at each
+		// supplier: a new renter (joined before the clock starts) every
+		// two leases.
+		if i%2 == 0 {
+			if rc != nil {
+				rc.Close()
+			}
+			if rc, err = light.New(ctx, light.WithBootstrap(addrs[:2]...), light.WithLogger(quiet), light.WithRenting()); err != nil {
+				return nil, nil, nil, fmt.Errorf("rent client: %w", err)
+			}
+		}
 		req := market.RentRequest{Filter: f, Count: 1, Duration: time.Hour, MaxPrice: 10_000_000, Wait: 2 * time.Second, AllowUnproven: true}
 		if i%2 == 1 {
 			req.Enough = 1
 		}
 		start := time.Now()
 		if _, err := rc.Rent(ctx, req); err != nil {
-			return fmt.Errorf("rent run %d: %w", i, err)
+			return nil, nil, nil, fmt.Errorf("rent run %d: %w", i, err)
 		}
 		if i%2 == 1 {
 			first = append(first, time.Since(start))
 		} else {
-			wait = append(wait, time.Since(start))
+			every = append(every, time.Since(start))
 		}
 		d, err := streamRoundTrips(ctx, rc, addrs[rand.IntN(len(addrs))], 3)
 		if err != nil {
-			return fmt.Errorf("baseline: %w", err)
+			return nil, nil, nil, fmt.Errorf("baseline: %w", err)
 		}
 		base = append(base, d)
 	}
-	res.RentRuns = runs
-	res.RentWaitP50, res.RentWaitP99 = ms(pct(wait, 50)), ms(pct(wait, 99))
-	res.RentFirstP50, res.RentFirstP99 = ms(pct(first, 50)), ms(pct(first, 99))
-	res.StreamRTP50, res.StreamRTP99 = ms(pct(base, 50)), ms(pct(base, 99))
-	res.RentRatioP50, res.RentRatioP99 = res.RentFirstP50/res.StreamRTP50, res.RentFirstP99/res.StreamRTP99
-	return nil
+	return first, every, base, nil
+}
+
+// askPropagation reads every node's order book and times, for each ask
+// signed since then by another node, how long it took to reach the node
+// (received − created, one clock), and which share of node–ask pairs it
+// reached: an ask counts as reached where the node holds it or a newer
+// ask of the same supplier and model.
+func askPropagation(ctx context.Context, st *testnet.State, since time.Time) (p50, p99 time.Duration, coverage float64, err error) {
+	time.Sleep(3 * time.Second) // let the last reposts arrive
+	type key struct{ peer, model string }
+	books := make([][]api.OrderView, len(st.Nodes))
+	for i, nd := range st.Nodes {
+		c, err := api.ClientForDataDir(nd.API, nd.DataDir)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		o, err := c.Orders(ctx, "")
+		c.Close()
+		if err != nil {
+			return 0, 0, 0, fmt.Errorf("node %d: orders: %w", i, err)
+		}
+		books[i] = o.Asks
+	}
+	newest := map[key]api.OrderView{}
+	var delays []time.Duration
+	for i, asks := range books {
+		for _, a := range asks {
+			k := key{a.Peer, a.Model}
+			if cur, ok := newest[k]; !ok || a.Created.After(cur.Created) {
+				newest[k] = a
+			}
+			if a.Peer == st.Nodes[i].PeerID || a.Received == nil || a.Created.Before(since) {
+				continue
+			}
+			delays = append(delays, max(a.Received.Sub(a.Created), 0))
+		}
+	}
+	if len(delays) == 0 {
+		return 0, 0, 0, errors.New("ask propagation: no ask signed during the run reached another node")
+	}
+	pairs, reached := 0, 0
+	for _, a := range newest {
+		if a.Created.Before(since) {
+			continue
+		}
+		for i, asks := range books {
+			if st.Nodes[i].PeerID == a.Peer {
+				continue
+			}
+			pairs++
+			if slices.ContainsFunc(asks, func(b api.OrderView) bool {
+				return b.Peer == a.Peer && b.Model == a.Model && !b.Created.Before(a.Created)
+			}) {
+				reached++
+			}
+		}
+	}
+	return pct(delays, 50), pct(delays, 99), 100 * float64(reached) / float64(max(pairs, 1)), nil
+}
+
+// idle measures every node's RSS and CPU share over window.
+func idle(st *testnet.State, window time.Duration) (rss, cpu []float64, err error) {
+	before := map[int]uint64{}
+	for _, nd := range st.Nodes {
+		before[nd.PID], _ = cpuTicks(nd.PID)
+	}
+	time.Sleep(window)
+	for _, nd := range st.Nodes {
+		after, err := cpuTicks(nd.PID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node %d: %w", nd.Index, err)
+		}
+		cpu = append(cpu, 100*float64(after-before[nd.PID])/100/window.Seconds()) // USER_HZ is 100
+		r, err := rssMiB(nd.PID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node %d: %w", nd.Index, err)
+		}
+		rss = append(rss, r)
+	}
+	return rss, cpu, nil
+}
+
+// jobStarts runs jobs from node 0 through its API and reads, for each,
+// the time from the countersigned lease to the supplier's word that the
+// process runs, beside a plain fork/exec of the same command here.
+func jobStarts(ctx context.Context, renter testnet.NodeInfo, runs int) (starts, execs []time.Duration, err error) {
+	c, err := api.ClientForDataDir(renter.API, renter.DataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close()
+	for i := range runs {
+		t0 := time.Now()
+		if err := exec.CommandContext(ctx, "true").Run(); err != nil {
+			return nil, nil, fmt.Errorf("baseline exec: %w", err)
+		}
+		execs = append(execs, time.Since(t0))
+		v, err := c.SubmitJob(ctx, api.JobRequest{Filter: "vram>=24", Count: 1, MaxPrice: "3.00", Argv: []string{"true"}, AllowUnproven: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("job %d: %w", i, err)
+		}
+		if len(v.Attempts) == 0 || v.Attempts[0].StartMs <= 0 {
+			return nil, nil, fmt.Errorf("job %d: no start time in %+v", i, v)
+		}
+		starts = append(starts, time.Duration(v.Attempts[0].StartMs*float64(time.Millisecond)))
+	}
+	return starts, execs, nil
 }
 
 // streamRoundTrips opens a ping stream to target and times n round
@@ -337,58 +678,4 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
-}
-
-func report(r Results) {
-	fmt.Printf("gpumesh network benchmarks (%d-node testnet on loopback, %s heartbeats)\n\n", r.Nodes, r.Heartbeat)
-	fmt.Printf("%-44s %10s %10s\n", "", "p50 (ms)", "p99 (ms)")
-	fmt.Printf("%-44s %10.1f %10.1f\n", "cold search, in-process light client", r.SearchP50Ms, r.SearchP99Ms)
-	fmt.Printf("%-44s %10.1f %10.1f\n", "baseline: new libp2p host, connect + 1 ping", r.PingP50Ms, r.PingP99Ms)
-	fmt.Printf("%-44s %9.2fx %9.2fx\n", "ratio search / baseline", r.RatioP50, r.RatioP99)
-	fmt.Printf("%-44s %10.1f %10.1f\n", "cold search, whole CLI process", r.CLIP50Ms, r.CLIP99Ms)
-	fmt.Printf("offers found per search: %d\n\n", r.OffersFound)
-	fmt.Printf("%-44s %10.1f %10.1f\n", "rent -> countersigned lease, first quote", r.RentFirstP50, r.RentFirstP99)
-	fmt.Printf("%-44s %10.1f %10.1f\n", "rent -> countersigned lease, quote wait", r.RentWaitP50, r.RentWaitP99)
-	fmt.Printf("%-44s %10.1f %10.1f\n", "baseline: 3 bare stream round trips", r.StreamRTP50, r.StreamRTP99)
-	fmt.Printf("%-44s %9.2fx %9.2fx\n", "ratio first-quote rent / baseline", r.RentRatioP50, r.RentRatioP99)
-	fmt.Printf("leases made: %d each way\n\n", r.RentRuns)
-	fmt.Printf("%-44s %10.1f %10.1f\n", "countersigned lease -> job process running", r.JobStartP50, r.JobStartP99)
-	fmt.Printf("%-44s %10.1f %10.1f\n", "baseline: fork/exec of the same command", r.ExecP50, r.ExecP99)
-	fmt.Printf("%-44s %9.2fx %9.2fx\n", "ratio job start / baseline", r.JobRatioP50, r.JobRatioP99)
-	fmt.Printf("jobs started: %d (each: spec over libp2p, lease check, sandbox, exec)\n\n", r.JobRuns)
-	fmt.Printf("idle node after %s: RSS mean %.1f MiB, max %.1f MiB; CPU mean %.2f%%, max %.2f%% of one core\n",
-		r.IdleAfter, r.IdleRSSMeanMB, r.IdleRSSMaxMB, r.IdleCPUMean, r.IdleCPUMax)
-}
-
-// benchJobStart runs jobs from node 0 through its API and reads, for each,
-// the time from the countersigned lease to the supplier's word that the
-// process runs (spec sent and checked, working dir, sandbox shim, exec),
-// beside a plain fork/exec of the same command in this process.
-func benchJobStart(ctx context.Context, res *Results, renter testnet.NodeInfo, runs int) error {
-	c, err := api.ClientForDataDir(renter.API, renter.DataDir)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	var starts, execs []time.Duration
-	for i := range runs {
-		t0 := time.Now()
-		if err := exec.CommandContext(ctx, "true").Run(); err != nil {
-			return fmt.Errorf("baseline exec: %w", err)
-		}
-		execs = append(execs, time.Since(t0))
-		v, err := c.SubmitJob(ctx, api.JobRequest{Filter: "vram>=24", Count: 1, MaxPrice: "3.00", Argv: []string{"true"}})
-		if err != nil {
-			return fmt.Errorf("job %d: %w", i, err)
-		}
-		if len(v.Attempts) == 0 || v.Attempts[0].StartMs <= 0 {
-			return fmt.Errorf("job %d: no start time in %+v", i, v)
-		}
-		starts = append(starts, time.Duration(v.Attempts[0].StartMs*float64(time.Millisecond)))
-	}
-	res.JobRuns = runs
-	res.JobStartP50, res.JobStartP99 = ms(pct(starts, 50)), ms(pct(starts, 99))
-	res.ExecP50, res.ExecP99 = ms(pct(execs, 50)), ms(pct(execs, 99))
-	res.JobRatioP50, res.JobRatioP99 = res.JobStartP50/res.ExecP50, res.JobStartP99/res.ExecP99
-	return nil
 }
