@@ -362,12 +362,24 @@ const MaxStreamMemory = 48 << 20
 // newResourceManager sizes libp2p's limits for a small daemon: 256 MiB of
 // memory and 512 file descriptors in all, scaled from libp2p's defaults,
 // with room for MaxStreamMemory on one stream (libp2p's default is 16 MiB).
+// MaxInboundConns bounds the inbound connections of a node (the resource
+// manager's system scope); the connection manager trims far below it
+// (ConnHigh), after each connection's grace period.
+const MaxInboundConns = 1024
+
 func newResourceManager() (network.ResourceManager, error) {
 	limits := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&limits)
 	limits.StreamBaseLimit.Memory = MaxStreamMemory
 	limits.ProtocolPeerBaseLimit.Memory = MaxStreamMemory
-	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.Scale(256<<20, 512)))
+	scaled := limits.Scale(256<<20, 512)
+	// Scaled for 256 MiB, the system scope would take only 80 inbound
+	// connections: a bootstrap node of a network of a hundred refused the
+	// rest in their handshakes. Connections are few bytes until they
+	// carry streams, which stay bounded as scaled.
+	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(rcmgr.PartialLimitConfig{
+		System: rcmgr.ResourceLimits{ConnsInbound: MaxInboundConns, Conns: MaxInboundConns + 256, FD: MaxInboundConns + 256},
+	}.Build(scaled)))
 }
 
 func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.PeerScoreInspectFn, appScore func(peer.ID) float64) (*pubsub.PubSub, error) {

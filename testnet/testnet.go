@@ -40,6 +40,10 @@ const (
 	BootstrapFile = "bootstrap.txt"
 
 	stopGrace = 10 * time.Second
+
+	// startBatch is how many nodes Up starts at once after the bootstrap
+	// peers.
+	startBatch = 10
 )
 
 // ErrNotRunning means the state directory records no testnet.
@@ -336,9 +340,23 @@ func Up(ctx context.Context, o Options) (_ *State, err error) {
 		st.Nodes[i] = p.info
 		st.Bootstrap = append(st.Bootstrap, p.info.Addr)
 	}
-	for i := 2; i < o.Nodes; i++ {
-		if _, err := start(i); err != nil {
-			return nil, err
+	// The rest in batches, each joined (its API answers only once the
+	// node has reached a bootstrap peer) before the next starts: a
+	// hundred nodes dialling the two bootstrap peers at once, on a small
+	// machine, time out in their handshakes.
+	for i := 2; i < o.Nodes; i += startBatch {
+		var batch []*proc
+		for j := i; j < min(i+startBatch, o.Nodes); j++ {
+			p, err := start(j)
+			if err != nil {
+				return nil, err
+			}
+			batch = append(batch, p)
+		}
+		if o.Nodes > startBatch+2 {
+			if err := waitFor(ctx, batch, answers); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := save(st); err != nil {
