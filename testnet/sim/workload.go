@@ -92,7 +92,7 @@ type Workload struct {
 	Nodes     int
 	Slots     int
 	Slot      time.Duration // simulated length of a slot
-	Regions   []string // each node's region
+	Regions   []string      // each node's region
 	Suppliers []SupplierSpec
 	Renters   []int // nodes that rent
 	Requests  []Request
