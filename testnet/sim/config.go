@@ -22,7 +22,7 @@ type Config struct {
 	Slot     time.Duration
 	RealSlot time.Duration
 	// Settle is the real time gossip is given after the clock jumps to
-	// the next slot, before its renters bid (500 ms).
+	// the next slot, before its renters bid (1 s).
 	Settle time.Duration
 	// SupplierShare, ImpostorShare: the shares of nodes that sell honest
 	// GPUs (0.3) and that claim GPUs they do not have (0.04, at least
@@ -52,7 +52,7 @@ func (c Config) fill() Config {
 	c.Slots = cmp.Or(c.Slots, 30)
 	c.Slot = cmp.Or(c.Slot, time.Minute)
 	c.RealSlot = cmp.Or(c.RealSlot, 2*time.Second)
-	c.Settle = cmp.Or(c.Settle, 500*time.Millisecond)
+	c.Settle = cmp.Or(c.Settle, time.Second)
 	c.SupplierShare = cmp.Or(c.SupplierShare, 0.3)
 	c.ImpostorShare = cmp.Or(c.ImpostorShare, 0.04)
 	c.LeaveShare = cmp.Or(c.LeaveShare, 0.1)

@@ -104,6 +104,12 @@ func (f *fabric) leave(p peer.ID) {
 	f.mu.Unlock()
 }
 
+func (f *fabric) isGone(p peer.ID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gone[p]
+}
+
 func (f *fabric) Close() error { return f.mn.Close() }
 
 // simHost is a node's mocknet host as its node sees it: dials link the

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -31,6 +32,9 @@ type Result struct {
 	Reach                float64
 	Prices               []ModelPrices
 	Wall                 time.Duration
+	// Missed says why the market left unfilled requests that the central
+	// matcher filled: each one's last renter error.
+	Missed []string
 }
 
 // ModelPrices is one model's price convergence: the median and relative
@@ -55,8 +59,9 @@ func (r *Result) FillRatio() float64 {
 	return float64(r.Filled) / float64(r.Central)
 }
 
-// result summarises the run, wall long.
-func (s *Sim) result(wall time.Duration) *Result {
+// result summarises the run, wall long in real time and simulated
+// long by the simulated clock.
+func (s *Sim) result(wall, simulated time.Duration) *Result {
 	central := RunCentral(s.w)
 	s.mu.Lock()
 	leases := slices.Clone(s.leases)
@@ -74,7 +79,7 @@ func (s *Sim) result(wall time.Duration) *Result {
 	}
 	r.Filled = len(honest)
 	r.DoubleBooked = doubleBooked(honest)
-	simSeconds := float64(s.w.Slots) * s.w.Slot.Seconds()
+	simSeconds := simulated.Seconds()
 	deliveries, _ := s.meter.messages()
 	perNode := float64(deliveries) / float64(s.cfg.Nodes)
 	r.Messages, r.MessagesReal = perNode/simSeconds, perNode/wall.Seconds()
@@ -86,6 +91,17 @@ func (s *Sim) result(wall time.Duration) *Result {
 	r.GossipP50, r.GossipP99 = s.meter.quantile(0.5), s.meter.quantile(0.99)
 	r.Reach = s.meter.meanReach(s.cfg.Nodes)
 	r.Prices = s.prices(honest)
+	filled := map[int]bool{}
+	for _, l := range honest {
+		filled[l.request] = true
+	}
+	for _, q := range s.w.Requests {
+		if _, ok := central.Assigned[q.ID]; ok && !filled[q.ID] {
+			s.mu.Lock()
+			r.Missed = append(r.Missed, fmt.Sprintf("request %d (%s, max %d, %d slots): %s", q.ID, q.Filter(), q.MaxPrice, q.Slots, s.why[q.ID]))
+			s.mu.Unlock()
+		}
+	}
 	return r
 }
 
@@ -134,7 +150,10 @@ func (s *Sim) prices(leases []leaseRecord) []ModelPrices {
 		p.FirstMedian, p.FirstSpread = spread(first)
 		p.LastMedian, p.LastSpread = spread(last)
 		var idx []int64
-		for _, n := range s.nodes {
+		for i, n := range s.nodes {
+			if s.fab.isGone(s.ids[i]) {
+				continue
+			}
 			if v := n.priceIdx.Median(m.slug); v > 0 {
 				idx = append(idx, v)
 			}

@@ -33,7 +33,8 @@ type Sim struct {
 
 	mu     sync.Mutex
 	leases []leaseRecord
-	faults []string // broken rules: leases not countersigned or kept
+	why    map[int]string // request ID -> why its last rent failed
+	faults []string       // broken rules: leases not countersigned or kept
 
 	started   time.Time
 	closeOnce sync.Once
@@ -59,7 +60,7 @@ type leaseRecord struct {
 // lists most of them.
 func Start(ctx context.Context, cfg Config) (_ *Sim, err error) {
 	cfg = cfg.fill()
-	s := &Sim{cfg: cfg, w: NewWorkload(cfg), clock: clocktest.New(), fab: newFabric(), bySup: map[peer.ID]int{}}
+	s := &Sim{cfg: cfg, w: NewWorkload(cfg), clock: clocktest.New(), fab: newFabric(), bySup: map[peer.ID]int{}, why: map[int]string{}}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -213,9 +214,10 @@ func (s *Sim) await(ctx context.Context, limit time.Duration, what string, cond 
 // Run plays the workload slot by slot and returns what happened beside
 // the central matcher. Each slot: the suppliers due to leave go; the
 // slot's new and retrying requests rent, each at its offset within
-// cfg.RealSlot of real time; once all are done, the clock jumps to the
-// next slot's start (firing lease ends, ask renewals and reposts) and
-// gossip gets cfg.Settle.
+// cfg.RealSlot of real time; once all are done, the clock jumps a slot
+// ahead (firing lease ends, ask renewals and reposts) and gossip gets
+// cfg.Settle. A slot is so a few seconds longer than cfg.Slot in
+// simulated time: the seconds its renting took.
 func (s *Sim) Run(ctx context.Context) (*Result, error) {
 	s.started = time.Now()
 	simStart := s.clock.Now()
@@ -263,16 +265,17 @@ func (s *Sim) Run(ctx context.Context) (*Result, error) {
 			}
 		}
 		open = still
-		if d := simStart.Add(time.Duration(slot+1) * s.w.Slot).Sub(s.clock.Now()); d > 0 {
-			s.clock.Advance(d)
-		}
+		// A whole slot on from here: the leases made in this slot, some
+		// seconds into it, end before the slot their length names
+		// begins, as the central matcher counts them.
+		s.clock.Advance(s.w.Slot)
 		select {
 		case <-ctx.Done():
 		case <-time.After(s.cfg.Settle):
 		}
 	}
 	leaving.Wait()
-	return s.result(time.Since(s.started)), nil
+	return s.result(time.Since(s.started), s.clock.Now().Sub(simStart)), nil
 }
 
 // rent runs one request through the renter of its node, as a node's
@@ -293,10 +296,9 @@ func (s *Sim) rent(ctx context.Context, r Request, slot int) bool {
 		Proven: func(p peer.ID) bool { return s.rep.Score(p).Proven() },
 	})
 	if err != nil {
-		var nm *market.NoMatch
-		if !errors.As(err, &nm) {
-			s.cfg.Log.Debug("rent failed", "request", r.ID, "err", err)
-		}
+		s.mu.Lock()
+		s.why[r.ID] = err.Error()
+		s.mu.Unlock()
 		return false
 	}
 	k, ok := s.bySup[l.Supplier]
