@@ -84,11 +84,11 @@ type Config struct {
 	// never finds a public address.
 	ForcePublic bool
 	// Host, when set, is the host to run on instead of one New starts:
-	// a simulation's in-memory (mocknet) host. New then applies none of
-	// the host options above (Key is still required and must be Host's,
-	// ListenAddrs, ConnLow/ConnHigh, Banned at dial time, Registerer,
-	// Relay, ForcePublic): the host's maker chose its transports,
-	// limits and connection manager. Close closes it.
+	// a simulation's in-memory (mocknet) host, whose maker chose its
+	// transports, limits and connection manager. Key must be its key.
+	// New then ignores ListenAddrs, ConnLow, ConnHigh, Registerer, Relay
+	// and ForcePublic, and the connection gater does not guard Host, so
+	// Banned peers are refused by pubsub only. Close closes Host.
 	Host host.Host
 }
 
