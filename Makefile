@@ -2,6 +2,7 @@
 #   make testnet   start a 5-node local network and run a demo search
 #   make testnet-netns  the same with 12 nodes in network namespaces behind NATs (root)
 #   make test      vet and run every test
+#   make sim       the market simulation, 100 and 1000 nodes, into bench/SIM.md
 SHELL := /bin/bash
 GO    ?= go
 # go-nvml's cgo bindings warn about NVML functions NVIDIA deprecated.
@@ -13,7 +14,7 @@ TESTNET  := bin/testnet
 NODES    ?= 5
 FUZZTIME ?= 10s
 
-.PHONY: all build test vet fuzz testnet testnet-netns testnet-down testnet-status bench clean
+.PHONY: all build test vet fuzz testnet testnet-netns testnet-down testnet-status bench sim clean
 
 all: build
 
@@ -68,6 +69,14 @@ bench: build
 	$(GO) test -run '^$$' -bench ChallengeSim -benchtime 3x ./verify/audit/
 	$(GO) run ./testnet/cmd/bench --bin $(BIN)
 	$(GO) test -run '^$$' -bench NAT -benchtime 3x -timeout 15m -v ./testnet/
+
+# The market simulation: the real market code on an in-memory network,
+# 100 nodes and then SIM_NODES (1000), beside an optimal central matcher;
+# the figures go to bench/SIM.md. The large run is CPU-bound on a small
+# machine (every node checks every order): expect tens of minutes.
+SIM_NODES ?= 1000
+sim:
+	SIM_NODES=$(SIM_NODES) SIM_REPORT=bench/SIM.md $(GO) test ./testnet/sim -run 'TestMarket$$' -v -count=1 -timeout 3h
 
 clean:
 	rm -rf bin

@@ -83,6 +83,13 @@ type Config struct {
 	// for an operator who knows, and for tests on loopback, where AutoNAT
 	// never finds a public address.
 	ForcePublic bool
+	// Host, when set, is the host to run on instead of one New starts:
+	// a simulation's in-memory (mocknet) host, whose maker chose its
+	// transports, limits and connection manager. Key must be its key.
+	// New then ignores ListenAddrs, ConnLow, ConnHigh, Registerer, Relay
+	// and ForcePublic, and the connection gater does not guard Host, so
+	// Banned peers are refused by pubsub only. Close closes Host.
+	Host host.Host
 }
 
 // RelayLimits bound the relay service of a server: how many peers behind
@@ -155,7 +162,6 @@ type Network struct {
 
 	cfg    Config
 	gater  *conngater.BasicConnectionGater
-	cm     *connmgr.BasicConnMgr
 	log    *slog.Logger
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // keepBootstrap; Close waits for it
@@ -183,27 +189,16 @@ func New(cfg Config) (*Network, error) {
 	if err != nil {
 		return nil, err
 	}
-	cm, err := connmgr.NewConnManager(cfg.ConnLow, cfg.ConnHigh, connmgr.WithGracePeriod(30*time.Second))
-	if err != nil {
-		return nil, fmt.Errorf("p2p: connection manager: %w", err)
-	}
-	rm, err := newResourceManager()
-	if err != nil {
-		cm.Close()
-		return nil, fmt.Errorf("p2p: resource manager: %w", err)
-	}
-	n := &Network{cfg: cfg, gater: gater, cm: cm, log: log}
-	opts := hostOptions(cfg, rm, cm, gater, n.relayCandidates)
-	if err := checkPortsFree(cfg.ListenAddrs); err != nil {
-		rm.Close()
-		cm.Close()
-		return nil, err
-	}
-	h, err := libp2p.New(opts...)
-	if err != nil {
-		rm.Close()
-		cm.Close()
-		return nil, fmt.Errorf("p2p: start host: %w", err)
+	n := &Network{cfg: cfg, gater: gater, log: log}
+	h := cfg.Host
+	if h != nil {
+		if id, err := peer.IDFromPrivateKey(cfg.Key); err != nil || id != h.ID() {
+			return nil, fmt.Errorf("p2p: config: Key is not the key of Host %s", h.ID())
+		}
+	} else {
+		if h, err = n.startHost(); err != nil {
+			return nil, err
+		}
 	}
 	n.Host = h
 	ctx, cancel := context.WithCancel(context.Background())
@@ -214,6 +209,33 @@ func New(cfg Config) (*Network, error) {
 	}
 	log.Info("host started", "peer", h.ID(), "addrs", h.Addrs(), "dht_mode", dhtMode(cfg.Mode))
 	return n, nil
+}
+
+// startHost starts the libp2p host of n.cfg, with its resource and
+// connection managers.
+func (n *Network) startHost() (host.Host, error) {
+	cm, err := connmgr.NewConnManager(n.cfg.ConnLow, n.cfg.ConnHigh, connmgr.WithGracePeriod(30*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("p2p: connection manager: %w", err)
+	}
+	rm, err := newResourceManager()
+	if err != nil {
+		cm.Close()
+		return nil, fmt.Errorf("p2p: resource manager: %w", err)
+	}
+	opts := hostOptions(n.cfg, rm, cm, n.gater, n.relayCandidates)
+	if err := checkPortsFree(n.cfg.ListenAddrs); err != nil {
+		rm.Close()
+		cm.Close()
+		return nil, err
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		rm.Close()
+		cm.Close()
+		return nil, fmt.Errorf("p2p: start host: %w", err)
+	}
+	return h, nil
 }
 
 // newGater is a connection gater that refuses the banned peers.
@@ -340,7 +362,7 @@ func (n *Network) startServices(ctx context.Context) error {
 		}
 	}
 	for _, b := range n.cfg.Bootstrap {
-		n.cm.Protect(b.ID, "bootstrap")
+		n.Host.ConnManager().Protect(b.ID, "bootstrap")
 	}
 	if n.cfg.Mode == ModeServer && len(n.cfg.Bootstrap) > 0 {
 		n.wg.Go(func() { n.keepBootstrap(ctx) })

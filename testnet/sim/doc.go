@@ -1,0 +1,94 @@
+// Package sim is a market simulation: many gpumesh nodes on go-libp2p's
+// in-memory network (mocknet), running the real market code against a
+// seeded order flow, measured beside an optimal central matcher given
+// the same orders. TestMarket runs it with 100 nodes, and with more when
+// asked (SIM_NODES; `make sim` runs 1000 and writes bench/SIM.md).
+//
+// # What runs
+//
+// Every node is wired as node/market.go wires a daemon's market
+// (simNode): an order book and a price index that believe what the
+// node's market.Trust does, the orders and trades topics joined with the
+// market's validators and the book's caps (p2p.JoinRelayTopic with
+// admitOrder, market.NewTradeValidator), the book served to peers
+// (market.ServeBook), a market.Renter, and on selling nodes a
+// market.Supplier with its capacity ledger, pricing strategy (fixed,
+// auction or dynamic, market.Pricer), claims and bid answerers. The
+// network is a p2p.Network with GossipSub on a mocknet host
+// (p2p.Config.Host), a light DHT client that stays idle, and a real
+// connection manager with a daemon's watermarks. The store is in memory.
+// Left out: the DHT (profiles come from one table of what each supplier
+// claims, which is what every node would fetch), the attestations topic
+// (one reputation book, reputation.Book, holds the auditors' verdicts
+// for all nodes), jobs (a lease's job "starts", Supplier.Claim, as soon
+// as it is made) and the HTTP API.
+//
+// The fabric (fabric, simHost) lets any two nodes connect, as the
+// internet does, linking a pair on its first dial with a one-way latency
+// of 5 ms within a region and 40 to 100 ms between them. At start each
+// node dials Config.Degree random others; renters then connect to the
+// suppliers they rent from, as Renter.Rent does.
+//
+// # Order flow
+//
+// NewWorkload draws it from a PCG seeded with Config.Seed: each node's
+// region (eu-west, us-east, ap-south); honest suppliers (30% of nodes)
+// with one model (h100-sxm, a100-80gb, l40s, rtx4090 by share), 1 to 8
+// GPUs, a pricing mode and a list price around the model's reference;
+// impostors (4%) that claim 8 GPUs they do not have and undercut the
+// market, half of them failed by the auditors' challenges and half
+// never challenged; suppliers that leave mid-run (10% of the honest
+// ones, half without withdrawing their asks); and renters' requests:
+// Poisson arrivals (exponential gaps) at a rate that offers Config.Load
+// of the honest GPUs, Pareto job lengths (shape 1.5, at least 3 slots,
+// at most 240), a model by share, half of them pinned to the renter's
+// region, a maximum price of 0.8 to 1.6 times the reference, and
+// Config.Patience slots of retries. Every request is for one GPU, so
+// that the central matcher's optimum is an exact flow.
+//
+// # Time
+//
+// Time runs in slots of one simulated minute on a clocktest.Clock shared
+// by every node (records, validators, ledgers, the suppliers' timers).
+// A slot's requests rent at their offsets within Config.RealSlot of real
+// time (2 s: arrivals 30 times denser than in simulated time); once all
+// are done the clock jumps a slot ahead, firing lease ends, ask
+// renewals and reposts, and gossip gets Config.Settle before the next
+// slot. A lease made in slot k for d slots is so over before slot k+d
+// begins, as the central matcher counts it.
+//
+// # The central matcher
+//
+// RunCentral sees every order as it arrives and knows every honest
+// supplier's free GPUs and pricing rules; it clears each slot with an
+// exact maximum matching of the slot's open requests (new and retrying)
+// to free GPUs, a min-cost max flow (flowNet) that among maximum
+// matchings fills first the requests about to give up and then the
+// cheapest. It is optimal slot by slot, not in hindsight (that problem,
+// fixed intervals on machines with eligibility, is NP-hard), and
+// impostors give it nothing.
+//
+// # Figures (Result, Table)
+//
+//   - fill: requests filled by the market (leases from honest
+//     suppliers) over the central matcher's;
+//   - price convergence per model: the median and relative spread
+//     ((p90 - p10) / median) of trade prices in the first and last third
+//     of the slots, and the spread of the nodes' price-index medians at
+//     the end;
+//   - messages per node per second: gossip messages (orders and trades)
+//     each node's validator was handed, which pubsub does once per
+//     message and node, per simulated and per real second; streams
+//     opened or accepted per node per simulated second;
+//   - gossip delivery p50 and p99: from the publish (the author's own
+//     validation) to each other node's, by the real monotonic clock, and
+//     the mean share of nodes each message reached;
+//   - the rules: leases from impostors, GPUs leased twice at once, and
+//     leases that fail a third party's check (both signatures, terms,
+//     kept as confirmed by both sides).
+//
+// Gossip costs every node a check of every order, so the work grows with
+// the square of the nodes: on a small machine a large run is CPU-bound,
+// and its real-time figures (delivery delays, messages per real second)
+// say as much about the machine as about the protocol.
+package sim

@@ -1,0 +1,180 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Result is what one run measured.
+type Result struct {
+	Nodes, Slots int
+	Seed         uint64
+	Slot         time.Duration
+	Requests     int // distinct requests
+	Filled       int // filled by the market
+	Central      int // filled by the central matcher
+	// ImpostorLeases are leases made with impostors (not counted as
+	// fills); DoubleBooked, leases that overlap another on one GPU.
+	ImpostorLeases, DoubleBooked int
+	// Faults are broken rules: leases not countersigned, not kept by
+	// both sides, or outside their request's terms.
+	Faults []string
+	// Messages is gossip messages handed to a node's validator (each
+	// message once per node), per node per simulated second, and per
+	// node per real second of the run; Streams, streams opened or
+	// accepted per node per simulated second.
+	Messages, MessagesReal, Streams float64
+	// GossipP50, GossipP99: delays from publish to each node's receipt;
+	// Reach, the mean share of nodes each message reached.
+	GossipP50, GossipP99 time.Duration
+	Reach                float64
+	Prices               []ModelPrices
+	Wall                 time.Duration
+	// Missed says why the market left unfilled requests that the central
+	// matcher filled: each one's last renter error.
+	Missed []string
+}
+
+// ModelPrices is one model's price convergence: the median and relative
+// spread ((p90 - p10) / median) of its trade prices in the first and the
+// last third of the slots, and the spread of the nodes' price indexes
+// (their medians) at the end.
+type ModelPrices struct {
+	Model                   string
+	Trades                  int
+	FirstMedian, LastMedian int64
+	FirstSpread, LastSpread float64
+	IndexMedian             int64
+	IndexSpread             float64
+	FirstTrades, LastTrades int
+}
+
+// FillRatio is the market's fills over the central matcher's.
+func (r *Result) FillRatio() float64 {
+	if r.Central == 0 {
+		return 0
+	}
+	return float64(r.Filled) / float64(r.Central)
+}
+
+// result summarises the run, wall long in real time and simulated
+// long by the simulated clock.
+func (s *Sim) result(wall, simulated time.Duration) *Result {
+	central := RunCentral(s.w)
+	s.mu.Lock()
+	leases := slices.Clone(s.leases)
+	faults := slices.Clone(s.faults)
+	s.mu.Unlock()
+	r := &Result{Nodes: s.cfg.Nodes, Slots: s.w.Slots, Seed: s.cfg.Seed, Slot: s.w.Slot, Requests: len(s.w.Requests),
+		Central: central.Filled, Faults: faults, Wall: wall}
+	var honest []leaseRecord
+	for _, l := range leases {
+		if s.w.Suppliers[l.supplier].Impostor {
+			r.ImpostorLeases++
+			continue
+		}
+		honest = append(honest, l)
+	}
+	r.Filled = len(honest)
+	r.DoubleBooked = doubleBooked(honest)
+	simSeconds := simulated.Seconds()
+	deliveries, _ := s.meter.messages()
+	perNode := float64(deliveries) / float64(s.cfg.Nodes)
+	r.Messages, r.MessagesReal = perNode/simSeconds, perNode/wall.Seconds()
+	var streams int64
+	for _, n := range s.nodes {
+		streams += n.host.streams.Load()
+	}
+	r.Streams = float64(streams) / float64(s.cfg.Nodes) / simSeconds
+	r.GossipP50, r.GossipP99 = s.meter.quantile(0.5), s.meter.quantile(0.99)
+	r.Reach = s.meter.meanReach(s.cfg.Nodes)
+	r.Prices = s.prices(honest)
+	filled := map[int]bool{}
+	for _, l := range honest {
+		filled[l.request] = true
+	}
+	for _, q := range s.w.Requests {
+		if _, ok := central.Assigned[q.ID]; ok && !filled[q.ID] {
+			s.mu.Lock()
+			r.Missed = append(r.Missed, fmt.Sprintf("request %d (%s, max %d, %d slots): %s", q.ID, q.Filter(), q.MaxPrice, q.Slots, s.why[q.ID]))
+			s.mu.Unlock()
+		}
+	}
+	return r
+}
+
+// doubleBooked counts leases that overlap an earlier one on a GPU.
+func doubleBooked(leases []leaseRecord) int {
+	type span struct{ start, end int64 }
+	byGPU := map[[2]any][]span{}
+	for _, l := range leases {
+		for _, u := range l.uuids {
+			k := [2]any{l.supplier, u}
+			byGPU[k] = append(byGPU[k], span{l.start, l.end})
+		}
+	}
+	n := 0
+	for _, spans := range byGPU {
+		sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+		for i := 1; i < len(spans); i++ {
+			if spans[i].start < spans[i-1].end {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// prices is each model's price convergence.
+func (s *Sim) prices(leases []leaseRecord) []ModelPrices {
+	third := max(1, s.w.Slots/3)
+	var out []ModelPrices
+	for _, m := range models {
+		var first, last []int64
+		p := ModelPrices{Model: m.slug}
+		for _, l := range leases {
+			if l.model != m.slug {
+				continue
+			}
+			p.Trades++
+			switch {
+			case l.slot < third:
+				first = append(first, l.price)
+			case l.slot >= s.w.Slots-third:
+				last = append(last, l.price)
+			}
+		}
+		p.FirstTrades, p.LastTrades = len(first), len(last)
+		p.FirstMedian, p.FirstSpread = spread(first)
+		p.LastMedian, p.LastSpread = spread(last)
+		var idx []int64
+		for i, n := range s.nodes {
+			if s.fab.isGone(s.ids[i]) {
+				continue
+			}
+			if v := n.priceIdx.Median(m.slug); v > 0 {
+				idx = append(idx, v)
+			}
+		}
+		p.IndexMedian, p.IndexSpread = spread(idx)
+		out = append(out, p)
+	}
+	return out
+}
+
+// spread is the median of xs and (p90 - p10) / median; zeros when empty.
+func spread(xs []int64) (int64, float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	q := func(f float64) int64 { return xs[min(len(xs)-1, int(f*float64(len(xs))))] }
+	med := q(0.5)
+	if med == 0 {
+		return 0, 0
+	}
+	return med, float64(q(0.9)-q(0.1)) / float64(med)
+}

@@ -1,0 +1,368 @@
+package sim
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/clock/clocktest"
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/verify/reputation"
+)
+
+// Sim is one running simulation: the nodes on their fabric, the clock
+// they share, and what the run has recorded. Start builds it; Run plays
+// the workload; Close stops every node.
+type Sim struct {
+	cfg   Config
+	w     *Workload
+	clock *clocktest.Clock
+	fab   *fabric
+	meter *gossipMeter
+	rep   *reputation.Book
+	nodes []*simNode
+	ids   []peer.ID
+	bySup map[peer.ID]int // supplier's peer ID -> index in w.Suppliers
+
+	mu     sync.Mutex
+	leases []leaseRecord
+	why    map[int]string // request ID -> why its last rent failed
+	faults []string       // broken rules: leases not countersigned or kept
+
+	started   time.Time
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// leaseRecord is one lease the market made, as the renter got it.
+type leaseRecord struct {
+	request  int
+	slot     int
+	supplier int // index in Workload.Suppliers
+	model    string
+	price    int64
+	uuids    []string
+	start    int64 // ms, by the simulated clock
+	end      int64
+}
+
+// Start builds the network of cfg's workload: every node on one
+// in-memory fabric, each dialling cfg.Degree random others, the
+// auditors' attestations in the reputation book, and the suppliers'
+// asks posted and gossiped. It returns once every node's order book
+// lists most of them.
+func Start(ctx context.Context, cfg Config) (_ *Sim, err error) {
+	cfg = cfg.fill()
+	s := &Sim{cfg: cfg, w: NewWorkload(cfg), clock: clocktest.New(), fab: newFabric(), bySup: map[peer.ID]int{}, why: map[int]string{}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	s.meter = newGossipMeter(cfg.Nodes)
+	keys := make([]crypto.PrivKey, cfg.Nodes)
+	s.ids = make([]peer.ID, cfg.Nodes)
+	for i := range keys {
+		if keys[i], _, err = crypto.GenerateEd25519Key(rand.Reader); err != nil {
+			return nil, fmt.Errorf("sim: key: %w", err)
+		}
+		if s.ids[i], err = peer.IDFromPrivateKey(keys[i]); err != nil {
+			return nil, fmt.Errorf("sim: key: %w", err)
+		}
+	}
+	specs := map[int]*SupplierSpec{}
+	uuids := map[peer.ID][]string{}
+	cl := claims{}
+	for k := range s.w.Suppliers {
+		sp := &s.w.Suppliers[k]
+		id := s.ids[sp.Node]
+		specs[sp.Node], s.bySup[id] = sp, k
+		for g := range sp.GPUs {
+			uuids[id] = append(uuids[id], fmt.Sprintf("GPU-sim-%d-%d", sp.Node, g))
+		}
+		cl[id] = map[string]map[string]bool{sp.Model: {}}
+		for _, u := range uuids[id] {
+			cl[id][sp.Model][u] = true
+		}
+	}
+	if s.rep, err = newReputation(s.clock.Now, s.w.Suppliers, s.ids, uuids); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	deps := nodeDeps{fab: s.fab, clock: s.clock, claims: cl, rep: s.rep, meter: s.meter, log: cfg.Log}
+	s.nodes = make([]*simNode, cfg.Nodes)
+	for i := range cfg.Nodes {
+		if s.nodes[i], err = startNode(deps, i, keys[i], s.w.Regions[i], specs[i], uuids[s.ids[i]]); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+	}
+	if err := s.connect(ctx); err != nil {
+		return nil, err
+	}
+	// GossipSub grafts its meshes on its heartbeat (every second): an
+	// ask posted before then reaches only the supplier's own peers.
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(meshWait):
+	}
+	for _, n := range s.nodes {
+		n.run(s.clock)
+	}
+	if err := s.awaitAsks(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// connect has each node dial cfg.Degree random others (drawn from the
+// seed), then waits until every node has a peer on the orders topic.
+func (s *Sim) connect(ctx context.Context) error {
+	rng := mrand.New(mrand.NewPCG(s.cfg.Seed, 0x5eed))
+	dials := make([][]int, len(s.nodes))
+	for i := range s.nodes {
+		for range s.cfg.Degree {
+			j := rng.IntN(len(s.nodes) - 1)
+			if j >= i {
+				j++
+			}
+			dials[i] = append(dials[i], j)
+		}
+	}
+	errs := make([]error, len(s.nodes))
+	var wg sync.WaitGroup
+	for i, n := range s.nodes {
+		wg.Go(func() {
+			for _, j := range dials[i] {
+				if err := n.host.Connect(ctx, peer.AddrInfo{ID: s.ids[j]}); err != nil {
+					errs[i] = fmt.Errorf("sim: connect node %d to %d: %w", i, j, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return s.await(ctx, 30*time.Second, "every node to share the orders topic with a peer", func() bool {
+		for _, n := range s.nodes {
+			if len(n.orders.Peers()) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// meshWait is how long the nodes' meshes are given to form.
+const meshWait = 3 * time.Second
+
+// awaitAsks waits until every node's order book lists at least 90% of
+// the suppliers' asks (an ask is one per supplier). A node whose book
+// is still short after askWait syncs it from a peer, as a node that
+// has just joined does (node.syncBook).
+func (s *Sim) awaitAsks(ctx context.Context) error {
+	want := len(s.w.Suppliers) * 9 / 10
+	full := func(n *simNode) bool {
+		asks, _ := n.book.Len()
+		return asks >= want
+	}
+	all := func() bool {
+		for _, n := range s.nodes {
+			if !full(n) {
+				return false
+			}
+		}
+		return true
+	}
+	if s.await(ctx, askWait, "asks", all) == nil {
+		return nil
+	}
+	for _, n := range s.nodes {
+		if !full(n) {
+			n.syncBook(ctx)
+		}
+	}
+	return s.await(ctx, askWait, fmt.Sprintf("every order book to list %d asks", want), all)
+}
+
+// askWait bounds each wait for the asks to spread.
+const askWait = 20 * time.Second
+
+func (s *Sim) await(ctx context.Context, limit time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sim: timed out after %s waiting for %s", limit, what)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sim: waiting for %s: %w", what, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Run plays the workload slot by slot and returns what happened beside
+// the central matcher. Each slot: the suppliers due to leave go; the
+// slot's new and retrying requests rent, each at its offset within
+// cfg.RealSlot of real time; once all are done, the clock jumps a slot
+// ahead (firing lease ends, ask renewals and reposts) and gossip gets
+// cfg.Settle. A slot is so a few seconds longer than cfg.Slot in
+// simulated time: the seconds its renting took.
+func (s *Sim) Run(ctx context.Context) (*Result, error) {
+	s.started = time.Now()
+	simStart := s.clock.Now()
+	var open []Request
+	next := 0
+	var leaving sync.WaitGroup
+	for slot := range s.w.Slots {
+		slotStart := time.Now()
+		for _, sp := range s.w.Suppliers {
+			if sp.Leaves == slot {
+				s.fab.leave(s.ids[sp.Node])
+				leaving.Go(func() {
+					n := s.nodes[sp.Node]
+					n.stop(sp.Abrupt)
+					if err := n.Close(); err != nil {
+						s.cfg.Log.Debug("supplier left", "node", sp.Node, "err", err)
+					}
+				})
+			}
+		}
+		for ; next < len(s.w.Requests) && s.w.Requests[next].Arrive == slot; next++ {
+			open = append(open, s.w.Requests[next])
+		}
+		open = keepPatient(open, slot)
+		filled := make([]bool, len(open))
+		var wg sync.WaitGroup
+		for i, r := range open {
+			wg.Go(func() {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(slotStart.Add(time.Duration(r.Offset * float64(s.cfg.RealSlot))))):
+				}
+				filled[i] = s.rent(ctx, r, slot)
+			})
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("sim: slot %d: %w", slot, err)
+		}
+		var still []Request
+		for i, r := range open {
+			if !filled[i] {
+				still = append(still, r)
+			}
+		}
+		open = still
+		// A whole slot on from here: the leases made in this slot, some
+		// seconds into it, end before the slot their length names
+		// begins, as the central matcher counts them.
+		s.clock.Advance(s.w.Slot)
+		select {
+		case <-ctx.Done():
+		case <-time.After(s.cfg.Settle):
+		}
+	}
+	leaving.Wait()
+	return s.result(time.Since(s.started), s.clock.Now().Sub(simStart)), nil
+}
+
+// rent runs one request through the renter of its node, as a node's
+// job controller does (proven suppliers only, above the reputation
+// floor), and, on a lease, checks it and starts its "job" (claims it at
+// the supplier).
+func (s *Sim) rent(ctx context.Context, r Request, slot int) bool {
+	f, err := market.ParseFilter(r.Filter())
+	if err != nil {
+		s.fault("request %d: filter %q: %v", r.ID, r.Filter(), err)
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	l, err := s.nodes[r.Renter].renter.Rent(ctx, market.RentRequest{
+		Filter: f, Count: 1, Duration: time.Duration(r.Slots) * s.w.Slot, MaxPrice: r.MaxPrice, Wait: s.cfg.Wait,
+		Score: s.rep.Standing, MinReputation: reputation.DefaultFloor,
+		Proven: func(p peer.ID) bool { return s.rep.Score(p).Proven() },
+	})
+	if err != nil {
+		s.mu.Lock()
+		s.why[r.ID] = err.Error()
+		s.mu.Unlock()
+		return false
+	}
+	k, ok := s.bySup[l.Supplier]
+	if !ok {
+		s.fault("request %d: leased from %s, no supplier of the simulation", r.ID, l.Supplier)
+		return false
+	}
+	s.check(l, r, k)
+	if _, err := s.nodes[s.w.Suppliers[k].Node].supplier.Claim(l.ID); err != nil {
+		s.cfg.Log.Debug("claim", "lease", l.ID.Short(), "err", err)
+	}
+	s.mu.Lock()
+	s.leases = append(s.leases, leaseRecord{request: r.ID, slot: slot, supplier: k, model: l.Model, price: l.PriceMicros,
+		uuids: l.GpuUuids, start: l.StartMs, end: l.EndMs})
+	s.mu.Unlock()
+	return true
+}
+
+// check verifies a lease as a third party would: both signatures (the
+// supplier's countersignature over the renter's signed proposal), the
+// parties and terms, and that both sides keep it as confirmed.
+func (s *Sim) check(l *market.Lease, r Request, k int) {
+	now := s.clock.Now()
+	again, err := market.OpenLease(l.Raw, now)
+	switch {
+	case err != nil:
+		s.fault("lease %s: %v", l.ID.Short(), err)
+		return
+	case again.Renter != s.ids[r.Renter] || again.Proposal.Renter != s.ids[r.Renter] || again.Supplier != s.ids[s.w.Suppliers[k].Node]:
+		s.fault("lease %s: parties %s/%s, want renter %s", l.ID.Short(), again.Renter, again.Supplier, s.ids[r.Renter])
+		return
+	case again.Model != r.Model || again.Count != 1 || again.PriceMicros > r.MaxPrice:
+		s.fault("lease %s: %s x%d at %d, asked %s x1 at most %d", l.ID.Short(), again.Model, again.Count, again.PriceMicros, r.Model, r.MaxPrice)
+	}
+	for _, side := range []struct {
+		name string
+		n    *simNode
+	}{{"renter", s.nodes[r.Renter]}, {"supplier", s.nodes[s.w.Suppliers[k].Node]}} {
+		st, err := market.GetLease(side.n.store, l.ID, now)
+		if err != nil || st.State != market.LeaseConfirmed {
+			s.fault("lease %s: the %s does not keep it confirmed (%v, %v)", l.ID.Short(), side.name, st.State, err)
+		}
+	}
+}
+
+func (s *Sim) fault(format string, args ...any) {
+	s.mu.Lock()
+	s.faults = append(s.faults, fmt.Sprintf(format, args...))
+	s.mu.Unlock()
+}
+
+// Close stops every node and the fabric. It is safe to call more than
+// once.
+func (s *Sim) Close() error {
+	s.closeOnce.Do(func() {
+		errs := make([]error, len(s.nodes))
+		var wg sync.WaitGroup
+		for i, n := range s.nodes {
+			if n != nil {
+				wg.Go(func() { errs[i] = n.Close() })
+			}
+		}
+		wg.Wait()
+		s.closeErr = errors.Join(append(errs, s.fab.Close())...)
+	})
+	return s.closeErr
+}
