@@ -65,9 +65,11 @@ type Options struct {
 	// never collide with each other or with ephemeral ports. A restarted
 	// node asks for the ports it had.
 	BasePort int
-	// HeartbeatInterval is passed to every node (default 2s).
+	// HeartbeatInterval is passed to every node (default 2s, and 2s per
+	// 20 nodes past 20: 10s for 100).
 	HeartbeatInterval time.Duration
-	// AuditInterval is passed to every node (default 2m).
+	// AuditInterval is passed to every node (default 2m, and 2m per 20
+	// nodes past 20).
 	AuditInterval time.Duration
 	// Timeout bounds the whole start-up (default 12s a node, at least 30s).
 	Timeout time.Duration
@@ -102,11 +104,15 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
+	// Every node verifies every other's heartbeats and is challenged by
+	// the others: work that grows with the square of the network's size.
+	// Past 20 nodes the defaults slow down with it, so that a hundred
+	// nodes still fit on a 2-core machine.
 	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = DefaultHeartbeatInterval
+		o.HeartbeatInterval = max(DefaultHeartbeatInterval, time.Duration(o.Nodes)*DefaultHeartbeatInterval/20)
 	}
 	if o.AuditInterval == 0 {
-		o.AuditInterval = DefaultAuditInterval
+		o.AuditInterval = max(DefaultAuditInterval, time.Duration(o.Nodes)*DefaultAuditInterval/20)
 	}
 	if o.Timeout == 0 {
 		o.Timeout = max(30*time.Second, time.Duration(o.Nodes)*12*time.Second)

@@ -62,7 +62,7 @@ func main() {
 	var scale string
 	flag.StringVar(&c.bin, "bin", "bin/gpumesh", "gpumesh binary")
 	flag.IntVar(&c.nodes, "nodes", 20, "size of the testnet every figure is measured on")
-	flag.StringVar(&scale, "scale", "50,100", "larger testnets (comma-separated sizes, or none) to measure search, lease and ask propagation on again")
+	flag.StringVar(&scale, "scale", "50", "larger testnets (comma-separated sizes, e.g. 50,100, or none) to measure search, lease and ask propagation on again")
 	flag.IntVar(&c.runs, "runs", 40, "cold searches (and baseline round trips) to time")
 	flag.IntVar(&c.cliRuns, "cli-runs", 10, "searches, and rents, to time as whole CLI processes")
 	flag.IntVar(&c.rentRuns, "rent-runs", 12, "leases to time in-process, each way (first quote, and every expected answer)")
@@ -144,6 +144,7 @@ func run(c config) error {
 			continue
 		}
 		res.Sizes = append(res.Sizes, sz)
+		res.Rows = append(res.Rows, propagationRow(n, time.Duration(sz.AskP99Ms*float64(time.Millisecond)), sz.AskCoverage))
 		if n == 100 {
 			res.Rows = append(res.Rows, Row{Figure: "100 node processes up, searching and leasing", Value: fmt.Sprintf("up in %.0f s; %d offers found; leases made", sz.UpSeconds, sz.Offers), Goal: "all of it", Met: met(true)})
 		}
