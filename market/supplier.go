@@ -515,7 +515,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 		}); {
 		case !filterAllowsExcept(b.Filter, o, append(RenterKeys, "price", "free", "count")...):
 			q = &pb.Quote{Model: m, Decline: string(DeclineMismatch), Free: uint32(free)}
-		case free < int(b.Count), s.overHeldCap(m, int(b.Count)):
+		case free < int(b.Count):
 			q = &pb.Quote{Model: m, Decline: string(DeclineBusy), Free: uint32(free)}
 		case time.Duration(b.DurationS)*time.Second < s.cfg.MinDuration || time.Duration(b.DurationS)*time.Second > s.cfg.MaxDuration:
 			q = &pb.Quote{Model: m, Decline: string(DeclineDuration), Free: uint32(free)}
@@ -530,6 +530,12 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 					why = DeclineMismatch
 				}
 				q = &pb.Quote{Model: m, Decline: string(why), Free: uint32(free), MinPriceMicros: price}
+				break
+			}
+			if s.overHeldCap(m, int(b.Count)) {
+				// It would refuse the proposal: too many GPUs are
+				// leased with no job on them yet.
+				q = &pb.Quote{Model: m, Decline: string(DeclineBusy), Free: uint32(free)}
 				break
 			}
 			q = &pb.Quote{Model: m, Count: b.Count, PriceMicros: price, Free: uint32(free)}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node/light"
 	"github.com/gpumesh/gpumesh/store"
 )
@@ -105,14 +106,24 @@ func TestNetworkOfNodes(t *testing.T) {
 	}
 	defer lc.Close()
 
-	all, err := lc.Search(ctx, mustFilter(t, ""))
-	if err != nil {
-		t.Fatal(err)
-	}
 	type key struct{ peer, model string }
-	got := map[key]int{}
+	var (
+		all []market.Offer
+		got map[key]int
+	)
+	// Node 1's directory holds a profile once the supplier's heartbeat
+	// has announced it and node 1 has read it from the DHT.
+	eventually(t, 20*time.Second, "node 1's directory to list every supplier", func() bool {
+		if all, err = lc.Search(ctx, mustFilter(t, "")); err != nil {
+			t.Fatal(err)
+		}
+		got = map[key]int{}
+		for _, o := range all {
+			got[key{o.PeerID, o.Model}] = o.Count
+		}
+		return len(got) >= 5
+	})
 	for _, o := range all {
-		got[key{o.PeerID, o.Model}] = o.Count
 		if !o.Simulated || o.Region == "" || o.VRAMGiB == 0 || len(o.Addrs) == 0 {
 			t.Errorf("incomplete offer %+v", o)
 		}

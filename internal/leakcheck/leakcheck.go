@@ -11,7 +11,10 @@
 package leakcheck
 
 import (
+	"fmt"
+	"os"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -20,4 +23,27 @@ import (
 // they end, beyond those opts ignore (goleak.Cleanup runs after).
 func Main(m *testing.M, opts ...goleak.Option) {
 	goleak.VerifyTestMain(m, opts...)
+}
+
+// MainWithin is Main for a package whose tests close many hosts at once
+// (a simulated network of a hundred): it waits up to grace, not goleak's
+// second or so, for their goroutines to wind down before reporting.
+func MainWithin(m *testing.M, grace time.Duration, opts ...goleak.Option) {
+	code := m.Run()
+	if code == 0 {
+		deadline := time.Now().Add(grace)
+		for {
+			err := goleak.Find(opts...)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				fmt.Fprintf(os.Stderr, "goleak: goroutines left %s after the tests ended: %v\n", grace, err)
+				code = 1
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	os.Exit(code)
 }
