@@ -261,13 +261,14 @@ func measureFull(ctx context.Context, c config, log *slog.Logger) (Size, []Row, 
 
 	fmt.Fprintf(os.Stderr, "letting the network idle for %s, then measuring for %s...\n", c.settle, c.window)
 	time.Sleep(c.settle)
-	rss, cpu, err := idle(st, c.window)
+	rss, cpu, pss, err := idleMem(st, c.window)
 	if err != nil {
 		return sz, nil, nil, err
 	}
 	sz.IdleRSSMiB, sz.IdleCPUPct = mean(rss), mean(cpu)
 	rows = append(rows,
 		Row{Figure: fmt.Sprintf("idle node RSS, mean of %d (%s heartbeats, after %s)", c.nodes, c.hb, c.settle+c.window), Value: fmt.Sprintf("%.1f MiB (max %.1f)", mean(rss), slices.Max(rss)), Goal: "≤ 48 MiB", Met: met(mean(rss) <= 48)},
+		Row{Figure: fmt.Sprintf("idle node PSS (its own pages and its share of the gpumesh binary's, which all %d map), mean", c.nodes), Value: fmt.Sprintf("%.1f MiB (max %.1f)", mean(pss), slices.Max(pss)), Goal: "—"},
 		Row{Figure: fmt.Sprintf("idle node CPU, mean of %d over %s", c.nodes, c.window), Value: fmt.Sprintf("%.2f%% of a core (max %.2f%%)", mean(cpu), slices.Max(cpu)), Goal: "≤ 0.5% of a core", Met: met(mean(cpu) <= 0.5)})
 	return sz, rows, notes, nil
 }
@@ -530,6 +531,14 @@ func askPropagation(ctx context.Context, st *testnet.State, since time.Time) (p5
 
 // idle measures every node's RSS and CPU share over window.
 func idle(st *testnet.State, window time.Duration) (rss, cpu []float64, err error) {
+	rss, cpu, _, err = idleMem(st, window)
+	return rss, cpu, err
+}
+
+// idleMem is idle with each node's proportional set size too: its own
+// pages, plus its share of those it shares with the other nodes (the
+// gpumesh binary's, mapped by every one).
+func idleMem(st *testnet.State, window time.Duration) (rss, cpu, pss []float64, err error) {
 	before := map[int]uint64{}
 	for _, nd := range st.Nodes {
 		before[nd.PID], _ = cpuTicks(nd.PID)
@@ -538,16 +547,35 @@ func idle(st *testnet.State, window time.Duration) (rss, cpu []float64, err erro
 	for _, nd := range st.Nodes {
 		after, err := cpuTicks(nd.PID)
 		if err != nil {
-			return nil, nil, fmt.Errorf("node %d: %w", nd.Index, err)
+			return nil, nil, nil, fmt.Errorf("node %d: %w", nd.Index, err)
 		}
 		cpu = append(cpu, 100*float64(after-before[nd.PID])/100/window.Seconds()) // USER_HZ is 100
 		r, err := rssMiB(nd.PID)
 		if err != nil {
-			return nil, nil, fmt.Errorf("node %d: %w", nd.Index, err)
+			return nil, nil, nil, fmt.Errorf("node %d: %w", nd.Index, err)
 		}
 		rss = append(rss, r)
+		p, err := kiBField(fmt.Sprintf("/proc/%d/smaps_rollup", nd.PID), "Pss:")
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("node %d: %w", nd.Index, err)
+		}
+		pss = append(pss, p/1024)
 	}
-	return rss, cpu, nil
+	return rss, cpu, pss, nil
+}
+
+// kiBField reads the kB value of field (e.g. "Pss:") from a /proc file.
+func kiBField(path, field string) (float64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, field) {
+			return strconv.ParseFloat(strings.Fields(line)[1], 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in %s", field, path)
 }
 
 // jobStarts runs jobs from node 0 through its API and reads, for each,
