@@ -20,8 +20,9 @@ import (
 //
 // Suppliers' profiles come from the directories of the bootstrap nodes
 // (p2p.DirectoryProtocol: one round trip each, all asked at once), each
-// profile's signature and expiry checked here. When none answers, or
-// with WithCrossCheck, they come from the DHT as well: the provider
+// profile's signature and expiry checked here. When none answers, none
+// lists a supplier (a node that has just started), or with
+// WithCrossCheck, they come from the DHT as well: the provider
 // records of the models (one lookup for all models), then each
 // supplier's profile record. The order book and the attestations are
 // fetched meanwhile; either may be missing.
@@ -42,7 +43,7 @@ func (c *Client) Search(ctx context.Context, f market.Filter) ([]market.Offer, e
 
 	found := p2p.NewDirectory()
 	answered := c.directories(ctx, models, found)
-	if answered == 0 || c.cross {
+	if answered == 0 || found.Len() == 0 || c.cross {
 		listed := found.Len()
 		walked := c.walkDHT(ctx, models, found)
 		if answered > 0 && found.Len() > listed {
