@@ -1,7 +1,6 @@
 package p2p
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -50,25 +49,15 @@ type Directory struct {
 func NewDirectory() *Directory { return &Directory{m: map[peer.ID]*Profile{}} }
 
 // Put keeps p unless the directory holds a profile of the same peer that
-// wins over it by §3.4 (higher seq, then later issue, then smaller bytes).
+// wins over it by §3.4 (higher seq, then later issue, then smaller bytes:
+// newer, as the DHT validator selects).
 func (d *Directory) Put(p *Profile) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if prev, ok := d.m[p.ID]; ok && !profileWins(p, prev) {
+	if prev, ok := d.m[p.ID]; ok && !newer(p, prev) {
 		return
 	}
 	d.m[p.ID] = p
-}
-
-// profileWins reports whether a is selected over b for the same key (§3.4).
-func profileWins(a, b *Profile) bool {
-	if a.Seq != b.Seq {
-		return a.Seq > b.Seq
-	}
-	if a.IssuedAtMs != b.IssuedAtMs {
-		return a.IssuedAtMs > b.IssuedAtMs
-	}
-	return bytes.Compare(a.Raw, b.Raw) < 0
 }
 
 // Len is how many profiles the directory holds, expired ones included
