@@ -432,13 +432,10 @@ func mustParseFilter(t *testing.T, s string) Filter {
 	return f
 }
 
-// TestRentStopsOnceListedSuppliersAnswered: a rent whose book lists two
-// suppliers, asking for more quotes than there are (Enough 3) with a
-// quote wait far longer than the test's deadline, leases as soon as both
-// have answered: one quotes, the other declines (busy). Waiting out the
-// quote wait would run past the deadline and fail the rent.
-func TestRentStopsOnceListedSuppliersAnswered(t *testing.T) {
-	now := time.Now
+// twoListedSuppliers is a renter and two answering suppliers that share
+// a gossip relay, with the suppliers' asks in the renter's book.
+func twoListedSuppliers(t *testing.T, now func() time.Time) (*testPeer, *Book, []*testSupplier) {
+	t.Helper()
 	relay := gossipRelay(t)
 	rp := newTestPeer(t, now)
 	rp.connect(t, relay)
@@ -452,6 +449,17 @@ func TestRentStopsOnceListedSuppliersAnswered(t *testing.T) {
 		book.AddAsk(s.ask(t, now()))
 		sups = append(sups, s)
 	}
+	return rp, book, sups
+}
+
+// TestRentStopsOnceListedSuppliersAnswered: a rent whose book lists two
+// suppliers, asking for more quotes than there are (Enough 3) with a
+// quote wait far longer than the test's deadline, leases as soon as both
+// have answered: one quotes, the other declines (busy). Waiting out the
+// quote wait would run past the deadline and fail the rent.
+func TestRentStopsOnceListedSuppliersAnswered(t *testing.T) {
+	now := time.Now
+	rp, book, sups := twoListedSuppliers(t, now)
 	// The second has all its GPUs taken: it declines as busy.
 	if _, err := sups[1].sup.ledger.Reserve(ID{1}, "h100-sxm", 4, now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
@@ -477,19 +485,7 @@ func TestRentStopsOnceListedSuppliersAnswered(t *testing.T) {
 // supplier, instead of failing with answers still to come.
 func TestRentTriesLaterQuotesWhenTheFirstRefuses(t *testing.T) {
 	now := time.Now
-	relay := gossipRelay(t)
-	rp := newTestPeer(t, now)
-	rp.connect(t, relay)
-	book := NewBook(now)
-	var sups []*testSupplier
-	for range 2 {
-		s := newTestSupplier(t, now)
-		s.connect(t, relay)
-		waitGossipPath(t, rp, s.testPeer)
-		s.answerBids(t)
-		book.AddAsk(s.ask(t, now()))
-		sups = append(sups, s)
-	}
+	rp, book, sups := twoListedSuppliers(t, now)
 	// The first quotes as usual, then refuses the proposal.
 	sups[0].sup.lmu.Lock()
 	sups[0].sup.barred[rp.net.Host.ID()] = now().Add(time.Hour)
