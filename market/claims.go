@@ -88,8 +88,8 @@ func (s *Supplier) admit(p *Proposal, now time.Time) (*hold, Decline, string) {
 	// than that is admitted only while nothing else is held, so that a
 	// whole machine can still be leased (and its job started at once),
 	// while Sybil keys cannot stack holds past half of it.
-	if c := heldCap(len(s.cfg.GPUs[p.Model])); held > 0 && held+int(p.Count) > c {
-		return nil, DeclineBusy, fmt.Sprintf("%d of %d %s GPUs here are leased with no job started on them yet and %d more were asked; at most %d may be, so try again later", held, len(s.cfg.GPUs[p.Model]), p.Model, p.Count, c)
+	if total := len(s.cfg.GPUs[p.Model]); passesHeldCap(held, int(p.Count), total) {
+		return nil, DeclineBusy, fmt.Sprintf("%d of %d %s GPUs here are leased with no job started on them yet and %d more were asked; at most %d may be, so try again later", held, total, p.Model, p.Count, heldCap(total))
 	}
 	h := &hold{renter: p.Renter, model: p.Model, count: int(p.Count)}
 	s.holds[p.ID] = h
@@ -108,7 +108,13 @@ func (s *Supplier) overHeldCap(model string, count int) bool {
 			held += h.count
 		}
 	}
-	return held > 0 && held+count > heldCap(len(s.cfg.GPUs[model]))
+	return passesHeldCap(held, count, len(s.cfg.GPUs[model]))
+}
+
+// passesHeldCap reports whether holding count more GPUs, with held of
+// total already held with no job, would pass heldCap.
+func passesHeldCap(held, count, total int) bool {
+	return held > 0 && held+count > heldCap(total)
 }
 
 // heldCap is how many of total GPUs of a model may be held with no job

@@ -33,8 +33,9 @@ const (
 	// profiles before it would pass this.
 	MaxDirectoryReply   = 4 << 20
 	maxDirectoryRequest = 4 << 10
-	// directoryConcurrency bounds the answers a node builds at once; a
-	// request beyond it is reset, and the asker falls back to the DHT.
+	// directoryConcurrency bounds the answers a node builds at once, one
+	// per asking peer, so that one peer cannot take every slot; a request
+	// beyond either is reset, and the asker falls back to the DHT.
 	directoryConcurrency = 8
 )
 
@@ -112,7 +113,24 @@ func HasModel(p *Profile, models []string) bool {
 // of the models asked for, as their suppliers signed them.
 func ServeDirectory(h host.Host, d *Directory, now func() time.Time) {
 	sem := make(chan struct{}, directoryConcurrency)
+	var (
+		mu   sync.Mutex
+		busy = map[peer.ID]bool{} // one answer at a time per peer
+	)
 	Serve(h, DirectoryProtocol, func(s network.Stream) error {
+		from := s.Conn().RemotePeer()
+		mu.Lock()
+		if busy[from] {
+			mu.Unlock()
+			return fmt.Errorf("directory: %s already has an answer in progress", from)
+		}
+		busy[from] = true
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			delete(busy, from)
+			mu.Unlock()
+		}()
 		select {
 		case sem <- struct{}{}:
 			defer func() { <-sem }()

@@ -118,3 +118,36 @@ func TestDirectoryProtocol(t *testing.T) {
 		t.Fatalf("an oversized answer: %v, want ErrMalformed", err)
 	}
 }
+
+// TestDirectoryOneAnswerPerPeer: a peer holding a directory stream open
+// without asking gets no second answer meanwhile, and takes no slot from
+// another peer.
+func TestDirectoryOneAnswerPerPeer(t *testing.T) {
+	server := startNetwork(t, ModeServer, false, nil)
+	ServeDirectory(server.Host, NewDirectory(), time.Now)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	greedy := startNetwork(t, ModeClient, false, []peer.AddrInfo{addrInfo(server)})
+	other := startNetwork(t, ModeClient, false, []peer.AddrInfo{addrInfo(server)})
+	for _, c := range []*Network{greedy, other} {
+		if err := c.Bootstrap(ctx, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := greedy.Host.NewStream(ctx, server.Host.ID(), DirectoryProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Reset()
+	// The server learns of the stream once its first bytes arrive.
+	if _, err := held.Write([]byte{0x80}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the held stream to refuse a second answer", func() bool {
+		_, _, err := QueryDirectory(ctx, greedy.Host, server.Host.ID(), nil, time.Now())
+		return err != nil
+	})
+	if _, _, err := QueryDirectory(ctx, other.Host, server.Host.ID(), nil, time.Now()); err != nil {
+		t.Fatalf("another peer's query while the first holds a stream: %v", err)
+	}
+}

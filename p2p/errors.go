@@ -24,6 +24,8 @@ var (
 	// ErrOverQuota: a valid record the node will not hold (its table is
 	// full for the record's source); ignored, never rejected.
 	ErrOverQuota = errors.New("over quota")
+	// ErrTopicClosed: a Publish on a Topic that was closed meanwhile.
+	ErrTopicClosed = errors.New("topic closed")
 )
 
 // Errf wraps sentinel (one of the errors above, or a package's own) with

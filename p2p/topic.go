@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -24,6 +25,9 @@ type Topic struct {
 	topic *pubsub.Topic
 	sub   *pubsub.Subscription
 	self  peer.ID
+
+	closeOnce sync.Once
+	closed    chan struct{} // closed by Close: a Publish waiting for a peer gives up
 }
 
 // Message is one validated message read from a Topic.
@@ -78,7 +82,7 @@ func JoinRelayTopic(ps *pubsub.PubSub, self peer.ID, name string, check RelayChe
 	if err != nil {
 		return fail(err)
 	}
-	return &Topic{ps: ps, name: name, topic: t, sub: sub, self: self}, nil
+	return &Topic{ps: ps, name: name, topic: t, sub: sub, self: self, closed: make(chan struct{})}, nil
 }
 
 // Verdict maps a validation error to pubsub's verdict. Forged, malformed,
@@ -130,6 +134,8 @@ func (t *Topic) waitPeer(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("no topic peer: %w", ctx.Err())
+		case <-t.closed:
+			return ErrTopicClosed
 		case <-time.After(peerPoll):
 		}
 	}
@@ -155,6 +161,7 @@ func (t *Topic) Peers() []peer.ID { return t.topic.ListPeers() }
 
 // Close leaves the topic.
 func (t *Topic) Close() error {
+	t.closeOnce.Do(func() { close(t.closed) })
 	t.sub.Cancel()
 	return errors.Join(t.topic.Close(), t.ps.UnregisterTopicValidator(t.name))
 }

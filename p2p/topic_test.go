@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -114,5 +115,28 @@ func TestDropOwnEchoes(t *testing.T) {
 	}
 	if ids := rpc.Control.Ihave[0].MessageIDs; len(ids) != 1 || ids[0] != id(other) {
 		t.Fatalf("IHAVE IDs left: %q", ids)
+	}
+}
+
+// TestPublishGivesUpWhenTopicCloses: a Publish waiting for a topic peer
+// returns ErrTopicClosed once the topic is closed, not when its context
+// runs out.
+func TestPublishGivesUpWhenTopicCloses(t *testing.T) {
+	n := startNetwork(t, ModeServer, true, nil)
+	tp, err := JoinTopic(n.PubSub, n.Host.ID(), "/test/lonely", func(peer.ID, []byte) (any, error) { return nil, nil }, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- tp.Publish(context.Background(), []byte("x")) }()
+	time.Sleep(2 * peerPoll)
+	tp.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrTopicClosed) {
+			t.Fatalf("Publish after Close: %v, want ErrTopicClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Publish still waiting for a peer after the topic closed")
 	}
 }

@@ -299,7 +299,7 @@ func measureScale(ctx context.Context, c config, n int, log *slog.Logger) (Size,
 	}
 	sz.AskP50Ms, sz.AskP99Ms, sz.AskCoverage = ms(p50), ms(p99), cov
 	time.Sleep(10 * time.Second)
-	rss, cpu, err := idle(st, 10*time.Second)
+	rss, cpu, _, err := idleMem(st, 10*time.Second)
 	if err != nil {
 		return sz, err
 	}
@@ -529,15 +529,9 @@ func askPropagation(ctx context.Context, st *testnet.State, since time.Time) (p5
 	return pct(delays, 50), pct(delays, 99), 100 * float64(reached) / float64(max(pairs, 1)), nil
 }
 
-// idle measures every node's RSS and CPU share over window.
-func idle(st *testnet.State, window time.Duration) (rss, cpu []float64, err error) {
-	rss, cpu, _, err = idleMem(st, window)
-	return rss, cpu, err
-}
-
-// idleMem is idle with each node's proportional set size too: its own
-// pages, plus its share of those it shares with the other nodes (the
-// gpumesh binary's, mapped by every one).
+// idleMem measures every node's RSS and CPU share over window, and its
+// proportional set size: its own pages, plus its share of those it shares
+// with the other nodes (the gpumesh binary's, mapped by every one).
 func idleMem(st *testnet.State, window time.Duration) (rss, cpu, pss []float64, err error) {
 	before := map[int]uint64{}
 	for _, nd := range st.Nodes {
