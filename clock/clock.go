@@ -61,3 +61,21 @@ type realTicker struct{ t *time.Ticker }
 
 func (t realTicker) C() <-chan time.Time { return t.t.C }
 func (t realTicker) Stop()               { t.t.Stop() }
+
+// Offset is c read as if it were off by d: Now returns c's time plus d,
+// and timers and tickers, which measure durations, are c's own. It stands
+// for a machine whose system clock is wrong, as the chaos run's skewed
+// nodes are (gpumesh node --clock-offset).
+func Offset(c Clock, d time.Duration) Clock {
+	if d == 0 {
+		return c
+	}
+	return offsetClock{c, d}
+}
+
+type offsetClock struct {
+	Clock
+	d time.Duration
+}
+
+func (c offsetClock) Now() time.Time { return c.Clock.Now().Add(c.d) }

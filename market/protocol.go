@@ -84,6 +84,16 @@ const (
 	QuotesPerBidder = 60
 	QuoteRefill     = time.Second
 
+	// QuoteLife, ProposalLife and BidLife (beyond the renter's quote
+	// wait) are how long those records hold. Each is used within seconds
+	// of being signed, but its receiver's clock may run up to
+	// p2p.ClockSkew ahead of its signer's: each lives 30 s of use plus
+	// that skew, so that two peers whose clocks differ by as much as the
+	// network tolerates still trade.
+	QuoteLife    = 30*time.Second + p2p.ClockSkew
+	ProposalLife = 30*time.Second + p2p.ClockSkew
+	BidLife      = 30*time.Second + p2p.ClockSkew
+
 	// ConfirmWindow is how long a supplier's reservation waits for the
 	// renter's LeaseConfirm before the GPUs are released.
 	ConfirmWindow = 5 * time.Second

@@ -160,7 +160,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	expect := r.connectSuppliers(ctx, r.candidates(ctx, req), req)
 	now := r.cfg.Now()
 	b := &pb.Bid{
-		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(req.Wait + 30*time.Second).UnixMilli(),
+		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(req.Wait + BidLife).UnixMilli(),
 		Filter: req.Filter.String(), Count: uint32(req.Count), DurationS: uint32(req.Duration / time.Second),
 		MaxPriceMicros: req.MaxPrice,
 	}
@@ -442,13 +442,17 @@ func (r *Renter) screenScore(offers []*Quote, req RentRequest) (kept, shunned []
 
 // collector gathers the quotes of one bid until req.Wait passes, ctx
 // ends, or every supplier in expect (those with a matching live ask that
-// the renter connected to) has quoted or declined. With nobody to
-// expect, it waits for req.Wait: suppliers the order book did not list
+// the renter connected to) has quoted or declined, waiting for the last
+// of them no longer than the straggler cut (StraggleFactor) allows once
+// an acceptable offer is in. With nobody to expect, it waits for
+// req.Wait, or the straggler cut: suppliers the order book did not list
 // may still quote.
 type collector struct {
 	r        *Renter
 	ch       <-chan *Quote
 	req      RentRequest
+	start    time.Time
+	deadline time.Time
 	timer    *time.Timer
 	expected bool
 	waiting  map[peer.ID]bool
@@ -456,8 +460,29 @@ type collector struct {
 	done     bool
 }
 
+// Once the first acceptable offer is in, the answers still expected get
+// at most StraggleFactor times as long as that one took, and at least
+// StraggleMin: a supplier that never answers (down, overloaded, or
+// advertising what it does not serve) costs a rent that much, not the
+// whole Wait.
+const (
+	StraggleFactor = 3
+	StraggleMin    = 250 * time.Millisecond
+)
+
 func (r *Renter) newCollector(ch <-chan *Quote, req RentRequest, expect map[peer.ID]bool) *collector {
-	return &collector{r: r, ch: ch, req: req, timer: time.NewTimer(req.Wait), expected: len(expect) > 0, waiting: maps.Clone(expect)}
+	now := time.Now()
+	return &collector{r: r, ch: ch, req: req, start: now, deadline: now.Add(req.Wait), timer: time.NewTimer(req.Wait),
+		expected: len(expect) > 0, waiting: maps.Clone(expect)}
+}
+
+// offerIn shortens the wait for stragglers after an acceptable offer.
+func (c *collector) offerIn() {
+	now := time.Now()
+	if cut := now.Add(max(StraggleMin, StraggleFactor*now.Sub(c.start))); cut.Before(c.deadline) {
+		c.deadline = cut
+		c.timer.Reset(cut.Sub(now))
+	}
 }
 
 func (c *collector) stop() { c.timer.Stop() }
@@ -487,6 +512,7 @@ func (c *collector) collect(ctx context.Context) (offers []*Quote, more bool) {
 				c.declines = append(c.declines, q)
 			default:
 				offers = append(offers, q)
+				c.offerIn()
 			}
 		}
 	}
@@ -522,7 +548,7 @@ func (r *Renter) proposeQuote(ctx context.Context, q *Quote, t Terms) (*Lease, s
 	now := r.cfg.Now()
 	return r.propose(ctx, q.Supplier, withTerms(&pb.LeaseProposal{
 		Supplier: []byte(q.Supplier), Nonce: nonce(), CreatedMs: now.UnixMilli(),
-		ExpiresMs: now.Add(30 * time.Second).UnixMilli(), Quote: q.Raw,
+		ExpiresMs: now.Add(ProposalLife).UnixMilli(), Quote: q.Raw,
 		Model: q.Model, Count: q.Count, PriceMicros: q.PriceMicros, DurationS: q.DurationS,
 	}, t))
 }
@@ -541,7 +567,7 @@ func (r *Renter) TakeAsk(ctx context.Context, a *Ask, count int, duration time.D
 	r.cfg.Net.Host.Peerstore().AddAddrs(a.Supplier, a.Addrs, peerstore.TempAddrTTL)
 	l, refused, err := r.propose(ctx, a.Supplier, withTerms(&pb.LeaseProposal{
 		Supplier: []byte(a.Supplier), Nonce: nonce(), CreatedMs: now.UnixMilli(),
-		ExpiresMs: now.Add(30 * time.Second).UnixMilli(), Ask: a.Raw,
+		ExpiresMs: now.Add(ProposalLife).UnixMilli(), Ask: a.Raw,
 		Model: a.Model, Count: uint32(count), PriceMicros: a.PriceMicros, DurationS: uint32(duration / time.Second),
 	}, t))
 	if err != nil {

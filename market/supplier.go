@@ -458,8 +458,8 @@ func (s *Supplier) HandleBid(ctx context.Context, b *Bid) {
 	now := s.cfg.Now()
 	q.Renter, q.BidId = []byte(b.Renter), b.ID[:]
 	q.Nonce, q.CreatedMs = nonce(), now.UnixMilli()
-	q.ExpiresMs = min(now.Add(30*time.Second).UnixMilli(), b.ExpiresMs+int64(10*time.Second/time.Millisecond))
-	q.ExpiresMs = max(q.ExpiresMs, now.Add(5*time.Second).UnixMilli())
+	q.ExpiresMs = min(now.Add(QuoteLife).UnixMilli(), b.ExpiresMs+(10*time.Second+p2p.ClockSkew).Milliseconds())
+	q.ExpiresMs = max(q.ExpiresMs, now.Add(5*time.Second+p2p.ClockSkew).UnixMilli())
 	q.DurationS, q.Region = b.DurationS, s.cfg.Region
 	raw, err := SealQuote(q, s.cfg.Key)
 	if err != nil {
@@ -662,7 +662,9 @@ func (s *Supplier) grant(st network.Stream, p *Proposal, raw []byte, now time.Ti
 	if err := p2p.WriteMsg(st, &pb.LeaseResponse{Lease: leaseRaw}); err != nil {
 		return holdLapsed, time.Time{}, err // the reservation lapses at confirmBy
 	}
-	_ = st.SetReadDeadline(confirmBy)
+	// A deadline is real time; confirmBy is by the supplier's clock,
+	// which may be off (a skewed machine, or a test's clock).
+	_ = st.SetReadDeadline(time.Now().Add(ConfirmWindow))
 	var c pb.LeaseConfirm
 	if err := p2p.ReadMsg(st, 256, &c); err != nil || ID(c.LeaseId) != p.ID {
 		s.log.Info("lease not confirmed; reservation lapses", "lease", p.ID.Short(), "err", err)

@@ -479,6 +479,77 @@ func TestRentStopsOnceListedSuppliersAnswered(t *testing.T) {
 	}
 }
 
+// TestRentCutsSilentSuppliers: a rent whose book lists two suppliers, one
+// of which never answers bids (it advertises what it does not serve),
+// leases from the other soon after its quote, instead of waiting out a
+// quote wait far longer than the test's deadline for the silent one.
+func TestRentCutsSilentSuppliers(t *testing.T) {
+	now := time.Now
+	relay := gossipRelay(t)
+	rp := newTestPeer(t, now)
+	rp.connect(t, relay)
+	book := NewBook(now)
+	var sups []*testSupplier
+	for i := range 2 {
+		s := newTestSupplier(t, now)
+		s.connect(t, relay)
+		waitGossipPath(t, rp, s.testPeer)
+		if i == 0 {
+			s.answerBids(t)
+		}
+		book.AddAsk(s.ask(t, now()))
+		sups = append(sups, s)
+	}
+	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
+		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
+		MaxPrice: 3_000_000, Wait: 10 * time.Minute, Enough: 3,
+	})
+	if err != nil {
+		t.Fatalf("rent: %v", err)
+	}
+	if l.Supplier != sups[0].net.Host.ID() {
+		t.Fatalf("lease from %s, want the supplier that answers, %s", l.Supplier, sups[0].net.Host.ID())
+	}
+}
+
+// TestLeaseAcrossSkewedClocks: a supplier whose clock is as far off as the
+// network tolerates (p2p.ClockSkew, ahead or behind) still quotes, leases
+// and keeps the lease it countersigned: the quote, proposal and bid live
+// long enough for either side's clock, and the wait for the renter's
+// confirmation is real time, not the supplier's clock.
+func TestLeaseAcrossSkewedClocks(t *testing.T) {
+	for _, skew := range []time.Duration{-p2p.ClockSkew, p2p.ClockSkew} {
+		t.Run(skew.String(), func(t *testing.T) {
+			real := time.Now
+			skewed := func() time.Time { return time.Now().Add(skew) }
+			relay := gossipRelay(t)
+			rp := newTestPeer(t, real)
+			rp.connect(t, relay)
+			book := NewBook(real)
+			s := newTestSupplier(t, skewed)
+			s.connect(t, relay)
+			waitGossipPath(t, rp, s.testPeer)
+			s.answerBids(t)
+			book.AddAsk(s.ask(t, skewed()))
+			r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: real, Log: quietLog()})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
+				Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour, MaxPrice: 3_000_000,
+			})
+			if err != nil {
+				t.Fatalf("rent from a supplier %s off: %v", skew, err)
+			}
+			if got, err := GetLease(s.sup.cfg.Store, l.ID, skewed()); err != nil || got.State != LeaseConfirmed {
+				t.Fatalf("the supplier keeps the lease as %v (%v), want confirmed", got.State, err)
+			}
+		})
+	}
+}
+
 // TestRentTriesLaterQuotesWhenTheFirstRefuses: taking the first
 // acceptable quote (Enough 1), a renter whose first offer is refused (the
 // supplier bars it) goes on collecting and leases from the other

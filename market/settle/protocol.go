@@ -52,8 +52,11 @@ const (
 	// ended, for the renter (clock jitter between intervals); the supplier
 	// never issues an overlap.
 	MaxOverlap = 2 * time.Second
-	// MaxClockSkew is how far in the renter's future a receipt may end.
-	MaxClockSkew = 5 * time.Second
+	// MaxClockSkew is how far in the renter's future a receipt may end:
+	// the skew the network tolerates (p2p.ClockSkew), so that a supplier
+	// whose clock runs that far ahead can still bill, at most that much
+	// early.
+	MaxClockSkew = p2p.ClockSkew
 )
 
 // Outcomes of a lease, as a statement names them.
