@@ -157,7 +157,11 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	if req.Enough == 0 {
 		req.Enough = 3
 	}
-	expect := r.connectSuppliers(ctx, r.candidates(ctx, req), req)
+	t0 := time.Now()
+	cands := r.candidates(ctx, req)
+	tCands := time.Since(t0)
+	expect := r.connectSuppliers(ctx, cands, req)
+	tConnect := time.Since(t0)
 	now := r.cfg.Now()
 	b := &pb.Bid{
 		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(req.Wait + BidLife).UnixMilli(),
@@ -200,6 +204,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	if err := r.cfg.Orders.Publish(ctx, raw); err != nil {
 		return nil, fmt.Errorf("rent: publish bid: %w", err)
 	}
+	tBid := time.Since(t0)
 	r.log.Debug("bid published", "bid", bidID.Short(), "filter", b.Filter)
 
 	// Lease from the best offers collected; when every one of them
@@ -213,6 +218,8 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	)
 	for {
 		offers, more := c.collect(ctx)
+		r.log.Debug("rent: quotes in", "bid", bidID.Short(), "offers", len(offers), "more", more,
+			"asks", len(cands), "expected", len(expect), "book", tCands, "connected", tConnect, "bid_out", tBid, "first_offer", c.first, "collected", time.Since(t0))
 		declines = append(declines, c.takeDeclines()...)
 		offers, sh, un := r.screen(offers, req)
 		offers, ur := screenReach(offers, req)
@@ -357,13 +364,12 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 		}
 		return cmp.Compare(x.PriceMicros, y.PriceMicros)
 	})
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	var (
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		connected = map[peer.ID]bool{}
-	)
+	connected := map[peer.ID]bool{}
+	results := make(chan peer.ID, maxConnectSuppliers) // a supplier connected, or "" for a failure
+	dialing := 0
 	for _, a := range pick[:min(len(pick), maxConnectSuppliers)] {
 		// A limited (relayed) connection carries the bid's quote; hole
 		// punching, if the NATs allow it, is already making it direct.
@@ -371,18 +377,44 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 			connected[a.Supplier] = true
 			continue
 		}
-		wg.Go(func() {
+		dialing++
+		go func() {
 			addrs := a.Addrs[:min(len(a.Addrs), maxDialAddrs)]
 			if err := r.cfg.Net.Host.Connect(ctx, peer.AddrInfo{ID: a.Supplier, Addrs: addrs}); err != nil {
 				r.log.Debug("connect to supplier", "supplier", a.Supplier, "err", err)
+				results <- ""
 				return
 			}
-			mu.Lock()
-			connected[a.Supplier] = true
-			mu.Unlock()
-		})
+			results <- a.Supplier
+		}()
 	}
-	wg.Wait()
+	// Dials to a supplier that is down (its ask outlives it) can take the
+	// whole timeout: once one supplier is connected, the rest get the
+	// straggler cut of quotes, measured from the start of the dials.
+	var cut <-chan time.Time
+	if len(connected) > 0 {
+		t := time.NewTimer(max(StraggleMin, StraggleFactor*time.Since(start)))
+		defer t.Stop()
+		cut = t.C
+	}
+	for ; dialing > 0; dialing-- {
+		select {
+		case id := <-results:
+			if id == "" {
+				continue
+			}
+			connected[id] = true
+			if cut == nil {
+				t := time.NewTimer(max(StraggleMin, StraggleFactor*time.Since(start)))
+				defer t.Stop()
+				cut = t.C
+			}
+		case <-cut:
+			return connected
+		case <-ctx.Done():
+			return connected
+		}
+	}
 	return connected
 }
 
@@ -452,6 +484,7 @@ type collector struct {
 	ch       <-chan *Quote
 	req      RentRequest
 	start    time.Time
+	first    time.Duration // when the first acceptable offer came, after start
 	deadline time.Time
 	timer    *time.Timer
 	expected bool
@@ -467,7 +500,7 @@ type collector struct {
 // whole Wait.
 const (
 	StraggleFactor = 3
-	StraggleMin    = 250 * time.Millisecond
+	StraggleMin    = 100 * time.Millisecond
 )
 
 func (r *Renter) newCollector(ch <-chan *Quote, req RentRequest, expect map[peer.ID]bool) *collector {
@@ -479,6 +512,9 @@ func (r *Renter) newCollector(ch <-chan *Quote, req RentRequest, expect map[peer
 // offerIn shortens the wait for stragglers after an acceptable offer.
 func (c *collector) offerIn() {
 	now := time.Now()
+	if c.first == 0 {
+		c.first = now.Sub(c.start)
+	}
 	if cut := now.Add(max(StraggleMin, StraggleFactor*now.Sub(c.start))); cut.Before(c.deadline) {
 		c.deadline = cut
 		c.timer.Reset(cut.Sub(now))
