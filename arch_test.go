@@ -55,6 +55,8 @@ var forbiddenIn = map[string][]string{
 	"testnet":             {"net/http"},
 	"testnet/cmd/bench":   {"net/http"},
 	"testnet/cmd/testnet": {"net/http"},
+	"testnet/chaos":       {"net/http"},
+	"testnet/cmd/chaos":   {"net/http"},
 }
 
 // TestImportsOfPackages checks forbiddenIn, in the non-test files of each

@@ -375,7 +375,9 @@ func waitSearch(ctx context.Context, ns, binary string, bootstrap []string, proc
 		lastErr = err
 		missing = slices.DeleteFunc(slices.Clone(procs), func(p *proc) bool {
 			return slices.ContainsFunc(offers, func(o market.Offer) bool {
-				return o.PeerID == p.info.PeerID && !o.SeenAt.Before(p.started.Add(-time.Second))
+				// A profile is stamped by its node's clock, which may be
+				// set off on purpose (--clock-offset).
+				return o.PeerID == p.info.PeerID && !o.SeenAt.Before(p.started.Add(clockOffset(p.info.Args)-time.Second))
 			})
 		})
 		for _, p := range procs {
@@ -398,6 +400,17 @@ func waitSearch(ctx context.Context, ns, binary string, bootstrap []string, proc
 		}
 		backoff = min(2*backoff, 4*time.Second)
 	}
+}
+
+// clockOffset is the --clock-offset among a node's arguments, or 0.
+func clockOffset(args []string) time.Duration {
+	for i, a := range args {
+		if a == "--clock-offset" && i+1 < len(args) {
+			d, _ := time.ParseDuration(args[i+1])
+			return d
+		}
+	}
+	return 0
 }
 
 // Search runs `binary search --json` as a light client joining through
@@ -453,4 +466,21 @@ func logTail(path string, n int) string {
 		return ""
 	}
 	return "; it ends:\n    " + strings.Join(lines, "\n    ")
+}
+
+// CPUTicks is the CPU time (user and system, in clock ticks of 1/100 s)
+// process pid has used, from /proc/PID/stat.
+func CPUTicks(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (which may hold spaces) start at ")".
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	return utime + stime, nil
 }

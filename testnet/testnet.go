@@ -75,6 +75,9 @@ type Options struct {
 	Timeout time.Duration
 	// Logger reports progress; discarded when nil.
 	Logger *slog.Logger
+	// ExtraArgs, when set, returns more `gpumesh node` arguments for node
+	// i (the chaos run's --clock-offset); a restart keeps them.
+	ExtraArgs func(i int) []string
 
 	// Netns runs the nodes in a namespace lab (package netlab) instead of
 	// on 127.0.0.1: a third public, a third behind cone NATs, a third
@@ -271,6 +274,9 @@ func plan(o Options, i int, bootstrap []string, ln *netlab.Node) NodeInfo {
 		n.Args = append(n.Args, "--sim-cheat", p.Cheat)
 	}
 	n.Args = append(n.Args, p.priceArgs()...)
+	if o.ExtraArgs != nil {
+		n.Args = append(n.Args, o.ExtraArgs(i)...)
+	}
 	for _, b := range bootstrap {
 		n.Args = append(n.Args, "--bootstrap", b)
 	}

@@ -535,11 +535,11 @@ func askPropagation(ctx context.Context, st *testnet.State, since time.Time) (p5
 func idleMem(st *testnet.State, window time.Duration) (rss, cpu, pss []float64, err error) {
 	before := map[int]uint64{}
 	for _, nd := range st.Nodes {
-		before[nd.PID], _ = cpuTicks(nd.PID)
+		before[nd.PID], _ = testnet.CPUTicks(nd.PID)
 	}
 	time.Sleep(window)
 	for _, nd := range st.Nodes {
-		after, err := cpuTicks(nd.PID)
+		after, err := testnet.CPUTicks(nd.PID)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("node %d: %w", nd.Index, err)
 		}
@@ -658,18 +658,6 @@ func coldSearch(ctx context.Context, target peer.AddrInfo, log *slog.Logger) (ti
 		return 0, 0, err
 	}
 	return time.Since(start), len(offers), nil
-}
-
-func cpuTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the command name (which may hold spaces) start at ")".
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, _ := strconv.ParseUint(f[11], 10, 64)
-	stime, _ := strconv.ParseUint(f[12], 10, 64)
-	return utime + stime, nil
 }
 
 func rssMiB(pid int) (float64, error) {
