@@ -49,7 +49,7 @@ func (m *marketParts) addrsChanged() {
 // the supplier when the node has GPUs with a list price.
 func (n *Node) startMarket(ctx context.Context) error {
 	m := &n.market
-	m.trust = newTrustView(n.id, n.now)
+	m.trust = newTrustView(n.id, n.now, n.net.Refuses)
 	for _, p := range n.dir.List(nil, math.MaxInt, math.MaxInt, n.now()) {
 		m.trust.observe(p)
 	}

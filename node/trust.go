@@ -21,6 +21,11 @@ type trustView struct {
 	self peer.ID                         // the node's own trades are believed: it made them
 	rep  atomic.Pointer[reputation.Book] // set once verification starts
 
+	// refused reports the peers the node's connection gater refuses
+	// (banned, or cut off for flooding): their asks are not listed, so
+	// that renters are not sent to a peer the node will not talk to.
+	refused func(peer.ID) bool
+
 	mu       sync.RWMutex
 	profiles map[peer.ID]claimedGPUs
 	sweepAt  int // forget expired profiles when there are this many
@@ -35,8 +40,11 @@ type claimedGPUs struct {
 	models  map[string]map[string]bool // model -> UUIDs
 }
 
-func newTrustView(self peer.ID, now func() time.Time) *trustView {
-	return &trustView{now: now, self: self, profiles: map[peer.ID]claimedGPUs{}, sweepAt: 1024}
+func newTrustView(self peer.ID, now func() time.Time, refused func(peer.ID) bool) *trustView {
+	if refused == nil {
+		refused = func(peer.ID) bool { return false }
+	}
+	return &trustView{now: now, self: self, refused: refused, profiles: map[peer.ID]claimedGPUs{}, sweepAt: 1024}
 }
 
 // observe indexes a validated profile, unless a newer one of the same
@@ -76,6 +84,9 @@ func (t *trustView) forgetExpired() {
 // ProfileHas implements market.Trust: supplier's profile is unexpired and
 // lists at least count GPUs of model, uuids among them.
 func (t *trustView) ProfileHas(supplier peer.ID, model string, uuids []string, count int) bool {
+	if t.refused(supplier) {
+		return false
+	}
 	t.mu.RLock()
 	g, ok := t.profiles[supplier]
 	t.mu.RUnlock()

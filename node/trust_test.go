@@ -17,6 +17,7 @@ import (
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
+	p2ppb "github.com/gpumesh/gpumesh/p2p/pb"
 	vpb "github.com/gpumesh/gpumesh/verify/pb"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
@@ -310,5 +311,36 @@ func TestSybilOrdersCannotFillTheBook(t *testing.T) {
 	l, err := rent(3_000_000)
 	if err != nil || l.Supplier != proven.ID() {
 		t.Fatalf("rent at most 3.00: lease from %s (err %v), want the proven supplier %s, not the fresh %s", supplierOf(l), err, proven.ID(), fresh.ID())
+	}
+}
+
+// TestRefusedSuppliersAreNotListed: a supplier the node's gater refuses
+// (banned, or cut off for flooding gossip) has its asks unlisted while it
+// is refused, whatever its profile claims, and listed again after.
+func TestRefusedSuppliersAreNotListed(t *testing.T) {
+	key := freshKey(t)
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := true
+	tv := newTrustView("self", time.Now, func(p peer.ID) bool { return refused && p == id })
+	now := time.Now()
+	raw, err := p2p.SealProfile(&p2ppb.Profile{Version: p2p.RecordVersion, Seq: 1, IssuedAtMs: now.UnixMilli(), ExpiresAtMs: now.Add(time.Hour).UnixMilli(),
+		Gpus: []*p2ppb.GPU{{Model: "h100-sxm", Uuid: "GPU-1", MemoryBytes: 80 << 30}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := p2p.OpenProfile(raw, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tv.observe(prof)
+	if tv.ProfileHas(id, "h100-sxm", nil, 1) {
+		t.Fatal("a refused supplier's ask is listed")
+	}
+	refused = false
+	if !tv.ProfileHas(id, "h100-sxm", nil, 1) {
+		t.Fatal("the supplier's ask is not listed once it is no longer refused")
 	}
 }

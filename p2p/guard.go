@@ -14,33 +14,43 @@ import (
 
 // AuthorLimits is a token bucket per gossip author, for validators: an
 // author over its rate gets ErrRateLimited. It keeps at most max buckets.
-type AuthorLimits struct {
+type AuthorLimits = Limits[peer.ID]
+
+// Limits is a token bucket per key (an author; a link and an author). It
+// keeps at most max buckets.
+type Limits[K comparable] struct {
 	limit rate.Limit
 	burst int
 	max   int
 
 	mu sync.Mutex
-	m  map[peer.ID]*rate.Limiter
+	m  map[K]*rate.Limiter
 }
 
 // NewAuthorLimits allows each author limit messages a second on average,
 // in bursts of up to burst, keeping at most max buckets.
 func NewAuthorLimits(limit rate.Limit, burst, max int) *AuthorLimits {
-	return &AuthorLimits{limit: limit, burst: burst, max: max, m: make(map[peer.ID]*rate.Limiter)}
+	return NewLimits[peer.ID](limit, burst, max)
 }
 
-// Allow takes one token from author's bucket at now, or reports
+// NewLimits allows each key limit messages a second on average, in bursts
+// of up to burst, keeping at most max buckets.
+func NewLimits[K comparable](limit rate.Limit, burst, max int) *Limits[K] {
+	return &Limits[K]{limit: limit, burst: burst, max: max, m: make(map[K]*rate.Limiter)}
+}
+
+// Allow takes one token from key's bucket at now, or reports
 // ErrRateLimited.
-func (l *AuthorLimits) Allow(author peer.ID, now time.Time) error {
+func (l *Limits[K]) Allow(key K, now time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	lim, ok := l.m[author]
+	lim, ok := l.m[key]
 	if !ok {
 		if len(l.m) >= l.max {
 			l.prune(now)
 		}
 		lim = rate.NewLimiter(l.limit, l.burst)
-		l.m[author] = lim
+		l.m[key] = lim
 	}
 	if !lim.AllowN(now, 1) {
 		return fmt.Errorf("%w: over %g messages/s, burst %d", ErrRateLimited, float64(l.limit), l.burst)
@@ -48,10 +58,10 @@ func (l *AuthorLimits) Allow(author peer.ID, now time.Time) error {
 	return nil
 }
 
-// prune forgets the authors whose buckets are full (a fresh limiter is the
+// prune forgets the keys whose buckets are full (a fresh limiter is the
 // same) and, if that is not enough, arbitrary others, down to 90% of
 // the maximum, so that the sweep is rare.
-func (l *AuthorLimits) prune(now time.Time) {
+func (l *Limits[K]) prune(now time.Time) {
 	for id, lim := range l.m {
 		if lim.TokensAt(now) >= float64(l.burst) {
 			delete(l.m, id)

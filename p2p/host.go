@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -356,7 +357,7 @@ func (n *Network) startServices(ctx context.Context) error {
 		return err
 	}
 	if n.cfg.PubSub {
-		n.PubSub, err = newGossipSub(ctx, n.Host, n.cfg, n.setScores, n.penalties.score)
+		n.PubSub, err = newGossipSub(ctx, n.Host, n.cfg, n.setScores, n.penalties.score, func(p peer.ID) { go n.floodBan(ctx, p) })
 		if err != nil {
 			return fmt.Errorf("p2p: start gossipsub: %w", err)
 		}
@@ -404,7 +405,7 @@ func newResourceManager() (network.ResourceManager, error) {
 	}.Build(scaled)))
 }
 
-func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.PeerScoreInspectFn, appScore func(peer.ID) float64) (*pubsub.PubSub, error) {
+func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.PeerScoreInspectFn, appScore func(peer.ID) float64, onFlood func(peer.ID)) (*pubsub.PubSub, error) {
 	params, thresholds := scoreParams()
 	params.AppSpecificScore = appScore
 	return pubsub.NewGossipSub(ctx, h,
@@ -420,10 +421,10 @@ func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.P
 		// publishes one bid and leaves). Forwarded messages use the mesh.
 		pubsub.WithFloodPublish(true),
 		// A restarted node must not score its peers down for relaying
-		// its previous run's messages (dropOwnEchoes, which reads the
+		// its previous run's messages (guardRPCs, which reads the
 		// author out of message IDs).
 		pubsub.WithMessageIdFn(pubsub.DefaultMsgIdFn),
-		pubsub.WithAppSpecificRpcInspector(dropOwnEchoes(h.ID())),
+		pubsub.WithAppSpecificRpcInspector(guardRPCs(h.ID(), onFlood)),
 		pubsub.WithLogger(cfg.Logger.With("sub", "pubsub")),
 	)
 }
@@ -651,6 +652,30 @@ func (n *Network) Ban(p peer.ID) error {
 	}
 	return n.Host.Network().ClosePeer(p)
 }
+
+// floodBan disconnects p, which floods (guardRPCs), and refuses it for
+// FloodBan. A peer banned for good (Ban) stays banned.
+func (n *Network) floodBan(ctx context.Context, p peer.ID) {
+	if ctx.Err() != nil || slices.Contains(n.gater.ListBlockedPeers(), p) {
+		return
+	}
+	n.log.Warn("peer floods gossip: disconnected and refused", "peer", p, "for", FloodBan)
+	if err := n.gater.BlockPeer(p); err != nil {
+		return
+	}
+	_ = n.Host.Network().ClosePeer(p)
+	t := time.NewTimer(FloodBan)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+		_ = n.gater.UnblockPeer(p)
+	}
+}
+
+// Refuses reports whether the connection gater refuses p: banned (Ban,
+// Config.Banned) or, for a while, cut off for flooding gossip.
+func (n *Network) Refuses(p peer.ID) bool { return !n.gater.InterceptPeerDial(p) }
 
 // Banned lists the banned peers.
 func (n *Network) Banned() []peer.ID { return n.gater.ListBlockedPeers() }

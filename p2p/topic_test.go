@@ -10,6 +10,7 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pspb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -107,7 +108,7 @@ func TestDropOwnEchoes(t *testing.T) {
 	rpc := &pubsub.RPC{}
 	rpc.Publish = []*pspb.Message{{From: []byte(self), Seqno: seq}, {From: []byte(other), Seqno: seq}}
 	rpc.Control = &pspb.ControlMessage{Ihave: []*pspb.ControlIHave{{TopicID: &topic, MessageIDs: []string{id(self), id(other)}}}}
-	if err := dropOwnEchoes(self)(other, rpc); err != nil {
+	if err := guardRPCs(self, nil)(other, rpc); err != nil {
 		t.Fatal(err)
 	}
 	if len(rpc.Publish) != 1 || peer.ID(rpc.Publish[0].From) != other {
@@ -115,6 +116,89 @@ func TestDropOwnEchoes(t *testing.T) {
 	}
 	if ids := rpc.Control.Ihave[0].MessageIDs; len(ids) != 1 || ids[0] != id(other) {
 		t.Fatalf("IHAVE IDs left: %q", ids)
+	}
+}
+
+// TestGuardRPCsKeepsLinksToTheirShare: of one RPC carrying many messages
+// of one author, a link delivers LinkAuthorBurst and the rest are dropped
+// before any signature is checked; the same author's messages over
+// another link have a bucket of their own (a forger cannot drain an honest
+// author's share elsewhere), and another author's messages over the
+// flooded link pass.
+func TestGuardRPCsKeepsLinksToTheirShare(t *testing.T) {
+	self, flooder, relay, honest := mustID(t, newKey(t)), mustID(t, newKey(t)), mustID(t, newKey(t)), mustID(t, newKey(t))
+	guard := guardRPCs(self, nil)
+	msgs := func(author peer.ID, n int) []*pspb.Message {
+		out := make([]*pspb.Message, n)
+		for i := range out {
+			out[i] = &pspb.Message{From: []byte(author), Seqno: []byte{byte(i >> 8), byte(i)}}
+		}
+		return out
+	}
+	rpc := &pubsub.RPC{}
+	rpc.Publish = append(msgs(flooder, 5*LinkAuthorBurst), msgs(honest, 3)...)
+	if err := guard(flooder, rpc); err != nil {
+		t.Fatal(err)
+	}
+	count := func(author peer.ID) (n int) {
+		for _, m := range rpc.Publish {
+			if peer.ID(m.From) == author {
+				n++
+			}
+		}
+		return n
+	}
+	if got := count(flooder); got != LinkAuthorBurst {
+		t.Fatalf("%d of the flooder's own messages passed, want its burst, %d", got, LinkAuthorBurst)
+	}
+	if got := count(honest); got != 3 {
+		t.Fatalf("%d of another author's 3 messages passed the flooded link", got)
+	}
+	rpc.Publish = msgs(flooder, 10)
+	if err := guard(relay, rpc); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(flooder); got != 10 {
+		t.Fatalf("another link delivered %d of the author's 10 messages, want all", got)
+	}
+}
+
+// TestFloodingPeerIsCutOff: a peer publishing its own messages far past
+// its link's share, over a real connection, is disconnected and refused
+// for a while by the node it floods, which still took the share itself.
+func TestFloodingPeerIsCutOff(t *testing.T) {
+	b := startNetwork(t, ModeServer, true, nil)
+	got := make(chan struct{}, 10_000)
+	bt, err := JoinTopic(b.PubSub, b.Host.ID(), "/gpumesh/test/1.0.0", func(peer.ID, []byte) (any, error) {
+		got <- struct{}{}
+		return nil, nil
+	}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bt.Close() })
+	a := startNetwork(t, ModeServer, true, []peer.AddrInfo{addrInfo(b)})
+	at := joinTestTopic(t, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; a.Host.Network().Connectedness(b.Host.ID()) == network.Connected && i < 20*FloodDrops; i++ {
+		if err := at.Publish(ctx, fmt.Appendf(nil, "flood %d", i)); err != nil {
+			break // the connection was cut
+		}
+		if i%50 == 49 {
+			time.Sleep(10 * time.Millisecond) // within a's own outbound queue
+		}
+	}
+	waitFor(t, 10*time.Second, "b to cut the flooder off", func() bool {
+		return b.Host.Network().Connectedness(a.Host.ID()) != network.Connected
+	})
+	if n := len(got); n < LinkAuthorBurst/2 || n > 2*FloodDrops {
+		t.Fatalf("b validated %d of the flooder's messages, want about its burst (%d) and the rate's share", n, LinkAuthorBurst)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	if err := a.Host.Connect(cctx, addrInfo(b)); err == nil && b.Host.Network().Connectedness(a.Host.ID()) == network.Connected {
+		t.Fatal("b let the flooder connect again at once")
 	}
 }
 
