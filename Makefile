@@ -3,6 +3,7 @@
 #   make testnet-netns  the same with 12 nodes in network namespaces behind NATs (root)
 #   make test      vet and run every test
 #   make sim       the market simulation, 100 and 1000 nodes, into bench/SIM.md
+#   make chaos     20 nodes through a flood, kills and skewed clocks, into bench/CHAOS.md
 SHELL := /bin/bash
 GO    ?= go
 # go-nvml's cgo bindings warn about NVML functions NVIDIA deprecated.
@@ -14,7 +15,7 @@ TESTNET  := bin/testnet
 NODES    ?= 5
 FUZZTIME ?= 10s
 
-.PHONY: all build test vet fuzz testnet testnet-netns testnet-down testnet-status bench sim clean
+.PHONY: all build test vet fuzz testnet testnet-netns testnet-down testnet-status bench sim chaos clean
 
 all: build
 
@@ -77,6 +78,14 @@ bench: build
 SIM_NODES ?= 1000
 sim:
 	SIM_NODES=$(SIM_NODES) SIM_REPORT=bench/SIM.md $(GO) test ./testnet/sim -run 'TestMarket$$' -v -count=1 -timeout 3h
+
+# The chaos run (package testnet/chaos): 20 node processes, two with clocks
+# 30 s off, through a calm minute, a minute of a flood of valid-signed asks
+# and two minutes of random SIGKILLs and restarts, under rents and jobs;
+# then every node's store is checked. Writes bench/CHAOS.md; fails when a
+# check does not hold.
+chaos: build
+	$(GO) run ./testnet/cmd/chaos --bin $(BIN) --out bench/CHAOS.md
 
 clean:
 	rm -rf bin
