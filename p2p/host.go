@@ -594,18 +594,31 @@ func (n *Network) Bootstrap(ctx context.Context, timeout time.Duration) error {
 
 // KeepBootstrapEvery is how often a node checks that it is connected to
 // its bootstrap peers, and dials those it lost (a bootstrap node that
-// restarted does not dial anyone back by itself).
-const KeepBootstrapEvery = 10 * time.Second
+// restarted does not dial anyone back by itself) when it is connected to
+// none of them (a partition). While it still has one, it redials the
+// others only every KeepBootstrapSpare: on a large network a bootstrap
+// node's connection manager trims the connections it cannot keep, and
+// every node dialling it back within seconds would only be trimmed again.
+const (
+	KeepBootstrapEvery = 10 * time.Second
+	KeepBootstrapSpare = time.Minute
+)
 
 // keepBootstrap redials lost bootstrap peers until ctx ends.
 func (n *Network) keepBootstrap(ctx context.Context) {
 	t := time.NewTicker(KeepBootstrapEvery)
 	defer t.Stop()
-	for {
+	for tick := 1; ; tick++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		spare := slices.ContainsFunc(n.cfg.Bootstrap, func(ai peer.AddrInfo) bool {
+			return ai.ID != n.Host.ID() && n.Host.Network().Connectedness(ai.ID) == network.Connected
+		})
+		if spare && tick%int(KeepBootstrapSpare/KeepBootstrapEvery) != 0 {
+			continue
 		}
 		for _, ai := range n.cfg.Bootstrap {
 			if ai.ID == n.Host.ID() || n.Host.Network().Connectedness(ai.ID) == network.Connected {

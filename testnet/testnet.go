@@ -273,6 +273,12 @@ func plan(o Options, i int, bootstrap []string, ln *netlab.Node) NodeInfo {
 	if p.Cheat != "" {
 		n.Args = append(n.Args, "--sim-cheat", p.Cheat)
 	}
+	// Every node keeps a connection to a bootstrap peer: past the default
+	// watermarks (32/96) a bootstrap node would trim connections that
+	// come straight back.
+	if i < 2 && o.Nodes+64 > 96 {
+		n.Args = append(n.Args, "--conn-low", strconv.Itoa(max(32, o.Nodes)), "--conn-high", strconv.Itoa(o.Nodes+64))
+	}
 	n.Args = append(n.Args, p.priceArgs()...)
 	if o.ExtraArgs != nil {
 		n.Args = append(n.Args, o.ExtraArgs(i)...)

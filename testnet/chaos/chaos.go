@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/node/api"
+	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/testnet"
 )
 
@@ -251,6 +254,16 @@ func (r *run) kills(ctx context.Context, rng *rand.Rand) error {
 			return fmt.Errorf("chaos: %w", err)
 		}
 		i := 2 + rng.IntN(len(st.Nodes)-2) // not a bootstrap peer
+		// Every other kill is of a supplier running a job, so that
+		// failovers happen whatever the prices put jobs on.
+		r.mu.Lock()
+		odd := len(r.rec.Kills)%2 == 1
+		r.mu.Unlock()
+		if odd {
+			if busy := r.jobSuppliers(ctx, st); len(busy) > 0 {
+				i = busy[rng.IntN(len(busy))]
+			}
+		}
 		nd := st.Nodes[i]
 		ev := Kill{Node: i, Peer: nd.PeerID, Killed: time.Now()}
 		if err := syscall.Kill(nd.PID, syscall.SIGKILL); err != nil {
@@ -312,6 +325,36 @@ func (r *run) cpuMeter() func() float64 {
 		}
 		return float64(now-ticks) / 100 / secs / float64(len(pids)) * 100
 	}
+}
+
+// jobSuppliers lists the nodes, bootstrap peers aside, that run a job of
+// a renter node now.
+func (r *run) jobSuppliers(ctx context.Context, st *testnet.State) []int {
+	byPeer := map[string]int{}
+	for i, nd := range st.Nodes {
+		if i >= 2 {
+			byPeer[nd.PeerID] = i
+		}
+	}
+	var out []int
+	for _, ri := range r.o.Renters {
+		nd := st.Nodes[ri]
+		c, err := api.ClientForDataDir(nd.API, nd.DataDir)
+		if err != nil {
+			continue
+		}
+		views, err := c.Jobs(ctx)
+		c.Close()
+		if err != nil {
+			continue
+		}
+		for _, v := range views {
+			if i, ok := byPeer[v.Supplier]; ok && v.State == job.StateRunning && !slices.Contains(out, i) {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
 }
 
 // sleep waits d, or returns ctx's error when it ends first.

@@ -15,10 +15,11 @@
 //     everyone, under a profile that claims 8 GPUs it does not serve, and
 //     of made-up models; it answers no bid, and takes lease proposals
 //     without answering them;
-//   - kills: every Options.KillEvery a random node that is neither a
-//     bootstrap peer nor already down is killed with SIGKILL, left down
-//     for Options.Downtime, and restarted on its data dir (testnet.Restart);
-//     the renters' own nodes are among those killed.
+//   - kills: every Options.KillEvery a node that is not a bootstrap peer
+//     is killed with SIGKILL, left down for Options.Downtime, and
+//     restarted on its data dir (testnet.Restart): a random one, and every
+//     other time a supplier running a job; the renters' own nodes are
+//     among those killed.
 //
 // The workload: on each renter node, Options.JobLoops loops submit a job
 // (a shell script that counts, checkpointing every second, with receipts
