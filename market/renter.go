@@ -389,14 +389,11 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 		}()
 	}
 	// Dials to a supplier that is down (its ask outlives it) can take the
-	// whole timeout: once one supplier is connected, the rest get the
-	// straggler cut of quotes, measured from the start of the dials.
+	// whole timeout: once one dial has connected, the rest get
+	// StraggleFactor times as long as it took, and at least
+	// ConnectStraggleMin (a relayed connection to a supplier behind NAT
+	// takes round trips more than a direct one).
 	var cut <-chan time.Time
-	if len(connected) > 0 {
-		t := time.NewTimer(max(StraggleMin, StraggleFactor*time.Since(start)))
-		defer t.Stop()
-		cut = t.C
-	}
 	for ; dialing > 0; dialing-- {
 		select {
 		case id := <-results:
@@ -405,7 +402,7 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 			}
 			connected[id] = true
 			if cut == nil {
-				t := time.NewTimer(max(StraggleMin, StraggleFactor*time.Since(start)))
+				t := time.NewTimer(max(ConnectStraggleMin, StraggleFactor*time.Since(start)))
 				defer t.Stop()
 				cut = t.C
 			}
@@ -500,7 +497,10 @@ type collector struct {
 // whole Wait.
 const (
 	StraggleFactor = 3
-	StraggleMin    = 100 * time.Millisecond
+	// ConnectStraggleMin is the least the dials to other suppliers get
+	// after the first one connected (connectSuppliers).
+	ConnectStraggleMin = time.Second
+	StraggleMin        = 100 * time.Millisecond
 )
 
 func (r *Renter) newCollector(ch <-chan *Quote, req RentRequest, expect map[peer.ID]bool) *collector {

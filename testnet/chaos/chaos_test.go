@@ -21,18 +21,18 @@ func gpumeshBinary(t *testing.T) string {
 	return bin
 }
 
-// TestChaos is a short chaos run on 10 nodes (one clock 30 s ahead, one
+// TestChaos is a short chaos run on 13 nodes (one clock 30 s ahead, one
 // 30 s behind): a flood, then kills and restarts of random nodes, the
 // renters' own included, under rents and jobs. Every check of the report
 // must hold.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts 10 node processes for about two minutes")
+		t.Skip("starts 13 node processes for about two minutes")
 	}
 	bin := gpumeshBinary(t)
 	dir := t.TempDir()
 	rep, err := Run(t.Context(), Options{
-		Binary: bin, Dir: dir, Nodes: 10,
+		Binary: bin, Dir: dir, Nodes: 13,
 		Calm: 15 * time.Second, Flood: 20 * time.Second, Kills: 45 * time.Second,
 		KillEvery: 9 * time.Second, Downtime: 3 * time.Second, FloodRate: 100,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})),

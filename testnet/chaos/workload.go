@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/light"
+	"github.com/gpumesh/gpumesh/testnet"
 )
 
 // countJob counts to 24, a step every 0.25 s (6 s of work), resuming from
@@ -37,8 +39,24 @@ const jobScript = "chaos-count.sh"
 
 // jobFilters are the jobs' filters in turn: the cheapest GPU with 24 GB
 // (an rtx4090, mostly), and the two models whose cheapest suppliers have
-// skewed clocks by default.
-var jobFilters = []string{"vram>=24 model!=h100-sxm", "model=a100-80gb", "model=l40s"}
+// skewed clocks by default, each where at least two nodes other than the
+// renters sell it (testnet.ProfileFor): a job fails over only to a
+// supplier it has not lost.
+func (r *run) jobFilters() []string {
+	out := []string{"vram>=24 model!=h100-sxm"}
+	for _, m := range []string{"a100-80gb", "l40s"} {
+		sellers := 0
+		for i := range r.o.Nodes {
+			if !slices.Contains(r.o.Renters, i) && strings.Contains(testnet.ProfileFor(i).GPUs, m+":") {
+				sellers++
+			}
+		}
+		if sellers >= 2 {
+			out = append(out, "model="+m)
+		}
+	}
+	return out
+}
 
 func jobRequest(filter string) api.JobRequest {
 	return api.JobRequest{
@@ -54,6 +72,7 @@ func jobRequest(filter string) api.JobRequest {
 // seen through.
 func (r *run) jobLoop(work, ctx context.Context, ri int) {
 	nd := r.st.Nodes[ri]
+	filters := r.jobFilters()
 	for k := 0; work.Err() == nil; k++ {
 		phase := r.currentPhase()
 		c, err := api.ClientForDataDir(nd.API, nd.DataDir)
@@ -62,7 +81,7 @@ func (r *run) jobLoop(work, ctx context.Context, ri int) {
 			_ = sleep(work, time.Second)
 			continue
 		}
-		v, err := c.SubmitJob(work, jobRequest(jobFilters[(k+ri)%len(jobFilters)]))
+		v, err := c.SubmitJob(work, jobRequest(filters[(k+ri)%len(filters)]))
 		if err != nil {
 			c.Close()
 			if work.Err() != nil {
