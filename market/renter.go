@@ -500,7 +500,7 @@ const (
 	// ConnectStraggleMin is the least the dials to other suppliers get
 	// after the first one connected (connectSuppliers).
 	ConnectStraggleMin = time.Second
-	StraggleMin        = 100 * time.Millisecond
+	StraggleMin        = 500 * time.Millisecond
 )
 
 func (r *Renter) newCollector(ch <-chan *Quote, req RentRequest, expect map[peer.ID]bool) *collector {

@@ -123,7 +123,7 @@ a job at once.`,
 	fl.IntVar(&count, "count", 1, "GPUs to rent, all from one supplier")
 	fl.Float64Var(&hours, "hours", 1, "lease length in hours")
 	fl.StringVar(&maxPrice, "max-price", "", "highest price per GPU-hour you accept, e.g. 2.50")
-	fl.DurationVar(&wait, "wait", 2*time.Second, "the longest to collect quotes: collecting stops as soon as every supplier with a matching live ask in the order book has quoted or declined, or 3 acceptable quotes are in, and once one acceptable quote is in the rest get at most 3 times as long as it took (at least 100ms); the full wait only when no quote comes")
+	fl.DurationVar(&wait, "wait", 2*time.Second, "the longest to collect quotes: collecting stops as soon as every supplier with a matching live ask in the order book has quoted or declined, or 3 acceptable quotes are in, and once one acceptable quote is in the rest get at most 3 times as long as it took (at least 500ms); the full wait only when no quote comes")
 	fl.StringVar(&askID, "ask", "", "take the posted ask with this ID (or a unique prefix of 8+ hex digits) at its price")
 	fl.DurationVar(&timeout, "timeout", 60*time.Second, "give up after this long")
 	fl.Float64Var(&minRep, "min-rep", reputation.DefaultFloor, "never lease from a supplier whose reputation (0-1, from the attestations your bootstrap peers keep, 0.5 when unknown) is below this")
