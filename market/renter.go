@@ -364,12 +364,13 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 		}
 		return cmp.Compare(x.PriceMicros, y.PriceMicros)
 	})
-	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	connected := map[peer.ID]bool{}
-	results := make(chan peer.ID, maxConnectSuppliers) // a supplier connected, or "" for a failure
-	dialing := 0
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		connected = map[peer.ID]bool{}
+	)
 	for _, a := range pick[:min(len(pick), maxConnectSuppliers)] {
 		// A limited (relayed) connection carries the bid's quote; hole
 		// punching, if the NATs allow it, is already making it direct.
@@ -377,41 +378,18 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 			connected[a.Supplier] = true
 			continue
 		}
-		dialing++
-		go func() {
+		wg.Go(func() {
 			addrs := a.Addrs[:min(len(a.Addrs), maxDialAddrs)]
 			if err := r.cfg.Net.Host.Connect(ctx, peer.AddrInfo{ID: a.Supplier, Addrs: addrs}); err != nil {
 				r.log.Debug("connect to supplier", "supplier", a.Supplier, "err", err)
-				results <- ""
 				return
 			}
-			results <- a.Supplier
-		}()
+			mu.Lock()
+			connected[a.Supplier] = true
+			mu.Unlock()
+		})
 	}
-	// Dials to a supplier that is down (its ask outlives it) can take the
-	// whole timeout: once one dial has connected, the rest get
-	// StraggleFactor times as long as it took, and at least
-	// ConnectStraggleMin (a relayed connection to a supplier behind NAT
-	// takes round trips more than a direct one).
-	var cut <-chan time.Time
-	for ; dialing > 0; dialing-- {
-		select {
-		case id := <-results:
-			if id == "" {
-				continue
-			}
-			connected[id] = true
-			if cut == nil {
-				t := time.NewTimer(max(ConnectStraggleMin, StraggleFactor*time.Since(start)))
-				defer t.Stop()
-				cut = t.C
-			}
-		case <-cut:
-			return connected
-		case <-ctx.Done():
-			return connected
-		}
-	}
+	wg.Wait()
 	return connected
 }
 
@@ -497,10 +475,7 @@ type collector struct {
 // whole Wait.
 const (
 	StraggleFactor = 3
-	// ConnectStraggleMin is the least the dials to other suppliers get
-	// after the first one connected (connectSuppliers).
-	ConnectStraggleMin = time.Second
-	StraggleMin        = 500 * time.Millisecond
+	StraggleMin    = 500 * time.Millisecond
 )
 
 func (r *Renter) newCollector(ch <-chan *Quote, req RentRequest, expect map[peer.ID]bool) *collector {
