@@ -125,21 +125,43 @@ func (t *Topic) Publish(ctx context.Context, data []byte) error {
 	return nil
 }
 
-// peerPoll is how often Publish looks for a topic peer while it has none.
-const peerPoll = 50 * time.Millisecond
-
-// waitPeer returns once a peer shares the topic, or ctx's error.
+// waitPeer returns once a peer shares the topic, or ctx's error. It
+// waits on the topic's peer events, not on a timer: a node alone in a
+// topic does not wake until someone joins.
 func (t *Topic) waitPeer(ctx context.Context) error {
-	for len(t.topic.ListPeers()) == 0 {
+	if len(t.topic.ListPeers()) > 0 {
+		return nil
+	}
+	h, err := t.topic.EventHandler()
+	if err != nil {
+		return fmt.Errorf("watch topic peers: %w", err)
+	}
+	defer h.Cancel()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
 		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no topic peer: %w", ctx.Err())
 		case <-t.closed:
-			return ErrTopicClosed
-		case <-time.After(peerPoll):
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	// The handler's first events are a join of every peer already in the
+	// topic, so a peer that joined since ListPeers is not missed.
+	for {
+		ev, err := h.NextPeerEvent(ctx)
+		if err != nil {
+			select {
+			case <-t.closed:
+				return ErrTopicClosed
+			default:
+			}
+			return fmt.Errorf("no topic peer: %w", err)
+		}
+		if ev.Type == pubsub.PeerJoin {
+			return nil
 		}
 	}
-	return nil
 }
 
 // Next returns the next validated message published by another peer.

@@ -213,7 +213,7 @@ func TestPublishGivesUpWhenTopicCloses(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- tp.Publish(context.Background(), []byte("x")) }()
-	time.Sleep(2 * peerPoll)
+	time.Sleep(100 * time.Millisecond)
 	tp.Close()
 	select {
 	case err := <-done:
@@ -222,5 +222,30 @@ func TestPublishGivesUpWhenTopicCloses(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Publish still waiting for a peer after the topic closed")
+	}
+}
+
+// TestPublishWaitsForAPeer: a Publish into a topic nobody else has joined
+// waits (on the topic's peer events) until a peer joins, then delivers.
+func TestPublishWaitsForAPeer(t *testing.T) {
+	a := startNetwork(t, ModeServer, true, nil)
+	at := joinTestTopic(t, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- at.Publish(ctx, []byte("first")) }()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Publish returned with no topic peer: %v", err)
+	default:
+	}
+	b := startNetwork(t, ModeServer, true, []peer.AddrInfo{addrInfo(a)})
+	bt := joinTestTopic(t, b)
+	if err := <-done; err != nil {
+		t.Fatalf("Publish once a peer joined: %v", err)
+	}
+	if m, err := bt.Next(ctx); err != nil || m.Value != "first" {
+		t.Fatalf("the late peer got %v, %v; want the message published while it was away", m.Value, err)
 	}
 }

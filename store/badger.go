@@ -83,7 +83,7 @@ func (c *badgerConfig) options(dir string) badger.Options {
 		WithNumLevelZeroTablesStall(4).
 		WithBlockCacheSize(16 << 20).
 		WithIndexCacheSize(8 << 20).
-		WithNumCompactors(2).
+		WithNumCompactors(0). // the store's compactor runs them (compact.go)
 		WithValueLogFileSize(64 << 20)
 }
 
@@ -107,6 +107,7 @@ type Badger struct {
 
 	gate gate
 
+	compact   *compactor
 	stopGC    chan struct{}
 	gcDone    sync.WaitGroup
 	closeOnce sync.Once
@@ -145,8 +146,10 @@ func OpenBadger(dir string, opts ...BadgerOption) (*Badger, error) {
 		stopGC: make(chan struct{}),
 	}
 	b.gate.init()
+	b.compact = startCompactor(db, cfg.logger)
 	if !cfg.skipSchemaCheck {
 		if err := b.checkSchema(); err != nil {
+			b.compact.close()
 			_ = db.Close()
 			return nil, err
 		}
@@ -265,6 +268,7 @@ func (b *Badger) update(fn func(txn *badger.Txn) error) error {
 		return err
 	}
 	defer b.gate.leave()
+	defer b.compact.writing()()
 	var err error
 	for range conflictRetries {
 		err = b.db.Update(fn)
@@ -421,6 +425,7 @@ func (b *Badger) Close() error {
 		b.gate.close()
 		close(b.stopGC)
 		b.gcDone.Wait()
+		b.compact.close()
 		if err := b.db.Close(); err != nil {
 			b.closeErr = fmt.Errorf("store: close %s: %w", b.dir, err)
 		}

@@ -237,6 +237,64 @@ func TestBadgerGCLoopStopsOnClose(t *testing.T) {
 	}
 }
 
+// TestBadgerCompactsAroundWrites writes more than Badger holds before it
+// stalls writers for a compaction (two memtables and four level-0 tables
+// of 8 MiB): with Badger's own compactors off, the store's compactor must
+// drain level 0 while writes are in flight, and finish once they stop.
+func TestBadgerCompactsAroundWrites(t *testing.T) {
+	b := openBadger(t, t.TempDir(), store.WithSyncWrites(false))
+	defer b.Close()
+	const batches, perBatch, size = 128, 128, 4 << 10 // 64 MiB
+	value := make([]byte, size)
+	done := make(chan error, 1)
+	go func() {
+		for i := range batches {
+			err := b.Batch(func(w store.Batch) error {
+				for j := range perBatch {
+					value[0], value[1] = byte(i), byte(j)
+					if err := w.Put(ksTest, fmt.Appendf(nil, "k%03d/%03d", i, j), value); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				done <- fmt.Errorf("batch %d: %w", i, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("64 MiB of writes still blocked after 2 min; levels: %+v", store.Levels(b))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for store.Levels(b)[0].NumTables >= 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("level 0 not compacted 30 s after the writes; levels: %+v", store.Levels(b))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var below int
+	for _, l := range store.Levels(b)[1:] {
+		below += l.NumTables
+	}
+	if below == 0 {
+		t.Fatalf("nothing was compacted below level 0; levels: %+v", store.Levels(b))
+	}
+	for _, k := range []string{"k000/000", "k063/064", "k127/127"} {
+		v, err := b.Get(ksTest, []byte(k))
+		if err != nil || len(v) != size {
+			t.Fatalf("Get(%s) after compaction = %d bytes, %v", k, len(v), err)
+		}
+	}
+}
+
 const helperDirEnv = "GPUMESH_STORE_HELPER_DIR"
 
 // TestHelperProcessWriter is the child of TestBadgerKillDurability: it

@@ -21,11 +21,15 @@ func SchemaVersionOf(b *Badger) (string, error) {
 }
 
 // TunedBadgerOptions returns the Badger options OpenBadger uses for dir, for
-// benchmarks of raw Badger.
+// benchmarks of raw Badger, with Badger's own compactors.
 func TunedBadgerOptions(dir string, opts ...BadgerOption) badger.Options {
 	c := defaultBadgerConfig()
 	for _, o := range opts {
 		o(&c)
 	}
-	return c.options(dir)
+	// Raw Badger runs its own compactors: nothing else would.
+	return c.options(dir).WithNumCompactors(2)
 }
+
+// Levels returns the levels of b's LSM tree.
+func Levels(b *Badger) []badger.LevelInfo { return b.db.Levels() }
