@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,5 +149,57 @@ func TestProverDropsSilentChallenger(t *testing.T) {
 	var timeout interface{ Timeout() bool }
 	if errors.As(err, &timeout) && timeout.Timeout() {
 		t.Fatalf("the prover still holds a silent challenger's stream after %s", wait)
+	}
+}
+
+// latePair is pair with an honest prover whose memory commitments are
+// held back by late(attempt), as a lost packet on a WAN would hold them.
+func latePair(t *testing.T, late func(attempt int) time.Duration) (*Challenger, peer.ID) {
+	t.Helper()
+	ph, ch := newHost(t), newHost(t)
+	Serve(ProverConfig{Host: ph, GPUs: twoT4, Log: quiet(), memLate: late})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	return NewChallenger(ch, 0, quiet()), ph.ID()
+}
+
+// TestMemoryProofAskedAgainWhenLate: an honest answer that arrives after
+// the deadline once (a lost packet, a burst of load) is asked again with
+// a fresh σ_0, and the challenge passes on the answer in time.
+func TestMemoryProofAskedAgainWhenLate(t *testing.T) {
+	c, p := latePair(t, func(attempt int) time.Duration {
+		if attempt == 0 {
+			return 3 * time.Second
+		}
+		return 0
+	})
+	res := challengeOnce(t, c, p)
+	if !res.Passed {
+		t.Fatalf("an honest prover late once failed: %s", res.Reason)
+	}
+	if res.MemAttempts != 2 {
+		t.Errorf("memory_attempts = %d, want 2 (late, then in time)", res.MemAttempts)
+	}
+	if res.MemoryMs >= 3000 {
+		t.Errorf("memory_ms = %d: the late answer's time, not the one judged", res.MemoryMs)
+	}
+}
+
+// TestMemoryProofLateEveryTimeFails: a prover late on every one of
+// MemAttempts answers fails on the deadline, and is not asked more.
+func TestMemoryProofLateEveryTimeFails(t *testing.T) {
+	c, p := latePair(t, func(int) time.Duration { return 3 * time.Second })
+	res := challengeOnce(t, c, p)
+	if res.Passed {
+		t.Fatal("a prover late every time passed")
+	}
+	if !strings.Contains(res.Reason, challenge.ErrMemDeadline.Error()) {
+		t.Errorf("reason %q does not name the missed deadline", res.Reason)
+	}
+	if res.MemAttempts != MemAttempts {
+		t.Errorf("memory_attempts = %d, want %d", res.MemAttempts, MemAttempts)
 	}
 }

@@ -45,7 +45,8 @@ type Result struct {
 	RowsChecked       int      `json:"rows_checked"`
 	VerifierCostRatio float64  `json:"verifier_cost_ratio"`
 	CommitMs          int64    `json:"commit_ms"`
-	MemoryMs          int64    `json:"memory_ms"`
+	MemoryMs          int64    `json:"memory_ms"`       // the last memory proof asked
+	MemAttempts       int      `json:"memory_attempts"` // memory proofs asked (MemAttempts at most)
 	DurationMs        int64    `json:"duration_ms"`
 	Simulated         bool     `json:"simulated"`
 	ChallengeID       string   `json:"challenge_id"`
@@ -388,16 +389,44 @@ func (x *exchange) verifyOpenings(ctx context.Context, g int, root [32]byte, r, 
 // seed, then answers a random walk over it against the clock, committing
 // to its digests when the clock stops. deadline is 0 for a simulated
 // device: then this machine answers the same walk over its own copy at
-// the same time and the deadline follows from that.
+// the same time and the deadline follows from that. An answer whose
+// digests all check but that came after the deadline is asked again,
+// with a fresh σ_0 and a fresh round trip, up to MemAttempts times in
+// all: a lost packet or a burst of load delays one answer, while a prover
+// that cannot do the work in time is late every time.
 func (x *exchange) memory(ctx context.Context, deadline time.Duration) error {
-	var memSeed, sigma0, checkSeed [32]byte
-	for _, b := range []*[32]byte{&memSeed, &sigma0, &checkSeed} {
-		_, _ = rand.Read(b[:])
-	}
+	var memSeed [32]byte
+	_, _ = rand.Read(memSeed[:])
 	mine, rtt, err := x.memPrepare(ctx, memSeed, deadline == 0)
 	if err != nil {
 		return err
 	}
+	var late error
+	for attempt := 1; attempt <= MemAttempts; attempt++ {
+		if attempt > 1 {
+			rtt = x.c.roundTrip(ctx, x.subject)
+		}
+		err := x.memAttempt(ctx, memSeed, mine, rtt, deadline)
+		if late != nil && errors.Is(err, ErrUnreachable) {
+			// A prover of before MemAttempts closes after one answer.
+			return late
+		}
+		if !errors.Is(err, challenge.ErrMemDeadline) {
+			return err
+		}
+		late = err
+		x.c.log.Debug("memory proof late", "peer", x.subject, "attempt", attempt, "err", err)
+	}
+	return fmt.Errorf("%w (asked %d times)", late, MemAttempts)
+}
+
+// memAttempt asks for one memory proof from a fresh σ_0 and checks it:
+// every digest first, then the time against deadline + rtt (deadline
+// from this machine's own answer when mine is set).
+func (x *exchange) memAttempt(ctx context.Context, memSeed [32]byte, mine ownMem, rtt, deadline time.Duration) error {
+	var sigma0, checkSeed [32]byte
+	_, _ = rand.Read(sigma0[:])
+	_, _ = rand.Read(checkSeed[:])
 	done, took, ownDeadline, err := x.memAnswer(ctx, sigma0, mine)
 	if err != nil {
 		return err
@@ -406,6 +435,7 @@ func (x *exchange) memory(ctx context.Context, deadline time.Duration) error {
 		deadline = ownDeadline
 	}
 	x.res.MemoryMs = took.Milliseconds()
+	x.res.MemAttempts++
 	var mem pb.MemResponse
 	if err := x.recv(memLimit(x.gpus, x.mp), &mem); err != nil {
 		return err
@@ -481,10 +511,14 @@ func (x *exchange) memCheck(mem *pb.MemResponse, done *pb.MemDone, memSeed, sigm
 		}
 	}
 	for g := range x.gpus {
-		// The deadline covers all GPUs' answers together.
-		if err := challenge.MemVerify(MemSeed(memSeed, g), x.mp, sigma0, checkSeed, decodeMem(mem.Gpus[g]), took, deadline); err != nil {
+		if err := challenge.MemVerify(MemSeed(memSeed, g), x.mp, sigma0, checkSeed, decodeMem(mem.Gpus[g]), took, 0); err != nil {
 			return fmt.Errorf("GPU %s: %w", x.res.UUIDs[g], err)
 		}
+	}
+	// The deadline covers all GPUs' answers together; it is judged after
+	// the digests, so that only an honest but late answer is asked again.
+	if deadline > 0 && took > deadline {
+		return fmt.Errorf("challenge: memory proof took %v, deadline %v: %w", took, deadline, challenge.ErrMemDeadline)
 	}
 	return nil
 }

@@ -17,6 +17,16 @@ const (
 	stepTimeout = 2 * time.Minute // any one step, real devices included
 	// MinPeerGap is how often one peer may challenge a prover.
 	MinPeerGap = 5 * time.Second
+	// MemAttempts is how many times a memory proof may be asked over the
+	// same filled buffers: the challenger asks again, with a fresh σ_0,
+	// only when every digest checked but the answer came after the
+	// deadline (a packet lost on a WAN, a burst of load), and judges by
+	// the first answer in time. A prover whose work is slower than the
+	// claim allows is as slow each time.
+	MemAttempts = 3
+	// memRetryWait is how long the prover waits for another memory
+	// request after an answer, before it takes the challenge as over.
+	memRetryWait = 10 * time.Second
 )
 
 // Sizes returns the challenge sizes for a model: scaled down by scale for

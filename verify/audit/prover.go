@@ -44,6 +44,10 @@ type ProverConfig struct {
 	RequestTimeout time.Duration
 	Now            func() time.Time
 	Log            *slog.Logger
+
+	// memLate, in tests, holds back the commitments of memory proof
+	// attempt (0-based) as a lost packet on a WAN would.
+	memLate func(attempt int) time.Duration
 }
 
 // Prover serves ChallengeProtocol for a supplier's GPUs.
@@ -251,8 +255,11 @@ func (p *Prover) open(ctx context.Context, s network.Stream, gpus int, params ch
 
 // memory serves the memory proof: fill each GPU's memory from the seed,
 // say so, then answer the walk from sigma0, commitments first (they stop
-// the challenger's clock), the digests after. release lets the next
-// challenge start as soon as the commitments leave.
+// the challenger's clock), the digests after. A challenger whose clock
+// ran past its deadline may ask again with a fresh sigma0, up to
+// MemAttempts requests in all; the challenge is over when it closes the
+// stream, or sends nothing within memRetryWait. release lets the next
+// challenge start once this one is over.
 func (p *Prover) memory(ctx context.Context, s network.Stream, gpus int, memParams challenge.MemParams, release func()) error {
 	step(s)
 	var prep pb.MemPrepare
@@ -269,21 +276,36 @@ func (p *Prover) memory(ctx context.Context, s network.Stream, gpus int, memPara
 	if err := p2p.WriteMsg(s, &pb.MemReady{}); err != nil {
 		return err
 	}
-	step(s)
-	var mr pb.MemRequest
-	if err := p2p.ReadMsg(s, maxSmallMsg, &mr); err != nil {
-		return err
+	defer release()
+	for attempt := range MemAttempts {
+		if attempt == 0 {
+			step(s)
+		} else {
+			_ = s.SetDeadline(time.Now().Add(memRetryWait))
+		}
+		var mr pb.MemRequest
+		if err := p2p.ReadMsg(s, maxSmallMsg, &mr); err != nil {
+			if attempt > 0 {
+				return nil // the challenger is satisfied, or gave up
+			}
+			return err
+		}
+		step(s)
+		memResp, memDone, err := answerMem(ctx, mems, seed32(mr.Sigma0))
+		if err != nil {
+			return err
+		}
+		if p.cfg.memLate != nil {
+			time.Sleep(p.cfg.memLate(attempt))
+		}
+		if err := p2p.WriteMsg(s, memDone); err != nil {
+			return err
+		}
+		if err := p2p.WriteMsg(s, memResp); err != nil {
+			return err
+		}
 	}
-	memResp, memDone, err := answerMem(ctx, mems, seed32(mr.Sigma0))
-	if err != nil {
-		return err
-	}
-	if err := p2p.WriteMsg(s, memDone); err != nil {
-		return err
-	}
-	mems = nil // the buffers may go while the digests are written
-	release()
-	return p2p.WriteMsg(s, memResp)
+	return nil
 }
 
 // answerMem walks every GPU's memory from sigma0 and returns the digests
