@@ -685,12 +685,12 @@ func state(pid int) string {
 }
 
 // paused reports whether pid can no longer run: stopped by a signal
-// ("T"), or in a frozen cgroup. Pause does both where the job has a
+// ("T") or about to be (stopPending), or in a frozen cgroup. Pause does both where the job has a
 // cgroup, and a freeze that lands before the stop signal is delivered
 // (a busy machine may not schedule the process in between) leaves it
 // frozen, not stopped.
 func paused(pid int) bool {
-	if state(pid) == "T" {
+	if state(pid) == "T" || stopPending(pid) {
 		return true
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
@@ -701,6 +701,29 @@ func paused(pid int) bool {
 		if path, ok := strings.CutPrefix(line, "0::"); ok {
 			ev, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", path, "cgroup.events"))
 			return err == nil && bytes.Contains(ev, []byte("frozen 1"))
+		}
+	}
+	return false
+}
+
+// stopPending reports whether pid has a SIGSTOP pending: it can no longer
+// run its own code, since the kernel delivers the signal, and stops it,
+// before returning to it. A shell that forked with vfork waits (state D)
+// until its child execs, and cannot stop before; when the child was
+// stopped first, the shell stays in that wait with the stop pending
+// until Resume's SIGCONT discards it.
+func stopPending(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "SigPnd" && k != "ShdPnd") {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&(1<<(syscall.SIGSTOP-1)) != 0 {
+			return true
 		}
 	}
 	return false
