@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
@@ -84,6 +85,10 @@ type Supplier struct {
 	holds         map[ID]*hold          // leases with no job started on them
 	barred        map[peer.ID]time.Time // renters refused until then
 	claimsChanged chan struct{}         // a claim deadline was added
+
+	// connWaits holds a token per bid waiting for its author's
+	// connection (awaitBidder).
+	connWaits chan struct{}
 }
 
 // NewSupplier opens the capacity ledger and installs the lease protocol.
@@ -116,6 +121,7 @@ func NewSupplier(cfg SupplierConfig) (*Supplier, error) {
 		asks: map[string]*Ask{}, unsent: map[string]bool{}, changed: make(chan struct{}, 1), done: make(chan struct{}),
 		quotes: p2p.NewAuthorLimits(rate.Every(QuoteRefill), QuotesPerBidder, maxQuotedBidders),
 		holds:  map[ID]*hold{}, barred: map[peer.ID]time.Time{}, claimsChanged: make(chan struct{}, 1),
+		connWaits: make(chan struct{}, MaxBidderWaits),
 	}
 	if err := s.loadHolds(); err != nil {
 		return nil, fmt.Errorf("supplier: load leases: %w", err)
@@ -434,7 +440,7 @@ const maxQuotedBidders = 4096
 // bid that names no model allows every one) but cannot serve it, one
 // decline saying why, so that the renter need not wait for it. Bids that
 // name none of its models get no answer, nor do bids whose author has no connection to the
-// supplier, nor a bidder over its quota of answers.
+// supplier (after awaitBidder's grace), nor a bidder over its quota of answers.
 func (s *Supplier) HandleBid(ctx context.Context, b *Bid) {
 	if b.Renter == s.self {
 		return
@@ -443,7 +449,7 @@ func (s *Supplier) HandleBid(ctx context.Context, b *Bid) {
 	// would make suppliers flood a third party with connections. The
 	// renter connects first (Renter.Rent does), so the quote goes back
 	// over its connection, and a bid from a stranger goes unanswered.
-	if !s.connected(b.Renter) {
+	if !s.awaitBidder(ctx, b.Renter) {
 		s.log.Debug("bid unanswered: its author is not connected", "bid", b.ID.Short(), "renter", b.Renter)
 		return
 	}
@@ -471,6 +477,58 @@ func (s *Supplier) HandleBid(ctx context.Context, b *Bid) {
 		return
 	}
 	s.log.Debug("quoted", "bid", b.ID.Short(), "model", q.Model, "price", q.PriceMicros, "decline", q.Decline)
+}
+
+// Waiting for a bidder's connection. A renter connects to the suppliers
+// it expects quotes from before it publishes its bid, but the bid can
+// come round by gossip (through a third node) before the supplier's side
+// of that connection is up: the dialler's handshake ends a moment before
+// the listener's, and a loaded machine stretches the moment. So a bid
+// whose author is not connected waits up to BidderConnectGrace for the
+// connection, and at most MaxBidderWaits bids wait at once: a flood of
+// strangers' bids holds that many answerers at most, and is then
+// dropped at once, as before.
+const (
+	BidderConnectGrace = 2 * time.Second
+	MaxBidderWaits     = 4
+)
+
+// awaitBidder reports whether the supplier has, or gets within
+// BidderConnectGrace, a connection to the bidder p. It never dials.
+func (s *Supplier) awaitBidder(ctx context.Context, p peer.ID) bool {
+	if s.connected(p) {
+		return true
+	}
+	select {
+	case s.connWaits <- struct{}{}:
+		defer func() { <-s.connWaits }()
+	default:
+		return false
+	}
+	sub, err := s.cfg.Net.Host.EventBus().Subscribe(new(event.EvtPeerConnectednessChanged))
+	if err != nil {
+		return false
+	}
+	defer sub.Close()
+	// Subscribed first, checked after: a connection that came in between
+	// is seen here, one that comes later as an event.
+	if s.connected(p) {
+		return true
+	}
+	t := time.NewTimer(BidderConnectGrace)
+	defer t.Stop()
+	for {
+		select {
+		case ev := <-sub.Out():
+			if e, ok := ev.(event.EvtPeerConnectednessChanged); ok && e.Peer == p && s.connected(p) {
+				return true
+			}
+		case <-t.C:
+			return s.connected(p)
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // connected reports whether the supplier has a connection to p: direct,

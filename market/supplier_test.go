@@ -266,6 +266,27 @@ func TestQuotesAreNotReflected(t *testing.T) {
 	})
 }
 
+// TestBidWaitsForItsAuthorsConnection: a bid that comes round by gossip
+// before the supplier's side of its author's connection is up waits for
+// the connection (BidderConnectGrace), and its quote goes back over it.
+func TestBidWaitsForItsAuthorsConnection(t *testing.T) {
+	clk := &manualClock{t: time.Now()}
+	s := newTestSupplier(t, clk.Now)
+	bidder := newTestPeer(t, clk.Now)
+	got := countQuotes(t, bidder, clk.Now)
+	bid := testBid(t, bidder.key, clk.Now(), bidder.net.Host.Addrs()...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	handled := make(chan struct{})
+	go func() { defer close(handled); s.sup.HandleBid(ctx, bid) }()
+	time.Sleep(BidderConnectGrace / 4) // the bid is in before the connection
+	bidder.connect(t, s.testPeer)
+	<-handled
+	eventually(t, 30*time.Second, "the quote over the connection that came after the bid", func() bool {
+		return got.forBid(bid.ID) == 1
+	})
+}
+
 // TestQuotesCappedPerBidder: a connected bidder that publishes 100 bids
 // gets QuotesPerBidder answers, then one more per QuoteRefill.
 func TestQuotesCappedPerBidder(t *testing.T) {
