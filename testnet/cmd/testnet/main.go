@@ -127,6 +127,7 @@ func (c *cli) up(ctx context.Context, args []string) error {
 	bin := fs.String("bin", testnet.DefaultBinary, "gpumesh binary")
 	base := fs.Int("base-port", 0, "fixed ports: node i listens on BASE+i (libp2p) and BASE+1000+i (API); by default (0) the kernel picks free ports")
 	hb := fs.Duration("heartbeat-interval", 0, "heartbeat interval passed to every node (default 2s, and 2s per 20 nodes past 20)")
+	audit := fs.Duration("audit-interval", 0, "every node's mean time between challenges of a random peer (default 2m, and 2m per 20 nodes past 20)")
 	timeout := fs.Duration("timeout", 0, "give up start-up after this long (default 12s a node, at least 30s)")
 	netns := fs.Bool("netns", false, "run the nodes in network namespaces behind cone and symmetric NAT routers, with a WAN between regions (Linux, root, iproute2, nftables)")
 	prefix := fs.String("prefix", testnet.DefaultPrefix, "with --netns: the namespaces' name prefix")
@@ -146,7 +147,7 @@ func (c *cli) up(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	st, err := testnet.Up(ctx, testnet.Options{
-		Binary: *bin, Dir: *dir, Nodes: n, BasePort: *base, HeartbeatInterval: *hb, Timeout: *timeout, Logger: log,
+		Binary: *bin, Dir: *dir, Nodes: n, BasePort: *base, HeartbeatInterval: *hb, AuditInterval: *audit, Timeout: *timeout, Logger: log,
 		Netns: *netns, Prefix: *prefix,
 	})
 	if err != nil {
