@@ -26,6 +26,16 @@ const compactCheck = time.Second
 // waiting for level 0 to drain). When level 0 holds NumLevelZeroTables
 // tables or another level is over its target it compacts the tree with
 // DB.Flatten. An idle store never wakes.
+//
+// The cost: Flatten is Badger's only public way to compact, and it moves
+// every level down into one, where Badger's compactors would move only
+// the levels over their targets. Each compaction therefore rewrites the
+// bottom level's tables that overlap what comes down, up to the whole
+// store, once per NumLevelZeroTables memtables written (16 MiB): cheap
+// for a node's store of receipts, leases and attestations while it is
+// small, and a write amplification that grows with the store's size. A
+// store of many GiB would want Badger's own compactors back, or a
+// targeted compaction if Badger exposes one.
 type compactor struct {
 	db       *badger.DB
 	log      *slog.Logger
