@@ -203,3 +203,49 @@ func TestMemoryProofLateEveryTimeFails(t *testing.T) {
 		t.Errorf("memory_attempts = %d, want %d", res.MemAttempts, MemAttempts)
 	}
 }
+
+// TestLateCommitRunsAgain: a challenge whose commit came late, by no more
+// than the challenger's rerun factor, while nothing else was wrong, is
+// run once more after the prover's gap, and the second run's verdict
+// stands. The factor is widened here so that a commit held back by 3 s
+// counts as late by little on any machine.
+func TestLateCommitRunsAgain(t *testing.T) {
+	ph, ch := newHost(t), newHost(t)
+	Serve(ProverConfig{Host: ph, GPUs: twoT4, Log: quiet(), commitLate: func(run int) time.Duration {
+		if run == 0 {
+			return 3 * time.Second
+		}
+		return 0
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	c := NewChallenger(ch, 0, quiet())
+	c.rerun = 1000
+	res := challengeOnce(t, c, ph.ID())
+	if !res.Passed || res.Runs != 2 {
+		t.Fatalf("late once, then in time: passed=%v runs=%d (%s), want a pass on the second run", res.Passed, res.Runs, res.Reason)
+	}
+}
+
+// TestLateByLittle: only a commit that came late, by at most the factor
+// times the time allowed, is run again.
+func TestLateByLittle(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		res   Result
+		rerun bool
+	}{
+		{"late by 1%", Result{commitLate: true, commitAllowed: time.Second, CommitMs: 1010}, true},
+		{"late by half", Result{commitLate: true, commitAllowed: time.Second, CommitMs: 1500}, true},
+		{"twice the time allowed", Result{commitLate: true, commitAllowed: time.Second, CommitMs: 2000}, false},
+		{"failed for another reason", Result{commitAllowed: time.Second, CommitMs: 900}, false},
+		{"no bound", Result{commitLate: true, CommitMs: 900}, false},
+	} {
+		if got := tc.res.lateByLittle(RerunSlowFactor); got != tc.rerun {
+			t.Errorf("%s: lateByLittle = %v, want %v", tc.name, got, tc.rerun)
+		}
+	}
+}

@@ -47,11 +47,15 @@ type Result struct {
 	CommitMs          int64    `json:"commit_ms"`
 	MemoryMs          int64    `json:"memory_ms"`       // the last memory proof asked
 	MemAttempts       int      `json:"memory_attempts"` // memory proofs asked (MemAttempts at most)
+	Runs              int      `json:"runs"`            // 2 when a late commit was run again
 	DurationMs        int64    `json:"duration_ms"`
 	Simulated         bool     `json:"simulated"`
 	ChallengeID       string   `json:"challenge_id"`
 	N, T, K           int      `json:"-"`
 	id                [32]byte
+	// commitLate is set when the commit came after commitAllowed.
+	commitLate    bool
+	commitAllowed time.Duration
 }
 
 // Attestation is the signed verdict's content.
@@ -77,6 +81,9 @@ type Challenger struct {
 	host  host.Host
 	scale int
 	log   *slog.Logger
+	// rerun is RerunSlowFactor; tests widen it to make a run late by
+	// little at will.
+	rerun float64
 }
 
 // NewChallenger returns a challenger using h. scale is the simulation
@@ -88,7 +95,7 @@ func NewChallenger(h host.Host, scale int, log *slog.Logger) *Challenger {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Challenger{host: h, scale: scale, log: log}
+	return &Challenger{host: h, scale: scale, log: log, rerun: RerunSlowFactor}
 }
 
 // ownRun is the challenger's own run of the prover's work.
@@ -156,13 +163,53 @@ func (o ownMem) respond(ctx context.Context, sigma0 [32]byte) ownRun {
 // it claims). A failed proof is a Result with Passed false and the
 // reason; an error means the challenge could not be run (ErrUnreachable
 // for the prover's part).
+//
+// A commit that came late by little (at most RerunSlowFactor times the
+// time allowed), while nothing else was found wrong, is run once more,
+// from fresh seeds, once the prover's MinPeerGap has passed, and the
+// second run's verdict stands: a burst of load on either machine, or a
+// retransmission on the WAN, delays one run, while a device slower than
+// its claim is as slow the second time.
 func (c *Challenger) Challenge(ctx context.Context, subject peer.ID, model string, uuids []string, simulated bool) (Result, error) {
+	res, err := c.challengeOnce(ctx, subject, model, uuids, simulated)
+	if err != nil || res.Passed || !res.lateByLittle(c.rerun) {
+		return res, err
+	}
+	c.log.Debug("challenge: commit late by little; running it again", "peer", subject, "model", model, "reason", res.Reason)
+	t := time.NewTimer(MinPeerGap - time.Duration(res.DurationMs)*time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return res, nil
+	case <-t.C:
+	}
+	again, err := c.challengeOnce(ctx, subject, model, uuids, simulated)
+	if err != nil {
+		return res, nil // busy or gone: the first run's verdict stands
+	}
+	again.Runs = 2
+	return again, nil
+}
+
+// RerunSlowFactor bounds how late a commit may be, as a multiple of the
+// time allowed, for Challenge to run the challenge once more.
+const RerunSlowFactor = 1.5
+
+// lateByLittle reports whether r failed only because its commit came
+// after the time allowed, by at most factor times that time.
+func (r Result) lateByLittle(factor float64) bool {
+	return r.commitLate && r.commitAllowed > 0 &&
+		float64(r.CommitMs)*float64(time.Millisecond) <= factor*float64(r.commitAllowed)
+}
+
+// challengeOnce is one run of Challenge.
+func (c *Challenger) challengeOnce(ctx context.Context, subject peer.ID, model string, uuids []string, simulated bool) (Result, error) {
 	prof, ok := catalog.Lookup(model)
 	if !ok {
 		return Result{}, fmt.Errorf("challenge: unknown model %q", model)
 	}
 	params, memParams := Sizes(prof, simulated, c.scale)
-	res := Result{PeerID: subject.String(), Model: model, Claimed: len(uuids), UUIDs: uuids, Simulated: simulated,
+	res := Result{PeerID: subject.String(), Model: model, Claimed: len(uuids), UUIDs: uuids, Simulated: simulated, Runs: 1,
 		N: params.N, T: params.T, K: params.K, VerifierCostRatio: challenge.CostRatio(params)}
 	_, _ = rand.Read(res.id[:])
 	res.ChallengeID = hex.EncodeToString(res.id[:])
@@ -309,6 +356,7 @@ func (x *exchange) commit(ctx context.Context, bound *challenge.TimeBound) ([][]
 		allowed.Max += rtt
 	}
 	if err := allowed.Check(elapsed); err != nil {
+		x.res.commitLate, x.res.commitAllowed = errors.Is(err, challenge.ErrTooSlow), allowed.Max
 		return nil, err
 	}
 	return commit.Roots, nil

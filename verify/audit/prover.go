@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -46,8 +47,10 @@ type ProverConfig struct {
 	Log            *slog.Logger
 
 	// memLate, in tests, holds back the commitments of memory proof
-	// attempt (0-based) as a lost packet on a WAN would.
-	memLate func(attempt int) time.Duration
+	// attempt (0-based) as a lost packet on a WAN would; commitLate
+	// holds back the commit of the run-th challenge admitted (0-based).
+	memLate    func(attempt int) time.Duration
+	commitLate func(run int) time.Duration
 }
 
 // Prover serves ChallengeProtocol for a supplier's GPUs.
@@ -58,6 +61,8 @@ type Prover struct {
 	mu   sync.Mutex
 	busy bool
 	last map[peer.ID]time.Time
+
+	commits atomic.Int64 // commits computed (for ProverConfig.commitLate)
 }
 
 // Serve installs the prover on cfg.Host.
@@ -202,6 +207,9 @@ func (p *Prover) commit(ctx context.Context, s network.Stream, rawSeeds [][]byte
 	roots, err := p.prover.Commit(ctx, seeds, params)
 	if err != nil {
 		return err
+	}
+	if run := p.commits.Add(1) - 1; p.cfg.commitLate != nil {
+		time.Sleep(p.cfg.commitLate(int(run)))
 	}
 	commit := &pb.Commit{}
 	for _, r := range roots {
