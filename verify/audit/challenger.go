@@ -166,17 +166,19 @@ func (o ownMem) respond(ctx context.Context, sigma0 [32]byte) ownRun {
 //
 // A commit that came late by little (at most RerunSlowFactor times the
 // time allowed), while nothing else was found wrong, is run once more,
-// from fresh seeds, once the prover's MinPeerGap has passed, and the
-// second run's verdict stands: a burst of load on either machine, or a
-// retransmission on the WAN, delays one run, while a device slower than
-// its claim is as slow the second time.
+// from fresh seeds, once the prover's MinPeerGap has passed since the
+// first run ended, and the second run's verdict stands: a burst of load
+// on either machine, or a retransmission on the WAN, delays one run,
+// while a device slower than its claim is as slow the second time.
 func (c *Challenger) Challenge(ctx context.Context, subject peer.ID, model string, uuids []string, simulated bool) (Result, error) {
 	res, err := c.challengeOnce(ctx, subject, model, uuids, simulated)
 	if err != nil || res.Passed || !res.lateByLittle(c.rerun) {
 		return res, err
 	}
 	c.log.Debug("challenge: commit late by little; running it again", "peer", subject, "model", model, "reason", res.Reason)
-	t := time.NewTimer(MinPeerGap - time.Duration(res.DurationMs)*time.Millisecond)
+	// The prover admitted the first run after it began, at most as it
+	// ended: a gap counted from the end is a gap from the admission.
+	t := time.NewTimer(MinPeerGap)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
