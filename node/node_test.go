@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node/light"
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/p2p/pb"
 	"github.com/gpumesh/gpumesh/store"
 )
 
@@ -209,4 +212,37 @@ func mustBootstrap(t *testing.T, n *Node) []peer.AddrInfo {
 		t.Fatal(err)
 	}
 	return ai
+}
+
+func TestHeartbeatEvery(t *testing.T) {
+	for _, c := range []struct {
+		interval time.Duration
+		nodes    int
+		want     time.Duration
+	}{
+		{10 * time.Second, 1, 10 * time.Second},
+		{10 * time.Second, 20, 10 * time.Second}, // small networks keep the configured interval
+		{200 * time.Millisecond, 20, 200 * time.Millisecond},
+		{10 * time.Second, 21, 10500 * time.Millisecond}, // 21 nodes / 2 a second
+		{10 * time.Second, 50, 25 * time.Second},
+		{10 * time.Second, 100, 50 * time.Second},
+		{10 * time.Second, 1000, time.Minute},    // at most a minute
+		{30 * time.Second, 40, 30 * time.Second}, // never shorter than configured
+		{5 * time.Minute, 1000, 5 * time.Minute},
+	} {
+		if got := heartbeatEvery(c.interval, c.nodes); got != c.want {
+			t.Errorf("heartbeatEvery(%s, %d) = %s, want %s", c.interval, c.nodes, got, c.want)
+		}
+	}
+}
+
+func TestPeerTableHeard(t *testing.T) {
+	tab := newPeerTable()
+	now := time.Now()
+	for i, age := range []time.Duration{0, time.Minute, peerForget + time.Second} {
+		tab.update(&p2p.Heartbeat{Heartbeat: &pb.Heartbeat{}, ID: peer.ID(fmt.Sprintf("peer-%d", i))}, now.Add(-age))
+	}
+	if got := tab.heard(now); got != 2 {
+		t.Errorf("heard %d peers, want 2 (the third is silent past peerForget)", got)
+	}
 }

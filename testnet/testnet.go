@@ -66,7 +66,9 @@ type Options struct {
 	// node asks for the ports it had.
 	BasePort int
 	// HeartbeatInterval is passed to every node (default 2s, and 2s per
-	// 20 nodes past 20: 10s for 100).
+	// 20 nodes past 20: 10s for 100). Past 20 nodes each node also
+	// spreads its heartbeats itself (nodes/2 s, at most 60 s; node's
+	// heartbeatEvery).
 	HeartbeatInterval time.Duration
 	// AuditInterval is passed to every node (default 2m, and 2m per 20
 	// nodes past 20).
