@@ -21,7 +21,9 @@ import (
 // every packet and every delayed ACK), where the kernel does that work
 // for TCP. A daemon's connections are so mostly TCP; QUIC stays for
 // peers without TCP addresses and for hole punching, which dials every
-// address at once whatever the ranker says. Light clients, whose
+// address at once whatever the ranker says. On an idle 20-node testnet
+// it cut a node's wake-ups by 14% and 24% in two paired runs; the CPU
+// it saves is within those runs' noise. Light clients, whose
 // connections live seconds and whose latency is the user's, keep
 // libp2p's QUIC-first ranking (a QUIC handshake is one round trip, TCP
 // with Noise and yamux about three).
