@@ -141,7 +141,7 @@ func ConfigKeys() []Key {
 			set:  parsed(func(c *Config) *slog.Level { return &c.LogLevel }, ParseLogLevel),
 			show: func(c Config) any { return strings.ToLower(c.LogLevel.String()) }},
 		{Name: "heartbeat_interval", Arg: "duration", Default: []string{"10s"},
-			Help: "how often a heartbeat is gossiped",
+			Help: "how often a heartbeat is gossiped; in a network of more than 20 nodes, at most every nodes/2 seconds (up to 60 s), so that each node receives about 2 a second",
 			set:  durationIn(func(c *Config) *time.Duration { return &c.HeartbeatInterval }, 1, 0),
 			show: func(c Config) any { return c.HeartbeatInterval.String() }},
 		{Name: "profile_ttl", Arg: "duration", Default: []string{"1h"},

@@ -25,7 +25,6 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/conngater"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
-	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
@@ -255,15 +254,11 @@ func newGater(banned []peer.ID) (*conngater.BasicConnectionGater, error) {
 }
 
 // hostOptions are the libp2p options of the host, by concern: identity,
-// transports and security (and, on a server, the TCP-first dial order of
-// tcpFirstRanker), resource limits and connection management,
+// transports and security, resource limits and connection management,
 // metrics, listen addresses, and NAT traversal.
 func hostOptions(cfg Config, rm network.ResourceManager, cm *connmgr.BasicConnMgr, gater *conngater.BasicConnectionGater, relayPeers func(context.Context, int) <-chan peer.AddrInfo) []libp2p.Option {
 	opts := []libp2p.Option{libp2p.Identity(cfg.Key), libp2p.UserAgent(cfg.UserAgent)}
 	opts = append(opts, transportOptions()...)
-	if cfg.Mode == ModeServer {
-		opts = append(opts, libp2p.SwarmOpts(swarm.WithDialRanker(tcpFirstRanker)))
-	}
 	opts = append(opts,
 		libp2p.ResourceManager(rm),
 		libp2p.ConnectionManager(cm),
