@@ -503,7 +503,7 @@ func (t *peerTable) heard(now time.Time) int {
 	defer t.mu.Unlock()
 	k := 0
 	for _, s := range t.m {
-		if now.Sub(s.LastSeen) <= peerForget {
+		if !s.forgotten(now) {
 			k++
 		}
 	}
@@ -513,13 +513,16 @@ func (t *peerTable) heard(now time.Time) int {
 // peerForget is how long a silent peer stays in the table.
 const peerForget = 10 * time.Minute
 
+// forgotten reports whether s has been silent for longer than peerForget.
+func (s *PeerState) forgotten(now time.Time) bool { return now.Sub(s.LastSeen) > peerForget }
+
 // list returns the peers heard from recently and forgets the others.
 func (t *peerTable) list(now time.Time) []PeerState {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]PeerState, 0, len(t.m))
 	for id, s := range t.m {
-		if now.Sub(s.LastSeen) > peerForget {
+		if s.forgotten(now) {
 			delete(t.m, id)
 			continue
 		}

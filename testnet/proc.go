@@ -484,3 +484,14 @@ func CPUTicks(pid int) (uint64, error) {
 	stime, _ := strconv.ParseUint(f[12], 10, 64)
 	return utime + stime, nil
 }
+
+// LoadAvg is the machine's load average over 1, 5 and 15 minutes, the
+// first three fields of /proc/loadavg, or "?" where it cannot be read.
+// Benchmarks print it beside their figures.
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
+}

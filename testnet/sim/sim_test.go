@@ -9,9 +9,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpumesh/gpumesh/testnet"
 )
 
 // The large run of TestMarket, and where its table goes, are chosen by
@@ -45,7 +46,7 @@ func TestMarket(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 100-node simulation takes about two minutes")
 	}
-	load := loadAvg()
+	load := testnet.LoadAvg()
 	runs := []*Result{runSim(t, Config{Nodes: 100, Seed: *simSeed})}
 	if *simNodes > 100 {
 		slots := *simSlots
@@ -61,7 +62,7 @@ func TestMarket(t *testing.T) {
 	t.Log("\n" + table)
 	if *simOut != "" {
 		machine := fmt.Sprintf("Machine: %d cores, %s, %s; load average %s before, %s after; %s.\n\n",
-			runtime.NumCPU(), runtime.GOOS, runtime.Version(), load, loadAvg(), time.Now().UTC().Format("2006-01-02"))
+			runtime.NumCPU(), runtime.GOOS, runtime.Version(), load, testnet.LoadAvg(), time.Now().UTC().Format("2006-01-02"))
 		if t.Failed() {
 			machine += "**The run failed a check** (the test log says which): the figures below are what it measured.\n\n"
 		}
@@ -143,15 +144,6 @@ func runSim(t *testing.T, cfg Config) *Result {
 
 // writeReport writes the table under a heading to path (relative paths
 // from the module root, where make runs).
-// loadAvg is the first three fields of /proc/loadavg, or "unknown".
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "unknown"
-}
-
 func writeReport(path, table string) error {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join("..", "..", path)

@@ -150,7 +150,7 @@ func run(c config) error {
 		}
 	}
 	res.Rows = append(res.Rows, growthRows(res.Sizes)...)
-	res.Machine.LoadAfter, res.Machine.TookSeconds = loadAvg(), int(time.Since(began).Seconds())
+	res.Machine.LoadAfter, res.Machine.TookSeconds = testnet.LoadAvg(), int(time.Since(began).Seconds())
 	if err := writeMarkdown(c.out, res.Machine, res.Rows, res.Notes); err != nil {
 		return err
 	}

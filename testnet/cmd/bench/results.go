@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpumesh/gpumesh/testnet"
 )
 
 // Row is one target of bench/RESULTS.md: a figure, the baseline measured
@@ -74,16 +76,8 @@ type Machine struct {
 	TookSeconds int    `json:"took_s"`
 }
 
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
 func newMachine() Machine {
-	m := Machine{Cores: runtime.NumCPU(), LoadBefore: loadAvg(), GoVersion: runtime.Version(), Started: time.Now().UTC().Format(time.RFC3339)}
+	m := Machine{Cores: runtime.NumCPU(), LoadBefore: testnet.LoadAvg(), GoVersion: runtime.Version(), Started: time.Now().UTC().Format(time.RFC3339)}
 	if b, err := exec.Command("uname", "-sr").Output(); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpumesh/gpumesh/testnet"
 	"github.com/gpumesh/gpumesh/testnet/chaos"
 )
 
@@ -71,13 +72,13 @@ func run(ctx context.Context, o chaos.Options, out, jsonOut string, keep bool) (
 	} else {
 		fmt.Fprintln(os.Stderr, "chaos: keeping", o.Dir)
 	}
-	load := loadAvg()
+	load := testnet.LoadAvg()
 	rep, err := chaos.Run(ctx, o)
 	if err != nil {
 		return 1, err
 	}
 	machine := fmt.Sprintf("Machine: %d cores, %s; load average %s before, %s after; commit %s; %s.",
-		runtime.NumCPU(), runtime.Version(), load, loadAvg(), commit(), time.Now().UTC().Format(time.RFC3339))
+		runtime.NumCPU(), runtime.Version(), load, testnet.LoadAvg(), commit(), time.Now().UTC().Format(time.RFC3339))
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return 1, err
 	}
@@ -104,14 +105,6 @@ func run(ctx context.Context, o chaos.Options, out, jsonOut string, keep bool) (
 		return 1, nil
 	}
 	return 0, nil
-}
-
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
 }
 
 func commit() string {
