@@ -15,7 +15,9 @@
 // signal set to SIGKILL (a job whose node died is no longer metered), in
 // a new mount namespace and a new PID namespace, of which the shim is the
 // init (pid 1); a node that is not root also gets a new user namespace
-// that maps only its own uid and gid (to 0). The shim then, in this order:
+// that maps only its own uid and gid (to 0), and with Options.Net a new
+// network namespace (see "The job's network"). The shim then, in this
+// order:
 //
 //   - makes every mount private, so nothing it does reaches the node;
 //   - makes every mount read-only (per mount, never the filesystem itself);
@@ -80,6 +82,75 @@
 // and (without cgroup v2) a process that leaves the job's process group
 // survives the job; Pause, Resume and Stop then signal the group.
 //
+// # The job's network
+//
+// With Options.Net set, the shim also starts in a new network namespace
+// (CLONE_NEWNET), in which it brings lo up before anything of the job
+// runs; the namespace goes with the shim. A node that is root then gives
+// the job a veth pair while the shim waits for its config, so the network
+// is ready before the job starts:
+//
+//   - the job's end is eth0 in its namespace, with the second address of a
+//     /30 of NetConfig.Pool (default 10.213.0.0/16) and a default route via
+//     the first, which the node's end has. The /30 is the first one no
+//     interface of the node's namespace holds an address in, chosen and
+//     assigned under a machine-wide lock (flock on
+//     $XDG_RUNTIME_DIR/gpumesh-jobnet.lock, else /run/gpumesh-jobnet.lock),
+//     so several nodes on one machine never give two jobs one address. The node's end lives in
+//     the node's namespace and is named gmj + 8 hex digits. IPv6 is
+//     disabled on both ends: the job has no IPv6 address but ::1, so no
+//     IPv6 route out;
+//   - when the job ends, however it ends, the link is removed with its
+//     addresses (and with the job's namespace, if the node cannot).
+//
+// What the node changes in its own namespace: net.ipv4.ip_forward is set
+// to 1 (and left so), and the nftables table "inet gpumesh_jobs" exists
+// while at least one job link (gmj*) does: installed, under the lock, by
+// the first job that finds it missing, and removed, under the lock, by
+// the end of a job that leaves no gmj* link in the namespace. Several
+// nodes on one machine share it (the last to install it sets AllowLAN). Its rules, at priority filter - 10,
+// so that a later accept elsewhere does not undo them:
+//
+//   - input: packets from a gmj* link are dropped unless they belong to a
+//     connection the node opened (ct state established,related). The node
+//     dials into its jobs; a job reaches none of the node's addresses (its
+//     gateway, the node's public and LAN addresses, and 127.0.0.0/8, which
+//     the kernel drops anyway as martian), so none of its services;
+//   - forward: gmj* to gmj* is dropped (jobs cannot reach each other), and
+//     so is anything from a gmj* link to 127.0.0.0/8, 169.254.0.0/16 (cloud
+//     metadata), ::1 and fe80::/10; unless NetConfig.AllowLAN, also to the
+//     private networks 10/8, 172.16/12, 192.168/16, 100.64/10 and fc00::/7;
+//   - postrouting: what leaves the pool for another link is masqueraded,
+//     so a job reaches the internet from the node's address.
+//
+// Another firewall that drops forwarded traffic (docker's FORWARD policy,
+// for one) also drops the jobs' outbound traffic: allow the pool there.
+// At start-up New removes a table that a node which died left behind, if
+// no gmj* link is left. Links are never leftovers: a job's pair goes
+// with its namespace, which goes with the job, which dies with its node.
+//
+// A job keeps the host's /etc/resolv.conf unless NetConfig.DNS is set: the
+// shim then mounts one naming those servers over it, read-only. A
+// resolver on loopback (systemd-resolved's 127.0.0.53) or, without
+// AllowLAN, on a private address is unreachable from jobs: New logs that
+// jobs will not resolve names, and NetConfig.DNS is the fix.
+//
+// The node reaches a job's ports with [PortDialer], which every Process
+// of the process runtime implements: DialPort enters the job's network
+// namespace (held open from the start) on a locked OS thread, connects
+// to 127.0.0.1:port there, so a server bound to loopback only is
+// reachable, and returns; the socket stays in the job's namespace. It
+// fails once the job has ended, and for a job without a namespace.
+//
+// A node that is not root gets the same namespace inside the job's user
+// namespace, with loopback only: no veth, no outbound traffic, nothing
+// on the host changed (New logs so). It cannot enter that namespace
+// (setns needs CAP_SYS_ADMIN in the node's own user namespace), so
+// DialPort fails. [NetworkIsolation] returns nil only when jobs get a
+// network of their own and the node can reach their ports: the process
+// runtime with Options.Net on a root node. docker and podman are not
+// isolated by this package yet.
+//
 // # Limits
 //
 // [Limits] become rlimits, which every process of the job inherits and
@@ -110,8 +181,10 @@
 //
 //   - The kernel and the GPU driver are shared: a kernel or driver exploit
 //     is an escape. GPU memory is not cleared by this package.
-//   - The network is the host's: jobs reach localhost services, the local
-//     network and any cloud metadata endpoint.
+//   - Without Options.Net the network is the host's: jobs reach localhost
+//     services, the local network and any cloud metadata endpoint. With
+//     it, see "The job's network" for what a job can still reach: the
+//     internet, through the node's NAT (and the LAN with AllowLAN).
 //   - Jobs that run as the same user share that user's files outside
 //     their own dirs, and RLIMIT_NPROC counts all their processes
 //     together; they cannot see or signal each other's processes (each

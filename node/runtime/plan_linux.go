@@ -25,12 +25,18 @@ type shimConfig struct {
 	// PIDNamespace is set when the shim is the init of a new PID
 	// namespace (always with Namespace): it mounts a /proc of that
 	// namespace, starts the exec stage and supervises the job.
-	PIDNamespace bool     `json:"pid_namespace"`
-	Keep         []string `json:"keep"`   // dirs that stay reachable and writable, shallowest first
-	Covers       []cover  `json:"covers"` // deepest first
-	Rlimits      []rlimit `json:"rlimits"`
-	User         *idPair  `json:"user,omitempty"` // RunAs; nil keeps the node's user
-	NodePID      int      `json:"node_pid"`       // the shim dies if its parent is not this pid (the init, in a PID namespace)
+	PIDNamespace bool `json:"pid_namespace"`
+	// NetNamespace is set when the shim runs in a new network namespace
+	// (always with Namespace): it brings lo up; the node adds the rest
+	// before sending this config.
+	NetNamespace bool `json:"net_namespace"`
+	// ResolvConf, when set, is mounted over /etc/resolv.conf.
+	ResolvConf string   `json:"resolv_conf,omitempty"`
+	Keep       []string `json:"keep"`   // dirs that stay reachable and writable, shallowest first
+	Covers     []cover  `json:"covers"` // deepest first
+	Rlimits    []rlimit `json:"rlimits"`
+	User       *idPair  `json:"user,omitempty"` // RunAs; nil keeps the node's user
+	NodePID    int      `json:"node_pid"`       // the shim dies if its parent is not this pid (the init, in a PID namespace)
 }
 
 type idPair struct {

@@ -35,10 +35,21 @@ type processRuntime struct {
 	noUserNS  atomic.Bool
 	warnRoot  sync.Once
 	allowBare bool // Options.AllowUnsandboxed
+	// With Options.Net: ns is set, and jnet too on a root node (without
+	// root jobs get loopback only). resolv is the jobs' resolv.conf ("":
+	// the host's).
+	ns     *netns
+	jnet   *jobNetwork
+	resolv string
 }
 
 func newProcessRuntime(o Options) (Runtime, error) {
 	r := &processRuntime{log: o.Log.With("runtime", "process"), root: os.Geteuid() == 0, allowBare: o.AllowUnsandboxed}
+	if o.Net != nil {
+		if err := r.setUpNet(*o.Net); err != nil {
+			return nil, fmt.Errorf("runtime process: %w", err)
+		}
+	}
 	cg, why := detectCgroup(o.CgroupRoot)
 	if cg == nil {
 		r.log.Info("cgroup v2 not used: jobs are bounded by rlimits only", "reason", why)
@@ -50,6 +61,41 @@ func newProcessRuntime(o Options) (Runtime, error) {
 }
 
 func (r *processRuntime) Name() string { return "process" }
+
+// setUpNet prepares job networks: the node's own namespace to come back
+// to and, on a root node, the pool and rules (removing leftovers).
+func (r *processRuntime) setUpNet(c NetConfig) error {
+	c = c.withDefaults()
+	if err := c.check(); err != nil {
+		return err
+	}
+	ns, err := openHomeNetns()
+	if err != nil {
+		return err
+	}
+	r.ns = ns
+	if r.root {
+		if r.jnet, err = newJobNetwork(c, ns, r.log); err != nil {
+			ns.home.Close()
+			return err
+		}
+		r.log.Info("jobs get a network namespace of their own, with a veth link and NAT", "pool", c.Pool, "allow_lan", c.AllowLAN)
+	} else {
+		r.log.Info("jobs get a network namespace of their own with loopback only (no veth, no outbound traffic): the node is not root")
+	}
+	r.resolv = resolvConf(c, r.log)
+	return nil
+}
+
+func (r *processRuntime) networkIsolation() error {
+	switch {
+	case r.ns == nil:
+		return fmt.Errorf("runtime process: %w: Options.Net is not set", ErrNotIsolated)
+	case !r.root:
+		return fmt.Errorf("runtime process: %w: the node is not root, so its jobs get a loopback-only network namespace that the node cannot enter to reach their ports", ErrNotIsolated)
+	}
+	return nil
+}
 
 // Start starts s as a sandboxed process (see the package comment).
 func (r *processRuntime) Start(ctx context.Context, s Spec) (Process, error) {
@@ -196,6 +242,12 @@ func (r *processRuntime) configure(s *Spec, cfg *shimConfig, in planInput, usern
 	// its own processes, and when its init (the shim) dies the kernel
 	// kills every process the job started, setsid or not.
 	cfg.PIDNamespace = cfg.Namespace
+	cfg.NetNamespace = r.ns != nil && cfg.Namespace
+	if cfg.NetNamespace {
+		cfg.ResolvConf = r.resolv
+	} else if r.ns != nil {
+		log.Warn("job runs without a namespace: it shares the node's network")
+	}
 	if !cfg.PIDNamespace && cg == nil {
 		log.Warn("job runs without a PID namespace or a cgroup: processes that leave its process group (setsid) survive its end")
 	}
@@ -263,14 +315,25 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 	if pp.errR != pp.outR {
 		p.copy(pp.errR, s.Stderr)
 	}
-	go sendShimConfig(pp.cfgW, cfg)
 	reports := readShimReports(pp.stR)
+	if cfg.NetNamespace {
+		// The shim waits for its config: the job's network is ready
+		// before the job runs.
+		if err := r.attachNet(ctx, p); err != nil {
+			pp.cfgW.Close()
+			_ = unix.Kill(p.pid, unix.SIGKILL)
+			go p.wait()
+			<-p.done
+			return nil, &shimError{stage: stageNetwork, err: err}
+		}
+	}
+	go sendShimConfig(pp.cfgW, cfg)
 	go p.wait()
 
 	if err := awaitReady(ctx, p, reports, log); err != nil {
 		return nil, err
 	}
-	log.Debug("job started", "pid", p.pid, "namespace", cfg.Namespace, "pidns", cfg.PIDNamespace, "userns", userns, "cgroup", cg != nil, "run_as", s.RunAs)
+	log.Debug("job started", "pid", p.pid, "namespace", cfg.Namespace, "pidns", cfg.PIDNamespace, "netns", cfg.NetNamespace, "link", p.linkName(), "userns", userns, "cgroup", cg != nil, "run_as", s.RunAs)
 	return p, nil
 }
 
@@ -353,6 +416,9 @@ func shimAttr(cfg shimConfig, userns bool, cg *jobCgroup) *syscall.SysProcAttr {
 	}
 	if cfg.PIDNamespace {
 		attr.Cloneflags |= syscall.CLONE_NEWPID
+	}
+	if cfg.NetNamespace {
+		attr.Cloneflags |= syscall.CLONE_NEWNET
 	}
 	if userns {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
@@ -485,6 +551,12 @@ type process struct {
 	// through the init, which reaches every process of the namespace.
 	result *os.File
 	ctl    *os.File
+	// With a network namespace: nsFD holds it (closed at the end), ns
+	// enters it, link is its veth pair (root only) and jnet releases it.
+	nsFD *os.File
+	ns   *netns
+	link *link
+	jnet *jobNetwork
 
 	mu     sync.Mutex
 	exited bool   // the leader has exited: the group may no longer be signalled
@@ -540,6 +612,7 @@ func (p *process) wait() {
 		f.Close()
 	}
 
+	p.releaseNet()
 	res := resultOf(p.cmd.ProcessState, werr)
 	if p.result != nil {
 		p.applyReport(&res)

@@ -73,6 +73,8 @@ func helper(mode string, args []string) int {
 		<-p.Done()
 		fmt.Println("EXIT", p.Result().ExitCode)
 		return 0
+	case "netrun": // see netHelper
+		return netHelper(args)
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 2

@@ -132,6 +132,11 @@ type Options struct {
 	// user namespace run jobs without a mount namespace, where nothing in
 	// Hide is hidden. Without it such a node refuses jobs (ErrUnavailable).
 	AllowUnsandboxed bool
+	// Net, when set, gives every job of the process runtime a network
+	// namespace of its own (see "The job's network" in the package
+	// comment); nil leaves jobs on the node's network. docker and podman
+	// ignore it.
+	Net *NetConfig
 }
 
 func (o Options) withDefaults() Options {

@@ -59,6 +59,7 @@ const (
 	stageProc      = "proc"
 	stageUser      = "user"
 	stageExec      = "exec"
+	stageNetwork   = "network"
 )
 
 // MaybeShim must be the first thing main (and the TestMain of every package
@@ -119,9 +120,19 @@ func runShim(execStage bool) int {
 	if execStage {
 		return execJob(&cfg, rep)
 	}
+	if cfg.NetNamespace {
+		if err := loopbackUp(); err != nil {
+			return rep.fatal(stageNetwork, err)
+		}
+	}
 	if cfg.Namespace {
 		if stage, err := setupMounts(&cfg, rep.warn); err != nil {
 			return rep.fatal(stage, err)
+		}
+		if cfg.ResolvConf != "" {
+			if err := mountResolvConf(cfg.ResolvConf, cfg.Keep); err != nil {
+				rep.warn("job DNS: %v", err)
+			}
 		}
 	}
 	if cfg.PIDNamespace {
