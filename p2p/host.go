@@ -390,6 +390,20 @@ const MaxStreamMemory = 48 << 20
 // (ConnHigh), after each connection's grace period.
 const MaxInboundConns = 1024
 
+// TunnelService is the resource manager's service scope of tunnel streams
+// (node/tunnel): a renter's connections to its job's ports. It has limits
+// of its own, so that a flood of tunnels is refused there and never takes
+// the streams, memory or descriptors the node's own protocols need.
+const TunnelService = "gpumesh.tunnel"
+
+// Limits of TunnelService: streams in all and per peer, and the memory
+// their flow-control windows may reserve.
+const (
+	MaxTunnelStreams     = 512
+	MaxTunnelStreamsPeer = 128
+	MaxTunnelMemory      = 128 << 20
+)
+
 func newResourceManager() (network.ResourceManager, error) {
 	limits := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&limits)
@@ -402,6 +416,14 @@ func newResourceManager() (network.ResourceManager, error) {
 	// carry streams, which stay bounded as scaled.
 	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(rcmgr.PartialLimitConfig{
 		System: rcmgr.ResourceLimits{ConnsInbound: MaxInboundConns, Conns: MaxInboundConns + 256, FD: MaxInboundConns + 256},
+		Service: map[string]rcmgr.ResourceLimits{TunnelService: {
+			Streams: MaxTunnelStreams, StreamsInbound: MaxTunnelStreams, StreamsOutbound: MaxTunnelStreams,
+			Memory: MaxTunnelMemory,
+		}},
+		ServicePeer: map[string]rcmgr.ResourceLimits{TunnelService: {
+			Streams: MaxTunnelStreamsPeer, StreamsInbound: MaxTunnelStreamsPeer, StreamsOutbound: MaxTunnelStreamsPeer,
+			Memory: MaxTunnelMemory / 4,
+		}},
 	}.Build(scaled)))
 }
 

@@ -441,6 +441,13 @@ func (e *Executor) welcome(l *market.Lease, h *pb.Hello, rawSpec, checkpoint []b
 	case e.cfg.Runtimes[runtimeName(spec)] == nil:
 		return nil, refused("runtime %s is not available on this supplier", runtimeName(spec))
 	}
+	// A service's ports are reached inside a network of the job's own;
+	// without one, its server would listen on the supplier's network.
+	if len(spec.Ports) > 0 {
+		if err := runtime.NetworkIsolation(e.cfg.Runtimes[runtimeName(spec)]); err != nil {
+			return nil, refused("the job serves ports, and this supplier cannot give it a network of its own: %v", err)
+		}
+	}
 	var cp [32]byte
 	if len(checkpoint) > 0 {
 		cp = [32]byte(h.CheckpointHash)
@@ -518,7 +525,7 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 	}
 	r := &run{
 		e: e, lease: l, terms: l.Terms(), spec: spec, attempt: attempt, dir: dir, cp: cp,
-		log: lf, meter: meter, state: StateStarting, paid: make(chan struct{}, 1), done: make(chan struct{}),
+		log: lf, meter: meter, state: StateStarting, paid: make(chan struct{}, 1), done: make(chan struct{}), cut: make(chan struct{}),
 		logger: e.log.With("lease", l.ID.Short(), "job", spec.ID()[:8], "attempt", attempt),
 	}
 	if len(checkpoint) > 0 {

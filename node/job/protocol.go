@@ -23,6 +23,8 @@ const (
 	// SpecVersion is the JobSpec schema version.
 	SpecVersion = 1
 
+	// MaxPorts bounds the ports a spec declares.
+	MaxPorts = 16
 	// MaxSpecSize bounds an encoded JobSpec, input files included.
 	MaxSpecSize = 4 << 20
 	// MaxCheckpointSize bounds a checkpoint archive.

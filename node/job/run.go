@@ -55,6 +55,7 @@ type run struct {
 	cpArchive []byte
 	cpHash    [32]byte
 	cpFinger  [32]byte
+	cut       chan struct{} // closed to cut the open tunnels (cutTunnels)
 }
 
 // State is the attempt's state now.
@@ -98,6 +99,7 @@ func (r *run) stop(end, why string) {
 	}
 	r.endState, r.message = end, why
 	r.mu.Unlock()
+	r.cutTunnels()
 	r.logger.Info("stopping job", "as", end, "why", why)
 	go func() { _ = r.proc.Stop(r.e.cfg.StopGrace) }()
 }
@@ -247,6 +249,7 @@ func (r *run) enforceCredit(now time.Time) {
 	r.mu.Unlock()
 	switch {
 	case over && !paused:
+		r.cutTunnels()
 		if err := r.proc.Pause(); err != nil {
 			r.logger.Warn("pause", "err", err)
 		}
@@ -259,6 +262,7 @@ func (r *run) enforceCredit(now time.Time) {
 
 // finish issues the final receipt once the process is gone.
 func (r *run) finish(last time.Time) {
+	r.cutTunnels()
 	res := r.proc.Result()
 	r.mu.Lock()
 	end := r.endState

@@ -84,6 +84,7 @@ func checkSpec(m *pb.JobSpec) error {
 		checkRuntime,
 		checkRestart,
 		checkLimits,
+		checkPorts,
 	} {
 		if err := check(m); err != nil {
 			return err
@@ -213,6 +214,31 @@ func checkLimits(m *pb.JobSpec) error {
 		return malformed("a limit is negative")
 	}
 	return nil
+}
+
+// checkPorts checks the declared ports: at most MaxPorts, each a TCP
+// port in 1..65535, in ascending order without repeats (so that one set
+// of ports has one encoding and one hash).
+func checkPorts(m *pb.JobSpec) error {
+	if len(m.Ports) > MaxPorts {
+		return malformed("%d ports, limit %d", len(m.Ports), MaxPorts)
+	}
+	for i, p := range m.Ports {
+		switch {
+		case p.Number == 0 || p.Number > 65535:
+			return malformed("port %d outside 1..65535", p.Number)
+		case p.Protocol != "tcp":
+			return malformed("port %d: protocol %q, want tcp", p.Number, p.Protocol)
+		case i > 0 && p.Number <= m.Ports[i-1].Number:
+			return malformed("ports not in ascending order without repeats (%d after %d)", p.Number, m.Ports[i-1].Number)
+		}
+	}
+	return nil
+}
+
+// Serves reports whether the spec declares TCP port n.
+func (s *Spec) Serves(n uint16) bool {
+	return slices.ContainsFunc(s.Ports, func(p *pb.Port) bool { return p.Number == uint32(n) && p.Protocol == "tcp" })
 }
 
 // localPath reports whether p is a clean relative path inside its root.

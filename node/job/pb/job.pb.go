@@ -46,6 +46,10 @@ type JobSpec struct {
 	// checkpoints (clean relative path); "": a folder of its own beside the
 	// working dir. Either way the job finds it in $CHECKPOINT_DIR.
 	CheckpointDir string `protobuf:"bytes,12,opt,name=checkpoint_dir,json=checkpointDir,proto3" json:"checkpoint_dir,omitempty"`
+	// ports are the TCP ports the job serves inside its own network (a
+	// service): the renter reaches them through /gpumesh/tunnel/1.0.0, and
+	// only them. Ascending, each once.
+	Ports         []*Port `protobuf:"bytes,13,rep,name=ports,proto3" json:"ports,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -164,6 +168,66 @@ func (x *JobSpec) GetCheckpointDir() string {
 	return ""
 }
 
+func (x *JobSpec) GetPorts() []*Port {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+// Port is one port a job serves.
+type Port struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        uint32                 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"`    // 1..65535
+	Protocol      string                 `protobuf:"bytes,2,opt,name=protocol,proto3" json:"protocol,omitempty"` // "tcp", the only one so far
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Port) Reset() {
+	*x = Port{}
+	mi := &file_job_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Port) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Port) ProtoMessage() {}
+
+func (x *Port) ProtoReflect() protoreflect.Message {
+	mi := &file_job_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Port.ProtoReflect.Descriptor instead.
+func (*Port) Descriptor() ([]byte, []int) {
+	return file_job_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Port) GetNumber() uint32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *Port) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
 type EnvVar struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -174,7 +238,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_job_proto_msgTypes[1]
+	mi := &file_job_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -186,7 +250,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[1]
+	mi := &file_job_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -199,7 +263,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{1}
+	return file_job_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *EnvVar) GetName() string {
@@ -227,7 +291,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_job_proto_msgTypes[2]
+	mi := &file_job_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -239,7 +303,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[2]
+	mi := &file_job_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -252,7 +316,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{2}
+	return file_job_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *File) GetPath() string {
@@ -290,7 +354,7 @@ type Restart struct {
 
 func (x *Restart) Reset() {
 	*x = Restart{}
-	mi := &file_job_proto_msgTypes[3]
+	mi := &file_job_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +366,7 @@ func (x *Restart) String() string {
 func (*Restart) ProtoMessage() {}
 
 func (x *Restart) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[3]
+	mi := &file_job_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +379,7 @@ func (x *Restart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Restart.ProtoReflect.Descriptor instead.
 func (*Restart) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{3}
+	return file_job_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Restart) GetPolicy() string {
@@ -353,7 +417,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_job_proto_msgTypes[4]
+	mi := &file_job_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +429,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[4]
+	mi := &file_job_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +442,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{4}
+	return file_job_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Limits) GetMemoryBytes() int64 {
@@ -444,7 +508,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_job_proto_msgTypes[5]
+	mi := &file_job_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +520,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[5]
+	mi := &file_job_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +533,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{5}
+	return file_job_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Hello) GetLease() []byte {
@@ -544,7 +608,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_job_proto_msgTypes[6]
+	mi := &file_job_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +620,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[6]
+	mi := &file_job_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +633,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{6}
+	return file_job_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Welcome) GetRefused() string {
@@ -623,7 +687,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_job_proto_msgTypes[7]
+	mi := &file_job_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +699,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[7]
+	mi := &file_job_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +712,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{7}
+	return file_job_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ServerFrame) GetBody() isServerFrame_Body {
@@ -735,7 +799,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_job_proto_msgTypes[8]
+	mi := &file_job_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +811,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[8]
+	mi := &file_job_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +824,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{8}
+	return file_job_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Status) GetAttempt() uint32 {
@@ -809,7 +873,7 @@ type Log struct {
 
 func (x *Log) Reset() {
 	*x = Log{}
-	mi := &file_job_proto_msgTypes[9]
+	mi := &file_job_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +885,7 @@ func (x *Log) String() string {
 func (*Log) ProtoMessage() {}
 
 func (x *Log) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[9]
+	mi := &file_job_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +898,7 @@ func (x *Log) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Log.ProtoReflect.Descriptor instead.
 func (*Log) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{9}
+	return file_job_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Log) GetAttempt() uint32 {
@@ -873,7 +937,7 @@ type ClientFrame struct {
 
 func (x *ClientFrame) Reset() {
 	*x = ClientFrame{}
-	mi := &file_job_proto_msgTypes[10]
+	mi := &file_job_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +949,7 @@ func (x *ClientFrame) String() string {
 func (*ClientFrame) ProtoMessage() {}
 
 func (x *ClientFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[10]
+	mi := &file_job_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +962,7 @@ func (x *ClientFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientFrame.ProtoReflect.Descriptor instead.
 func (*ClientFrame) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{10}
+	return file_job_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ClientFrame) GetBody() isClientFrame_Body {
@@ -970,7 +1034,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_job_proto_msgTypes[11]
+	mi := &file_job_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1046,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[11]
+	mi := &file_job_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1059,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{11}
+	return file_job_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CheckpointRequest) GetLeaseId() []byte {
@@ -1033,7 +1097,7 @@ type CheckpointHeader struct {
 
 func (x *CheckpointHeader) Reset() {
 	*x = CheckpointHeader{}
-	mi := &file_job_proto_msgTypes[12]
+	mi := &file_job_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1109,7 @@ func (x *CheckpointHeader) String() string {
 func (*CheckpointHeader) ProtoMessage() {}
 
 func (x *CheckpointHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[12]
+	mi := &file_job_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1122,7 @@ func (x *CheckpointHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointHeader.ProtoReflect.Descriptor instead.
 func (*CheckpointHeader) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{12}
+	return file_job_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CheckpointHeader) GetRefused() string {
@@ -1093,7 +1157,7 @@ var File_job_proto protoreflect.FileDescriptor
 
 const file_job_proto_rawDesc = "" +
 	"\n" +
-	"\tjob.proto\x12\x0egpumesh.job.v1\"\xa0\x03\n" +
+	"\tjob.proto\x12\x0egpumesh.job.v1\"\xcc\x03\n" +
 	"\aJobSpec\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\fR\x05jobId\x12\x12\n" +
@@ -1107,7 +1171,11 @@ const file_job_proto_rawDesc = "" +
 	"\aruntime\x18\n" +
 	" \x01(\tR\aruntime\x12\x14\n" +
 	"\x05image\x18\v \x01(\tR\x05image\x12%\n" +
-	"\x0echeckpoint_dir\x18\f \x01(\tR\rcheckpointDir\"2\n" +
+	"\x0echeckpoint_dir\x18\f \x01(\tR\rcheckpointDir\x12*\n" +
+	"\x05ports\x18\r \x03(\v2\x14.gpumesh.job.v1.PortR\x05ports\":\n" +
+	"\x04Port\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\rR\x06number\x12\x1a\n" +
+	"\bprotocol\x18\x02 \x01(\tR\bprotocol\"2\n" +
 	"\x06EnvVar\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"B\n" +
@@ -1193,34 +1261,36 @@ func file_job_proto_rawDescGZIP() []byte {
 	return file_job_proto_rawDescData
 }
 
-var file_job_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_job_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_job_proto_goTypes = []any{
 	(*JobSpec)(nil),           // 0: gpumesh.job.v1.JobSpec
-	(*EnvVar)(nil),            // 1: gpumesh.job.v1.EnvVar
-	(*File)(nil),              // 2: gpumesh.job.v1.File
-	(*Restart)(nil),           // 3: gpumesh.job.v1.Restart
-	(*Limits)(nil),            // 4: gpumesh.job.v1.Limits
-	(*Hello)(nil),             // 5: gpumesh.job.v1.Hello
-	(*Welcome)(nil),           // 6: gpumesh.job.v1.Welcome
-	(*ServerFrame)(nil),       // 7: gpumesh.job.v1.ServerFrame
-	(*Status)(nil),            // 8: gpumesh.job.v1.Status
-	(*Log)(nil),               // 9: gpumesh.job.v1.Log
-	(*ClientFrame)(nil),       // 10: gpumesh.job.v1.ClientFrame
-	(*CheckpointRequest)(nil), // 11: gpumesh.job.v1.CheckpointRequest
-	(*CheckpointHeader)(nil),  // 12: gpumesh.job.v1.CheckpointHeader
+	(*Port)(nil),              // 1: gpumesh.job.v1.Port
+	(*EnvVar)(nil),            // 2: gpumesh.job.v1.EnvVar
+	(*File)(nil),              // 3: gpumesh.job.v1.File
+	(*Restart)(nil),           // 4: gpumesh.job.v1.Restart
+	(*Limits)(nil),            // 5: gpumesh.job.v1.Limits
+	(*Hello)(nil),             // 6: gpumesh.job.v1.Hello
+	(*Welcome)(nil),           // 7: gpumesh.job.v1.Welcome
+	(*ServerFrame)(nil),       // 8: gpumesh.job.v1.ServerFrame
+	(*Status)(nil),            // 9: gpumesh.job.v1.Status
+	(*Log)(nil),               // 10: gpumesh.job.v1.Log
+	(*ClientFrame)(nil),       // 11: gpumesh.job.v1.ClientFrame
+	(*CheckpointRequest)(nil), // 12: gpumesh.job.v1.CheckpointRequest
+	(*CheckpointHeader)(nil),  // 13: gpumesh.job.v1.CheckpointHeader
 }
 var file_job_proto_depIdxs = []int32{
-	1, // 0: gpumesh.job.v1.JobSpec.env:type_name -> gpumesh.job.v1.EnvVar
-	2, // 1: gpumesh.job.v1.JobSpec.files:type_name -> gpumesh.job.v1.File
-	3, // 2: gpumesh.job.v1.JobSpec.restart:type_name -> gpumesh.job.v1.Restart
-	4, // 3: gpumesh.job.v1.JobSpec.limits:type_name -> gpumesh.job.v1.Limits
-	8, // 4: gpumesh.job.v1.ServerFrame.status:type_name -> gpumesh.job.v1.Status
-	9, // 5: gpumesh.job.v1.ServerFrame.log:type_name -> gpumesh.job.v1.Log
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	2,  // 0: gpumesh.job.v1.JobSpec.env:type_name -> gpumesh.job.v1.EnvVar
+	3,  // 1: gpumesh.job.v1.JobSpec.files:type_name -> gpumesh.job.v1.File
+	4,  // 2: gpumesh.job.v1.JobSpec.restart:type_name -> gpumesh.job.v1.Restart
+	5,  // 3: gpumesh.job.v1.JobSpec.limits:type_name -> gpumesh.job.v1.Limits
+	1,  // 4: gpumesh.job.v1.JobSpec.ports:type_name -> gpumesh.job.v1.Port
+	9,  // 5: gpumesh.job.v1.ServerFrame.status:type_name -> gpumesh.job.v1.Status
+	10, // 6: gpumesh.job.v1.ServerFrame.log:type_name -> gpumesh.job.v1.Log
+	7,  // [7:7] is the sub-list for method output_type
+	7,  // [7:7] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_job_proto_init() }
@@ -1228,13 +1298,13 @@ func file_job_proto_init() {
 	if File_job_proto != nil {
 		return
 	}
-	file_job_proto_msgTypes[7].OneofWrappers = []any{
+	file_job_proto_msgTypes[8].OneofWrappers = []any{
 		(*ServerFrame_Status)(nil),
 		(*ServerFrame_Log)(nil),
 		(*ServerFrame_Receipt)(nil),
 		(*ServerFrame_Settlement)(nil),
 	}
-	file_job_proto_msgTypes[10].OneofWrappers = []any{
+	file_job_proto_msgTypes[11].OneofWrappers = []any{
 		(*ClientFrame_Voucher)(nil),
 		(*ClientFrame_Stop)(nil),
 		(*ClientFrame_Statement)(nil),
@@ -1245,7 +1315,7 @@ func file_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_job_proto_rawDesc), len(file_job_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

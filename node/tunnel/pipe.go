@@ -1,0 +1,73 @@
+package tunnel
+
+import (
+	"io"
+	"sync"
+)
+
+// halfConn is a connection whose write half closes on its own: a
+// *net.TCPConn or a network.Stream.
+type halfConn interface {
+	io.ReadWriteCloser
+	CloseWrite() error
+}
+
+// aborter is a connection that can end with an error to the other side
+// (network.Stream's Reset) rather than a clean close.
+type aborter interface{ Reset() error }
+
+// Counts are the bytes a pipe carried each way.
+type Counts struct {
+	AToB, BToA int64
+}
+
+// join pipes a and b both ways until both directions have ended or done
+// closes, then closes both. A direction that reaches EOF closes the other
+// side's write half, and the other direction goes on (half-close); one
+// that fails aborts both. Back-pressure is the connections' own: a
+// direction reads only as fast as it writes.
+func join(a, b halfConn, done <-chan struct{}) Counts {
+	var (
+		c     Counts
+		once  sync.Once
+		wg    sync.WaitGroup
+		abort = func() {
+			once.Do(func() {
+				for _, x := range []halfConn{a, b} {
+					if r, ok := x.(aborter); ok {
+						_ = r.Reset()
+					} else {
+						_ = x.Close()
+					}
+				}
+			})
+		}
+	)
+	copyHalf := func(dst, src halfConn, n *int64) {
+		defer wg.Done()
+		var err error
+		*n, err = io.Copy(dst, src)
+		if err != nil {
+			abort()
+			return
+		}
+		_ = dst.CloseWrite()
+	}
+	wg.Add(2)
+	go copyHalf(b, a, &c.AToB)
+	go copyHalf(a, b, &c.BToA)
+	finished := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-done:
+		abort()
+		<-finished
+	}
+	_ = a.Close()
+	_ = b.Close()
+	return c
+}
