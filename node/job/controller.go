@@ -20,6 +20,7 @@ import (
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/node/job/pb"
+	"github.com/gpumesh/gpumesh/node/tunnel"
 	"github.com/gpumesh/gpumesh/store"
 )
 
@@ -45,6 +46,9 @@ type Request struct {
 	AllowUnproven   bool          // lease from unproven suppliers too (see market.RentRequest)
 	ReceiptInterval time.Duration // 0: market default
 	CreditLimit     int64         // 0: one interval's worth
+	// Publish opens local addresses that carry connections to ports of
+	// the job (Forward), before it is rented.
+	Publish []Publish
 }
 
 // AttemptView is one attempt of a job.
@@ -79,6 +83,7 @@ type View struct {
 	Restarts   int           `json:"restarts"`
 	PaidMicros int64         `json:"paid_micros"`
 	Attempts   []AttemptView `json:"attempts"`
+	Publish    []Publish     `json:"publish,omitempty"` // local addresses forwarded to its ports
 	Created    time.Time     `json:"created"`
 	Updated    time.Time     `json:"updated"`
 }
@@ -119,6 +124,7 @@ type jobRecord struct {
 	Restarts   int          `json:"restarts"`
 	StopAsked  string       `json:"stop_asked,omitempty"`
 	FinishedAt time.Time    `json:"finished_at,omitempty"` // when the job reached its final state
+	Publish    []Publish    `json:"publish,omitempty"`     // its forwards: local addresses to its ports
 	Created    time.Time    `json:"created"`
 	Updated    time.Time    `json:"updated"`
 }
@@ -185,6 +191,8 @@ type jobState struct {
 	conn    *clientSession // the attached session, if any
 	changed chan struct{}  // closed and replaced on every change (logs, state)
 	logs    map[uint32]*logFile
+	fwd     []*forward       // open forwards to the job's ports
+	ep      *tunnel.Endpoint // the current attempt as a tunnel endpoint (endpoints)
 }
 
 func (js *jobState) notify() {
@@ -239,6 +247,9 @@ func (c *Controller) Start() {
 	for _, js := range c.jobs {
 		js.mu.Lock()
 		done := js.rec.finished() && (c.allSettled(&js.rec) || c.settleGaveUp(&js.rec))
+		if !js.rec.finished() {
+			c.reopenForwards(js)
+		}
 		js.mu.Unlock()
 		if !done {
 			c.goDrive(js)
@@ -286,12 +297,17 @@ func (c *Controller) Close() error {
 		jobs = append(jobs, js)
 	}
 	c.mu.Unlock()
+	var fwd []*forward
 	for _, js := range jobs {
 		js.mu.Lock()
 		if js.conn != nil {
 			js.conn.close()
 		}
+		fwd, js.fwd = append(fwd, js.fwd...), nil
 		js.mu.Unlock()
+	}
+	for _, f := range fwd {
+		f.Close()
 	}
 	c.wg.Wait()
 	for _, js := range jobs {
@@ -314,6 +330,9 @@ func (c *Controller) save(js *jobState) error {
 	id, _ := hex.DecodeString(js.rec.ID)
 	if err := c.cfg.Store.Put(ksJobs, id, b); err != nil {
 		return fmt.Errorf("keep job %s: %w", js.rec.ID, err)
+	}
+	if js.rec.finished() {
+		c.closeForwards(js)
 	}
 	js.notify()
 	return nil
@@ -350,6 +369,9 @@ func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
 	err = c.save(js)
 	js.mu.Unlock()
 	if err != nil {
+		return View{}, err
+	}
+	if err := c.publish(js, req.Publish); err != nil {
 		return View{}, err
 	}
 	c.mu.Lock()
@@ -453,7 +475,7 @@ func (c *Controller) view(js *jobState) View {
 	v := View{
 		JobID: r.ID, State: r.State, ExitCode: r.ExitCode, Message: r.Message, Argv: js.spec.Argv,
 		Checkpoint: r.Checkpoint, Failovers: r.Failovers, Restarts: r.Restarts, Created: r.Created, Updated: r.Updated,
-		Attempts: []AttemptView{},
+		Attempts: []AttemptView{}, Publish: slices.Clone(r.Publish),
 	}
 	for _, a := range r.Attempts {
 		l, err := market.OpenLease(a.Lease, c.cfg.Now())
