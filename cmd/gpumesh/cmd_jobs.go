@@ -71,6 +71,7 @@ in $CHECKPOINT_DIR), and, when the supplier is lost, rents again elsewhere and r
 from its last checkpoint with $JOB_ATTEMPT one higher. With --detach it returns at once;
 follow later with "gpumesh logs -f JOB".`,
 		Example: `  gpumesh run model=h100-sxm --count 1 --max-price 2.50 -- python train.py --epochs 3
+  gpumesh run model=l40s --count 1 --max-price 1.20 --publish 8080:8000 --detach -- vllm serve my-model --port 8000
   gpumesh run --count 2 --max-price 3 --checkpoint-every 1m --file train.py --detach --json -- python train.py`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.quiet = true
@@ -123,17 +124,24 @@ follow later with "gpumesh logs -f JOB".`,
 			if detach {
 				if a.json {
 					return a.printJSON(struct {
-						JobID    string `json:"job_id"`
-						LeaseID  string `json:"lease_id"`
-						Supplier string `json:"supplier"`
-						State    string `json:"state"`
-						Attempt  uint32 `json:"attempt"`
-					}{v.JobID, v.LeaseID, v.Supplier, v.State, v.Attempt})
+						JobID    string        `json:"job_id"`
+						LeaseID  string        `json:"lease_id"`
+						Supplier string        `json:"supplier"`
+						State    string        `json:"state"`
+						Attempt  uint32        `json:"attempt"`
+						Publish  []job.Publish `json:"publish"`
+					}{v.JobID, v.LeaseID, v.Supplier, v.State, v.Attempt, orEmpty(v.Publish)})
 				}
 				fmt.Fprintf(a.stdout, "job %s running on %s (lease %s)\nfollow it: gpumesh logs -f %s\n", v.JobID, v.Supplier, short(v.LeaseID), v.JobID[:12])
+				for _, p := range v.Publish {
+					fmt.Fprintf(a.stdout, "port %d of the job: %s\n", p.Port, p.Listen)
+				}
 				return nil
 			}
 			fmt.Fprintf(a.stderr, "gpumesh: job %s on %s (lease %s); Ctrl-C detaches, the job goes on\n", v.JobID[:12], shortID(v.Supplier), short(v.LeaseID))
+			for _, p := range v.Publish {
+				fmt.Fprintf(a.stderr, "gpumesh: port %d of the job: %s\n", p.Port, p.Listen)
+			}
 			return a.followToEnd(cmd.Context(), c, v.JobID)
 		},
 	}
@@ -153,6 +161,8 @@ follow later with "gpumesh logs -f JOB".`,
 	fl.StringVar(&jr.Runtime, "runtime", "", "process (default), docker or podman (with --image)")
 	fl.StringVar(&jr.Image, "image", "", "container image, with --runtime docker|podman")
 	fl.BoolVar(&detach, "detach", false, "return once the job runs; your node goes on following it")
+	fl.StringArrayVar(&jr.Ports, "port", nil, "a TCP port the job serves, as 8000 or 8000/tcp (repeatable): only declared ports can be reached, through gpumesh forward or --publish")
+	fl.StringArrayVar(&jr.Publish, "publish", nil, "[HOST:]LOCALPORT:PORT: your node listens on HOST:LOCALPORT (HOST 127.0.0.1 by default) and carries each connection to the job's PORT, on whichever supplier runs it (repeatable; declares PORT)")
 	addKeyFlags(fl, namedKeys("api"))
 	return cmd
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,6 +126,7 @@ type jobs struct {
 	stopReason string
 	gotFrom    int64
 	gotFollow  bool
+	forwards   []job.Publish
 }
 
 func (j *jobs) view() job.View {
@@ -157,6 +160,38 @@ func (j *jobs) Logs(_ context.Context, id string, from int64, follow bool, w io.
 	j.mu.Unlock()
 	n, err := io.WriteString(w, j.log[from:])
 	return int64(n), err
+}
+
+func (j *jobs) Forward(id string, p job.Publish) (job.ForwardView, error) {
+	if _, err := j.Job(id); err != nil {
+		return job.ForwardView{}, fmt.Errorf("%w: %v", job.ErrNoJob, err)
+	}
+	if p.Port == 0 {
+		return job.ForwardView{}, fmt.Errorf("%w: no port", job.ErrForward)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.forwards = append(j.forwards, p)
+	return job.ForwardView{JobID: id, Port: p.Port, Listen: p.Listen}, nil
+}
+func (j *jobs) Forwards(id string) ([]job.ForwardView, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []job.ForwardView
+	for _, p := range j.forwards {
+		out = append(out, job.ForwardView{JobID: "job1", Port: p.Port, Listen: p.Listen})
+	}
+	return out, nil
+}
+func (j *jobs) Unforward(id, listen string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := len(j.forwards)
+	j.forwards = slices.DeleteFunc(j.forwards, func(p job.Publish) bool { return listen == "" || p.Listen == listen })
+	if id != "job1" || len(j.forwards) == n {
+		return fmt.Errorf("%w: nothing forwarded on %q", job.ErrForward, listen)
+	}
+	return nil
 }
 
 func newPeerID(t *testing.T) peer.ID {
@@ -596,6 +631,60 @@ func TestEnsureToken(t *testing.T) {
 	}
 }
 
+// TestJobRequestPorts: declared and published ports become the spec's
+// ports, ascending and once each; publish strings name local addresses.
+func TestJobRequestPorts(t *testing.T) {
+	r := api.JobRequest{Count: 1, MaxPrice: "2", Argv: []string{"true"},
+		Ports: []string{"9000/tcp", "8000"}, Publish: []string{"8080:8000", "7000", "[::1]:9090:9001", "0.0.0.0:8081:8000"}}
+	req, err := r.ToRequest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint32
+	for _, p := range req.Spec.Ports {
+		if p.Protocol != "tcp" {
+			t.Fatalf("port %v", p)
+		}
+		got = append(got, p.Number)
+	}
+	if !slices.Equal(got, []uint32{7000, 8000, 9000, 9001}) {
+		t.Fatalf("spec ports %v", got)
+	}
+	want := []job.Publish{{Listen: "127.0.0.1:8080", Port: 8000}, {Listen: "127.0.0.1:0", Port: 7000}, {Listen: "[::1]:9090", Port: 9001}, {Listen: "0.0.0.0:8081", Port: 8000}}
+	if !slices.Equal(req.Publish, want) {
+		t.Fatalf("publish %v, want %v", req.Publish, want)
+	}
+}
+
+// TestForwardRoutes: the client's forward calls reach the backend with
+// their arguments; an unknown job is ErrNotFound, a bad request a 400.
+func TestForwardRoutes(t *testing.T) {
+	b := newBackend(t)
+	_, c := serve(t, b)
+	ctx := context.Background()
+	v, err := c.Forward(ctx, "job1", "127.0.0.1:8080", 8000)
+	if err != nil || v.Listen != "127.0.0.1:8080" || v.Port != 8000 {
+		t.Fatalf("Forward: %+v, %v", v, err)
+	}
+	if _, err := c.Forward(ctx, "nope", "", 8000); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("Forward to an unknown job: %v, want ErrNotFound", err)
+	}
+	var e *api.Error
+	if _, err := c.Forward(ctx, "job1", "", 0); !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+		t.Fatalf("Forward without a port: %v, want a 400", err)
+	}
+	fs, err := c.Forwards(ctx, "")
+	if err != nil || len(fs) != 1 || fs[0].Listen != "127.0.0.1:8080" {
+		t.Fatalf("Forwards: %+v, %v", fs, err)
+	}
+	if err := c.Unforward(ctx, "job1", "127.0.0.1:8080"); err != nil {
+		t.Fatalf("Unforward: %v", err)
+	}
+	if err := c.Unforward(ctx, "job1", "127.0.0.1:8080"); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("Unforward again: %v, want ErrNotFound", err)
+	}
+}
+
 // TestJobRequestToRequest: the checks of a job request, each failure
 // naming its field.
 func TestJobRequestToRequest(t *testing.T) {
@@ -614,6 +703,16 @@ func TestJobRequestToRequest(t *testing.T) {
 		{"bad restart", func(r *api.JobRequest) { r.Restart = "always" }, `restart "always"`},
 		{"bad checkpoint", func(r *api.JobRequest) { r.CheckpointEvery = "10ms" }, "checkpoint_every"},
 		{"bad interval", func(r *api.JobRequest) { r.ReceiptInterval = "1h" }, "receipt_interval"},
+		{"port 0", func(r *api.JobRequest) { r.Ports = []string{"0"} }, `port "0"`},
+		{"udp port", func(r *api.JobRequest) { r.Ports = []string{"53/udp"} }, `port "53/udp"`},
+		{"port too high", func(r *api.JobRequest) { r.Ports = []string{"70000"} }, `port "70000"`},
+		{"publish without port", func(r *api.JobRequest) { r.Publish = []string{"127.0.0.1:8080:"} }, "publish"},
+		{"publish bad local port", func(r *api.JobRequest) { r.Publish = []string{"127.0.0.1:x:8000"} }, "publish"},
+		{"too many ports", func(r *api.JobRequest) {
+			for i := range 17 {
+				r.Ports = append(r.Ports, strconv.Itoa(8000+i))
+			}
+		}, "17 ports"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

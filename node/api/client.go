@@ -193,6 +193,32 @@ func (c *Client) StopJob(ctx context.Context, id, reason string) (job.View, erro
 	return v, c.call(ctx, c.timeout, http.MethodPost, jobPath(PathJobStop, id), q, nil, &v)
 }
 
+// Forward has the node listen on listen ("" for 127.0.0.1 and a free
+// port) and carry each connection to port of job id.
+func (c *Client) Forward(ctx context.Context, id, listen string, port uint16) (job.ForwardView, error) {
+	var v job.ForwardView
+	return v, c.call(ctx, c.timeout, http.MethodPost, PathForwards, nil, ForwardRequest{Job: id, Listen: listen, Port: port}, &v)
+}
+
+// Forwards lists the forwards of job id (all jobs' when "").
+func (c *Client) Forwards(ctx context.Context, id string) ([]job.ForwardView, error) {
+	var vs []job.ForwardView
+	var q url.Values
+	if id != "" {
+		q = url.Values{QueryJob: {id}}
+	}
+	return vs, c.call(ctx, c.timeout, http.MethodGet, PathForwards, q, nil, &vs)
+}
+
+// Unforward closes job id's forward on listen (all its forwards when "").
+func (c *Client) Unforward(ctx context.Context, id, listen string) error {
+	q := url.Values{QueryJob: {id}}
+	if listen != "" {
+		q.Set(QueryListen, listen)
+	}
+	return c.call(ctx, c.timeout, http.MethodDelete, PathForwards, q, nil, nil)
+}
+
 // Logs copies a job's output from byte offset from to w; with follow it
 // goes on until the job ends (or ctx does), without a timeout.
 func (c *Client) Logs(ctx context.Context, id string, from int64, follow bool, w io.Writer) error {
@@ -237,6 +263,9 @@ func (c *Client) call(ctx context.Context, timeout time.Duration, method, path s
 	}
 	defer cancel()
 	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("node API %s %s: read the answer: %w", method, path, err)
 	}

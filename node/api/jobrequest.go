@@ -2,6 +2,8 @@ package api
 
 import (
 	"fmt"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +35,12 @@ type JobRequest struct {
 	Limits          *pb.Limits `json:"limits"`
 	Runtime         string     `json:"runtime"`
 	Image           string     `json:"image"`
+	// Ports are the TCP ports the job serves: "8000" or "8000/tcp".
+	Ports []string `json:"ports"`
+	// Publish opens local addresses to the job's ports, as
+	// "[HOST:]LOCALPORT:PORT" (HOST 127.0.0.1 when left out) or "PORT"
+	// (a free local port); a published port is declared too.
+	Publish []string `json:"publish"`
 }
 
 // JobFile is an input file of a JobRequest.
@@ -102,11 +110,95 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 	if spec.Restart, err = parseRestart(r.Restart); err != nil {
 		return job.Request{}, err
 	}
+	if req.Publish, err = parsePublishes(r.Publish); err != nil {
+		return job.Request{}, err
+	}
+	if spec.Ports, err = parsePorts(r.Ports, req.Publish); err != nil {
+		return job.Request{}, err
+	}
 	req.Spec = spec
 	if _, err := job.EncodeSpec(spec); err != nil && !strings.Contains(err.Error(), "job_id") {
 		return job.Request{}, err
 	}
 	return req, nil
+}
+
+// ParsePort reads a job's port: "8000" or "8000/tcp".
+func ParsePort(s string) (uint16, error) {
+	num, proto, _ := strings.Cut(s, "/")
+	n, err := strconv.ParseUint(num, 10, 16)
+	if err != nil || n == 0 || proto != "" && proto != "tcp" {
+		return 0, fmt.Errorf("port %q: want a TCP port from 1 to 65535, as 8000 or 8000/tcp", s)
+	}
+	return uint16(n), nil
+}
+
+// parsePorts turns ports, and the ports published, into the spec's
+// declared ports: ascending, each once.
+func parsePorts(ports []string, pub []job.Publish) ([]*pb.Port, error) {
+	var ns []uint16
+	for _, s := range ports {
+		n, err := ParsePort(s)
+		if err != nil {
+			return nil, err
+		}
+		ns = append(ns, n)
+	}
+	for _, p := range pub {
+		ns = append(ns, p.Port)
+	}
+	slices.Sort(ns)
+	ns = slices.Compact(ns)
+	if len(ns) > job.MaxPorts {
+		return nil, fmt.Errorf("%d ports: at most %d", len(ns), job.MaxPorts)
+	}
+	var out []*pb.Port
+	for _, n := range ns {
+		out = append(out, &pb.Port{Number: uint32(n), Protocol: "tcp"})
+	}
+	return out, nil
+}
+
+// ParsePublish reads "[HOST:]LOCALPORT:PORT" or "PORT": a local address
+// (HOST 127.0.0.1 when left out; LOCALPORT 0 or left out: a free one) and
+// the job's port.
+func ParsePublish(s string) (job.Publish, error) {
+	bad := fmt.Errorf("publish %q: want [HOST:]LOCALPORT:PORT or PORT, e.g. 127.0.0.1:8080:8000", s)
+	i := strings.LastIndexByte(s, ':')
+	local, port := "127.0.0.1:0", s
+	if i >= 0 {
+		local, port = s[:i], s[i+1:]
+		if !strings.Contains(local, ":") || strings.HasSuffix(local, "]") {
+			local = "127.0.0.1:" + local
+		}
+	}
+	n, err := ParsePort(port)
+	if err != nil {
+		return job.Publish{}, bad
+	}
+	host, lport, err := net.SplitHostPort(local)
+	if err != nil {
+		return job.Publish{}, bad
+	}
+	if _, err := strconv.ParseUint(lport, 10, 16); err != nil {
+		return job.Publish{}, bad
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return job.Publish{Listen: net.JoinHostPort(host, lport), Port: n}, nil
+}
+
+func parsePublishes(ss []string) ([]job.Publish, error) {
+	var out []job.Publish
+	for _, s := range ss {
+		p, err := ParsePublish(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // parseRestart reads never | on-failure[:N] (N restarts, default 3).

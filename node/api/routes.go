@@ -23,6 +23,7 @@ const (
 	PathJob        = "/api/v1/jobs/{id}"
 	PathJobStop    = "/api/v1/jobs/{id}/stop"
 	PathJobLogs    = "/api/v1/jobs/{id}/logs"
+	PathForwards   = "/api/v1/forwards"
 	PathReceipts   = "/api/v1/receipts"
 	PathDoctor     = "/api/v1/doctor"
 	PathMetrics    = "/metrics"
@@ -38,6 +39,8 @@ const (
 	QueryFrom   = "from"   // logs: byte offset
 	QueryFollow = "follow" // logs: "1" follows until the job ends
 	QueryLease  = "lease"  // receipts: a lease ID or its prefix
+	QueryJob    = "job"    // forwards: a job ID or its prefix
+	QueryListen = "listen" // forwards: a local address
 )
 
 // Route is one method and path the API serves.
@@ -58,12 +61,12 @@ func (r Route) Pattern() string {
 // Routes lists every route NewHandler serves (the profiler's sub-paths
 // aside), in a fresh slice.
 func Routes() []Route {
-	get, post := http.MethodGet, http.MethodPost
+	get, post, del := http.MethodGet, http.MethodPost, http.MethodDelete
 	return []Route{
 		{get, PathHealth}, {get, PathPeers}, {get, PathGPUs}, {get, PathOffers}, {get, PathOrders},
 		{get, PathLeases}, {get, PathPrices}, {get, PathCapacity}, {get, PathReputation},
 		{post, PathChallenge}, {post, PathJobs}, {get, PathJobs}, {get, PathJob}, {post, PathJobStop},
-		{get, PathJobLogs}, {get, PathReceipts}, {get, PathDoctor}, {get, PathMetrics}, {"", PathPprof},
+		{get, PathJobLogs}, {get, PathForwards}, {post, PathForwards}, {del, PathForwards}, {get, PathReceipts}, {get, PathDoctor}, {get, PathMetrics}, {"", PathPprof},
 	}
 }
 

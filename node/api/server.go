@@ -51,6 +51,9 @@ type JobService interface {
 	Job(id string) (job.View, error)
 	Stop(id, reason string) (job.View, error)
 	Logs(ctx context.Context, id string, from int64, follow bool, w io.Writer) (int64, error)
+	Forward(id string, p job.Publish) (job.ForwardView, error)
+	Forwards(id string) ([]job.ForwardView, error)
+	Unforward(id, listen string) error
 }
 
 // ErrNotStarted is what a backend returns for a part it has not started
@@ -101,7 +104,7 @@ type server struct {
 
 // handlers maps each route to its handler.
 func (s *server) handlers(o handlerOptions) map[Route]http.HandlerFunc {
-	get, post := http.MethodGet, http.MethodPost
+	get, post, del := http.MethodGet, http.MethodPost, http.MethodDelete
 	return map[Route]http.HandlerFunc{
 		{get, PathHealth}:     func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.b.Health()) },
 		{get, PathPeers}:      func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Peers())) },
@@ -118,6 +121,9 @@ func (s *server) handlers(o handlerOptions) map[Route]http.HandlerFunc {
 		{get, PathJob}:        s.job,
 		{post, PathJobStop}:   s.stopJob,
 		{get, PathJobLogs}:    s.logs,
+		{get, PathForwards}:   s.forwards,
+		{post, PathForwards}:  s.forward,
+		{del, PathForwards}:   s.unforward,
 		{get, PathReceipts}:   s.receipts,
 		{get, PathDoctor}:     s.doctor,
 		{get, PathMetrics}:    o.metrics.ServeHTTP,
@@ -261,6 +267,64 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request) {
 	fw := &flushWriter{w: bufio.NewWriter(w), rw: w}
 	_, _ = js.Logs(r.Context(), id, from, follow, fw)
 	fw.Flush()
+}
+
+// ForwardRequest is the body of POST /api/v1/forwards.
+type ForwardRequest struct {
+	Job    string `json:"job"`    // a job ID or its unique prefix
+	Listen string `json:"listen"` // local host:port; "" = 127.0.0.1 and a free port
+	Port   uint16 `json:"port"`   // a port the job declares
+}
+
+func (s *server) forwards(w http.ResponseWriter, r *http.Request) {
+	if js := s.jobService(w); js != nil {
+		fs, err := js.Forwards(r.URL.Query().Get(QueryJob))
+		if err != nil {
+			fail(w, err, http.StatusNotFound)
+			return
+		}
+		writeJSON(w, nonNil(fs))
+	}
+}
+
+func (s *server) forward(w http.ResponseWriter, r *http.Request) {
+	js := s.jobService(w)
+	if js == nil {
+		return
+	}
+	var fr ForwardRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&fr); err != nil {
+		http.Error(w, "forward request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if fr.Job == "" || fr.Port == 0 {
+		http.Error(w, "forward request: give the job and its port", http.StatusBadRequest)
+		return
+	}
+	v, err := js.Forward(fr.Job, job.Publish{Listen: fr.Listen, Port: fr.Port})
+	switch {
+	case errors.Is(err, job.ErrNoJob):
+		fail(w, err, http.StatusNotFound)
+	case err != nil:
+		fail(w, err, http.StatusBadRequest)
+	default:
+		writeJSON(w, v)
+	}
+}
+
+func (s *server) unforward(w http.ResponseWriter, r *http.Request) {
+	if js := s.jobService(w); js != nil {
+		q := r.URL.Query()
+		if q.Get(QueryJob) == "" {
+			http.Error(w, "unforward: give the job (?job=ID)", http.StatusBadRequest)
+			return
+		}
+		if err := js.Unforward(q.Get(QueryJob), q.Get(QueryListen)); err != nil {
+			fail(w, err, http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 func (s *server) receipts(w http.ResponseWriter, r *http.Request) {
