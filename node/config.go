@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -53,6 +54,9 @@ type Config struct {
 	JobUser           string                  // user that jobs run as ("": the node's own)
 	HaltGrace         time.Duration           // how long a job waits, paused, for an unpaid renter
 	UnsandboxedJobs   bool                    // a node without user namespaces may run jobs unhidden
+	JobNetwork        bool                    // jobs get a network namespace of their own (root only)
+	JobLAN            bool                    // jobs may reach private networks
+	JobDNS            []netip.Addr            // resolvers for jobs with a network of their own
 	MaxLease          time.Duration           // longest lease the supplier grants
 	ClaimWindow       time.Duration           // most a lease with no job started on it is held
 	// Per-job limits a supplier applies: the default for what a spec

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -252,6 +253,28 @@ func ConfigKeys() []Key {
 			Help: "a node that is not root and cannot create user namespaces refuses jobs unless this is set; then jobs run without the mount namespace that hides the node's key and store, and without a PID namespace",
 			set:  boolKey(func(c *Config) *bool { return &c.UnsandboxedJobs }),
 			show: func(c Config) any { return c.UnsandboxedJobs }},
+		{Name: "job_network", Kind: KindBool, Default: []string{"true"},
+			Help: "on a node running as root, each job runs in a network namespace of its own, with outbound NAT, that cannot reach this machine's own addresses, link-local addresses or other jobs; false, or a node not running as root, shares the machine's network with jobs and refuses jobs that serve ports",
+			set:  boolKey(func(c *Config) *bool { return &c.JobNetwork }),
+			show: func(c Config) any { return c.JobNetwork }},
+		{Name: "job_lan", Kind: KindBool, Default: []string{"false"},
+			Help: "jobs in a network of their own may reach private networks (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) through this machine",
+			set:  boolKey(func(c *Config) *bool { return &c.JobLAN }),
+			show: func(c Config) any { return c.JobLAN }},
+		{Name: "job_dns", Arg: "addr", Repeatable: true,
+			Help: "a DNS resolver that jobs in a network of their own use instead of this machine's; set it when the machine's resolver is on loopback (`127.0.0.53`) or the LAN, which jobs cannot reach",
+			set: func(c *Config, v []string) error {
+				c.JobDNS = nil
+				for _, s := range v {
+					a, err := netip.ParseAddr(s)
+					if err != nil {
+						return fmt.Errorf("%q is not an IP address", s)
+					}
+					c.JobDNS = append(c.JobDNS, a)
+				}
+				return nil
+			},
+			show: func(c Config) any { return c.JobDNS }},
 		{Name: "mdns", Kind: KindBool, Default: []string{"false"},
 			Help: "find and connect to gpumesh nodes on the LAN by multicast DNS",
 			set:  boolKey(func(c *Config) *bool { return &c.MDNS }),

@@ -19,6 +19,7 @@ import (
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/runtime"
+	"github.com/gpumesh/gpumesh/node/tunnel"
 	"github.com/gpumesh/gpumesh/p2p"
 )
 
@@ -30,6 +31,7 @@ type jobParts struct {
 	renter   *market.Renter
 	ctrl     *job.Controller
 	exec     *job.Executor
+	tunnels  *tunnel.Server // renters' connections to their jobs' ports
 	evidence *p2p.Topic
 }
 
@@ -61,9 +63,10 @@ func (n *Node) startJobs(ctx context.Context) error {
 	n.goLoop(func() { n.readEvidence(ctx) })
 
 	if n.market.supplier != nil {
+		rtOpts := n.runtimeOptions()
 		rts := map[string]runtime.Runtime{}
 		for _, name := range n.cfg.Runtimes {
-			rt, err := runtime.New(name, runtime.Options{Log: n.log.With("sub", "runtime"), AllowUnsandboxed: n.cfg.UnsandboxedJobs})
+			rt, err := runtime.New(name, rtOpts)
 			if err != nil {
 				n.log.Warn("job runtime not offered", "runtime", name, "err", err)
 				continue
@@ -71,7 +74,7 @@ func (n *Node) startJobs(ctx context.Context) error {
 			rts[name] = rt
 		}
 		if rts["process"] == nil {
-			rt, err := runtime.New("process", runtime.Options{Log: n.log.With("sub", "runtime"), AllowUnsandboxed: n.cfg.UnsandboxedJobs})
+			rt, err := runtime.New("process", rtOpts)
 			if err != nil {
 				return fmt.Errorf("node: %w", err)
 			}
@@ -111,6 +114,12 @@ func (n *Node) startJobs(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
+		if err := runtime.NetworkIsolation(rts["process"]); err != nil {
+			n.log.Warn("jobs share this machine's network; jobs that serve ports are refused", "why", err)
+		}
+		if j.tunnels, err = tunnel.NewServer(tunnel.ServerConfig{Host: n.net.Host, Resolve: j.exec.Tunnel, Log: n.log}); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
 	}
 
 	j.renter = market.NewRenter(market.RenterConfig{Net: n.net, Key: n.key, Orders: n.market.orders, Store: n.store, Book: n.market.book, Now: n.now, Log: n.log})
@@ -123,6 +132,16 @@ func (n *Node) startJobs(ctx context.Context) error {
 	}
 	j.ctrl.Start()
 	return nil
+}
+
+// runtimeOptions are the job runtimes' options: on a node running as
+// root with job_network on, every job gets a network namespace of its own.
+func (n *Node) runtimeOptions() runtime.Options {
+	o := runtime.Options{Log: n.log.With("sub", "runtime"), AllowUnsandboxed: n.cfg.UnsandboxedJobs}
+	if n.cfg.JobNetwork && os.Geteuid() == 0 {
+		o.Net = &runtime.NetConfig{AllowLAN: n.cfg.JobLAN, DNS: n.cfg.JobDNS}
+	}
+	return o
 }
 
 // jobLimits are the per-job limits of this supplier, from its config, the
@@ -152,6 +171,9 @@ func (n *Node) closeJobs() error {
 	var errs []error
 	if n.jobs.ctrl != nil {
 		errs = append(errs, n.jobs.ctrl.Close())
+	}
+	if n.jobs.tunnels != nil {
+		errs = append(errs, n.jobs.tunnels.Close())
 	}
 	if n.jobs.exec != nil {
 		errs = append(errs, n.jobs.exec.Close())

@@ -31,6 +31,10 @@ func testConfig(t *testing.T, dir, gpus, region string, bootstrap []string) Conf
 			"listen": {"/ip4/127.0.0.1/tcp/0"}, "api": {"127.0.0.1:0"}, "gpus": {gpus},
 			"region": {region}, "bootstrap": bootstrap, "heartbeat_interval": {"200ms"},
 			"bootstrap_timeout": {"5s"},
+			// Jobs share the test's network: a job network would make
+			// links and NAT in this machine's own namespace. The tests of
+			// job networks run the nodes in a namespace of their own.
+			"job_network": {"false"},
 		},
 	})
 	if err != nil {

@@ -80,6 +80,12 @@ type Options struct {
 	// ExtraArgs, when set, returns more `gpumesh node` arguments for node
 	// i (the chaos run's --clock-offset); a restart keeps them.
 	ExtraArgs func(i int) []string
+	// JobNetwork gives the suppliers' jobs networks of their own (config
+	// job_network; they need root). On 127.0.0.1 it is off unless set:
+	// the jobs' links and NAT would be made in this machine's own
+	// namespace. In a namespace lab (Netns) it is always on: they are
+	// made inside the lab's namespaces.
+	JobNetwork bool
 
 	// Netns runs the nodes in a namespace lab (package netlab) instead of
 	// on 127.0.0.1: a third public, a third behind cone NATs, a third
@@ -271,6 +277,7 @@ func plan(o Options, i int, bootstrap []string, ln *netlab.Node) NodeInfo {
 		"--log-level", "info",
 		"--pricing", p.Pricing,
 		"--audit-interval", o.AuditInterval.String(),
+		"--job-network=" + strconv.FormatBool(o.JobNetwork || ln != nil),
 	}
 	if p.Cheat != "" {
 		n.Args = append(n.Args, "--sim-cheat", p.Cheat)

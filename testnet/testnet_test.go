@@ -364,7 +364,7 @@ func TestPlan(t *testing.T) {
 		"--listen", "/ip4/127.0.0.1/tcp/40103", "--listen", "/ip4/127.0.0.1/udp/40103/quic-v1",
 		"--api", "127.0.0.1:41103", "--gpus", "sim:l40s:2", "--region", "ap-south",
 		"--heartbeat-interval", "2s", "--log-level", "info",
-		"--pricing", "fixed", "--audit-interval", "2m0s", "--price", "l40s=0.90",
+		"--pricing", "fixed", "--audit-interval", "2m0s", "--job-network=false", "--price", "l40s=0.90",
 		"--bootstrap", "/ip4/127.0.0.1/tcp/40100/p2p/A",
 	}
 	if !slices.Equal(n.Args, want) {

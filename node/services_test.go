@@ -1,0 +1,234 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/node/job"
+	"github.com/gpumesh/gpumesh/node/job/pb"
+	"github.com/gpumesh/gpumesh/node/tunnel"
+)
+
+// netnsChildEnv marks a test binary re-executed inside a network namespace
+// its parent test made.
+const netnsChildEnv = "GPUMESH_TEST_IN_NETNS"
+
+// inOwnNetns runs the calling test again in a fresh network namespace of
+// its own, with only a loopback, and reports whether this is that run.
+// The parent (false) waits for the child, fails with it, and removes the
+// namespace; the child (true) runs the test body. Jobs with networks of
+// their own make veth links and nftables rules in the node's namespace,
+// which must not be the machine's. It skips without root, ip or nft.
+func inOwnNetns(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(netnsChildEnv) == t.Name() {
+		return true
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("job networks need root")
+	}
+	for _, tool := range []string{"ip", "nft"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("job networks need %s", tool)
+		}
+	}
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	ns := "gmtest-" + hex.EncodeToString(rnd[:])
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
+			for _, pid := range strings.Fields(string(out)) {
+				_ = exec.Command("kill", "-9", pid).Run()
+			}
+		}
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", ns, err, out)
+		}
+	})
+	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up: %v: %s", err, out)
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"netns", "exec", ns, bin, "-test.run", "^" + t.Name() + "$", "-test.v", "-test.count=1"}
+	if dl, ok := t.Deadline(); ok {
+		args = append(args, "-test.timeout", time.Until(dl).Round(time.Second).String())
+	}
+	cmd := exec.Command("ip", args...)
+	cmd.Env = append(os.Environ(), netnsChildEnv+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	t.Logf("in network namespace %s:\n%s", ns, out)
+	if err != nil {
+		t.Fatalf("the test in its namespace failed: %v", err)
+	}
+	if !bytes.Contains(out, []byte("--- PASS: "+t.Name())) {
+		t.Fatalf("the test in its namespace did not pass (skipped?)")
+	}
+	return false
+}
+
+// echoServer is the job's HTTP server: GET answers with the attempt that
+// serves it, POST echoes the body as it arrives. It listens on loopback
+// only, inside the job's network.
+const echoServer = `import os, sys
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def do_GET(self):
+        body = ("attempt %s\n" % os.environ.get("JOB_ATTEMPT")).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_POST(self):
+        n = int(self.headers["Content-Length"])
+        self.send_response(200)
+        self.send_header("Content-Length", str(n))
+        self.end_headers()
+        while n > 0:
+            b = self.rfile.read(min(n, 1 << 20))
+            if not b:
+                break
+            self.wfile.write(b)
+            n -= len(b)
+
+print("serving", flush=True)
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+`
+
+// TestServiceThroughForward: a renter runs an HTTP server job that
+// declares port 8000 and publishes it on a local address. Requests and a
+// 100 MiB body go through the address, the renter's node, a tunnel stream
+// and the supplier into the job's own network and back intact; another
+// peer and an undeclared port are refused; when the supplier is lost, the
+// job fails over and the same local address reaches the new attempt.
+func TestServiceThroughForward(t *testing.T) {
+	if !inOwnNetns(t) {
+		return
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("the job's server needs python3")
+	}
+	jn := startJobNet(t, 3*time.Second, func(c *Config) { c.JobNetwork = true })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, err := jn.renter.Jobs().Submit(ctx, job.Request{
+		Spec: &pb.JobSpec{
+			Argv:  []string{"python3", "server.py", "8000"},
+			Files: []*pb.File{{Path: "server.py", Data: []byte(echoServer)}},
+			Ports: []*pb.Port{{Number: 8000, Protocol: "tcp"}},
+		},
+		Publish: []job.Publish{{Listen: "127.0.0.1:0", Port: 8000}},
+		Filter:  "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: int64(money.Unit), MinReputation: 0.5, AllowUnproven: true,
+		// Credit for several receipts: moving 200 MiB keeps both nodes
+		// busy, and a voucher late by one receipt would halt the job.
+		ReceiptInterval: 500 * time.Millisecond, CreditLimit: int64(money.Unit) / 10,
+	})
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	if len(v.Publish) != 1 || strings.HasSuffix(v.Publish[0].Listen, ":0") {
+		t.Fatalf("published %+v, want one address with the port picked", v.Publish)
+	}
+	addr := "http://" + v.Publish[0].Listen
+	client := &http.Client{Timeout: 60 * time.Second}
+	get := func() string {
+		resp, err := client.Get(addr + "/")
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return ""
+		}
+		return string(b)
+	}
+	eventually(t, 30*time.Second, "the job's server to answer through the forward", func() bool { return get() == "attempt 1\n" })
+
+	// 100 MiB up and back, checksummed.
+	body := make([]byte, 100<<20)
+	_, _ = rand.Read(body)
+	start := time.Now()
+	resp, err := client.Post(addr+"/echo", "application/octet-stream", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST 100 MiB: %v", err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, resp.Body)
+	resp.Body.Close()
+	if err != nil || n != int64(len(body)) || !bytes.Equal(h.Sum(nil), sha256Of(body)) {
+		t.Fatalf("echo of 100 MiB: %d bytes, err %v, checksum match %v", n, err, bytes.Equal(h.Sum(nil), sha256Of(body)))
+	}
+	t.Logf("100 MiB up and back through the tunnel in %s", time.Since(start).Round(time.Millisecond))
+
+	// Only the renter, only a declared port.
+	lease := mustID(t, v.LeaseID)
+	ep := tunnel.Endpoint{Peer: jn.cheap.ID(), LeaseID: [32]byte(lease), Attempt: 1}
+	open := func(n *Node) func(ctx context.Context, p peer.ID) (network.Stream, error) {
+		return func(ctx context.Context, p peer.ID) (network.Stream, error) {
+			if err := n.connectPeer(ctx, p); err != nil {
+				return nil, err
+			}
+			return n.net.Host.NewStream(ctx, p, tunnel.Protocol)
+		}
+	}
+	if _, err := tunnel.Dial(ctx, open(jn.boot), ep, 8000); !tunnel.IsRefusal(err, tunnel.RefusedNoAttempt) {
+		t.Errorf("another peer's tunnel to the job: %v, want refused as no-attempt", err)
+	}
+	if _, err := tunnel.Dial(ctx, open(jn.renter), ep, 22); !tunnel.IsRefusal(err, tunnel.RefusedPort) {
+		t.Errorf("a tunnel to an undeclared port: %v, want refused as port", err)
+	}
+	st, err := tunnel.Dial(ctx, open(jn.renter), ep, 8000)
+	if err != nil {
+		t.Fatalf("the renter's own tunnel: %v", err)
+	}
+	st.Close()
+
+	// Failover: the same address reaches attempt 2 on the other supplier.
+	if err := jn.cheap.Network().Host.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the job to run on the other supplier", func() bool {
+		v = jobView(t, jn.renter, v.JobID)
+		return v.Attempt == 2 && v.Supplier == jn.boot.ID().String() && v.State == job.StateRunning
+	})
+	eventually(t, 30*time.Second, "attempt 2 to answer on the same address", func() bool { return get() == "attempt 2\n" })
+	fs, err := jn.renter.Jobs().Forwards(v.JobID)
+	if err != nil || len(fs) != 1 || "http://"+fs[0].Listen != addr || fs[0].Accepted < 2 {
+		t.Fatalf("forwards %+v (%v)", fs, err)
+	}
+	if _, err := jn.renter.Jobs().Stop(v.JobID, "test over"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the forward to close with the job", func() bool {
+		fs, _ := jn.renter.Jobs().Forwards(v.JobID)
+		return len(fs) == 0
+	})
+}
+
+func sha256Of(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
+}
