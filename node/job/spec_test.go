@@ -63,6 +63,21 @@ func TestSpecRejects(t *testing.T) {
 		"bad policy":        func(m *pb.JobSpec) { m.Restart = &pb.Restart{Policy: "always"} },
 		"negative limit":    func(m *pb.JobSpec) { m.Limits = &pb.Limits{CpuSeconds: -1} },
 		"too many args":     func(m *pb.JobSpec) { m.Argv = make([]string, MaxArgs+1); m.Argv[0] = "x" },
+		"port 0":            func(m *pb.JobSpec) { m.Ports = []*pb.Port{{Number: 0, Protocol: "tcp"}} },
+		"port 65536":        func(m *pb.JobSpec) { m.Ports = []*pb.Port{{Number: 65536, Protocol: "tcp"}} },
+		"udp port":          func(m *pb.JobSpec) { m.Ports = []*pb.Port{{Number: 53, Protocol: "udp"}} },
+		"port w/o protocol": func(m *pb.JobSpec) { m.Ports = []*pb.Port{{Number: 80}} },
+		"ports descending": func(m *pb.JobSpec) {
+			m.Ports = []*pb.Port{{Number: 9000, Protocol: "tcp"}, {Number: 8000, Protocol: "tcp"}}
+		},
+		"port repeated": func(m *pb.JobSpec) {
+			m.Ports = []*pb.Port{{Number: 8000, Protocol: "tcp"}, {Number: 8000, Protocol: "tcp"}}
+		},
+		"too many ports": func(m *pb.JobSpec) {
+			for i := range MaxPorts + 1 {
+				m.Ports = append(m.Ports, &pb.Port{Number: uint32(8000 + i), Protocol: "tcp"})
+			}
+		},
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -92,6 +107,32 @@ func TestSpecRejects(t *testing.T) {
 	dup := append(append([]byte(nil), s.Raw...), s.Raw[:2]...)
 	if _, err := DecodeSpec(dup); err == nil {
 		t.Fatal("a non-canonical encoding was accepted")
+	}
+}
+
+// TestSpecPorts: declared ports are part of the spec's hash, and Serves
+// answers for them only.
+func TestSpecPorts(t *testing.T) {
+	plain, err := EncodeSpec(validSpec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := validSpec()
+	m.Ports = []*pb.Port{{Number: 8000, Protocol: "tcp"}, {Number: 9000, Protocol: "tcp"}}
+	s, err := EncodeSpec(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Hash == plain.Hash {
+		t.Fatal("ports do not change the spec's hash")
+	}
+	for port, want := range map[uint16]bool{8000: true, 9000: true, 8080: false, 22: false} {
+		if s.Serves(port) != want {
+			t.Errorf("Serves(%d) = %v", port, !want)
+		}
+	}
+	if plain.Serves(8000) {
+		t.Error("a spec without ports serves 8000")
 	}
 }
 
