@@ -18,16 +18,18 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpumesh/gpumesh/node/tunnel/pb"
 	"github.com/gpumesh/gpumesh/p2p"
 )
 
-// newHost is a real libp2p host on loopback TCP.
-func newHost(t *testing.T) host.Host {
+// newHost is a real libp2p host on loopback TCP, secured with Noise as a
+// node's (p2p.New).
+func newHost(t testing.TB) host.Host {
 	t.Helper()
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics(), libp2p.Security(noise.ID, noise.New))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,7 @@ type supplier struct {
 	refuse atomic.Pointer[Refusal]
 }
 
-func newSupplier(t *testing.T, renter peer.ID, ln net.Listener, cfg ServerConfig) *supplier {
+func newSupplier(t testing.TB, renter peer.ID, ln net.Listener, cfg ServerConfig) *supplier {
 	t.Helper()
 	s := &supplier{h: newHost(t), done: make(chan struct{})}
 	_, _ = rand.Read(s.lease[:])

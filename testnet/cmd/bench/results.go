@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -183,6 +184,54 @@ func microRows() ([]Row, error) {
 		r := ratioRow(p.figure, v, b, p.what, p.goal)
 		r.Value, r.Baseline = usStr(v), usStr(b)+" "+p.what
 		rows = append(rows, r)
+	}
+	tr, err := tunnelRows()
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, tr...), nil
+}
+
+// tunnelRows are a tunnel's throughput and the latency it adds, beside
+// raw loopback TCP in the same run (node/tunnel's benchmarks: a renter's
+// forward, a libp2p stream secured with Noise over loopback TCP, the
+// supplier's server, a TCP server).
+func tunnelRows() ([]Row, error) {
+	ns, err := goBench("Throughput|Request", "300x", "./node/tunnel/")
+	if err != nil {
+		return nil, err
+	}
+	get := func(name string) (time.Duration, error) {
+		v, ok := ns["node/tunnel.Benchmark"+name]
+		if !ok {
+			return 0, fmt.Errorf("benchmark %s did not run", name)
+		}
+		return time.Duration(v), nil
+	}
+	tun, err1 := get("TunnelThroughput")
+	raw, err2 := get("RawTCPThroughput")
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	mbs := func(d time.Duration) float64 { return float64(1<<20) / d.Seconds() / 1e6 }
+	share := mbs(tun) / mbs(raw)
+	rows := []Row{{
+		Figure: "tunnel throughput (1 MiB writes through a forward, a Noise-secured libp2p stream and the supplier)",
+		Value:  fmt.Sprintf("%.0f MB/s", mbs(tun)), Baseline: fmt.Sprintf("%.0f MB/s raw loopback TCP", mbs(raw)),
+		Ratio: share, Goal: "≥ 0.5× raw", Met: met(share >= 0.5),
+	}}
+	for _, p := range []struct{ figure, name string }{
+		{"tunnel request: 64 bytes and the answer on an open connection", "Request"},
+		{"tunnel connection: a new connection, a request and its answer", "ConnectRequest"},
+	} {
+		tv, err1 := get("Tunnel" + p.name)
+		rv, err2 := get("RawTCP" + p.name)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, err
+		}
+		added := tv - rv
+		rows = append(rows, Row{Figure: p.figure, Value: usStr(tv) + fmt.Sprintf(" (%s added)", usStr(added)),
+			Baseline: usStr(rv) + " raw loopback TCP", Ratio: float64(tv) / float64(rv), Goal: "≤ 1 ms added", Met: met(added <= time.Millisecond)})
 	}
 	return rows, nil
 }
