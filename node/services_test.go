@@ -6,11 +6,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,8 +88,8 @@ func inOwnNetns(t *testing.T) bool {
 	return false
 }
 
-// echoServer is the job's HTTP server: GET answers with the attempt that
-// serves it, POST echoes the body as it arrives. It listens on loopback
+// echoServer is the job's HTTP server: GET answers with the job and the
+// attempt that serve it, POST echoes the body as it arrives. It listens on loopback
 // only, inside the job's network.
 const echoServer = `import os, sys
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
@@ -96,7 +98,7 @@ class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *a): pass
     def do_GET(self):
-        body = ("attempt %s\n" % os.environ.get("JOB_ATTEMPT")).encode()
+        body = ("job %s attempt %s\n" % (os.environ.get("GPUMESH_JOB_ID"), os.environ.get("JOB_ATTEMPT"))).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -165,7 +167,7 @@ func TestServiceThroughForward(t *testing.T) {
 		}
 		return string(b)
 	}
-	eventually(t, 30*time.Second, "the job's server to answer through the forward", func() bool { return get() == "attempt 1\n" })
+	eventually(t, 30*time.Second, "the job's server to answer through the forward", func() bool { return strings.HasSuffix(get(), " attempt 1\n") })
 
 	// 100 MiB up and back, checksummed.
 	body := make([]byte, 100<<20)
@@ -214,7 +216,7 @@ func TestServiceThroughForward(t *testing.T) {
 		v = jobView(t, jn.renter, v.JobID)
 		return v.Attempt == 2 && v.Supplier == jn.boot.ID().String() && v.State == job.StateRunning
 	})
-	eventually(t, 30*time.Second, "attempt 2 to answer on the same address", func() bool { return get() == "attempt 2\n" })
+	eventually(t, 30*time.Second, "attempt 2 to answer on the same address", func() bool { return strings.HasSuffix(get(), " attempt 2\n") })
 	fs, err := jn.renter.Jobs().Forwards(v.JobID)
 	if err != nil || len(fs) != 1 || "http://"+fs[0].Listen != addr || fs[0].Accepted < 2 {
 		t.Fatalf("forwards %+v (%v)", fs, err)
@@ -231,4 +233,146 @@ func TestServiceThroughForward(t *testing.T) {
 func sha256Of(b []byte) []byte {
 	s := sha256.Sum256(b)
 	return s[:]
+}
+
+// TestReplicasBehindOneAddress: a service of two replicas behind one
+// published address. Both serve (connections are balanced), each on a
+// supplier of its own; when one replica's supplier is lost under a steady
+// load, at least 99% of requests still succeed, the lost replica is
+// replaced on the third supplier (never the lost one, nor its sibling's),
+// becomes healthy and serves again, on the same address.
+func TestReplicasBehindOneAddress(t *testing.T) {
+	if !inOwnNetns(t) {
+		return
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("the job's server needs python3")
+	}
+	jn := startJobNet(t, 3*time.Second, func(c *Config) { c.JobNetwork = true })
+	third := sellerConfig(t, "unset", "sim:rtx4090:1", "eu-west", "fixed", []string{"rtx4090=0.60"}, bootstrapOf(jn.boot))
+	third.DataDir, third.HaltGrace, third.AuditInterval, third.JobNetwork = t.TempDir(), 3*time.Second, 0, true
+	spare := startNode(t, third)
+	waitAdvertised(t, spare)
+	eventually(t, 20*time.Second, "the third ask in the renter's book", func() bool {
+		for _, a := range jn.renter.Book().Asks("") {
+			if a.Supplier == spare.ID() {
+				return true
+			}
+		}
+		return false
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	v, err := jn.renter.Jobs().Submit(ctx, job.Request{
+		Spec: &pb.JobSpec{
+			Argv:  []string{"python3", "server.py", "8000"},
+			Files: []*pb.File{{Path: "server.py", Data: []byte(echoServer)}},
+			Ports: []*pb.Port{{Number: 8000, Protocol: "tcp"}},
+		},
+		Publish: []job.Publish{{Listen: "127.0.0.1:0", Port: 8000}}, Replicas: 2, Health: "/healthz", HealthGrace: time.Minute,
+		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: int64(money.Unit), MinReputation: 0.5, AllowUnproven: true,
+		ReceiptInterval: 500 * time.Millisecond, CreditLimit: int64(money.Unit) / 10,
+	})
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	addr := "http://" + v.Publish[0].Listen
+	replicas := func() []job.View {
+		var out []job.View
+		for _, r := range jn.renter.Jobs().Jobs() {
+			if r.Group == v.JobID {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	eventually(t, 60*time.Second, "two healthy replicas on distinct suppliers", func() bool {
+		rs := replicas()
+		return len(rs) == 2 && rs[0].Health == "healthy" && rs[1].Health == "healthy" && rs[0].Supplier != rs[1].Supplier
+	})
+
+	// Steady load: 8 clients, each a request at a time, each request on
+	// a new connection.
+	var (
+		mu       sync.Mutex
+		ok, fail int
+		served   = map[string]int{}
+		stop     = make(chan struct{})
+		wg       sync.WaitGroup
+	)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A connection per request: the forward balances connections.
+			client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			defer client.CloseIdleConnections()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := client.Get(addr + "/")
+				var body []byte
+				if err == nil {
+					body, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("status %s", resp.Status)
+					}
+				}
+				mu.Lock()
+				if err != nil {
+					fail++
+				} else {
+					ok++
+					served[strings.Fields(string(body))[1]]++
+				}
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(3 * time.Second)
+	mu.Lock()
+	before := len(served)
+	mu.Unlock()
+	if before != 2 {
+		t.Errorf("connections went to %d replicas before the loss, want 2: %v", before, served)
+	}
+	rs := replicas()
+	lostID, lostSupplier := rs[0].JobID, rs[0].Supplier
+	var lostNode *Node
+	for _, n := range []*Node{jn.boot, jn.cheap, spare} {
+		if n.ID().String() == lostSupplier {
+			lostNode = n
+		}
+	}
+	lostAt := time.Now()
+	if err := lostNode.Network().Host.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the lost replica replaced on the spare supplier and healthy", func() bool {
+		r := jobView(t, jn.renter, lostID)
+		return r.Attempt == 2 && r.Supplier == spare.ID().String() && r.Health == "healthy"
+	})
+	t.Logf("the lost replica was replaced and healthy %s after its supplier went", time.Since(lostAt).Round(10*time.Millisecond))
+	mu.Lock()
+	served = map[string]int{}
+	mu.Unlock()
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	total := ok + fail
+	t.Logf("requests: %d, failed: %d (%.2f%%); served by %d replicas after the replacement", total, fail, 100*float64(fail)/float64(total), len(served))
+	if total < 100 || float64(fail) > 0.01*float64(total) {
+		t.Errorf("%d of %d requests failed, want at most 1%%", fail, total)
+	}
+	if len(served) != 2 {
+		t.Errorf("after the replacement connections went to %d replicas, want 2: %v", len(served), served)
+	}
+	if got := jobView(t, jn.renter, v.JobID).Publish; len(got) != 1 || "http://"+got[0].Listen != addr {
+		t.Errorf("the address moved: %v", got)
+	}
 }

@@ -162,6 +162,9 @@ follow later with "gpumesh logs -f JOB".`,
 	fl.StringVar(&jr.Image, "image", "", "container image, with --runtime docker|podman")
 	fl.BoolVar(&detach, "detach", false, "return once the job runs; your node goes on following it")
 	fl.StringArrayVar(&jr.Ports, "port", nil, "a TCP port the job serves, as 8000 or 8000/tcp (repeatable): only declared ports can be reached, through gpumesh forward or --publish")
+	fl.IntVar(&jr.Replicas, "replicas", 1, "run the job on this many distinct suppliers at once, behind the same --publish address (each replica is leased, metered and settled on its own; one that fails its health checks is replaced)")
+	fl.StringVar(&jr.Health, "health", "", "HTTP path your node checks each replica at, e.g. /healthz (default: a TCP connect to the first port)")
+	fl.StringVar(&jr.HealthGrace, "health-grace", "", "how long a new replica may take to become healthy before it is replaced (default 5m)")
 	fl.StringArrayVar(&jr.Publish, "publish", nil, "[HOST:]LOCALPORT:PORT: your node listens on HOST:LOCALPORT (HOST 127.0.0.1 by default) and carries each connection to the job's PORT, on whichever supplier runs it (repeatable; declares PORT)")
 	addKeyFlags(fl, namedKeys("api"))
 	return cmd
@@ -230,9 +233,13 @@ func newJobsCmd(a *app) *cobra.Command {
 			}
 			var rows [][]string
 			for _, v := range vs {
-				rows = append(rows, []string{v.JobID[:12], v.State, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), money.Micros(v.PaidMicros).String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
+				replica := "-"
+				if v.Group != "" {
+					replica = fmt.Sprintf("%s/%d", short(v.Group)[:8], v.Replica)
+				}
+				rows = append(rows, []string{v.JobID[:12], v.State, orDash(v.Health), replica, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), money.Micros(v.PaidMicros).String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
 			}
-			a.table([]string{"JOB", "STATE", "ATTEMPT", "SUPPLIER", "PAID", "COMMAND", "CREATED"}, rows)
+			a.table([]string{"JOB", "STATE", "HEALTH", "REPLICA", "ATTEMPT", "SUPPLIER", "PAID", "COMMAND", "CREATED"}, rows)
 			return nil
 		},
 	}
@@ -246,6 +253,15 @@ func (a *app) printJob(v job.View) {
 		fmt.Fprintf(a.stdout, " (%s)", v.Message)
 	}
 	fmt.Fprintf(a.stdout, "\ncommand   %s\npaid      %s\nfailovers %d, restarts %d\n", strings.Join(v.Argv, " "), money.Micros(v.PaidMicros).String(), v.Failovers, v.Restarts)
+	if v.Group != "" {
+		fmt.Fprintf(a.stdout, "replica   %d of group %s\n", v.Replica, v.Group)
+	}
+	if v.Health != "" {
+		fmt.Fprintf(a.stdout, "health    %s\n", v.Health)
+	}
+	for _, p := range v.Publish {
+		fmt.Fprintf(a.stdout, "serves    port %d on %s\n", p.Port, p.Listen)
+	}
 	var rows [][]string
 	for _, at := range v.Attempts {
 		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome), strconv.Itoa(at.Receipts), money.Micros(at.PaidMicros).String(), strconv.FormatBool(at.Settled), short(at.Checkpoint)})

@@ -708,6 +708,12 @@ func TestJobRequestToRequest(t *testing.T) {
 		{"port too high", func(r *api.JobRequest) { r.Ports = []string{"70000"} }, `port "70000"`},
 		{"publish without port", func(r *api.JobRequest) { r.Publish = []string{"127.0.0.1:8080:"} }, "publish"},
 		{"publish bad local port", func(r *api.JobRequest) { r.Publish = []string{"127.0.0.1:x:8000"} }, "publish"},
+		{"replicas without a port", func(r *api.JobRequest) { r.Replicas = 2 }, "replicas 2"},
+		{"too many replicas", func(r *api.JobRequest) { r.Ports = []string{"80"}; r.Replicas = 17 }, "replicas 17"},
+		{"health without a port", func(r *api.JobRequest) { r.Health = "/healthz" }, "health checks need a port"},
+		{"health not a path", func(r *api.JobRequest) { r.Ports = []string{"80"}; r.Health = "healthz" }, `health "healthz"`},
+		{"health with a newline", func(r *api.JobRequest) { r.Ports = []string{"80"}; r.Health = "/a\r\nX: y" }, "health"},
+		{"health grace too short", func(r *api.JobRequest) { r.Ports = []string{"80"}; r.HealthGrace = "1ms" }, "health_grace"},
 		{"too many ports", func(r *api.JobRequest) {
 			for i := range 17 {
 				r.Ports = append(r.Ports, strconv.Itoa(8000+i))

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -41,6 +42,14 @@ type JobRequest struct {
 	// "[HOST:]LOCALPORT:PORT" (HOST 127.0.0.1 when left out) or "PORT"
 	// (a free local port); a published port is declared too.
 	Publish []string `json:"publish"`
+	// Replicas runs the job this many times at once, on distinct
+	// suppliers, behind the same forwards (0 or 1: once).
+	Replicas int `json:"replicas"`
+	// Health is the HTTP path the renter's node checks each replica at
+	// ("" : a TCP connect to the first port); HealthGrace how long a new
+	// attempt may take to become healthy (e.g. "10m"; "" : 5m).
+	Health      string `json:"health"`
+	HealthGrace string `json:"health_grace"`
 }
 
 // JobFile is an input file of a JobRequest.
@@ -116,11 +125,39 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 	if spec.Ports, err = parsePorts(r.Ports, req.Publish); err != nil {
 		return job.Request{}, err
 	}
+	if err := r.services(&req, len(spec.Ports) > 0); err != nil {
+		return job.Request{}, err
+	}
 	req.Spec = spec
 	if _, err := job.EncodeSpec(spec); err != nil && !strings.Contains(err.Error(), "job_id") {
 		return job.Request{}, err
 	}
 	return req, nil
+}
+
+// services checks and copies the replicas and health settings.
+func (r JobRequest) services(req *job.Request, serves bool) error {
+	if r.Replicas < 0 || r.Replicas > job.MaxReplicas {
+		return fmt.Errorf("replicas %d: want 1 to %d", r.Replicas, job.MaxReplicas)
+	}
+	if r.Replicas > 1 && !serves {
+		return fmt.Errorf("replicas %d: replicas serve ports; declare one with ports or publish", r.Replicas)
+	}
+	if r.Health != "" && (!strings.HasPrefix(r.Health, "/") || strings.ContainsAny(r.Health, " \r\n\x00") || len(r.Health) > 1024) {
+		return fmt.Errorf("health %q: want an HTTP path such as /healthz", r.Health)
+	}
+	if (r.Health != "" || r.HealthGrace != "") && !serves {
+		return errors.New("health checks need a port the job serves: declare one with ports or publish")
+	}
+	if r.HealthGrace != "" {
+		g, err := time.ParseDuration(r.HealthGrace)
+		if err != nil || g < time.Second || g > 24*time.Hour {
+			return fmt.Errorf("health_grace %q: want a duration from 1s to 24h", r.HealthGrace)
+		}
+		req.HealthGrace = g
+	}
+	req.Replicas, req.Health = r.Replicas, r.Health
+	return nil
 }
 
 // ParsePort reads a job's port: "8000" or "8000/tcp".

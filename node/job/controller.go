@@ -16,6 +16,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
@@ -49,6 +50,17 @@ type Request struct {
 	// Publish opens local addresses that carry connections to ports of
 	// the job (Forward), before it is rented.
 	Publish []Publish
+	// Replicas runs the job this many times at once (0 or 1: once), each
+	// on a supplier of its own and as a job of its own (its own ID, lease,
+	// meter and settlement), behind the same forwards (see Health).
+	Replicas int
+	// Health is how the renter's node checks a job that serves ports
+	// (health.go): an HTTP path such as "/healthz" (GET; a 2xx or 3xx
+	// answer is healthy), or "" for a TCP connect to its first port.
+	Health string
+	// HealthGrace is how long a new attempt may take to become healthy
+	// before it is given up (default DefaultHealthGrace).
+	HealthGrace time.Duration
 }
 
 // AttemptView is one attempt of a job.
@@ -84,6 +96,9 @@ type View struct {
 	PaidMicros int64         `json:"paid_micros"`
 	Attempts   []AttemptView `json:"attempts"`
 	Publish    []Publish     `json:"publish,omitempty"` // local addresses forwarded to its ports
+	Group      string        `json:"group,omitempty"`   // replicas: the group's (first replica's) job ID
+	Replica    int           `json:"replica"`           // replicas: 0, 1, ...
+	Health     string        `json:"health,omitempty"`  // a job that serves ports: healthy, unhealthy: why, or starting
 	Created    time.Time     `json:"created"`
 	Updated    time.Time     `json:"updated"`
 }
@@ -123,8 +138,12 @@ type jobRecord struct {
 	Failovers  int          `json:"failovers"`
 	Restarts   int          `json:"restarts"`
 	StopAsked  string       `json:"stop_asked,omitempty"`
-	FinishedAt time.Time    `json:"finished_at,omitempty"` // when the job reached its final state
-	Publish    []Publish    `json:"publish,omitempty"`     // its forwards: local addresses to its ports
+	FinishedAt time.Time    `json:"finished_at,omitempty"`  // when the job reached its final state
+	Publish    []Publish    `json:"publish,omitempty"`      // its forwards: local addresses to its ports
+	Group      string       `json:"group,omitempty"`        // a replica's group: the first replica's job ID
+	Replica    int          `json:"replica,omitempty"`      // 0, 1, ... within the group
+	Health     string       `json:"health_check,omitempty"` // HTTP path, or "" for a TCP connect
+	Grace      int64        `json:"health_grace_ms,omitempty"`
 	Created    time.Time    `json:"created"`
 	Updated    time.Time    `json:"updated"`
 }
@@ -193,6 +212,7 @@ type jobState struct {
 	logs    map[uint32]*logFile
 	fwd     []*forward       // open forwards to the job's ports
 	ep      *tunnel.Endpoint // the current attempt as a tunnel endpoint (endpoints)
+	health  healthState      // the current attempt's health (health.go)
 }
 
 func (js *jobState) notify() {
@@ -244,6 +264,8 @@ func (c *Controller) Start() {
 		return
 	}
 	c.started = true
+	c.wg.Add(1)
+	go c.healthLoop()
 	for _, js := range c.jobs {
 		js.mu.Lock()
 		done := js.rec.finished() && (c.allSettled(&js.rec) || c.settleGaveUp(&js.rec))
@@ -331,9 +353,6 @@ func (c *Controller) save(js *jobState) error {
 	if err := c.cfg.Store.Put(ksJobs, id, b); err != nil {
 		return fmt.Errorf("keep job %s: %w", js.rec.ID, err)
 	}
-	if js.rec.finished() {
-		c.closeForwards(js)
-	}
 	js.notify()
 	return nil
 }
@@ -342,6 +361,36 @@ func (c *Controller) save(js *jobState) error {
 // returns once the supplier has started the process; the node then
 // follows the job on its own.
 func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
+	if req.Replicas <= 1 {
+		return c.submit(ctx, req, "", 0)
+	}
+	if len(req.Spec.Ports) == 0 {
+		return View{}, errors.New("replicas serve ports: declare the port the job serves")
+	}
+	if req.Replicas > MaxReplicas {
+		return View{}, fmt.Errorf("%d replicas: at most %d", req.Replicas, MaxReplicas)
+	}
+	// Each replica is a job of its own, with an ID of its own (so a spec,
+	// a lease and a meter of its own); the first one holds the forwards
+	// and names the group.
+	first, err := c.submit(ctx, req, "", 0)
+	if err != nil {
+		return first, err
+	}
+	for i := 1; i < req.Replicas; i++ {
+		r := req
+		r.Spec = proto.Clone(req.Spec).(*pb.JobSpec)
+		r.Spec.JobId, r.Publish = nil, nil
+		if _, err := c.submit(ctx, r, first.JobID, i); err != nil {
+			c.log.Warn("replica not started; the group serves with fewer", "group", first.JobID[:8], "replica", i, "err", err)
+		}
+	}
+	return c.Job(first.JobID)
+}
+
+// submit rents GPUs for one job (a replica i of group when group is set)
+// and starts its first attempt.
+func (c *Controller) submit(ctx context.Context, req Request, group string, replica int) (View, error) {
 	m := req.Spec
 	if len(m.JobId) == 0 {
 		m.JobId = NewJobID()
@@ -352,6 +401,9 @@ func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
 	spec, err := EncodeSpec(m)
 	if err != nil {
 		return View{}, err
+	}
+	if group == "" && req.Replicas > 1 {
+		group = spec.ID() // the first replica names the group
 	}
 	if int(spec.Gpus) != req.Count {
 		return View{}, fmt.Errorf("the spec asks for %d GPUs but %d are rented", spec.Gpus, req.Count)
@@ -364,6 +416,7 @@ func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
 		ID: spec.ID(), Spec: spec.Raw, Filter: req.Filter, Count: req.Count, Duration: req.Duration.Milliseconds(),
 		MaxPrice: req.MaxPrice, MinRep: req.MinReputation, Unproven: req.AllowUnproven, Interval: req.ReceiptInterval.Milliseconds(),
 		Credit: req.CreditLimit, State: StateRenting, Created: now,
+		Group: group, Replica: replica, Health: req.Health, Grace: req.HealthGrace.Milliseconds(),
 	}, spec: spec, changed: make(chan struct{}), logs: map[uint32]*logFile{}}
 	js.mu.Lock()
 	err = c.save(js)
@@ -401,6 +454,9 @@ func (c *Controller) rentAttempt(ctx context.Context, js *jobState, exclude []pe
 	if err != nil {
 		return err
 	}
+	// Replicas run on distinct suppliers: a sibling's supplier is left
+	// out, and so is any supplier a sibling lost.
+	exclude = append(exclude, c.siblingSuppliers(js)...)
 	l, err := c.cfg.Rent(ctx, market.RentRequest{
 		Filter: f, Count: rec.Count, Duration: time.Duration(rec.Duration) * time.Millisecond, MaxPrice: rec.MaxPrice,
 		MinReputation: rec.MinRep, AllowUnproven: rec.Unproven, Exclude: exclude,
@@ -475,7 +531,7 @@ func (c *Controller) view(js *jobState) View {
 	v := View{
 		JobID: r.ID, State: r.State, ExitCode: r.ExitCode, Message: r.Message, Argv: js.spec.Argv,
 		Checkpoint: r.Checkpoint, Failovers: r.Failovers, Restarts: r.Restarts, Created: r.Created, Updated: r.Updated,
-		Attempts: []AttemptView{}, Publish: slices.Clone(r.Publish),
+		Attempts: []AttemptView{}, Publish: slices.Clone(r.Publish), Group: r.Group, Replica: r.Replica,
 	}
 	for _, a := range r.Attempts {
 		l, err := market.OpenLease(a.Lease, c.cfg.Now())
@@ -498,6 +554,9 @@ func (c *Controller) view(js *jobState) View {
 	if n := len(v.Attempts); n > 0 {
 		cur := v.Attempts[n-1]
 		v.Attempt, v.Supplier, v.LeaseID = cur.Attempt, cur.Supplier, cur.LeaseID
+	}
+	if len(js.spec.Ports) > 0 && !js.rec.finished() {
+		v.Health = js.healthWord()
 	}
 	return v
 }

@@ -232,6 +232,12 @@ func (c *Controller) drive(ctx context.Context, js *jobState) {
 			c.attemptOver(ctx, js, final, "")
 			continue
 		}
+		if why := js.takeGiveUp(); why != "" {
+			// The health checks gave the attempt up (health.go): a
+			// failover, as from a lost supplier.
+			c.attemptOver(ctx, js, "lost", why)
+			continue
+		}
 		if errors.Is(err, settle.ErrEvidence) {
 			// A supplier caught signing conflicting or inflated receipts
 			// is not waited for.

@@ -38,8 +38,9 @@ var ErrForward = errors.New("cannot forward")
 
 // Forward opens a local address that carries each connection to port of
 // job id, on whichever supplier runs its attempt then (the address
-// outlives failover). The forward is kept with the job and closes when
-// the job ends.
+// outlives failover), or on any healthy replica of its group. The forward
+// is kept with the job and closes when every replica of the group has
+// ended.
 func (c *Controller) Forward(id string, p Publish) (ForwardView, error) {
 	js, err := c.find(id)
 	if err != nil {
@@ -171,13 +172,28 @@ func (c *Controller) openTunnel(ctx context.Context, p peer.ID) (network.Stream,
 	return c.cfg.Net.NewStream(ctx, p, tunnel.Protocol)
 }
 
-// endpoints is the attempt that serves job js's ports now: its current
-// attempt, once the supplier runs it, while the job is running.
+// endpoints are the attempts that serve js's ports now: the current
+// attempt of js and of each of its sibling replicas, where it runs and its
+// last health check passed.
 func (c *Controller) endpoints(js *jobState) []tunnel.Endpoint {
+	eps := c.endpointsOf(js, true)
+	for _, o := range c.siblings(js) {
+		eps = append(eps, c.endpointsOf(o, true)...)
+	}
+	return eps
+}
+
+// endpointsOf is js's current attempt as a tunnel endpoint, once the
+// supplier runs it while the job is running (and, with healthy, when its
+// last health check passed); none otherwise.
+func (c *Controller) endpointsOf(js *jobState, healthy bool) []tunnel.Endpoint {
 	js.mu.Lock()
 	defer js.mu.Unlock()
 	cur := js.rec.cur()
 	if cur == nil || js.rec.State != StateRunning || !cur.Started || cur.Outcome != "" {
+		return nil
+	}
+	if healthy && (js.health.attempt != cur.Attempt || !js.health.ok) {
 		return nil
 	}
 	if js.ep == nil || js.ep.Attempt != cur.Attempt {
@@ -237,7 +253,7 @@ func (c *Controller) reopenForwards(js *jobState) {
 	}
 }
 
-// closeForwards closes a job's forwards once it has ended, in the
+// closeForwards closes a job's forwards once its group has ended, in the
 // background: their connections ask js for endpoints, and the caller
 // holds js.mu.
 func (c *Controller) closeForwards(js *jobState) {
