@@ -6,8 +6,10 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,11 +20,13 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/tunnel"
+	"github.com/gpumesh/gpumesh/p2p"
 )
 
 // netnsChildEnv marks a test binary re-executed inside a network namespace
@@ -207,6 +211,53 @@ func TestServiceThroughForward(t *testing.T) {
 		t.Fatalf("the renter's own tunnel: %v", err)
 	}
 	st.Close()
+
+	// A flood of tunnel streams from another peer, each left with only
+	// the first byte of its Open: the resource manager holds at most its per-peer limit in the
+	// tunnel service, resets the rest, and the supplier's own protocols
+	// and the renter's tunnels go on.
+	fctx, fcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer fcancel()
+	var opened, held []network.Stream
+	refused := 0
+	for range p2p.MaxTunnelStreamsPeer + 40 {
+		st, err := jn.boot.net.Host.NewStream(fctx, jn.cheap.ID(), tunnel.Protocol)
+		if err == nil {
+			_, err = st.Write([]byte{5}) // an Open's length, and never the Open
+		}
+		if err != nil {
+			refused++
+			continue
+		}
+		opened = append(opened, st)
+	}
+	time.Sleep(500 * time.Millisecond)
+	wait := time.Now().Add(time.Second) // well within the supplier's 10 s for an Open
+	for _, st := range opened {
+		_ = st.SetReadDeadline(wait)
+		var timeout net.Error
+		if _, err := st.Read(make([]byte, 1)); err != nil && !(errors.As(err, &timeout) && timeout.Timeout()) {
+			refused++
+			st.Close()
+			continue
+		}
+		held = append(held, st)
+	}
+	if len(held) > p2p.MaxTunnelStreamsPeer || refused < 40 {
+		t.Errorf("flood: %d tunnel streams held, %d refused; want at most %d held", len(held), refused, p2p.MaxTunnelStreamsPeer)
+	}
+	if res := <-ping.Ping(fctx, jn.boot.net.Host, jn.cheap.ID()); res.Error != nil {
+		t.Errorf("ping during the flood: %v", res.Error)
+	}
+	if st, err := tunnel.Dial(fctx, open(jn.renter), ep, 8000); err != nil {
+		t.Errorf("the renter's tunnel during the flood: %v", err)
+	} else {
+		st.Close()
+	}
+	for _, st := range held {
+		st.Reset()
+	}
+	t.Logf("flood from one peer: %d tunnel streams held, %d refused", len(held), refused)
 
 	// Failover: the same address reaches attempt 2 on the other supplier.
 	if err := jn.cheap.Network().Host.Close(); err != nil {

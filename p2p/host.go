@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
@@ -390,6 +391,12 @@ const MaxStreamMemory = 48 << 20
 // (ConnHigh), after each connection's grace period.
 const MaxInboundConns = 1024
 
+// TunnelProtocol is node/tunnel's stream protocol; the resource manager
+// gives it limits of its own (libp2p's default per-protocol, per-peer
+// limit of 64 inbound streams would cap a renter's connections to one
+// supplier there).
+const TunnelProtocol protocol.ID = "/gpumesh/tunnel/1.0.0"
+
 // TunnelService is the resource manager's service scope of tunnel streams
 // (node/tunnel): a renter's connections to its job's ports. It has limits
 // of its own, so that a flood of tunnels is refused there and never takes
@@ -421,6 +428,14 @@ func newResourceManager() (network.ResourceManager, error) {
 			Memory: MaxTunnelMemory,
 		}},
 		ServicePeer: map[string]rcmgr.ResourceLimits{TunnelService: {
+			Streams: MaxTunnelStreamsPeer, StreamsInbound: MaxTunnelStreamsPeer, StreamsOutbound: MaxTunnelStreamsPeer,
+			Memory: MaxTunnelMemory / 4,
+		}},
+		Protocol: map[protocol.ID]rcmgr.ResourceLimits{TunnelProtocol: {
+			Streams: MaxTunnelStreams, StreamsInbound: MaxTunnelStreams, StreamsOutbound: MaxTunnelStreams,
+			Memory: MaxTunnelMemory,
+		}},
+		ProtocolPeer: map[protocol.ID]rcmgr.ResourceLimits{TunnelProtocol: {
 			Streams: MaxTunnelStreamsPeer, StreamsInbound: MaxTunnelStreamsPeer, StreamsOutbound: MaxTunnelStreamsPeer,
 			Memory: MaxTunnelMemory / 4,
 		}},

@@ -14,7 +14,7 @@ import (
 // The tunnel protocol and its limits (docs/PROTOCOL.md §39).
 const (
 	// Protocol carries one TCP connection to a port of a renter's job.
-	Protocol protocol.ID = "/gpumesh/tunnel/1.0.0"
+	Protocol protocol.ID = p2p.TunnelProtocol
 	// Version is Open.version.
 	Version = 1
 	// MaxOpenSize bounds an Open: everything a supplier reads from a
