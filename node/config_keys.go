@@ -274,7 +274,13 @@ func ConfigKeys() []Key {
 				}
 				return nil
 			},
-			show: func(c Config) any { return c.JobDNS }},
+			show: func(c Config) any {
+				out := []string{}
+				for _, a := range c.JobDNS {
+					out = append(out, a.String())
+				}
+				return out
+			}},
 		{Name: "mdns", Kind: KindBool, Default: []string{"false"},
 			Help: "find and connect to gpumesh nodes on the LAN by multicast DNS",
 			set:  boolKey(func(c *Config) *bool { return &c.MDNS }),
