@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -342,8 +343,10 @@ func TestReplicasBehindOneAddress(t *testing.T) {
 		return len(rs) == 2 && rs[0].Health == "healthy" && rs[1].Health == "healthy" && rs[0].Supplier != rs[1].Supplier
 	})
 
-	// Steady load: 8 clients, each a request at a time, each request on
-	// a new connection.
+	// Steady load: 8 clients (GPUMESH_LOAD_CLIENTS), each a request at a
+	// time, each request on a new connection, for 3 s before the loss and
+	// 3 s after the replacement (GPUMESH_LOAD_SECONDS each).
+	clients, hold := envInt(t, "GPUMESH_LOAD_CLIENTS", 8), time.Duration(envInt(t, "GPUMESH_LOAD_SECONDS", 3))*time.Second
 	var (
 		mu       sync.Mutex
 		ok, fail int
@@ -351,7 +354,7 @@ func TestReplicasBehindOneAddress(t *testing.T) {
 		stop     = make(chan struct{})
 		wg       sync.WaitGroup
 	)
-	for range 8 {
+	for range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -385,7 +388,7 @@ func TestReplicasBehindOneAddress(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(hold)
 	mu.Lock()
 	before := len(served)
 	mu.Unlock()
@@ -412,11 +415,11 @@ func TestReplicasBehindOneAddress(t *testing.T) {
 	mu.Lock()
 	served = map[string]int{}
 	mu.Unlock()
-	time.Sleep(3 * time.Second)
+	time.Sleep(hold)
 	close(stop)
 	wg.Wait()
 	total := ok + fail
-	t.Logf("requests: %d, failed: %d (%.2f%%); served by %d replicas after the replacement", total, fail, 100*float64(fail)/float64(total), len(served))
+	t.Logf("%d clients: %d requests, %d failed (%.2f%%); served by %d replicas after the replacement", clients, total, fail, 100*float64(fail)/float64(total), len(served))
 	if total < 100 || float64(fail) > 0.01*float64(total) {
 		t.Errorf("%d of %d requests failed, want at most 1%%", fail, total)
 	}
@@ -426,4 +429,18 @@ func TestReplicasBehindOneAddress(t *testing.T) {
 	if got := jobView(t, jn.renter, v.JobID).Publish; len(got) != 1 || "http://"+got[0].Listen != addr {
 		t.Errorf("the address moved: %v", got)
 	}
+}
+
+// envInt is the integer in environment variable name, or def.
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
 }
