@@ -471,8 +471,13 @@ func bidFilters(bs []*market.Bid) string {
 	return "[" + strings.Join(out, " ") + "]"
 }
 
+// benchModels spread a full book's asks so that no model is over
+// MaxAsksPerModel.
+var benchModels = []string{"h100-sxm", "a100-80gb", "l40s", "h200"}
+
 // realisticAsk builds an ask the size of one decoded from gossip: a real
-// Ed25519 peer ID, two multiaddrs and a ~300-byte signed envelope.
+// Ed25519 peer ID, two multiaddrs and a ~300-byte signed envelope; ask i
+// is of model benchModels[i/MaxAsksPerModel].
 func realisticAsk(tb testing.TB, i int, now time.Time) *market.Ask {
 	tb.Helper()
 	_, pub, err := crypto.GenerateEd25519Key(rand.Reader)
@@ -499,7 +504,7 @@ func realisticAsk(tb testing.TB, i int, now time.Time) *market.Ask {
 	return &market.Ask{
 		Ask: &pb.Ask{
 			Version: 1, Supplier: []byte(pid), Nonce: uint64(i), CreatedMs: ms(now), ExpiresMs: ms(now.Add(time.Hour)),
-			Model: "h100-sxm", Count: 8, PriceMicros: 2_000_000 + int64(i%1000), Region: "eu-west",
+			Model: benchModels[i/market.MaxAsksPerModel%len(benchModels)], Count: 8, PriceMicros: 2_000_000 + int64(i%1000), Region: "eu-west",
 			MinDurationS: 60, MaxDurationS: 86400, Pricing: "fixed", Addrs: binAddrs,
 		},
 		ID:       id,
@@ -517,10 +522,11 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
-// BenchmarkBookMemory10k reports what a book of 10,000 live asks costs in
-// heap, orders included: B/order and the total in MiB.
-func BenchmarkBookMemory10k(b *testing.B) {
-	const n = 10_000
+// BenchmarkBookMemoryFull reports what a full book (MaxAsks live asks,
+// MaxAsksPerModel of each of four models) costs in heap, orders
+// included: B/order and the total in MiB.
+func BenchmarkBookMemoryFull(b *testing.B) {
+	const n = market.MaxAsks
 	now := time.Now()
 	var perOrder, total float64
 	for b.Loop() {
@@ -543,11 +549,11 @@ func BenchmarkBookMemory10k(b *testing.B) {
 	b.ReportMetric(total/(1<<20), "MiB")
 }
 
-// BenchmarkBookAddAsk measures AddAsk on a book of 10,000 suppliers'
-// asks in steady state: each call brings a supplier's newer ask, which
+// BenchmarkBookAddAsk measures AddAsk on a full book (MaxAsks suppliers'
+// asks) in steady state: each call brings a supplier's newer ask, which
 // replaces its older one.
 func BenchmarkBookAddAsk(b *testing.B) {
-	const n = 10_000
+	const n = market.MaxAsks
 	now := time.Now()
 	book := market.NewBook(func() time.Time { return now })
 	base := make([]*market.Ask, n)
