@@ -230,6 +230,9 @@ type State struct {
 	Dir       string     `json:"dir"`
 	BasePort  int        `json:"base_port"`
 	Netns     *Netns     `json:"netns,omitempty"` // set with --netns
+	// JobNetwork: the suppliers give jobs networks of their own, so jobs
+	// may serve ports (Options.JobNetwork, or a namespace lab).
+	JobNetwork bool `json:"job_network,omitempty"`
 }
 
 // BootstrapArgs returns --bootstrap flags for the testnet's bootstrap peers.
@@ -327,7 +330,7 @@ func Up(ctx context.Context, o Options) (_ *State, err error) {
 
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	st := &State{Started: time.Now().UTC(), Binary: o.Binary, Dir: o.Dir, BasePort: o.BasePort}
+	st := &State{Started: time.Now().UTC(), Binary: o.Binary, Dir: o.Dir, BasePort: o.BasePort, JobNetwork: o.JobNetwork || o.Netns}
 	var procs []*proc
 	defer func() {
 		if err == nil {
