@@ -141,7 +141,7 @@ func upNetns(ctx context.Context, o Options) (_ *State, err error) {
 		return nil, fmt.Errorf("testnet: %w", err)
 	}
 	st := &State{
-		Started: time.Now().UTC(), Binary: o.Binary, Dir: o.Dir, BasePort: NetnsP2PPort,
+		Started: time.Now().UTC(), Binary: o.Binary, Dir: o.Dir, BasePort: NetnsP2PPort, JobNetwork: true,
 		Netns: &Netns{Spec: lab.Spec(), WANLog: filepath.Join(o.Dir, WANLogFile)},
 		Nodes: make([]NodeInfo, o.Nodes),
 	}

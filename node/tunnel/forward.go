@@ -70,6 +70,7 @@ type Forwarder struct {
 
 	mu      sync.Mutex
 	active  map[string]int // open connections per endpoint
+	turn    int            // where the next pick starts its scan
 	conns   map[net.Conn]struct{}
 	stats   ForwardStats
 	lastErr string
@@ -226,13 +227,18 @@ func (f *Forwarder) dial() (network.Stream, Endpoint, error) {
 }
 
 // pick chooses among the endpoints not tried yet the one with the fewest
-// open connections (least outstanding), and counts one more for it.
+// open connections (least outstanding; ties in turn), and counts one more
+// for it.
 func (f *Forwarder) pick(tried map[string]bool) (Endpoint, bool) {
 	eps := f.cfg.Endpoints()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	best, found := Endpoint{}, false
-	for _, ep := range eps {
+	// Ties go round: start the scan one further on each time, so that
+	// connections one after another spread over idle endpoints too.
+	f.turn++
+	for i := range eps {
+		ep := eps[(i+f.turn)%len(eps)]
 		if tried[ep.key()] {
 			continue
 		}

@@ -361,6 +361,20 @@ func TestForwarderFollowsEndpoints(t *testing.T) {
 	}
 	waitFor(t, func() bool { return a.srv.Open() == 0 && b.srv.Open() == 0 })
 
+	// Connections one after another, each closed before the next, take
+	// the two endpoints in turn.
+	answers := map[string]int{}
+	for range 6 {
+		got, err := roundTrip(addr, []byte("q"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers[string(got[sha256.Size:])]++
+	}
+	if answers["A"] != 3 || answers["B"] != 3 {
+		t.Fatalf("six sequential connections went %v, want 3 and 3", answers)
+	}
+
 	// A refuses (its job halted): every connection lands on B.
 	a.refuse.Store(Refuse(RefusedUnpaid, "halted"))
 	for range 3 {
