@@ -41,7 +41,7 @@ func (e *Executor) Tunnel(from peer.ID, req tunnel.Request) (tunnel.Target, *tun
 		return tunnel.Target{}, tunnel.Refuse(tunnel.RefusedPort, "the job's spec does not declare port %d", req.Port)
 	}
 	d, ok := r.proc.(runtime.PortDialer)
-	if !ok {
+	if err := runtime.NetworkIsolation(e.cfg.Runtimes[runtimeName(r.spec)]); !ok || err != nil {
 		return tunnel.Target{}, tunnel.Refuse(tunnel.RefusedNoNetwork, "the job has no network of its own on this supplier")
 	}
 	return tunnel.Target{
