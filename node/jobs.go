@@ -75,6 +75,14 @@ func (n *Node) startJobs(ctx context.Context) error {
 		}
 		if rts["process"] == nil {
 			rt, err := runtime.New("process", rtOpts)
+			if err != nil && rtOpts.Net != nil {
+				// Without job networks (no nft, no network namespaces) the
+				// node still runs batch jobs; jobs that serve ports are
+				// refused (S18a).
+				n.log.Warn("jobs get no network of their own", "err", err)
+				rtOpts.Net = nil
+				rt, err = runtime.New("process", rtOpts)
+			}
 			if err != nil {
 				return fmt.Errorf("node: %w", err)
 			}
