@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -414,4 +415,154 @@ func TestNATTraversal(t *testing.T) {
 			t.Fatalf("job %s after failover: %s (%s)", id, v.State, v.Message)
 		}
 	})
+	t.Run("service: two replicas behind node 0's address, one supplier killed under load", func(t *testing.T) {
+		n.serviceUnderKill(ctx, t)
+	})
+}
+
+// natServer is a service job: an HTTP server that answers which replica
+// served the request.
+const natServer = `import os, sys
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        body = ("replica %s\n" % os.environ["GPUMESH_JOB_ID"][:8]).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+`
+
+// natLoad sends requests to a URL from several threads for some seconds,
+// each on a new connection, and prints "OK FAILED".
+const natLoad = `import sys, threading, time, urllib.request
+url, secs, n = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+count = {"ok": 0, "fail": 0}
+lock, end = threading.Lock(), time.time() + secs
+def worker():
+    while time.time() < end:
+        k = "ok"
+        try:
+            with urllib.request.urlopen(url, timeout=30) as r:
+                r.read()
+        except Exception:
+            k = "fail"
+        with lock:
+            count[k] += 1
+        time.sleep(0.05)
+ts = [threading.Thread(target=worker) for _ in range(n)]
+for t in ts: t.start()
+for t in ts: t.join()
+print(count["ok"], count["fail"])
+`
+
+// serviceUnderKill runs a service of two replicas from node 0 (behind
+// its cone NAT) on suppliers it can reach directly, sends requests to
+// node 0's local address from 10 clients inside node 0's namespace, kills
+// one replica's supplier process with SIGKILL meanwhile, and checks that
+// at least 99% of the requests succeed and that the replica is replaced
+// on another supplier and healthy, behind the same address.
+func (n *natNet) serviceUnderKill(ctx context.Context, t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("the service job and the load need python3")
+	}
+	dir := t.TempDir()
+	server, load := filepath.Join(dir, "server.py"), filepath.Join(dir, "load.py")
+	if err := os.WriteFile(server, []byte(natServer), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(load, []byte(natLoad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := n.gm(ctx, "run", "vram>=24 reach!=relay-only", "--count", "1", "--max-price", "5", "--hours", "1",
+		"--replicas", "2", "--port", "8000", "--publish", "127.0.0.1:0:8000", "--health", "/", "--health-grace", "2m",
+		"--receipt-interval", "1s", "--credit-limit", "0.10", "--file", server+":server.py",
+		"--allow-unproven", "--detach", "--json", "--", "python3", "server.py", "8000")
+	if err != nil {
+		t.Fatalf("run --replicas 2: %v: %s", err, out)
+	}
+	var started job.View
+	if err := json.Unmarshal(out, &started); err != nil || len(started.Publish) != 1 {
+		t.Fatalf("run printed %q (%v)", out, err)
+	}
+	url := "http://" + started.Publish[0].Listen + "/"
+	replicas := func() []job.View {
+		all, err := n.client(0).Jobs(ctx)
+		if err != nil {
+			t.Fatalf("jobs: %v", err)
+		}
+		var mine []job.View
+		for _, v := range all {
+			if v.Group == started.JobID {
+				mine = append(mine, v)
+			}
+		}
+		return mine
+	}
+	waitHealthy := func(what string, extra func([]job.View) bool) []job.View {
+		deadline := time.Now().Add(3 * time.Minute)
+		for {
+			rs := replicas()
+			if len(rs) == 2 && rs[0].Health == "healthy" && rs[1].Health == "healthy" && rs[0].Supplier != rs[1].Supplier && extra(rs) {
+				return rs
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 3 minutes: %+v", what, rs)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	rs := waitHealthy("two healthy replicas", func([]job.View) bool { return true })
+	victimJob, victim := rs[0], -1
+	for i, node := range n.st.Nodes {
+		if node.PeerID == victimJob.Supplier {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("replica %s runs on %s, not a testnet node", victimJob.JobID, victimJob.Supplier)
+	}
+	loadCmd := exec.CommandContext(ctx, "ip", "netns", "exec", n.st.Nodes[0].NS, "python3", load, url, "60", "10")
+	var stdout strings.Builder
+	loadCmd.Stdout, loadCmd.Stderr = &stdout, &stdout
+	if err := loadCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Second)
+	t.Logf("kill -9 node %d (%s), the supplier of replica %s", victim, n.st.Nodes[victim].NAT, victimJob.JobID[:8])
+	if err := syscall.Kill(n.st.Nodes[victim].PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killedAt := time.Now()
+	if err := loadCmd.Wait(); err != nil {
+		t.Fatalf("load: %v: %s", err, stdout.String())
+	}
+	var ok, failed int
+	if _, err := fmt.Sscan(stdout.String(), &ok, &failed); err != nil {
+		t.Fatalf("load printed %q: %v", stdout.String(), err)
+	}
+	total := ok + failed
+	t.Logf("10 clients for 60 s, one replica's supplier killed after 10 s: %d requests, %d failed (%.2f%%)", total, failed, 100*float64(failed)/float64(max(total, 1)))
+	if total < 100 || float64(failed) > 0.01*float64(total) {
+		t.Errorf("%d of %d requests failed, want at most 1%%", failed, total)
+	}
+	waitHealthy("the replica replaced", func(rs []job.View) bool {
+		for _, r := range rs {
+			if r.JobID == victimJob.JobID {
+				return r.Attempt > victimJob.Attempt && r.Supplier != victimJob.Supplier
+			}
+		}
+		return false
+	})
+	t.Logf("the replica was replaced and healthy %s after its supplier was killed", time.Since(killedAt).Round(time.Second))
+	if v, err := n.client(0).Job(ctx, started.JobID); err != nil || len(v.Publish) != 1 || v.Publish[0].Listen != started.Publish[0].Listen {
+		t.Errorf("the address moved: %+v (%v)", v.Publish, err)
+	}
+	for _, r := range replicas() {
+		if _, err := n.client(0).StopJob(ctx, r.JobID, "test over"); err != nil {
+			t.Errorf("stop %s: %v", r.JobID, err)
+		}
+	}
 }
