@@ -424,12 +424,18 @@ func (c *Controller) submit(ctx context.Context, req Request, group string, repl
 	if err != nil {
 		return View{}, err
 	}
-	if err := c.publish(js, req.Publish); err != nil {
-		return View{}, err
-	}
 	c.mu.Lock()
 	c.jobs[js.rec.ID] = js
 	c.mu.Unlock()
+	if err := c.publish(js, req.Publish); err != nil {
+		// Kept as failed, as a job whose first lease failed: it is never
+		// rented, nor driven by a restarted node.
+		js.mu.Lock()
+		js.rec.State, js.rec.Message, js.rec.FinishedAt = StateFailed, err.Error(), c.cfg.Now().UTC()
+		_ = c.save(js)
+		js.mu.Unlock()
+		return c.view(js), err
+	}
 	if err := c.rentAttempt(ctx, js, nil); err != nil {
 		js.mu.Lock()
 		js.rec.State, js.rec.Message, js.rec.FinishedAt = StateFailed, err.Error(), c.cfg.Now().UTC()

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,24 +48,32 @@ func (c *Controller) Forward(id string, p Publish) (ForwardView, error) {
 		return ForwardView{}, err
 	}
 	js.mu.Lock()
-	defer js.mu.Unlock()
 	switch {
 	case js.rec.finished():
+		js.mu.Unlock()
 		return ForwardView{}, fmt.Errorf("%w: job %s is %s", ErrForward, js.rec.ID[:8], js.rec.State)
 	case !js.spec.Serves(p.Port):
+		js.mu.Unlock()
 		return ForwardView{}, fmt.Errorf("%w: job %s declares no port %d (run it with --port %d)", ErrForward, js.rec.ID[:8], p.Port, p.Port)
 	}
 	f, err := c.openForward(js, p)
 	if err != nil {
+		js.mu.Unlock()
 		return ForwardView{}, err
 	}
 	js.rec.Publish = append(js.rec.Publish, Publish{Listen: f.Addr().String(), Port: p.Port})
-	if err := c.save(js); err != nil {
-		f.Close()
+	if err = c.save(js); err != nil {
+		js.rec.Publish = js.rec.Publish[:len(js.rec.Publish)-1]
+	} else {
+		js.fwd = append(js.fwd, f)
+	}
+	id = js.rec.ID
+	js.mu.Unlock()
+	if err != nil {
+		f.Close() // outside js.mu: its connections ask js for endpoints
 		return ForwardView{}, err
 	}
-	js.fwd = append(js.fwd, f)
-	return forwardView(js.rec.ID, f.Forwarder, p.Port), nil
+	return forwardView(id, f.Forwarder, p.Port), nil
 }
 
 // Unforward closes job id's forward on the local address listen (every
@@ -120,22 +129,9 @@ func (c *Controller) Forwards(id string) ([]ForwardView, error) {
 		js.mu.Unlock()
 	}
 	slices.SortFunc(out, func(a, b ForwardView) int {
-		if a.JobID != b.JobID {
-			return compareStrings(a.JobID, b.JobID)
-		}
-		return compareStrings(a.Listen, b.Listen)
+		return cmp.Or(cmp.Compare(a.JobID, b.JobID), cmp.Compare(a.Listen, b.Listen))
 	})
 	return out, nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func forwardView(id string, f *tunnel.Forwarder, port uint16) ForwardView {
@@ -229,7 +225,7 @@ func (c *Controller) publish(js *jobState, ps []Publish) error {
 	}()
 	opened := js.fwd
 	if err != nil {
-		js.fwd = nil
+		js.fwd, js.rec.Publish = nil, nil
 	}
 	js.mu.Unlock()
 	if err != nil {

@@ -1,6 +1,9 @@
 package job
 
 import (
+	"context"
+	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +96,32 @@ func TestExecutorTunnelAdmission(t *testing.T) {
 	eventually(t, time.Minute, "the run ended", func() bool { r := s.runOf(l.ID.String()); return r != nil && Ended(r.State) })
 	if got := admit("renter", req); got != tunnel.RefusedNotRunning {
 		t.Errorf("after the end: %q, want %q", got, tunnel.RefusedNotRunning)
+	}
+}
+
+// TestPublishTakenAddressFailsFirst: a job whose --publish address is
+// taken fails before anything is rented, is kept as failed with the
+// reason, and holds no forward.
+func TestPublishTakenAddressFailsFirst(t *testing.T) {
+	m := newMesh(t, 1, nil)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	req := shJob("sleep 60", func(s *pb.JobSpec) { s.Ports = []*pb.Port{{Number: 8000, Protocol: "tcp"}} })
+	req.Publish = []Publish{{Listen: taken.Addr().String(), Port: 8000}}
+	v, err := m.ctrl.Submit(context.Background(), req)
+	if !errors.Is(err, ErrForward) {
+		t.Fatalf("submit with a taken address: %v, want ErrForward", err)
+	}
+	if v.State != StateFailed || len(v.Attempts) != 0 || len(v.Publish) != 0 {
+		t.Fatalf("the job after its failed submission: %+v", v)
+	}
+	if fs, _ := m.ctrl.Forwards(""); len(fs) != 0 {
+		t.Fatalf("forwards left: %+v", fs)
+	}
+	if ls := m.sups[0].exec.Runs(); len(ls) != 0 {
+		t.Fatalf("the supplier runs %d attempts", len(ls))
 	}
 }
