@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -216,7 +217,8 @@ func (a *bidAnswerers) offer(b *market.Bid) bool {
 	}
 }
 
-// syncBook fills a new node's order book from its bootstrap peers' books:
+// syncBook fills a new node's order book from its bootstrap peers' books
+// (or, without any, its connected peers'; see syncBookOnce):
 // asks are gossiped when posted and renewed only every few minutes, so a
 // node that has just joined would otherwise not see them for that long.
 // Every ask is checked again, as if it had come by gossip. A peer serves
@@ -224,7 +226,7 @@ func (a *bidAnswerers) offer(b *market.Bid) bool {
 // just after a supplier starts may be fewer than it has heard; so the
 // sync is repeated, at intervals growing from 5 s to syncBookEvery.
 func (n *Node) syncBook(ctx context.Context) {
-	wait := 5 * time.Second
+	wait, peers := 5*time.Second, 0
 	for {
 		n.syncBookOnce(ctx)
 		select {
@@ -233,14 +235,32 @@ func (n *Node) syncBook(ctx context.Context) {
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, syncBookEvery)
+		// A node without bootstrap peers syncs from its connected
+		// peers: while new ones keep coming (a network starting around
+		// it), it goes on every 5 s.
+		if now := len(n.net.Host.Network().Peers()); len(n.cfg.Bootstrap) == 0 && now > peers {
+			wait, peers = 5*time.Second, now
+		}
 	}
 }
 
 // syncBookEvery is the longest wait between two syncs of the order book.
 const syncBookEvery = 5 * time.Minute
 
+// syncBookOnce asks the first bootstrap peer that answers for its book. A
+// node without bootstrap peers (the first node of a network, which the
+// others bootstrap from) asks up to syncPeers of the peers it is
+// connected to instead, every one of them: an ask gossiped before the
+// poster knew this node as a topic peer never reached it, and would not
+// again until renewed minutes later.
 func (n *Node) syncBookOnce(ctx context.Context) {
-	for _, id := range n.bootstrapIDs() {
+	ids, first := n.bootstrapIDs(), true
+	if len(ids) == 0 {
+		ids, first = n.net.Host.Network().Peers(), false
+		rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+		ids = ids[:min(len(ids), syncPeers)]
+	}
+	for _, id := range ids {
 		asks, err := market.QueryBook(ctx, n.net.Host, id, nil, n.now())
 		if err != nil {
 			n.log.Debug("sync order book", "from", id, "err", err)
@@ -250,9 +270,15 @@ func (n *Node) syncBookOnce(ctx context.Context) {
 			_ = n.market.book.AddAskFrom(a, id) // capped as if relayed by id
 		}
 		n.log.Debug("order book synced", "from", id, "asks", len(asks))
-		return
+		if first {
+			return
+		}
 	}
 }
+
+// syncPeers is how many connected peers a node without bootstrap peers
+// syncs its order book from.
+const syncPeers = 4
 
 // readTrades feeds the price index from the trades topic.
 func (n *Node) readTrades(ctx context.Context) {
