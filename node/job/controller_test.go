@@ -464,8 +464,11 @@ func TestControllerRunsJobToSuccess(t *testing.T) {
 func TestControllerFailsOverFromCheckpoint(t *testing.T) {
 	m := newMesh(t, 2, nil)
 	a, b := m.sups[0], m.sups[1]
+	// The step file appears in $CHECKPOINT_DIR whole (renamed from the
+	// working dir, on the same filesystem): a checkpoint pulled as it was
+	// being written would hold it empty.
 	script := `if [ -f "$CHECKPOINT_DIR/step" ]; then echo "attempt $JOB_ATTEMPT resumed at step $(cat "$CHECKPOINT_DIR/step")"; exit 0; fi
-echo "attempt $JOB_ATTEMPT from scratch"; echo 7 > "$CHECKPOINT_DIR/step"; exec sleep 600`
+echo "attempt $JOB_ATTEMPT from scratch"; echo 7 > "$HOME/step.tmp"; mv "$HOME/step.tmp" "$CHECKPOINT_DIR/step"; exec sleep 600`
 	v := m.submit(shJob(script, nil))
 	var first View
 	eventually(t, time.Minute, "the first checkpoint pulled", func() bool { first = m.view(v.JobID); return first.Checkpoint != "" })
