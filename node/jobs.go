@@ -63,10 +63,9 @@ func (n *Node) startJobs(ctx context.Context) error {
 	n.goLoop(func() { n.readEvidence(ctx) })
 
 	if n.market.supplier != nil {
-		rtOpts := n.runtimeOptions()
 		rts := map[string]runtime.Runtime{}
 		for _, name := range n.cfg.Runtimes {
-			rt, err := runtime.New(name, rtOpts)
+			rt, err := n.newRuntime(name)
 			if err != nil {
 				n.log.Warn("job runtime not offered", "runtime", name, "err", err)
 				continue
@@ -74,15 +73,7 @@ func (n *Node) startJobs(ctx context.Context) error {
 			rts[name] = rt
 		}
 		if rts["process"] == nil {
-			rt, err := runtime.New("process", rtOpts)
-			if err != nil && rtOpts.Net != nil {
-				// Without job networks (no nft, no network namespaces) the
-				// node still runs batch jobs; jobs that serve ports are
-				// refused (S18a).
-				n.log.Warn("jobs get no network of their own", "err", err)
-				rtOpts.Net = nil
-				rt, err = runtime.New("process", rtOpts)
-			}
+			rt, err := n.newRuntime("process")
 			if err != nil {
 				return fmt.Errorf("node: %w", err)
 			}
@@ -142,14 +133,23 @@ func (n *Node) startJobs(ctx context.Context) error {
 	return nil
 }
 
-// runtimeOptions are the job runtimes' options: on a node running as
-// root with job_network on, every job gets a network namespace of its own.
-func (n *Node) runtimeOptions() runtime.Options {
+// newRuntime makes the job runtime called name. On a node running as
+// root with job_network on, every job of the process runtime gets a
+// network namespace of its own; where the machine cannot (no nft, no
+// network namespaces) the node says why and runs jobs on its network,
+// refusing those that serve ports (S18a).
+func (n *Node) newRuntime(name string) (runtime.Runtime, error) {
 	o := runtime.Options{Log: n.log.With("sub", "runtime"), AllowUnsandboxed: n.cfg.UnsandboxedJobs}
 	if n.cfg.JobNetwork && os.Geteuid() == 0 {
 		o.Net = &runtime.NetConfig{AllowLAN: n.cfg.JobLAN, DNS: n.cfg.JobDNS}
 	}
-	return o
+	rt, err := runtime.New(name, o)
+	if err != nil && o.Net != nil && (name == "" || name == "process") {
+		n.log.Warn("jobs get no network of their own", "err", err)
+		o.Net = nil
+		rt, err = runtime.New(name, o)
+	}
+	return rt, err
 }
 
 // jobLimits are the per-job limits of this supplier, from its config, the

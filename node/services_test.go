@@ -127,6 +127,27 @@ print("serving", flush=True)
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 `
 
+// echoService is a request for an echoServer job on one rtx4090 serving
+// port 8000, published on a free local port; edit changes it.
+func echoService(edit func(*job.Request)) job.Request {
+	r := job.Request{
+		Spec: &pb.JobSpec{
+			Argv:  []string{"python3", "server.py", "8000"},
+			Files: []*pb.File{{Path: "server.py", Data: []byte(echoServer)}},
+			Ports: []*pb.Port{{Number: 8000, Protocol: "tcp"}},
+		},
+		Publish: []job.Publish{{Listen: "127.0.0.1:0", Port: 8000}},
+		Filter:  "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: int64(money.Unit), MinReputation: 0.5, AllowUnproven: true,
+		// Credit for several receipts: moving 200 MiB keeps both nodes
+		// busy, and a voucher late by one receipt would halt the job.
+		ReceiptInterval: 500 * time.Millisecond, CreditLimit: int64(money.Unit) / 10,
+	}
+	if edit != nil {
+		edit(&r)
+	}
+	return r
+}
+
 // TestServiceThroughForward: a renter runs an HTTP server job that
 // declares port 8000 and publishes it on a local address. Requests and a
 // 100 MiB body go through the address, the renter's node, a tunnel stream
@@ -143,18 +164,7 @@ func TestServiceThroughForward(t *testing.T) {
 	jn := startJobNet(t, 3*time.Second, func(c *Config) { c.JobNetwork = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	v, err := jn.renter.Jobs().Submit(ctx, job.Request{
-		Spec: &pb.JobSpec{
-			Argv:  []string{"python3", "server.py", "8000"},
-			Files: []*pb.File{{Path: "server.py", Data: []byte(echoServer)}},
-			Ports: []*pb.Port{{Number: 8000, Protocol: "tcp"}},
-		},
-		Publish: []job.Publish{{Listen: "127.0.0.1:0", Port: 8000}},
-		Filter:  "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: int64(money.Unit), MinReputation: 0.5, AllowUnproven: true,
-		// Credit for several receipts: moving 200 MiB keeps both nodes
-		// busy, and a voucher late by one receipt would halt the job.
-		ReceiptInterval: 500 * time.Millisecond, CreditLimit: int64(money.Unit) / 10,
-	})
+	v, err := jn.renter.Jobs().Submit(ctx, echoService(nil))
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
@@ -318,16 +328,9 @@ func TestReplicasBehindOneAddress(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	v, err := jn.renter.Jobs().Submit(ctx, job.Request{
-		Spec: &pb.JobSpec{
-			Argv:  []string{"python3", "server.py", "8000"},
-			Files: []*pb.File{{Path: "server.py", Data: []byte(echoServer)}},
-			Ports: []*pb.Port{{Number: 8000, Protocol: "tcp"}},
-		},
-		Publish: []job.Publish{{Listen: "127.0.0.1:0", Port: 8000}}, Replicas: 2, Health: "/healthz", HealthGrace: time.Minute,
-		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: int64(money.Unit), MinReputation: 0.5, AllowUnproven: true,
-		ReceiptInterval: 500 * time.Millisecond, CreditLimit: int64(money.Unit) / 10,
-	})
+	v, err := jn.renter.Jobs().Submit(ctx, echoService(func(r *job.Request) {
+		r.Replicas, r.Health, r.HealthGrace = 2, "/healthz", time.Minute
+	}))
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}

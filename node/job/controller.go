@@ -210,9 +210,9 @@ type jobState struct {
 	conn    *clientSession // the attached session, if any
 	changed chan struct{}  // closed and replaced on every change (logs, state)
 	logs    map[uint32]*logFile
-	fwd     []*forward       // open forwards to the job's ports
-	ep      *tunnel.Endpoint // the current attempt as a tunnel endpoint (endpoints)
-	health  healthState      // the current attempt's health (health.go)
+	fwd     []*tunnel.Forwarder // open forwards to the job's ports
+	ep      *tunnel.Endpoint    // the current attempt as a tunnel endpoint (endpoints)
+	health  healthState         // the current attempt's health (health.go)
 }
 
 func (js *jobState) notify() {
@@ -319,7 +319,7 @@ func (c *Controller) Close() error {
 		jobs = append(jobs, js)
 	}
 	c.mu.Unlock()
-	var fwd []*forward
+	var fwd []*tunnel.Forwarder
 	for _, js := range jobs {
 		js.mu.Lock()
 		if js.conn != nil {
@@ -533,11 +533,16 @@ func (c *Controller) view(js *jobState) View {
 	js.mu.Lock()
 	r := js.rec
 	r.Attempts = slices.Clone(r.Attempts) // drive updates attempts in place
+	r.Publish = slices.Clone(r.Publish)   // and Unforward forwards
+	health := ""
+	if len(js.spec.Ports) > 0 && !r.finished() {
+		health = js.healthWord()
+	}
 	js.mu.Unlock()
 	v := View{
 		JobID: r.ID, State: r.State, ExitCode: r.ExitCode, Message: r.Message, Argv: js.spec.Argv,
 		Checkpoint: r.Checkpoint, Failovers: r.Failovers, Restarts: r.Restarts, Created: r.Created, Updated: r.Updated,
-		Attempts: []AttemptView{}, Publish: slices.Clone(r.Publish), Group: r.Group, Replica: r.Replica,
+		Attempts: []AttemptView{}, Publish: r.Publish, Group: r.Group, Replica: r.Replica, Health: health,
 	}
 	for _, a := range r.Attempts {
 		l, err := market.OpenLease(a.Lease, c.cfg.Now())
@@ -560,9 +565,6 @@ func (c *Controller) view(js *jobState) View {
 	if n := len(v.Attempts); n > 0 {
 		cur := v.Attempts[n-1]
 		v.Attempt, v.Supplier, v.LeaseID = cur.Attempt, cur.Supplier, cur.LeaseID
-	}
-	if len(js.spec.Ports) > 0 && !js.rec.finished() {
-		v.Health = js.healthWord()
 	}
 	return v
 }

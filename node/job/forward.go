@@ -73,7 +73,7 @@ func (c *Controller) Forward(id string, p Publish) (ForwardView, error) {
 		f.Close() // outside js.mu: its connections ask js for endpoints
 		return ForwardView{}, err
 	}
-	return forwardView(id, f.Forwarder, p.Port), nil
+	return forwardView(id, f), nil
 }
 
 // Unforward closes job id's forward on the local address listen (every
@@ -84,8 +84,8 @@ func (c *Controller) Unforward(id, listen string) error {
 		return err
 	}
 	js.mu.Lock()
-	var closing []*forward
-	js.fwd = slices.DeleteFunc(js.fwd, func(f *forward) bool {
+	var closing []*tunnel.Forwarder
+	js.fwd = slices.DeleteFunc(js.fwd, func(f *tunnel.Forwarder) bool {
 		if listen == "" || f.Addr().String() == listen {
 			closing = append(closing, f)
 			return true
@@ -124,7 +124,7 @@ func (c *Controller) Forwards(id string) ([]ForwardView, error) {
 	for _, js := range jobs {
 		js.mu.Lock()
 		for _, f := range js.fwd {
-			out = append(out, forwardView(js.rec.ID, f.Forwarder, f.port))
+			out = append(out, forwardView(js.rec.ID, f))
 		}
 		js.mu.Unlock()
 	}
@@ -134,19 +134,13 @@ func (c *Controller) Forwards(id string) ([]ForwardView, error) {
 	return out, nil
 }
 
-func forwardView(id string, f *tunnel.Forwarder, port uint16) ForwardView {
+func forwardView(id string, f *tunnel.Forwarder) ForwardView {
 	st, why := f.Stats()
-	return ForwardView{JobID: id, Port: port, Listen: f.Addr().String(), ForwardStats: st, LastError: why}
-}
-
-// forward is an open forward of a job.
-type forward struct {
-	*tunnel.Forwarder
-	port uint16
+	return ForwardView{JobID: id, Port: f.Port(), Listen: f.Addr().String(), ForwardStats: st, LastError: why}
 }
 
 // openForward listens for p. The caller holds js.mu.
-func (c *Controller) openForward(js *jobState, p Publish) (*forward, error) {
+func (c *Controller) openForward(js *jobState, p Publish) (*tunnel.Forwarder, error) {
 	f, err := tunnel.Forward(tunnel.ForwarderConfig{
 		Listen:     p.Listen,
 		Port:       p.Port,
@@ -157,7 +151,7 @@ func (c *Controller) openForward(js *jobState, p Publish) (*forward, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrForward, err)
 	}
-	return &forward{Forwarder: f, port: p.Port}, nil
+	return f, nil
 }
 
 // openTunnel opens a tunnel stream to a supplier.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -23,9 +24,11 @@ import (
 // (DefaultHealthGrace) of starting, is given up as lost: the job fails
 // over to another supplier, never one it or a sibling replica lost.
 const (
-	HealthInterval     = 2 * time.Second
-	HealthTimeout      = 5 * time.Second
-	HealthFailures     = 3
+	HealthInterval = 2 * time.Second
+	HealthTimeout  = 5 * time.Second
+	HealthFailures = 3
+	// MaxHealthAnswer bounds what a health check reads of a job's answer.
+	MaxHealthAnswer    = 16 << 10
 	DefaultHealthGrace = 5 * time.Minute
 	// MaxReplicas bounds a job's replicas.
 	MaxReplicas = 16
@@ -235,7 +238,9 @@ func (c *Controller) probe(ctx context.Context, ep tunnel.Endpoint, port uint16,
 	if _, err := fmt.Fprintf(st, "GET %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: gpumesh-health\r\nConnection: close\r\n\r\n", path); err != nil {
 		return fmt.Errorf("health check: send: %w", err)
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(st), nil)
+	// The answer comes from the job: only its head is read, and at most
+	// MaxHealthAnswer bytes of it.
+	resp, err := http.ReadResponse(bufio.NewReader(io.LimitReader(st, MaxHealthAnswer)), nil)
 	if err != nil {
 		return fmt.Errorf("health check: GET %s: %w", path, err)
 	}

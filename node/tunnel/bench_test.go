@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"sync"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -24,45 +23,25 @@ const benchChunk = 1 << 20
 // each 64-byte request.
 func sinkServer(b *testing.B) net.Listener {
 	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	b.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				buf := make([]byte, 64)
-				if _, err := io.ReadFull(c, buf[:1]); err != nil {
+	return serveTCP(b, func(c net.Conn) {
+		buf := make([]byte, 64)
+		if _, err := io.ReadFull(c, buf[:1]); err != nil {
+			return
+		}
+		if buf[0] == 'p' {
+			for {
+				if _, err := io.ReadFull(c, buf); err != nil {
 					return
 				}
-				if buf[0] == 'p' {
-					for {
-						if _, err := io.ReadFull(c, buf); err != nil {
-							return
-						}
-						if _, err := c.Write(buf); err != nil {
-							return
-						}
-					}
+				if _, err := c.Write(buf); err != nil {
+					return
 				}
-				if _, err := io.Copy(io.Discard, c); err == nil {
-					_, _ = c.Write([]byte{1})
-				}
-			}()
+			}
 		}
-	}()
-	return ln
+		if _, err := io.Copy(io.Discard, c); err == nil {
+			_, _ = c.Write([]byte{1})
+		}
+	})
 }
 
 // benchTargets is the raw address of a sink server and the local address

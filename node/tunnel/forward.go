@@ -45,7 +45,10 @@ type ForwarderConfig struct {
 	// Retry is how often the endpoints are asked again while waiting
 	// (default 250 ms).
 	Retry time.Duration
-	Log   *slog.Logger
+	// MaxConns bounds the connections carried or waiting at once (default
+	// MaxTunnels); one more is closed at once, counted as failed.
+	MaxConns int
+	Log      *slog.Logger
 }
 
 // ForwardStats count a Forwarder's connections.
@@ -84,6 +87,7 @@ func Forward(cfg ForwarderConfig) (*Forwarder, error) {
 	cfg.Listen = cmp.Or(cfg.Listen, "127.0.0.1:0")
 	cfg.Wait = cmp.Or(cfg.Wait, 30*time.Second)
 	cfg.Retry = cmp.Or(cfg.Retry, 250*time.Millisecond)
+	cfg.MaxConns = cmp.Or(cfg.MaxConns, MaxTunnels)
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -103,6 +107,9 @@ func Forward(cfg ForwarderConfig) (*Forwarder, error) {
 
 // Addr is the local address the Forwarder listens on.
 func (f *Forwarder) Addr() net.Addr { return f.ln.Addr() }
+
+// Port is the job's port it carries connections to.
+func (f *Forwarder) Port() uint16 { return f.cfg.Port }
 
 // Stats are the Forwarder's counts now, and the last reason a connection
 // found no tunnel ("" when none failed).
@@ -141,6 +148,14 @@ func (f *Forwarder) accept() {
 			f.mu.Unlock()
 			c.Close()
 			return
+		}
+		if len(f.conns) >= f.cfg.MaxConns {
+			f.stats.Accepted++
+			f.stats.Failed++
+			f.lastErr = fmt.Sprintf("%d connections at once, the forward's limit", len(f.conns))
+			f.mu.Unlock()
+			c.Close()
+			continue
 		}
 		f.conns[c] = struct{}{}
 		f.stats.Accepted++

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -153,19 +152,18 @@ func (s *Server) handle(st network.Stream) {
 		s.refuse(st, Refuse(RefusedUnreachable, "port %d of the job: %v", req.Port, err))
 		return
 	}
+	jc, ok := conn.(halfConn)
+	if !ok {
+		conn.Close()
+		s.refuse(st, Refuse(RefusedUnreachable, "port %d of the job: a %T cannot half-close", req.Port, conn))
+		return
+	}
 	if err := p2p.WriteMsg(st, &pb.Reply{}); err != nil {
 		conn.Close()
 		_ = st.Reset()
 		return
 	}
 	_ = st.SetDeadline(time.Time{})
-	jc, ok := conn.(halfConn)
-	if !ok {
-		conn.Close()
-		_ = st.Reset()
-		s.log.Warn("job connection without half-close", "type", fmt.Sprintf("%T", conn))
-		return
-	}
 	cut, over := make(chan struct{}), make(chan struct{})
 	go func() { // the tunnel is cut when its attempt ends or the server closes
 		select {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,17 +45,17 @@ func connect(t *testing.T, a, b host.Host) {
 	}
 }
 
-// hashServer is a job's server: for each connection it reads everything
-// until the client half-closes, answers with the sha-256 of what it read
-// and then the name it was given, and closes.
-func hashServer(t *testing.T, name string) *net.TCPListener {
-	t.Helper()
+// serveTCP is a TCP server on loopback that runs handle for each
+// connection and closes it after; the test's cleanup stops it and waits
+// for its connections.
+func serveTCP(tb testing.TB, handle func(c net.Conn)) *net.TCPListener {
+	tb.Helper()
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	tb.Cleanup(func() { ln.Close(); wg.Wait() })
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -67,15 +68,24 @@ func hashServer(t *testing.T, name string) *net.TCPListener {
 			go func() {
 				defer wg.Done()
 				defer c.Close()
-				h := sha256.New()
-				if _, err := io.Copy(h, c); err != nil {
-					return
-				}
-				_, _ = c.Write(append(h.Sum(nil), name...))
+				handle(c)
 			}()
 		}
 	}()
 	return ln
+}
+
+// hashServer is a job's server: for each connection it reads everything
+// until the client half-closes, answers with the sha-256 of what it read
+// and then the name it was given, and closes.
+func hashServer(t *testing.T, name string) *net.TCPListener {
+	t.Helper()
+	return serveTCP(t, func(c net.Conn) {
+		h := sha256.New()
+		if _, err := io.Copy(h, c); err == nil {
+			_, _ = c.Write(append(h.Sum(nil), name...))
+		}
+	})
 }
 
 // supplier is a tunnel Server on its own host whose one attempt (lease
@@ -439,4 +449,47 @@ func FuzzCheckOpen(f *testing.F) {
 			t.Fatalf("accepted %v as %+v", m, req)
 		}
 	})
+}
+
+// TestForwarderBoundsConnections: past MaxConns at once, a new local
+// connection is closed at once and counted failed; the ones held go on.
+func TestForwarderBoundsConnections(t *testing.T) {
+	r := newHost(t)
+	s := newSupplier(t, r.ID(), hashServer(t, "A"), ServerConfig{})
+	connect(t, r, s.h)
+	f, err := Forward(ForwarderConfig{Port: 8000, MaxConns: 2, Endpoints: func() []Endpoint { return []Endpoint{s.endpoint()} }, OpenStream: opener(r)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", f.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	waitFor(t, func() bool { return s.srv.Open() == 2 })
+	extra, err := net.Dial("tcp", f.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := extra.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("a third connection past the bound: read %d, %v; want it closed", n, err)
+	}
+	if st, why := f.Stats(); st.Failed != 1 || !strings.Contains(why, "limit") {
+		t.Fatalf("stats %+v, %q", st, why)
+	}
+	for _, c := range held {
+		_ = c.(*net.TCPConn).CloseWrite()
+		got, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantAnswer(t, got, nil, "A")
+	}
 }

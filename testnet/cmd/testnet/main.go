@@ -347,17 +347,63 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 // namespace with --netns), showing it and its output.
 func (c *cli) runSteps(ctx context.Context, st *testnet.State, bin string, steps []step) error {
 	for _, step := range steps {
-		fmt.Fprintf(c.stdout, "# %s\n$ %s%s %s\n", step.title, nsNote(st), filepath.Base(bin), strings.Join(step.args, " "))
-		cmd := st.Command(ctx, bin, step.args...)
-		cmd.Stdout, cmd.Stderr = c.stdout, c.stdout
-		cmd.WaitDelay = 2 * time.Second
-		if err := cmd.Run(); err != nil && !step.mayErr {
-			return fmt.Errorf("testnet: demo: %s %s: %w", bin, strings.Join(step.args, " "), err)
+		if err := c.demoShow(ctx, st, step.title, step.mayErr, bin, step.args...); err != nil {
+			return err
 		}
-		fmt.Fprintln(c.stdout)
 		time.Sleep(step.pause)
 	}
 	return nil
+}
+
+// demoShow shows the command name args under title, runs it as node 0's
+// user and shows its output; it fails when the command does, unless
+// mayErr.
+func (c *cli) demoShow(ctx context.Context, st *testnet.State, title string, mayErr bool, name string, args ...string) error {
+	fmt.Fprintf(c.stdout, "# %s\n$ %s%s %s\n", title, nsNote(st), filepath.Base(name), strings.Join(args, " "))
+	cmd := st.Command(ctx, name, args...)
+	cmd.Stdout, cmd.Stderr = c.stdout, c.stdout
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	fmt.Fprintln(c.stdout)
+	if err != nil && !mayErr {
+		return fmt.Errorf("testnet: demo: %s %s: %w", name, strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// demoOutput runs the command name args as node 0's user and returns what
+// it printed on stdout; its stderr goes to the demo's output.
+func (c *cli) demoOutput(ctx context.Context, st *testnet.State, name string, args ...string) ([]byte, error) {
+	cmd := st.Command(ctx, name, args...)
+	cmd.Stderr = c.stdout
+	cmd.WaitDelay = 2 * time.Second
+	return cmd.Output()
+}
+
+// demoRun shows a `gpumesh run ... --json` under title, runs it and
+// decodes what it printed into v.
+func (c *cli) demoRun(ctx context.Context, st *testnet.State, title, bin string, args []string, v any) error {
+	fmt.Fprintf(c.stdout, "# %s\n$ %s%s %s\n", title, nsNote(st), filepath.Base(bin), strings.Join(args, " "))
+	out, err := c.demoOutput(ctx, st, bin, args...)
+	c.stdout.Write(out)
+	fmt.Fprintln(c.stdout)
+	if err != nil {
+		return fmt.Errorf("testnet: demo: run: %w", err)
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		return fmt.Errorf("testnet: demo: run printed %q: %w", out, err)
+	}
+	return nil
+}
+
+// nodeOf is the index of the testnet node with peer ID id, or -1.
+func nodeOf(st *testnet.State, id string) int {
+	for i, n := range st.Nodes {
+		if n.PeerID == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // demoJob counts to 30, one step every 0.3 s, keeping its place in
@@ -388,48 +434,22 @@ func (c *cli) jobDemo(ctx context.Context, st *testnet.State, bin string) error 
 	if err := os.WriteFile(input, []byte("input file delivered"), 0o644); err != nil {
 		return err
 	}
-	gm := func(args ...string) ([]byte, error) {
-		cmd := st.Command(ctx, bin, args...)
-		cmd.Stderr = c.stdout
-		cmd.WaitDelay = 2 * time.Second
-		return cmd.Output()
-	}
+	gm := func(args ...string) ([]byte, error) { return c.demoOutput(ctx, st, bin, args...) }
 	show := func(title string, mayErr bool, args ...string) error {
-		fmt.Fprintf(c.stdout, "# %s\n$ %s%s %s\n", title, nsNote(st), filepath.Base(bin), strings.Join(args, " "))
-		cmd := st.Command(ctx, bin, args...)
-		cmd.Stdout, cmd.Stderr = c.stdout, c.stdout
-		cmd.WaitDelay = 2 * time.Second
-		err := cmd.Run()
-		fmt.Fprintln(c.stdout)
-		if err != nil && !mayErr {
-			return fmt.Errorf("testnet: demo: %s %s: %w", bin, strings.Join(args, " "), err)
-		}
-		return nil
+		return c.demoShow(ctx, st, title, mayErr, bin, args...)
 	}
 	runArgs := append([]string{"run", "vram>=24", "--count", "1", "--max-price", "1.50", "--hours", "1",
 		"--receipt-interval", "1s", "--checkpoint-every", "1s", "--file", script + ":job.sh", "--file", input + ":input.txt",
 		"--allow-unproven", "--detach", "--json"}, data...)
 	runArgs = append(runArgs, "--", "sh", "job.sh")
-	fmt.Fprintf(c.stdout, "# node 0 rents a GPU with 24 GiB or more (proven suppliers first: node 1, which it passed; --allow-unproven lets the job fail over to the others) and runs a job on it; node 0 pays each receipt and pulls checkpoints\n$ %s%s %s\n", nsNote(st), filepath.Base(bin), strings.Join(runArgs, " "))
-	out, err := gm(runArgs...)
-	c.stdout.Write(out)
-	fmt.Fprintln(c.stdout)
-	if err != nil {
-		return fmt.Errorf("testnet: demo: run: %w", err)
-	}
 	var started struct {
 		JobID    string `json:"job_id"`
 		Supplier string `json:"supplier"`
 	}
-	if err := json.Unmarshal(out, &started); err != nil {
-		return fmt.Errorf("testnet: demo: run printed %q: %w", out, err)
+	if err := c.demoRun(ctx, st, "node 0 rents a GPU with 24 GiB or more (proven suppliers first: node 1, which it passed; --allow-unproven lets the job fail over to the others) and runs a job on it; node 0 pays each receipt and pulls checkpoints", bin, runArgs, &started); err != nil {
+		return err
 	}
-	victim := -1
-	for i, n := range st.Nodes {
-		if n.PeerID == started.Supplier {
-			victim = i
-		}
-	}
+	victim := nodeOf(st, started.Supplier)
 	if victim < 0 {
 		return fmt.Errorf("testnet: demo: the job's supplier %s is not a testnet node", started.Supplier)
 	}

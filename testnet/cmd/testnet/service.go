@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -67,44 +66,26 @@ func (c *cli) serviceDemo(ctx context.Context, st *testnet.State, bin string) er
 	if err := os.WriteFile(client, []byte(demoClient), 0o644); err != nil {
 		return err
 	}
-	gm := func(args ...string) ([]byte, error) {
-		cmd := st.Command(ctx, bin, args...)
-		cmd.Stderr = c.stdout
-		cmd.WaitDelay = 2 * time.Second
-		return cmd.Output()
-	}
+	gm := func(args ...string) ([]byte, error) { return c.demoOutput(ctx, st, bin, args...) }
 	show := func(title, name string, args ...string) error {
-		fmt.Fprintf(c.stdout, "# %s\n$ %s%s %s\n", title, nsNote(st), filepath.Base(name), strings.Join(args, " "))
-		cmd := st.Command(ctx, name, args...)
-		cmd.Stdout, cmd.Stderr = c.stdout, c.stdout
-		cmd.WaitDelay = 2 * time.Second
-		err := cmd.Run()
-		fmt.Fprintln(c.stdout)
-		if err != nil {
-			return fmt.Errorf("testnet: demo: %s %s: %w", name, strings.Join(args, " "), err)
-		}
-		return nil
+		return c.demoShow(ctx, st, title, false, name, args...)
 	}
 	runArgs := append([]string{"run", "vram>=24", "--count", "1", "--max-price", "1.50", "--hours", "1",
 		"--replicas", "2", "--port", "8000", "--publish", "127.0.0.1:0:8000", "--health", "/", "--health-grace", "2m",
 		"--receipt-interval", "2s", "--credit-limit", "0.10", "--file", server + ":server.py",
 		"--allow-unproven", "--detach", "--json"}, data...)
 	runArgs = append(runArgs, "--", "python3", "server.py", "8000")
-	fmt.Fprintf(c.stdout, "# node 0 serves an HTTP endpoint from two replicas on two suppliers' GPUs, behind one local address of its own: each connection goes through the mesh to a healthy replica, in the job's own network on the supplier\n$ %s%s %s\n", nsNote(st), filepath.Base(bin), strings.Join(runArgs, " "))
-	out, err := gm(runArgs...)
-	c.stdout.Write(out)
-	fmt.Fprintln(c.stdout)
-	if err != nil {
-		return fmt.Errorf("testnet: demo: run --replicas: %w", err)
-	}
 	var started struct {
 		JobID   string `json:"job_id"`
 		Publish []struct {
 			Listen string `json:"listen"`
 		} `json:"publish"`
 	}
-	if err := json.Unmarshal(out, &started); err != nil || len(started.Publish) != 1 {
-		return fmt.Errorf("testnet: demo: run printed %q: %v", out, err)
+	if err := c.demoRun(ctx, st, "node 0 serves an HTTP endpoint from two replicas on two suppliers' GPUs, behind one local address of its own: each connection goes through the mesh to a healthy replica, in the job's own network on the supplier", bin, runArgs, &started); err != nil {
+		return err
+	}
+	if len(started.Publish) != 1 {
+		return fmt.Errorf("testnet: demo: run --replicas published %d addresses, want 1", len(started.Publish))
 	}
 	url := "http://" + started.Publish[0].Listen + "/"
 	type replica struct {
@@ -147,12 +128,8 @@ func (c *cli) serviceDemo(ctx context.Context, st *testnet.State, bin string) er
 	if err := show("20 requests to node 0's local address, each on a new connection: both replicas answer", "python3", client, url, "20"); err != nil {
 		return err
 	}
-	victimJob, victim := replicas()[0], -1
-	for i, n := range st.Nodes {
-		if n.PeerID == victimJob.Supplier {
-			victim = i
-		}
-	}
+	victimJob := replicas()[0]
+	victim := nodeOf(st, victimJob.Supplier)
 	if victim < 0 {
 		return errors.New("testnet: demo: the replica's supplier is not a testnet node")
 	}
