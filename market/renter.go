@@ -668,25 +668,12 @@ func (r *Renter) QueryBook(ctx context.Context, p peer.ID, models []string) ([]*
 }
 
 // explain builds the reasons why no lease was made: it gathers what the
-// renter knows (the answers to its bid, and the asks in the first of
-// req.Books that answers) and summarises it (explainNoMatch).
+// renter knows (the answers to its bid, and the live asks of its own
+// book, else of the first of req.Books that answers) and summarises it
+// (explainNoMatch).
 func (r *Renter) explain(ctx context.Context, req RentRequest, f noMatchFacts) *NoMatch {
-	f.asks = r.bookAsks(ctx, req.Books, req.Filter.Models())
+	f.asks = r.candidates(ctx, req)
 	return explainNoMatch(req, f)
-}
-
-// bookAsks returns the asks for models (all when nil) in the first of
-// books that answers within 3 s; none when no book answers.
-func (r *Renter) bookAsks(ctx context.Context, books []peer.ID, models []string) []*Ask {
-	for _, b := range books {
-		bctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		got, err := r.QueryBook(bctx, b, models)
-		cancel()
-		if err == nil {
-			return got
-		}
-	}
-	return nil
 }
 
 // noMatchFacts is what a renter knows when no lease was made: the asks in

@@ -2,9 +2,11 @@ package market
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -536,6 +538,32 @@ func TestRentCutsSilentSuppliers(t *testing.T) {
 	}
 }
 
+// TestRentExplainsFromOwnBook: a renter with an order book of its own
+// that leases nothing explains it from that book's asks: the supplier
+// listed there did not answer, not "no ask in the order book".
+func TestRentExplainsFromOwnBook(t *testing.T) {
+	now := time.Now
+	relay := gossipRelay(t)
+	rp := newTestPeer(t, now)
+	rp.connect(t, relay)
+	book := NewBook(now)
+	s := newTestSupplier(t, now)
+	s.connect(t, relay)
+	book.AddAsk(s.ask(t, now())) // it never answers bids
+	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
+	_, err := r.Rent(context.Background(), RentRequest{AllowUnproven: true,
+		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
+		MaxPrice: 3_000_000, Wait: 300 * time.Millisecond,
+	})
+	var nm *NoMatch
+	if !errors.As(err, &nm) {
+		t.Fatalf("rent: %v, want a NoMatch", err)
+	}
+	if want := "1 supplier has h100-sxm; 1 did not answer within 300ms"; !slices.Contains(nm.Reasons, want) {
+		t.Fatalf("reasons %q, want %q", nm.Reasons, want)
+	}
+}
+
 // TestLeaseAcrossSkewedClocks: a supplier whose clock is as far off as the
 // network tolerates (p2p.ClockSkew, ahead or behind) still quotes, leases
 // and keeps the lease it countersigned: the quote, proposal and bid live
@@ -560,6 +588,10 @@ func TestLeaseAcrossSkewedClocks(t *testing.T) {
 			defer cancel()
 			l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
 				Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour, MaxPrice: 3_000_000,
+				// The one supplier's answer ends the wait; the ceiling is
+				// for a loaded machine, where the default 2 s can pass
+				// before the bid has gone round the relay.
+				Wait: 20 * time.Second,
 			})
 			if err != nil {
 				t.Fatalf("rent from a supplier %s off: %v", skew, err)

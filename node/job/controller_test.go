@@ -62,6 +62,10 @@ type mesh struct {
 	mu    sync.Mutex
 	rents []market.RentRequest // every lease the controller asked for
 	nonce uint64
+	// gone are the suppliers vanished from the renter, and opened the
+	// streams the renter opened to each (reset when it vanishes).
+	gone   map[peer.ID]bool
+	opened map[peer.ID][]network.Stream
 }
 
 // testSupplier is a supplier node's job side: its host and Executor, and
@@ -183,15 +187,38 @@ type mockDialer struct {
 }
 
 func (d mockDialer) Connect(ctx context.Context, p peer.ID) error {
+	if d.m.isGone(p) {
+		return fmt.Errorf("%s is gone", p)
+	}
 	return d.h.Connect(ctx, peer.AddrInfo{ID: p})
 }
 
 func (d mockDialer) NewStream(ctx context.Context, p peer.ID, proto protocol.ID) (network.Stream, error) {
+	if d.m.isGone(p) {
+		return nil, fmt.Errorf("%s is gone", p)
+	}
 	st, err := d.h.NewStream(ctx, p, proto)
 	if err != nil {
 		return nil, err
 	}
-	return newWindowedStream(st), nil
+	ws := newWindowedStream(st)
+	d.m.mu.Lock()
+	defer d.m.mu.Unlock()
+	if d.m.gone[p] {
+		ws.Reset()
+		return nil, fmt.Errorf("%s is gone", p)
+	}
+	if d.m.opened == nil {
+		d.m.opened = map[peer.ID][]network.Stream{}
+	}
+	d.m.opened[p] = append(d.m.opened[p], ws)
+	return ws, nil
+}
+
+func (m *mesh) isGone(p peer.ID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gone[p]
 }
 
 // windowedStream gives the renter's end of a mocknet stream a send
@@ -323,6 +350,20 @@ func (m *mesh) vanish(s *testSupplier) {
 	if err := m.mn.UnlinkPeers(m.renter.ID(), s.host.ID()); err != nil {
 		m.t.Fatal(err)
 	}
+	// A mocknet stream opened as its connection closes can outlive the
+	// connection (the far end adds it to its side in a goroutine of its
+	// own): the renter's streams to s are reset, and it opens no more.
+	m.mu.Lock()
+	if m.gone == nil {
+		m.gone = map[peer.ID]bool{}
+	}
+	m.gone[s.host.ID()] = true
+	opened := m.opened[s.host.ID()]
+	delete(m.opened, s.host.ID())
+	m.mu.Unlock()
+	for _, st := range opened {
+		_ = st.Reset()
+	}
 	// A connection being opened as the links go may outlive one
 	// disconnect: cut until none is left on either side.
 	eventually(m.t, time.Minute, "no connection left to the supplier", func() bool {
@@ -337,6 +378,9 @@ func (m *mesh) comeBack(s *testSupplier) {
 	if _, err := m.mn.LinkPeers(m.renter.ID(), s.host.ID()); err != nil {
 		m.t.Fatal(err)
 	}
+	m.mu.Lock()
+	delete(m.gone, s.host.ID())
+	m.mu.Unlock()
 }
 
 // shJob is a one-GPU job running script with sh, receipts every 500 ms.
