@@ -1,5 +1,5 @@
 # gpumesh — build, test, run a local testnet, benchmark.
-#   make testnet   start a 5-node local network and run the demo (JOB_NETWORK=1, as root: with services)
+#   make testnet   start a 5-node local network and run the demo (as root with ip and nft: with services; JOB_NETWORK=0 leaves them out)
 #   make testnet-netns  the same with 12 nodes in network namespaces behind NATs (root)
 #   make test      vet and run every test
 #   make sim       the market simulation, 100 and 1000 nodes, into bench/SIM.md
@@ -40,7 +40,7 @@ fuzz:
 	done
 
 testnet: build
-	$(TESTNET) up $(NODES) --bin $(BIN) $(if $(JOB_NETWORK),--job-network)
+	$(TESTNET) up $(NODES) --bin $(BIN) $(if $(JOB_NETWORK),--job-network=$(JOB_NETWORK))
 	$(TESTNET) demo --bin $(BIN)
 
 # 12 nodes in a namespace lab: a third public, a third behind cone NATs, a

@@ -35,6 +35,7 @@ const (
 	CheckDisk         = "disk"
 	CheckAPIBind      = "api-bind"
 	CheckListen       = "listen"
+	CheckServices     = "services"
 )
 
 // Thresholds of the disk and clock checks.
@@ -62,6 +63,11 @@ type DoctorFacts struct {
 	Skew    SkewSummary
 	DataDir string
 	Disk    DiskSpace
+	// RunsJobs: the node sells, so it runs renters' jobs; JobNetErr is
+	// why those jobs share its network (nil: each has its own, so jobs
+	// may serve ports).
+	RunsJobs  bool
+	JobNetErr error
 }
 
 // DiskSpace is the free space of the file system that holds a directory.
@@ -84,6 +90,7 @@ func EvaluateDoctor(f DoctorFacts) []api.Check {
 		checkDisk(f.DataDir, f.Disk),
 		checkAPIBind(f.APIAddr),
 		checkListen(f.Listen),
+		checkServices(f.RunsJobs, f.JobNetErr),
 	}
 }
 
@@ -285,6 +292,20 @@ func checkListen(addrs []string) api.Check {
 	return ok(CheckListen, strings.Join(addrs, ", "))
 }
 
+// checkServices says whether this supplier's jobs may serve ports: only
+// a job with a network of its own may (S18a), else it could reach the
+// node's API and the machine's other services.
+func checkServices(runsJobs bool, netErr error) api.Check {
+	switch {
+	case !runsJobs:
+		return ok(CheckServices, "this node runs no jobs")
+	case netErr == nil:
+		return ok(CheckServices, "every job gets a network of its own: jobs may serve ports, which renters reach through tunnels")
+	}
+	return warn(CheckServices, "jobs share this machine's network, so jobs that serve ports are refused: "+netErr.Error(),
+		"run the node as root on Linux with iproute2 and nftables, and job_network on")
+}
+
 func plural(n int, word string) string {
 	if n == 1 {
 		return word
@@ -329,6 +350,9 @@ func (n *Node) Doctor(ctx context.Context) api.DoctorReport {
 		Skew:    n.skew.summary(n.now()),
 		DataDir: n.cfg.DataDir,
 		Disk:    measureDisk(n.cfg.DataDir),
+
+		RunsJobs:  n.jobs.exec != nil,
+		JobNetErr: n.jobs.netErr,
 	}
 	for _, a := range n.net.Host.Network().ListenAddresses() {
 		// The relay transport "listens" on /p2p-circuit: no address

@@ -213,10 +213,16 @@ func TestCheckLocalClock(t *testing.T) {
 	wantCheck(t, checkLocalClock(nil), CheckClockSkew, api.StatusWarn, "cannot tell", "NTP")
 }
 
+func TestCheckServices(t *testing.T) {
+	wantCheck(t, checkServices(false, errors.New("x")), CheckServices, api.StatusOK, "runs no jobs", "")
+	wantCheck(t, checkServices(true, nil), CheckServices, api.StatusOK, "network of its own", "")
+	wantCheck(t, checkServices(true, errors.New("job networks need root")), CheckServices, api.StatusWarn, "refused: job networks need root", "nftables")
+}
+
 // TestEvaluateDoctorOrder: a report lists every check once, in order.
 func TestEvaluateDoctorOrder(t *testing.T) {
 	got := EvaluateDoctor(DoctorFacts{})
-	want := []string{CheckReachability, CheckObserved, CheckRelays, CheckPeers, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckListen}
+	want := []string{CheckReachability, CheckObserved, CheckRelays, CheckPeers, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckListen, CheckServices}
 	if len(got) != len(want) {
 		t.Fatalf("%d checks, want %d", len(got), len(want))
 	}
@@ -332,6 +338,7 @@ func TestDoctorOverAPI(t *testing.T) {
 		CheckDisk:      {api.StatusOK, "free in " + bDir},
 		CheckClockSkew: {api.StatusOK, "from 1 peer"},
 		CheckGPUs:      {api.StatusOK, "--gpus none"},
+		CheckServices:  {api.StatusOK, "runs no jobs"},
 		// Loopback is no public address: AutoNAT has no verdict, and no
 		// peer reports a public address.
 		CheckReachability: {api.StatusWarn, "unknown"},

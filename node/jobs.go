@@ -33,6 +33,7 @@ type jobParts struct {
 	exec     *job.Executor
 	tunnels  *tunnel.Server // renters' connections to their jobs' ports
 	evidence *p2p.Topic
+	netErr   error // why jobs share the node's network (nil: they do not)
 }
 
 // startJobs opens the settlement ledger, joins the evidence topic, starts
@@ -113,8 +114,8 @@ func (n *Node) startJobs(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
-		if err := runtime.NetworkIsolation(rts["process"]); err != nil {
-			n.log.Warn("jobs share this machine's network; jobs that serve ports are refused", "why", err)
+		if j.netErr = n.jobNetworkErr(rts["process"]); j.netErr != nil {
+			n.log.Warn("jobs share this machine's network; jobs that serve ports are refused", "why", j.netErr)
 		}
 		if j.tunnels, err = tunnel.NewServer(tunnel.ServerConfig{Host: n.net.Host, Resolve: j.exec.Tunnel, Log: n.log}); err != nil {
 			return fmt.Errorf("node: %w", err)
@@ -150,6 +151,18 @@ func (n *Node) newRuntime(name string) (runtime.Runtime, error) {
 		rt, err = runtime.New(name, o)
 	}
 	return rt, err
+}
+
+// jobNetworkErr says why the jobs of rt share the node's network, nil
+// when each gets one of its own.
+func (n *Node) jobNetworkErr(rt runtime.Runtime) error {
+	switch {
+	case !n.cfg.JobNetwork:
+		return errors.New("job_network is off")
+	case os.Geteuid() != 0:
+		return errors.New("the node does not run as root, so it cannot give jobs networks of their own")
+	}
+	return runtime.NetworkIsolation(rt)
 }
 
 // jobLimits are the per-job limits of this supplier, from its config, the

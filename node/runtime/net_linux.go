@@ -411,7 +411,7 @@ func resolvConf(c NetConfig, log *slog.Logger) string {
 		}
 		a = a.Unmap()
 		if a.IsLoopback() || a.IsLinkLocalUnicast() || (a.IsPrivate() || inPrefix(a, "100.64.0.0/10")) && !c.AllowLAN {
-			log.Warn("job network: jobs cannot reach the host's resolver, so their names will not resolve; set NetConfig.DNS", "resolver", a)
+			log.Warn("job network: jobs cannot reach the host's resolver, so their names will not resolve; set one they can (NetConfig.DNS, the node's job_dns)", "resolver", a)
 			return ""
 		}
 	}

@@ -131,7 +131,8 @@ func (c *cli) up(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 0, "give up start-up after this long (default 12s a node, at least 30s)")
 	netns := fs.Bool("netns", false, "run the nodes in network namespaces behind cone and symmetric NAT routers, with a WAN between regions (Linux, root, iproute2, nftables)")
 	prefix := fs.String("prefix", testnet.DefaultPrefix, "with --netns: the namespaces' name prefix")
-	jobNet := fs.Bool("job-network", false, "give the suppliers' jobs networks of their own, so that they can serve ports (root; on 127.0.0.1 their links and NAT are made in this machine's own namespace; always on with --netns)")
+	jobNet := autoBool{}
+	fs.Var(&jobNet, "job-network", "give the suppliers' jobs networks of their own, so that they can serve ports: auto (on when this is Linux, run as root, with ip and nft), true or false (on 127.0.0.1 their links and NAT are made in this machine's own namespace; always on with --netns)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -149,7 +150,7 @@ func (c *cli) up(ctx context.Context, args []string) error {
 	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	st, err := testnet.Up(ctx, testnet.Options{
 		Binary: *bin, Dir: *dir, Nodes: n, BasePort: *base, HeartbeatInterval: *hb, AuditInterval: *audit, Timeout: *timeout, Logger: log,
-		Netns: *netns, Prefix: *prefix, JobNetwork: *jobNet,
+		Netns: *netns, Prefix: *prefix, JobNetwork: jobNet.resolve(jobNetworkPossible),
 	})
 	if err != nil {
 		return err

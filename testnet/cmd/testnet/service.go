@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/testnet"
 )
 
@@ -44,6 +46,27 @@ for _ in range(n):
 print("%d requests: %d answered, %d failed; by replica: %s" % (n, ok, fail, ", ".join("%s %d" % kv for kv in sorted(by.items()))))
 `
 
+// noServices is why the testnet's suppliers refuse jobs that serve
+// ports, as node 1's doctor says, or "" when they take them. In a
+// namespace lab, whose nodes' APIs this process cannot reach, they do.
+func (c *cli) noServices(ctx context.Context, st *testnet.State) string {
+	if st.Netns != nil || len(st.Nodes) < 2 {
+		return ""
+	}
+	cl, err := api.ClientForDataDir(st.Nodes[1].API, st.Nodes[1].DataDir)
+	if err != nil {
+		return err.Error()
+	}
+	rep, err := cl.Doctor(ctx)
+	if err != nil {
+		return err.Error()
+	}
+	if chk, ok := rep.Check(node.CheckServices); ok && chk.Status != api.StatusOK {
+		return chk.Detail
+	}
+	return ""
+}
+
 // serviceDemo serves an HTTP endpoint from two replicas on leased GPUs
 // behind one local address of node 0, kills one replica's supplier with
 // SIGKILL under requests, and shows the replica replaced elsewhere while
@@ -51,7 +74,11 @@ print("%d requests: %d answered, %d failed; by replica: %s" % (n, ok, fail, ", "
 // or --netns) and python3 for the service.
 func (c *cli) serviceDemo(ctx context.Context, st *testnet.State, bin string) error {
 	if !st.JobNetwork {
-		fmt.Fprintf(c.stdout, "# services (an HTTP endpoint from two replicas on leased GPUs) need suppliers that give jobs networks of their own: see them with `make testnet-netns`, or `make testnet JOB_NETWORK=1` as root\n\n")
+		fmt.Fprintf(c.stdout, "# services (an HTTP endpoint from two replicas on leased GPUs) need suppliers that give jobs networks of their own: run the testnet as root on Linux with iproute2 and nftables, or see them with `make testnet-netns`\n\n")
+		return nil
+	}
+	if why := c.noServices(ctx, st); why != "" {
+		fmt.Fprintf(c.stdout, "# services (an HTTP endpoint from two replicas on leased GPUs) need suppliers that give jobs networks of their own; node 1 says: %s\n\n", why)
 		return nil
 	}
 	if _, err := exec.LookPath("python3"); err != nil {
