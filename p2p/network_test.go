@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/peer"
+	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/gpumesh/gpumesh/p2p/pb"
@@ -307,12 +310,13 @@ func hasAddr(list []ma.Multiaddr, a ma.Multiaddr) bool {
 }
 
 // TestTransports checks that nodes speak both transports of SPEC §4.2:
-// TCP secured by Noise and multiplexed by yamux, and QUIC v1.
+// TCP secured by TLS (or Noise, with a peer that offers only Noise) and
+// multiplexed by yamux, and QUIC v1.
 func TestTransports(t *testing.T) {
 	for _, tc := range []struct {
 		name, listen, transport, security, muxer string
 	}{
-		{"tcp", "/ip4/127.0.0.1/tcp/0", "tcp", "/noise", "/yamux/1.0.0"},
+		{"tcp", "/ip4/127.0.0.1/tcp/0", "tcp", "/tls/1.0.0", "/yamux/1.0.0"},
 		{"quic", "/ip4/127.0.0.1/udp/0/quic-v1", "quic-v1", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -337,6 +341,43 @@ func TestTransports(t *testing.T) {
 			st := conns[0].ConnState()
 			if st.Transport != tc.transport || string(st.Security) != tc.security || string(st.StreamMultiplexer) != tc.muxer {
 				t.Fatalf("connection state %+v, want transport %s security %q muxer %q", st, tc.transport, tc.security, tc.muxer)
+			}
+		})
+	}
+}
+
+// TestNoiseOnlyPeer: a peer whose libp2p offers only Noise over TCP
+// connects to a node, and a node to it, secured by Noise.
+func TestNoiseOnlyPeer(t *testing.T) {
+	n, err := New(Config{Key: newKey(t), ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	for _, dir := range []string{"peer dials node", "node dials peer"} {
+		t.Run(dir, func(t *testing.T) {
+			h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics(),
+				libp2p.Security(noise.ID, noise.New), libp2p.Muxer(yamux.ID, yamux.DefaultTransport))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if dir == "peer dials node" {
+				err = h.Connect(ctx, addrInfo(n))
+			} else {
+				err = n.Host.Connect(ctx, peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns := n.Host.Network().ConnsToPeer(h.ID())
+			if len(conns) == 0 {
+				t.Fatal("no connection")
+			}
+			if sec := conns[0].ConnState().Security; sec != noise.ID {
+				t.Fatalf("security %q, want %q", sec, noise.ID)
 			}
 		})
 	}

@@ -6,13 +6,15 @@ import (
 	"net"
 	"testing"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // The tunnel's cost beside raw loopback TCP, measured in the same run
 // (make bench writes them to bench/RESULTS.md): a connection through a
-// Forwarder, a libp2p stream over loopback TCP (noise, yamux) and a Server
-// to a TCP server, against a connection straight to that server.
+// Forwarder, a libp2p stream over loopback TCP (TLS or Noise, yamux) and a
+// Server to a TCP server, against a connection straight to that server,
+// and against a bare libp2p stream, the transport the tunnel rides on.
 
 // benchChunk is what one op of the throughput benchmarks moves.
 const benchChunk = 1 << 20
@@ -38,8 +40,19 @@ func sinkServer(b *testing.B) net.Listener {
 				}
 			}
 		}
-		if _, err := io.Copy(io.Discard, c); err == nil {
-			_, _ = c.Write([]byte{1})
+		// Large reads, as a server that takes bulk data does: io.Copy
+		// into io.Discard would read 8 KiB at a time, and the sink's
+		// syscalls, not the path to it, would be what is measured.
+		big := make([]byte, 256<<10)
+		for {
+			_, err := c.Read(big)
+			if err == io.EOF {
+				_, _ = c.Write([]byte{1})
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
 	})
 }
@@ -129,6 +142,48 @@ func BenchmarkRawTCPThroughput(b *testing.B) {
 func BenchmarkTunnelThroughput(b *testing.B) {
 	_, tun := benchTargets(b)
 	benchThroughput(b, tun)
+}
+
+// BenchmarkStreamThroughput: 1 MiB writes on a bare libp2p stream between
+// the same kind of hosts, to a sink that reads it: what the transport
+// alone carries, the tunnel's ceiling.
+func BenchmarkStreamThroughput(b *testing.B) {
+	r, s := newHost(b), newHost(b)
+	s.SetStreamHandler("/gpumesh/bench-sink", func(st network.Stream) {
+		defer st.Close()
+		big := make([]byte, 256<<10)
+		for {
+			_, err := st.Read(big)
+			if err == io.EOF {
+				_, _ = st.Write([]byte{1})
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	ctx := context.Background()
+	if err := r.Connect(ctx, peer.AddrInfo{ID: s.ID(), Addrs: s.Addrs()}); err != nil {
+		b.Fatal(err)
+	}
+	st, err := r.NewStream(ctx, s.ID(), "/gpumesh/bench-sink")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	chunk := make([]byte, benchChunk)
+	b.SetBytes(benchChunk)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := st.Write(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = st.CloseWrite()
+	if _, err := io.ReadFull(st, chunk[:1]); err != nil {
+		b.Fatal("the sink did not confirm: ", err)
+	}
 }
 
 // BenchmarkRawTCPRequest: a 64-byte request and its answer on an open

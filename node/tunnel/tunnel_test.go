@@ -20,17 +20,19 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpumesh/gpumesh/node/tunnel/pb"
 	"github.com/gpumesh/gpumesh/p2p"
 )
 
-// newHost is a real libp2p host on loopback TCP, secured with Noise as a
-// node's (p2p.New).
+// newHost is a real libp2p host on loopback TCP, secured with TLS 1.3 or
+// Noise as a node's (p2p.New).
 func newHost(t testing.TB) host.Host {
 	t.Helper()
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics(), libp2p.Security(noise.ID, noise.New))
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics(),
+		libp2p.Security(libp2ptls.ID, libp2ptls.New), libp2p.Security(noise.ID, noise.New))
 	if err != nil {
 		t.Fatal(err)
 	}
