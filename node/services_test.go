@@ -450,3 +450,58 @@ func envInt(t *testing.T, name string, def int) int {
 	}
 	return n
 }
+
+// TestReplicaLeasedLater: a service of three replicas submitted where only
+// two suppliers sell is accepted with two; the third waits for a lease
+// ("no lease yet") and is rented, started and healthy once a third
+// supplier comes, on it (never on a sibling's supplier).
+func TestReplicaLeasedLater(t *testing.T) {
+	if !inOwnNetns(t) {
+		return
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("the job's server needs python3")
+	}
+	jn := startJobNet(t, 3*time.Second, func(c *Config) { c.JobNetwork = true })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	v, err := jn.renter.Jobs().Submit(ctx, echoService(func(r *job.Request) {
+		r.Replicas, r.Health, r.HealthGrace = 3, "/healthz", time.Minute
+	}))
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	replicas := func() []job.View {
+		var out []job.View
+		for _, r := range jn.renter.Jobs().Jobs() {
+			if r.Group == v.JobID {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	var waiting job.View
+	for _, r := range replicas() {
+		if r.Attempt == 0 {
+			waiting = r
+		}
+	}
+	if len(replicas()) != 3 || waiting.JobID == "" || !strings.HasPrefix(waiting.Message, "no lease yet: ") || waiting.State != job.StateRenting {
+		t.Fatalf("after submit: %+v; want three replicas, one renting with no lease yet", replicas())
+	}
+	third := sellerConfig(t, "unset", "sim:rtx4090:1", "eu-west", "fixed", []string{"rtx4090=0.60"}, bootstrapOf(jn.boot))
+	third.DataDir, third.HaltGrace, third.AuditInterval, third.JobNetwork = t.TempDir(), 3*time.Second, 0, true
+	spare := startNode(t, third)
+	waitAdvertised(t, spare)
+	eventually(t, 90*time.Second, "the third replica leased on the new supplier and healthy", func() bool {
+		r := jobView(t, jn.renter, waiting.JobID)
+		return r.Supplier == spare.ID().String() && r.Health == "healthy" && r.Message == ""
+	})
+	seen := map[string]bool{}
+	for _, r := range replicas() {
+		seen[r.Supplier] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("replicas on %d suppliers, want 3: %+v", len(seen), replicas())
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -382,7 +383,7 @@ func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
 		r.Spec = proto.Clone(req.Spec).(*pb.JobSpec)
 		r.Spec.JobId, r.Publish = nil, nil
 		if _, err := c.submit(ctx, r, first.JobID, i); err != nil {
-			c.log.Warn("replica not started; the group serves with fewer", "group", first.JobID[:8], "replica", i, "err", err)
+			c.log.Warn("replica not submitted; the group serves with fewer", "group", first.JobID[:8], "replica", i, "err", err)
 		}
 	}
 	return c.Job(first.JobID)
@@ -437,6 +438,17 @@ func (c *Controller) submit(ctx context.Context, req Request, group string, repl
 		return c.view(js), err
 	}
 	if err := c.rentAttempt(ctx, js, nil); err != nil {
+		if replica > 0 {
+			// The group serves already; a replica that the market cannot
+			// place now is rented as a failover is, until RentFor passes.
+			c.log.Warn("replica not leased yet; the node keeps trying", "group", group[:8], "replica", replica, "err", err)
+			js.mu.Lock()
+			js.rec.Message = "no lease yet: " + err.Error()
+			_ = c.save(js)
+			js.mu.Unlock()
+			c.goDrive(js)
+			return c.view(js), nil
+		}
 		js.mu.Lock()
 		js.rec.State, js.rec.Message, js.rec.FinishedAt = StateFailed, err.Error(), c.cfg.Now().UTC()
 		_ = c.save(js)
@@ -479,6 +491,9 @@ func (c *Controller) rentAttempt(ctx context.Context, js *jobState, exclude []pe
 	}
 	js.rec.Attempts = append(js.rec.Attempts, attemptRec{Attempt: next, Lease: l.Raw, Supplier: l.Supplier.String(), Checkpoint: js.rec.Checkpoint, At: c.cfg.Now().UTC()})
 	js.rec.State = StateStarting
+	if strings.HasPrefix(js.rec.Message, "no lease yet: ") {
+		js.rec.Message = ""
+	}
 	c.log.Info("job leased", "job", js.rec.ID[:8], "attempt", next, "lease", l.ID.Short(), "supplier", l.Supplier)
 	return c.save(js)
 }
