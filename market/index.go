@@ -91,6 +91,7 @@ type tradeEntry struct {
 	renter   peer.ID  //
 	gpus     []string // the lease's GPU UUIDs
 	count    int
+	raw      []byte // the signed print (AddPrint)
 }
 
 // PriceIndex is the price index per model, built from the trade prints a
@@ -178,8 +179,51 @@ func (x *PriceIndex) AddPrint(tp *TradePrint) bool {
 	return x.add(l.Model, tradeEntry{
 		id: l.ID, price: l.PriceMicros, count: int(l.Count), at: time.UnixMilli(l.StartMs),
 		weight:   float64(l.Count) * float64(durationS) / 3600,
-		supplier: l.Supplier, renter: l.Renter, gpus: l.GpuUuids,
+		supplier: l.Supplier, renter: l.Renter, gpus: l.GpuUuids, raw: tp.Raw,
 	}, durationS)
+}
+
+// Print is one trade print that counts in a PriceIndex.
+type Print struct {
+	Model       string
+	LeaseID     ID
+	Supplier    peer.ID // "" for an unattributed print (Add)
+	Count       int
+	PriceMicros int64
+	GPUHours    float64
+	At          time.Time // when its lease started
+	Raw         []byte    // the signed print; nil for an unattributed one
+}
+
+// Prints lists the prints of model (of every model when "") that count
+// in the window, oldest first.
+func (x *PriceIndex) Prints(model string) []Print {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	now := x.now()
+	var models []string
+	if model != "" {
+		models = []string{model}
+	} else {
+		for m := range x.models {
+			models = append(models, m)
+		}
+		for m := range x.pending {
+			if _, ok := x.models[m]; !ok {
+				models = append(models, m)
+			}
+		}
+	}
+	var out []Print
+	for _, m := range models {
+		x.prune(m, now)
+		for _, p := range x.counted(m) {
+			out = append(out, Print{Model: m, LeaseID: p.id, Supplier: p.supplier, Count: p.count,
+				PriceMicros: p.price, GPUHours: p.weight, At: p.at, Raw: p.raw})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Print) int { return a.At.Compare(b.At) })
+	return out
 }
 
 func (x *PriceIndex) add(model string, p tradeEntry, durationS uint32) bool {

@@ -419,6 +419,18 @@ func OpenTradePrint(data []byte, now time.Time) (*TradePrint, error) {
 	return t, nil
 }
 
+// VerifyTradePrint checks a kept trade print's signature (and that its
+// supplier signed it) without its time bounds, for showing prints older
+// than gossip accepts: it returns the supplier.
+func VerifyTradePrint(data []byte) (peer.ID, error) {
+	m := &pb.TradePrint{}
+	signer, err := p2p.OpenAuthored(TradeType, data, m, func() []byte { return m.Supplier })
+	if err != nil {
+		return "", fmt.Errorf("trade print: %w", err)
+	}
+	return signer, nil
+}
+
 func checkTradePrint(m *pb.TradePrint, supplier peer.ID, now time.Time) (*TradePrint, error) {
 	if err := cmp.Or(checkHeader(m.Version, m.Nonce), checkRecent(m.CreatedMs, now)); err != nil {
 		return nil, err

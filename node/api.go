@@ -37,8 +37,10 @@ func (n *Node) startAPI() error {
 		ln.Close()
 		return fmt.Errorf("node: api: record the address: %w", err)
 	}
-	h := api.NewHandler(&apiBackend{n: n, started: n.now()}, token,
-		api.WithMetrics(promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})))
+	b := &apiBackend{n: n, started: n.now()}
+	h := api.NewHandler(b, token,
+		api.WithMetrics(promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})),
+		api.WithExplorer(newExplorer(n, b), nil))
 	n.api = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	n.apiLn = ln
 	n.goLoop(func() {

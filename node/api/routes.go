@@ -28,6 +28,19 @@ const (
 	PathDoctor     = "/api/v1/doctor"
 	PathMetrics    = "/metrics"
 	PathPprof      = "/debug/pprof/"
+	PathOpenAPI    = "/api/v1/openapi.json"
+
+	// The Explorer: its page and assets, and its public read routes
+	// (explorer.go). {peer} is a peer ID.
+	PathExplorerUI           = "/"
+	PathExplorerAssets       = "/assets/"
+	PathExplorerPrefix       = "/api/v1/explorer/"
+	PathExplorerSummary      = "/api/v1/explorer/summary"
+	PathExplorerSuppliers    = "/api/v1/explorer/suppliers"
+	PathExplorerSupplier     = "/api/v1/explorer/suppliers/{peer}"
+	PathExplorerTrades       = "/api/v1/explorer/trades"
+	PathExplorerAttestations = "/api/v1/explorer/attestations"
+	PathExplorerBook         = "/api/v1/explorer/book"
 )
 
 // The query keys of the routes that take any.
@@ -41,6 +54,8 @@ const (
 	QueryLease  = "lease"  // receipts: a lease ID or its prefix
 	QueryJob    = "job"    // forwards: a job ID or its prefix
 	QueryListen = "listen" // forwards: a local address
+	// QueryModel and QueryPeer also narrow explorer trades (model) and
+	// attestations (peer).
 )
 
 // Route is one method and path the API serves.
@@ -67,7 +82,15 @@ func Routes() []Route {
 		{get, PathLeases}, {get, PathPrices}, {get, PathCapacity}, {get, PathReputation},
 		{post, PathChallenge}, {post, PathJobs}, {get, PathJobs}, {get, PathJob}, {post, PathJobStop},
 		{get, PathJobLogs}, {get, PathForwards}, {post, PathForwards}, {del, PathForwards}, {get, PathReceipts}, {get, PathDoctor}, {get, PathMetrics}, {"", PathPprof},
+		{get, PathOpenAPI},
+		{get, PathExplorerSummary}, {get, PathExplorerSuppliers}, {get, PathExplorerSupplier}, {get, PathExplorerTrades},
+		{get, PathExplorerAttestations}, {get, PathExplorerBook},
 	}
+}
+
+// explorerSupplierPath fills the {peer} of PathExplorerSupplier.
+func explorerSupplierPath(id string) string {
+	return strings.Replace(PathExplorerSupplier, "{peer}", url.PathEscape(id), 1)
 }
 
 // jobPath fills the {id} of a job route.

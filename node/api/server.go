@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
@@ -61,7 +62,9 @@ type JobService interface {
 var ErrNotStarted = errors.New("jobs are not started yet")
 
 type handlerOptions struct {
-	metrics http.Handler
+	metrics  http.Handler
+	explorer ExplorerData
+	ui       http.Handler
 }
 
 // HandlerOption configures NewHandler.
@@ -72,7 +75,15 @@ func WithMetrics(h http.Handler) HandlerOption {
 	return func(o *handlerOptions) { o.metrics = h }
 }
 
-// NewHandler serves every route of Routes from b, behind RequireToken.
+// WithExplorer serves the Explorer: its read routes from d and its page
+// and assets (GET / and /assets/) from ui. Without it those routes
+// answer 503 and the page 404.
+func WithExplorer(d ExplorerData, ui http.Handler) HandlerOption {
+	return func(o *handlerOptions) { o.explorer, o.ui = d, ui }
+}
+
+// NewHandler serves every route of Routes from b, behind RequireToken
+// (which leaves the Public ones open).
 func NewHandler(b Backend, token string, opts ...HandlerOption) http.Handler {
 	o := handlerOptions{metrics: http.NotFoundHandler()}
 	for _, opt := range opts {
@@ -80,6 +91,7 @@ func NewHandler(b Backend, token string, opts ...HandlerOption) http.Handler {
 	}
 	s := &server{b: b}
 	handlers := s.handlers(o)
+	maps.Copy(handlers, explorerHandlers(o.explorer))
 	mux := http.NewServeMux()
 	for _, rt := range Routes() {
 		h, ok := handlers[rt]
@@ -93,8 +105,14 @@ func NewHandler(b Backend, token string, opts ...HandlerOption) http.Handler {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	// Every route but /healthz needs the token: RequireToken guards the
-	// whole mux, so no route can be added without it.
+	ui := o.ui
+	if ui == nil {
+		ui = http.NotFoundHandler()
+	}
+	mux.Handle("GET "+PathExplorerUI+"{$}", ui)
+	mux.Handle("GET "+PathExplorerAssets, ui)
+	// Every route but the Public ones needs the token: RequireToken
+	// guards the whole mux, so no route can be added without it.
 	return RequireToken(token, mux)
 }
 
@@ -128,6 +146,7 @@ func (s *server) handlers(o handlerOptions) map[Route]http.HandlerFunc {
 		{get, PathDoctor}:     s.doctor,
 		{get, PathMetrics}:    o.metrics.ServeHTTP,
 		{"", PathPprof}:       pprof.Index,
+		{get, PathOpenAPI}:    serveOpenAPI,
 	}
 }
 

@@ -53,15 +53,16 @@ func ReadToken(dataDir string) (string, error) {
 }
 
 // RequireToken serves h only to requests that carry token as a bearer
-// token; GET /healthz alone is open, so that supervisors and the testnet
-// can check a node is up. Loopback is no trust boundary: every local
+// token; the Public requests alone are open: GET /healthz, so that
+// supervisors and the testnet can check a node is up, and the Explorer's
+// page and read routes, which show only what the network publishes. Loopback is no trust boundary: every local
 // user, and every job a supplier runs (they share its network until jobs
 // get a network of their own), can connect to it, and none of them can
 // read the token (mode 0600, hidden from jobs).
 func RequireToken(token string, h http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == PathHealth && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		if Public(r) {
 			h.ServeHTTP(w, r)
 			return
 		}
