@@ -224,7 +224,8 @@ func newBackend(t *testing.T) *backend {
 	return &backend{peer: newPeerID(t), jobs: &jobs{log: "line one\nline two\n"}}
 }
 
-// TestTokenRequired: every route but /healthz refuses a request without
+// TestTokenRequired: every route but the public ones (/healthz, the
+// Explorer's, the OpenAPI document) refuses a request without
 // the bearer token or with another, with 401 and a message naming the
 // token file; the client reports it as ErrUnauthorized.
 func TestTokenRequired(t *testing.T) {
@@ -250,6 +251,14 @@ func TestTokenRequired(t *testing.T) {
 			if rt.Path == api.PathHealth {
 				if resp.StatusCode != http.StatusOK {
 					t.Errorf("%s %s with %q: %d, want 200 (it is open)", method, path, auth, resp.StatusCode)
+				}
+				continue
+			}
+			if api.Public(req) {
+				// The Explorer's routes and the OpenAPI document: open
+				// (this backend serves no Explorer: 503).
+				if resp.StatusCode == http.StatusUnauthorized {
+					t.Errorf("%s %s with %q: 401, want it open", method, path, auth)
 				}
 				continue
 			}

@@ -255,6 +255,53 @@ func (c *Client) Doctor(ctx context.Context) (DoctorReport, error) {
 	return rep, c.call(ctx, c.timeout, http.MethodGet, PathDoctor, nil, nil, &rep)
 }
 
+// ExplorerSummary is the network as the node sees it.
+func (c *Client) ExplorerSummary(ctx context.Context) (ExplorerSummary, error) {
+	var s ExplorerSummary
+	return s, c.call(ctx, c.timeout, http.MethodGet, PathExplorerSummary, nil, nil, &s)
+}
+
+// ExplorerSuppliers lists every supplier the node has heard from.
+func (c *Client) ExplorerSuppliers(ctx context.Context) ([]SupplierRow, error) {
+	var rows []SupplierRow
+	return rows, c.call(ctx, c.timeout, http.MethodGet, PathExplorerSuppliers, nil, nil, &rows)
+}
+
+// ExplorerSupplier is one supplier's page; an error that is ErrNotFound
+// when the node knows nothing of it.
+func (c *Client) ExplorerSupplier(ctx context.Context, id string) (SupplierDetail, error) {
+	var sd SupplierDetail
+	return sd, c.call(ctx, c.timeout, http.MethodGet, explorerSupplierPath(id), nil, nil, &sd)
+}
+
+// ExplorerTrades lists the trade prints of model (all when ""), oldest
+// first.
+func (c *Client) ExplorerTrades(ctx context.Context, model string) ([]TradeView, error) {
+	var ts []TradeView
+	var q url.Values
+	if model != "" {
+		q = url.Values{QueryModel: {model}}
+	}
+	return ts, c.call(ctx, c.timeout, http.MethodGet, PathExplorerTrades, q, nil, &ts)
+}
+
+// ExplorerAttestations lists the attestations about subject (all when
+// ""), newest first.
+func (c *Client) ExplorerAttestations(ctx context.Context, subject string) ([]AttestationView, error) {
+	var as []AttestationView
+	var q url.Values
+	if subject != "" {
+		q = url.Values{QueryPeer: {subject}}
+	}
+	return as, c.call(ctx, c.timeout, http.MethodGet, PathExplorerAttestations, q, nil, &as)
+}
+
+// ExplorerBook is the order book: every live ask and bid.
+func (c *Client) ExplorerBook(ctx context.Context) (Orders, error) {
+	var o Orders
+	return o, c.call(ctx, c.timeout, http.MethodGet, PathExplorerBook, nil, nil, &o)
+}
+
 // call sends a request and decodes its JSON answer into out.
 func (c *Client) call(ctx context.Context, timeout time.Duration, method, path string, q url.Values, body, out any) error {
 	resp, cancel, err := c.send(ctx, timeout, method, path, q, body)

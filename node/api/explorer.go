@@ -244,9 +244,9 @@ func Public(r *http.Request) bool {
 	}
 	p := r.URL.Path
 	switch {
-	case p == PathHealth, p == PathExplorerUI, p == PathOpenAPI:
+	case p == PathHealth, p == ExplorerPage, p == PathOpenAPI:
 		return true
-	case strings.HasPrefix(p, PathExplorerAssets), strings.HasPrefix(p, PathExplorerPrefix):
+	case strings.HasPrefix(p, ExplorerAssets), strings.HasPrefix(p, ExplorerRoutes):
 		return true
 	}
 	return false

@@ -30,17 +30,22 @@ const (
 	PathPprof      = "/debug/pprof/"
 	PathOpenAPI    = "/api/v1/openapi.json"
 
-	// The Explorer: its page and assets, and its public read routes
-	// (explorer.go). {peer} is a peer ID.
-	PathExplorerUI           = "/"
-	PathExplorerAssets       = "/assets/"
-	PathExplorerPrefix       = "/api/v1/explorer/"
+	// The Explorer's public read routes (explorer.go). {peer} is a peer
+	// ID.
 	PathExplorerSummary      = "/api/v1/explorer/summary"
 	PathExplorerSuppliers    = "/api/v1/explorer/suppliers"
 	PathExplorerSupplier     = "/api/v1/explorer/suppliers/{peer}"
 	PathExplorerTrades       = "/api/v1/explorer/trades"
 	PathExplorerAttestations = "/api/v1/explorer/attestations"
 	PathExplorerBook         = "/api/v1/explorer/book"
+)
+
+// The Explorer's page and compiled assets (served with WithExplorer),
+// and the prefix of its read routes: all three are open (Public).
+const (
+	ExplorerPage   = "/"
+	ExplorerAssets = "/assets/"
+	ExplorerRoutes = "/api/v1/explorer/"
 )
 
 // The query keys of the routes that take any.

@@ -109,8 +109,8 @@ func NewHandler(b Backend, token string, opts ...HandlerOption) http.Handler {
 	if ui == nil {
 		ui = http.NotFoundHandler()
 	}
-	mux.Handle("GET "+PathExplorerUI+"{$}", ui)
-	mux.Handle("GET "+PathExplorerAssets, ui)
+	mux.Handle("GET "+ExplorerPage+"{$}", ui)
+	mux.Handle("GET "+ExplorerAssets, ui)
 	// Every route but the Public ones needs the token: RequireToken
 	// guards the whole mux, so no route can be added without it.
 	return RequireToken(token, mux)
