@@ -154,6 +154,9 @@ func OpenAPI() (*openapi3.T, error) {
 				return nil, fmt.Errorf("api: schema of %s's answer: %w", rt.Pattern(), err)
 			}
 			resp.WithJSONSchemaRef(s)
+			// The Go type the client decodes it into (package api
+			// unless qualified).
+			op.Extensions = map[string]any{"x-go-type": strings.ReplaceAll(reflect.TypeOf(rd.answer).String(), "api.", "")}
 		case rd.media != "":
 			resp.WithContent(openapi3.NewContentWithSchema(openapi3.NewSchema(), []string{rd.media}))
 		}

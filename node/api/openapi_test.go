@@ -3,8 +3,14 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,5 +73,75 @@ func TestOpenAPIServed(t *testing.T) {
 	}
 	if doc.Paths.Find(api.PathExplorerSupplier) == nil || doc.Paths.Find(api.PathJobs) == nil {
 		t.Fatalf("the served document lacks routes: %v", doc.Paths.InMatchingOrder())
+	}
+}
+
+var updateAPIDoc = flag.Bool("update-api-doc", false, "rewrite the route table of docs/API.md from the OpenAPI document")
+
+// TestAPIDoc: the route table of docs/API.md is the one the OpenAPI
+// document gives (-update-api-doc rewrites it).
+func TestAPIDoc(t *testing.T) {
+	doc, err := api.OpenAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("| Method | Path | Token | What | Answer |\n| --- | --- | --- | --- | --- |\n")
+	paths := doc.Paths.InMatchingOrder()
+	slices.Sort(paths)
+	for _, path := range paths {
+		item := doc.Paths.Value(path)
+		methods := slices.Sorted(maps.Keys(item.Operations()))
+		for _, m := range methods {
+			op := item.Operations()[m]
+			token := "yes"
+			if op.Security != nil && len(*op.Security) == 0 {
+				token = "no"
+			}
+			answer := ""
+			for _, code := range []string{"200", "204"} {
+				if r := op.Responses.Value(code); r != nil {
+					answer = code
+					for media := range r.Value.Content {
+						answer += " " + media
+					}
+					if goType, ok := op.Extensions["x-go-type"].(string); ok {
+						answer += ": `" + goType + "`"
+					}
+				}
+			}
+			var params []string
+			for _, p := range op.Parameters {
+				if p.Value.In == "query" {
+					params = append(params, p.Value.Name)
+				}
+			}
+			p := path
+			if len(params) > 0 {
+				p += "?" + strings.Join(params, "&")
+			}
+			fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s |\n", m, p, token, op.Summary, answer)
+		}
+	}
+	const begin, end = "<!-- routes: generated from the OpenAPI document; do not edit by hand -->\n", "<!-- end routes -->"
+	file := filepath.Join("..", "..", "docs", "API.md")
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("%s has no route table markers", file)
+	}
+	want := s[:i+len(begin)] + b.String() + s[j:]
+	if *updateAPIDoc {
+		if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if want != s {
+		t.Errorf("the route table of %s is not the OpenAPI document's; run go test ./node/api -run TestAPIDoc -update-api-doc", file)
 	}
 }
