@@ -29,6 +29,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/testnet"
 )
 
@@ -204,6 +205,10 @@ Stop it and remove the namespaces with:
 		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%s\n", n.Index, n.PID, n.PeerID, n.GPUs, n.Region, n.API, rel(n.Log))
 	}
 	w.Flush()
+	fmt.Fprintf(c.stdout, "\nThe Explorer of node 0 (it shows the demo as it happens): http://%s/\n", st.Nodes[0].API)
+	if token, err := api.ReadToken(st.Nodes[0].DataDir); err == nil {
+		fmt.Fprintf(c.stdout, "Node 0's own leases and receipts there, with its token: http://%s/#/node?token=%s\n", st.Nodes[0].API, token)
+	}
 	fmt.Fprintf(c.stdout, `
 Bootstrap addresses, one a line: %[2]s
 Try:
@@ -296,6 +301,9 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	}
 	if *bin == "" {
 		*bin = st.Binary
+	}
+	if st.Netns == nil {
+		fmt.Fprintf(c.stdout, "# open the Explorer of node 0 to watch the demo happen: http://%s/\n\n", st.Nodes[0].API)
 	}
 	bs := st.BootstrapArgs()
 	// A node's API answers only with its token, read from its data dir.
