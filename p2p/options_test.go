@@ -10,6 +10,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/conngater"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -54,8 +56,10 @@ func TestHostOptions(t *testing.T) {
 			if lc.PeerKey != key || lc.UserAgent != "gpumesh/test" {
 				t.Error("identity or user agent not set")
 			}
-			if len(lc.Transports) != 2 || len(lc.SecurityTransports) != 1 || len(lc.Muxers) != 1 {
-				t.Errorf("%d transports, %d security, %d muxers; want 2, 1, 1", len(lc.Transports), len(lc.SecurityTransports), len(lc.Muxers))
+			if len(lc.Transports) != 2 || len(lc.SecurityTransports) != 2 || len(lc.Muxers) != 1 {
+				t.Errorf("%d transports, %d security, %d muxers; want 2, 2 (TLS, Noise), 1", len(lc.Transports), len(lc.SecurityTransports), len(lc.Muxers))
+			} else if lc.SecurityTransports[0].ID != libp2ptls.ID || lc.SecurityTransports[1].ID != noise.ID {
+				t.Errorf("security transports %s, %s; want TLS first, then Noise", lc.SecurityTransports[0].ID, lc.SecurityTransports[1].ID)
 			}
 			if lc.ResourceManager != rm || lc.ConnManager != cm || lc.ConnectionGater != gater {
 				t.Error("resource manager, connection manager or gater not set")
