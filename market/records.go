@@ -419,9 +419,10 @@ func OpenTradePrint(data []byte, now time.Time) (*TradePrint, error) {
 	return t, nil
 }
 
-// VerifyTradePrint checks a kept trade print's signature (and that its
-// supplier signed it) without its time bounds, for showing prints older
-// than gossip accepts: it returns the supplier.
+// VerifyTradePrint checks a kept trade print's signature, and that the
+// supplier field names its signer, without its time bounds (for showing
+// prints older than gossip accepts), and returns the signer: the caller
+// compares it with the supplier of the print's lease.
 func VerifyTradePrint(data []byte) (peer.ID, error) {
 	m := &pb.TradePrint{}
 	signer, err := p2p.OpenAuthored(TradeType, data, m, func() []byte { return m.Supplier })

@@ -432,3 +432,25 @@ func TestErrorMessagesNameTheRecord(t *testing.T) {
 		t.Errorf("error %q, want it to start %q", err, want)
 	}
 }
+
+// TestVerifyTradePrint: a kept print verifies whatever its age (it is
+// past OpenTradePrint's window), as its supplier's; one signed by another
+// key is not the supplier's, and an altered one does not verify.
+func TestVerifyTradePrint(t *testing.T) {
+	f := newFixture(t)
+	c := f.chain(t)
+	if _, err := OpenTradePrint(c.trade, f.now.Add(30*24*time.Hour)); err == nil {
+		t.Fatal("a month-old print opens: the test needs one past the window")
+	}
+	if signer, err := VerifyTradePrint(c.trade); err != nil || signer != f.supplier {
+		t.Fatalf("VerifyTradePrint = %s, %v; want the supplier", signer, err)
+	}
+	if signer, err := VerifyTradePrint(mustSeal(t)(SealTradePrint(f.tradeMsg(c.lease), f.renterKey))); err == nil && signer == f.supplier {
+		t.Error("a print signed by the renter verifies as the supplier's")
+	}
+	bad := append([]byte(nil), c.trade...)
+	bad[len(bad)/2] ^= 1
+	if _, err := VerifyTradePrint(bad); err == nil {
+		t.Error("an altered print verifies")
+	}
+}

@@ -338,3 +338,35 @@ func TestBookListsOnlyProfiledAsksAndEvictsUnlistedFirst(t *testing.T) {
 		t.Fatalf("an ask of 9 GPUs by a supplier with 8 is listed")
 	}
 }
+
+// TestPriceIndexPrints: Prints lists the prints that count (a believed
+// supplier's, once per pair and hour), oldest first, with the signed
+// print kept; an unknown supplier's print is not listed until it is
+// believed.
+func TestPriceIndexPrints(t *testing.T) {
+	clk := newManualClock()
+	now := clk.Now()
+	honest, unknown := peer.ID("honest"), peer.ID("unknown")
+	tr := &profiles{gpus: map[peer.ID]map[string][]string{honest: {"l4": {"GPU-h1"}}, unknown: {"a100": {"GPU-u1"}}},
+		rep: map[peer.ID]float64{honest: 0.7}}
+	x := market.NewPriceIndex(clk.Now, 0, market.WithTrust(tr, market.DefaultTrustFloor))
+	late := tradeOf(honest, "r1", "l4", "GPU-h1", 2_000_000, now.Add(-10*time.Minute), 1)
+	late.Raw = []byte("signed print 1")
+	early := tradeOf(honest, "r2", "l4", "GPU-h1", 1_000_000, now.Add(-20*time.Minute), 2)
+	same := tradeOf(honest, "r2", "l4", "GPU-h1", 1_500_000, now.Add(-15*time.Minute), 3) // same pair within the hour
+	for _, tp := range []*market.TradePrint{late, early, same, tradeOf(unknown, "r3", "a100", "GPU-u1", 9_000_000, now.Add(-5*time.Minute), 4)} {
+		x.AddPrint(tp)
+	}
+	ps := x.Prints("")
+	if len(ps) != 2 || ps[0].PriceMicros != 1_000_000 || ps[1].PriceMicros != 2_000_000 || string(ps[1].Raw) != "signed print 1" ||
+		ps[1].Supplier != honest || ps[1].Model != "l4" || ps[1].LeaseID != late.Lease.ID || ps[1].GPUHours != 1 {
+		t.Fatalf("Prints = %+v, want the two counted prints oldest first", ps)
+	}
+	if ps := x.Prints("a100"); len(ps) != 0 {
+		t.Fatalf("Prints(a100) = %+v before its supplier is believed", ps)
+	}
+	tr.rep[unknown] = 0.6
+	if ps := x.Prints("a100"); len(ps) != 1 || ps[0].Supplier != unknown {
+		t.Fatalf("Prints(a100) = %+v once believed", ps)
+	}
+}
