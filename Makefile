@@ -2,6 +2,7 @@
 #   make testnet   start a 5-node local network and run the demo (as root with ip and nft: with services; JOB_NETWORK=0 leaves them out)
 #   make testnet-netns  the same with 12 nodes in network namespaces behind NATs (root)
 #   make test      vet and run every test
+#   make explorer  rebuild the Explorer web page (npm) into node/explorer/dist
 #   make sim       the market simulation, 100 and 1000 nodes, into bench/SIM.md
 #   make chaos     20 nodes through a flood, kills and skewed clocks, into bench/CHAOS.md
 SHELL := /bin/bash
@@ -15,7 +16,7 @@ TESTNET  := bin/testnet
 NODES    ?= 5
 FUZZTIME ?= 10s
 
-.PHONY: all build test vet fuzz testnet testnet-netns testnet-down testnet-status bench sim chaos clean
+.PHONY: all build test vet fuzz testnet testnet-netns testnet-down testnet-status bench sim chaos clean explorer
 
 all: build
 
@@ -30,6 +31,11 @@ vet:
 
 test: vet
 	$(GO) test -count=1 -timeout 25m ./...
+
+# Rebuild the Explorer's page (node/explorer/dist, committed and embedded,
+# so `go build` needs no npm) from its sources in node/explorer/web.
+explorer:
+	cd node/explorer/web && npm ci && npm run build
 
 # Run every fuzz target for FUZZTIME each (their seed corpora also run in `make test`).
 fuzz:

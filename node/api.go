@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gpumesh/gpumesh/node/api"
+	explorerui "github.com/gpumesh/gpumesh/node/explorer"
 )
 
 // startAPI serves the node's HTTP API (package api) on cfg.API unless it
@@ -40,7 +41,7 @@ func (n *Node) startAPI() error {
 	b := &apiBackend{n: n, started: n.now()}
 	h := api.NewHandler(b, token,
 		api.WithMetrics(promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})),
-		api.WithExplorer(newExplorer(n, b), nil))
+		api.WithExplorer(newExplorer(n, b), explorerui.Handler()))
 	n.api = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	n.apiLn = ln
 	n.goLoop(func() {

@@ -117,6 +117,14 @@ type Size struct {
 	AskCoverage  float64 `json:"ask_coverage_pct"`
 	IdleRSSMiB   float64 `json:"idle_rss_mean_mib"`
 	IdleCPUPct   float64 `json:"idle_cpu_mean_pct_of_core"`
+	// The Explorer's load (explorer.go).
+	ExplorerSuppliers   int     `json:"explorer_suppliers,omitempty"`
+	ExplorerPaintMs     float64 `json:"explorer_first_paint_ms,omitempty"`
+	ExplorerAllMs       float64 `json:"explorer_all_suppliers_ms,omitempty"`
+	ExplorerBasePaintMs float64 `json:"baseline_minimal_page_first_paint_ms,omitempty"`
+
+	explorer    explorerFigures
+	explorerErr error
 }
 
 func run(c config) error {
@@ -145,6 +153,7 @@ func run(c config) error {
 		}
 		res.Sizes = append(res.Sizes, sz)
 		res.Rows = append(res.Rows, propagationRow(n, time.Duration(sz.AskP99Ms*float64(time.Millisecond)), sz.AskCoverage))
+		res.Rows = append(res.Rows, explorerRow(n, sz.explorer, sz.explorerErr))
 		if n == 100 {
 			res.Rows = append(res.Rows, Row{Figure: "100 node processes up, searching and leasing", Value: fmt.Sprintf("up in %.0f s; %d offers found; leases made", sz.UpSeconds, sz.Offers), Goal: "all of it", Met: met(true)})
 		}
@@ -298,6 +307,11 @@ func measureScale(ctx context.Context, c config, n int, log *slog.Logger) (Size,
 		return sz, err
 	}
 	sz.AskP50Ms, sz.AskP99Ms, sz.AskCoverage = ms(p50), ms(p99), cov
+	sz.explorer, sz.explorerErr = measureExplorer(ctx, st)
+	if sz.explorerErr == nil {
+		f := sz.explorer
+		sz.ExplorerSuppliers, sz.ExplorerPaintMs, sz.ExplorerAllMs, sz.ExplorerBasePaintMs = f.Suppliers, ms(f.FirstPaint), ms(f.AllSuppliers), ms(f.BasePaint)
+	}
 	time.Sleep(10 * time.Second)
 	rss, cpu, _, err := idleMem(st, 10*time.Second)
 	if err != nil {
