@@ -8,6 +8,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/store"
 )
 
@@ -270,6 +271,7 @@ func (s *Supplier) releaseHold(id ID, h *hold, now time.Time) (done, freed bool)
 		s.log.Warn("free the GPUs of an unclaimed lease", "lease", id.Short(), "err", err)
 	}
 	s.barred[h.renter] = now.Add(s.cfg.ClaimWindow)
+	s.cfg.Metrics.Lease(metrics.Supplier, metrics.LeaseReleased)
 	s.log.Info("lease released: no job started on it", "lease", id.Short(), "renter", h.renter, "claim_by", h.claimBy.UTC().Format(time.RFC3339))
 	return true, true
 }

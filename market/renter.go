@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 
+	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -35,6 +36,8 @@ type RenterConfig struct {
 	Book *Book
 	Now  func() time.Time
 	Log  *slog.Logger
+	// Metrics counts quotes and leases; nil counts nothing.
+	Metrics *metrics.Market
 }
 
 // Renter is the buying side: it publishes bids, gathers the quotes that
@@ -69,10 +72,17 @@ func (r *Renter) handleQuote(st network.Stream) error {
 	}
 	q, err := OpenQuote(raw, r.cfg.Now())
 	if err != nil {
+		r.cfg.Metrics.Quote(metrics.Renter, metrics.QuoteInvalid)
 		return err
 	}
 	if q.Renter != r.self || q.Supplier != st.Conn().RemotePeer() {
+		r.cfg.Metrics.Quote(metrics.Renter, metrics.QuoteInvalid)
 		return fmt.Errorf("quote for %s from %s sent by %s", q.Renter, q.Supplier, st.Conn().RemotePeer())
+	}
+	if q.Decline != "" {
+		r.cfg.Metrics.Quote(metrics.Renter, metrics.QuoteDeclined)
+	} else {
+		r.cfg.Metrics.Quote(metrics.Renter, metrics.QuoteReceived)
 	}
 	r.mu.Lock()
 	ch := r.waiting[q.BidID]
@@ -593,6 +603,20 @@ func (r *Renter) TakeAsk(ctx context.Context, a *Ask, count int, duration time.D
 // propose sends a proposal and, on a valid countersigned lease, keeps it
 // and confirms it. A refusal is returned as a reason, not an error.
 func (r *Renter) propose(ctx context.Context, supplier peer.ID, p *pb.LeaseProposal) (*Lease, string, error) {
+	l, refused, err := r.exchange(ctx, supplier, p)
+	switch {
+	case err != nil:
+		r.cfg.Metrics.Lease(metrics.Renter, metrics.LeaseFailed)
+	case refused != "":
+		r.cfg.Metrics.Lease(metrics.Renter, metrics.LeaseRefused)
+	default:
+		r.cfg.Metrics.Lease(metrics.Renter, metrics.LeaseConfirmed)
+	}
+	return l, refused, err
+}
+
+// exchange is propose's exchange with the supplier.
+func (r *Renter) exchange(ctx context.Context, supplier peer.ID, p *pb.LeaseProposal) (*Lease, string, error) {
 	raw, err := SealProposal(p, r.cfg.Key)
 	if err != nil {
 		return nil, "", err

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/gpumesh/gpumesh/clock"
+	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -61,6 +62,8 @@ type SupplierConfig struct {
 	// Now is the time for records (Clock.Now when nil).
 	Now func() time.Time
 	Log *slog.Logger
+	// Metrics counts quotes and leases; nil counts nothing.
+	Metrics *metrics.Market
 }
 
 // Supplier is the selling side of a node: it posts asks, answers bids
@@ -459,6 +462,7 @@ func (s *Supplier) HandleBid(ctx context.Context, b *Bid) {
 	}
 	if err := s.quotes.Allow(b.Renter, s.cfg.Now()); err != nil {
 		s.log.Debug("bid unanswered: its author had its quotes", "bid", b.ID.Short(), "renter", b.Renter, "err", err)
+		s.cfg.Metrics.Quote(metrics.Supplier, metrics.QuoteUnanswered)
 		return
 	}
 	now := s.cfg.Now()
@@ -470,13 +474,20 @@ func (s *Supplier) HandleBid(ctx context.Context, b *Bid) {
 	raw, err := SealQuote(q, s.cfg.Key)
 	if err != nil {
 		s.log.Warn("seal quote", "err", err)
+		s.cfg.Metrics.Quote(metrics.Supplier, metrics.QuoteFailed)
 		return
 	}
 	if err := s.sendQuote(ctx, b.Renter, raw); err != nil {
 		s.log.Debug("send quote", "to", b.Renter, "err", err)
+		s.cfg.Metrics.Quote(metrics.Supplier, metrics.QuoteFailed)
 		return
 	}
 	s.log.Debug("quoted", "bid", b.ID.Short(), "model", q.Model, "price", q.PriceMicros, "decline", q.Decline)
+	if q.Decline != "" {
+		s.cfg.Metrics.Quote(metrics.Supplier, metrics.QuoteDeclined)
+	} else {
+		s.cfg.Metrics.Quote(metrics.Supplier, metrics.QuoteSent)
+	}
 }
 
 // Waiting for a bidder's connection. A renter connects to the suppliers
@@ -651,6 +662,7 @@ func (s *Supplier) handleLease(st network.Stream) error {
 	refuse := func(format string, args ...any) error {
 		reason := fmt.Sprintf(format, args...)
 		s.log.Info("lease refused", "renter", st.Conn().RemotePeer(), "reason", reason)
+		s.cfg.Metrics.Lease(metrics.Supplier, metrics.LeaseRefused)
 		return p2p.WriteMsg(st, &pb.LeaseResponse{Refused: reason})
 	}
 	now := s.cfg.Now()
@@ -677,6 +689,12 @@ func (s *Supplier) handleLease(st network.Stream) error {
 	}
 	outcome, claimBy, err := s.grant(st, p, raw, now, refuse)
 	s.endHold(p.ID, h, outcome, claimBy, s.cfg.Now())
+	switch outcome {
+	case holdClaimable:
+		s.cfg.Metrics.Lease(metrics.Supplier, metrics.LeaseConfirmed)
+	case holdLapsed:
+		s.cfg.Metrics.Lease(metrics.Supplier, metrics.LeaseLapsed)
+	}
 	return err
 }
 
@@ -740,6 +758,7 @@ func (s *Supplier) grant(st network.Stream, p *Proposal, raw []byte, now time.Ti
 	if err := putLeaseRecord(s.cfg.Store, p.ID, rec); err != nil {
 		s.log.Error("persist confirmed lease", "lease", p.ID.Short(), "err", err)
 		_ = s.ledger.Release(p.ID)
+		s.cfg.Metrics.Lease(metrics.Supplier, metrics.LeaseRefused)
 		return holdDropped, time.Time{}, p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the supplier could not keep the lease"})
 	}
 	if err := p2p.WriteMsg(st, &pb.LeaseConfirmed{}); err != nil {

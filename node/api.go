@@ -42,6 +42,12 @@ func (n *Node) startAPI() error {
 	h := api.NewHandler(b, token,
 		api.WithMetrics(promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{})),
 		api.WithExplorer(newExplorer(n, b), explorerui.Handler()))
+	// Requests are counted by route pattern and status (api.Instrument).
+	h, err = api.Instrument(h, n.reg)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("node: %w", err)
+	}
 	n.api = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	n.apiLn = ln
 	n.goLoop(func() {

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/audit"
@@ -99,6 +100,7 @@ func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (api
 	n.verify.mu.Unlock()
 	p, err := n.profileOf(ctx, id)
 	if err != nil {
+		n.metrics.Audit.Challenge(metrics.Error)
 		return api.ChallengeReport{PeerID: id.String()}, err
 	}
 	// The profile's addresses are where the supplier says it is reached:
@@ -111,6 +113,7 @@ func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (api
 		n.log.Debug("no direct connection for a challenge", "peer", id, "err", err)
 	}
 	rep, err := RunChallenges(ctx, n.verify.chal, p, model)
+	countChallenges(n.metrics.Audit, rep, err)
 	if errors.Is(err, audit.ErrBusy) {
 		return rep, err // neither up nor down: try later
 	}
@@ -137,6 +140,27 @@ func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (api
 	}
 	n.log.Info("challenged", "peer", id, "passed", rep.Passed, "gpus", rep.GPUs, "reason", rep.Reason)
 	return rep, nil
+}
+
+// countChallenges counts the verdict on each model challenged and, when
+// err ended the challenges, why.
+func countChallenges(m *metrics.Audit, rep api.ChallengeReport, err error) {
+	for _, r := range rep.Models {
+		if r.Passed {
+			m.Challenge(metrics.Passed)
+		} else {
+			m.Challenge(metrics.Failed)
+		}
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, audit.ErrBusy):
+		m.Challenge(metrics.Busy)
+	case errors.Is(err, audit.ErrUnreachable):
+		m.Challenge(metrics.Unreachable)
+	default:
+		m.Challenge(metrics.Error)
+	}
 }
 
 // maxProfileDialAddrs bounds the addresses of a profile this node dials,

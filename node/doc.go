@@ -30,6 +30,10 @@
 //     and client live in package node/api; apibackend.go is the node as
 //     the handler sees it (an api.Backend), offers (market.MatchOffers
 //     over the known profiles, the book and the reputation) included.
+//   - metrics.go: the node's own metrics (internal/metrics) beside
+//     libp2p's in its registry: why a gossip record was refused, whichever
+//     validator refused it, and the gauges of jobs and the store read at
+//     scrape time; the parts count the rest through their configs.
 //   - version.go: the version and the software string.
 //
 // Sub-packages: api (the HTTP API), job (a renter's workload on leased

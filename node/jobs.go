@@ -42,11 +42,11 @@ type jobParts struct {
 func (n *Node) startJobs(ctx context.Context) error {
 	j := &n.jobs
 	var err error
-	if j.ledger, err = settle.OpenLedger(n.store); err != nil {
+	if j.ledger, err = settle.OpenLedger(n.store, settle.WithMetrics(n.metrics.Settle)); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	ev := settle.NewEvidenceValidator(n.now)
-	if j.evidence, err = p2p.JoinTopic(n.net.PubSub, n.id, settle.EvidenceTopic, ev.Check, n.log); err != nil {
+	if j.evidence, err = p2p.JoinTopic(n.net.PubSub, n.id, settle.EvidenceTopic, ev.Check, n.log, n.topic(settle.EvidenceTopic)); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	j.ledger.OnEvidence(func(raw []byte) {
@@ -122,13 +122,16 @@ func (n *Node) startJobs(ctx context.Context) error {
 		}
 	}
 
-	j.renter = market.NewRenter(market.RenterConfig{Net: n.net, Key: n.key, Orders: n.market.orders, Store: n.store, Book: n.market.book, Now: n.now, Log: n.log})
+	j.renter = market.NewRenter(market.RenterConfig{Net: n.net, Key: n.key, Orders: n.market.orders, Store: n.store, Book: n.market.book, Now: n.now, Log: n.log, Metrics: n.metrics.Market})
 	j.ctrl, err = job.NewController(job.ControllerConfig{
 		Net: jobDialer{n}, Key: n.key, Store: n.store, Ledger: j.ledger, DataDir: n.cfg.DataDir,
 		Rent: n.rent, Now: n.now, Log: n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
+	}
+	if err := n.watchJobs(); err != nil {
+		return err
 	}
 	j.ctrl.Start()
 	return nil

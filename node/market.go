@@ -58,11 +58,11 @@ func (n *Node) startMarket(ctx context.Context) error {
 	m.index = market.NewPriceIndex(n.now, 24*time.Hour, market.WithTrust(m.trust, reputation.DefaultFloor))
 	var err error
 	ov := market.NewOrderValidator(n.now, market.OrderRate, market.OrderBurst)
-	if m.orders, err = p2p.JoinRelayTopic(n.net.PubSub, n.id, market.OrdersTopic, n.admitOrder(ov), n.log); err != nil {
+	if m.orders, err = p2p.JoinRelayTopic(n.net.PubSub, n.id, market.OrdersTopic, n.admitOrder(ov), n.log, n.topic(market.OrdersTopic)); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	tv := market.NewTradeValidator(n.now, tradeRate, tradeBurst)
-	if m.trades, err = p2p.JoinTopic(n.net.PubSub, n.id, market.TradesTopic, tv.Check, n.log); err != nil {
+	if m.trades, err = p2p.JoinTopic(n.net.PubSub, n.id, market.TradesTopic, tv.Check, n.log, n.topic(market.TradesTopic)); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	market.ServeBook(n.net.Host, m.book)
@@ -83,7 +83,7 @@ func (n *Node) startMarket(ctx context.Context) error {
 			Net: n.net, Key: n.key, Store: n.store, Orders: m.orders, Trades: m.trades,
 			Book: m.book, Index: m.index, Pricer: pricer, GPUs: gpus, Region: n.cfg.Region,
 			Describe: n.describe, AskTTL: n.cfg.AskTTL, Clock: n.clock, Now: n.now, Log: n.log,
-			MaxDuration: n.cfg.MaxLease, ClaimWindow: n.cfg.ClaimWindow,
+			MaxDuration: n.cfg.MaxLease, ClaimWindow: n.cfg.ClaimWindow, Metrics: n.metrics.Market,
 		})
 		if err != nil {
 			return fmt.Errorf("node: %w", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpumesh/gpumesh/clock"
+	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/p2p/pb"
@@ -58,19 +59,20 @@ func WithStore(s store.Store) Option { return func(o *options) { o.store = s } }
 
 // Node is a running gpumesh daemon.
 type Node struct {
-	cfg   Config
-	key   crypto.PrivKey
-	id    peer.ID
-	log   *slog.Logger
-	clock clock.Clock
-	now   func() time.Time // clock.Now
-	store store.Store
-	net   *p2p.Network
-	hbs   *p2p.Heartbeats
-	gpus  []inventory.GPU
-	reg   *prometheus.Registry
-	api   *http.Server
-	apiLn net.Listener
+	cfg     Config
+	key     crypto.PrivKey
+	id      peer.ID
+	log     *slog.Logger
+	clock   clock.Clock
+	now     func() time.Time // clock.Now
+	store   store.Store
+	net     *p2p.Network
+	hbs     *p2p.Heartbeats
+	gpus    []inventory.GPU
+	reg     *prometheus.Registry
+	metrics *metrics.Metrics // the node's own, in reg
+	api     *http.Server
+	apiLn   net.Listener
 
 	market   marketParts
 	verify   verifyParts
@@ -128,6 +130,12 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 	}
 
 	n.reg = prometheus.NewRegistry()
+	if n.metrics, err = metrics.New(n.reg); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if err := n.watchStore(); err != nil {
+		return nil, err
+	}
 	n.net, err = p2p.New(p2p.Config{
 		Key:         n.key,
 		ListenAddrs: stringsOf(cfg.Listen),
@@ -149,7 +157,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 	if err := n.net.Bootstrap(ctx, cfg.BootstrapTimeout); err != nil {
 		return nil, fmt.Errorf("node: %w; check the --bootstrap addresses and that those nodes are running", err)
 	}
-	n.hbs, err = p2p.JoinHeartbeats(n.net.PubSub, n.key, n.now, n.log)
+	n.hbs, err = p2p.JoinHeartbeats(n.net.PubSub, n.key, n.now, n.log, n.topic(p2p.HeartbeatTopic))
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

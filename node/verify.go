@@ -41,7 +41,7 @@ func (n *Node) startVerify(ctx context.Context) error {
 		return fmt.Errorf("node: %w", err)
 	}
 	av := reputation.NewAttestationValidator(n.now, reputation.DefaultAttestationRate, reputation.DefaultAttestationBurst)
-	if v.atts, err = p2p.JoinTopic(n.net.PubSub, n.id, reputation.AttestationTopic, av.Check, n.log); err != nil {
+	if v.atts, err = p2p.JoinTopic(n.net.PubSub, n.id, reputation.AttestationTopic, av.Check, n.log, n.topic(reputation.AttestationTopic)); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.market.trust.rep.Store(v.rep) // the price index and book now weigh reputation

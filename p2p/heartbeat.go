@@ -79,7 +79,7 @@ type Heartbeats struct {
 
 // JoinHeartbeats registers the validator, joins and subscribes to the
 // heartbeat topic. key signs the heartbeats this node publishes.
-func JoinHeartbeats(ps *pubsub.PubSub, key crypto.PrivKey, now func() time.Time, log *slog.Logger) (*Heartbeats, error) {
+func JoinHeartbeats(ps *pubsub.PubSub, key crypto.PrivKey, now func() time.Time, log *slog.Logger, opts ...TopicOption) (*Heartbeats, error) {
 	if now == nil {
 		now = time.Now
 	}
@@ -90,7 +90,7 @@ func JoinHeartbeats(ps *pubsub.PubSub, key crypto.PrivKey, now func() time.Time,
 	v := NewHeartbeatValidator(now, log)
 	t, err := JoinTopic(ps, self, HeartbeatTopic, func(author peer.ID, data []byte) (any, error) {
 		return v.Check(author, data)
-	}, log)
+	}, log, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +115,7 @@ func (h *Heartbeats) Publish(ctx context.Context, hb *pb.Heartbeat) error {
 	if err := h.topic.Publish(ctx, data); err != nil {
 		return fmt.Errorf("heartbeats: publish: %w", err)
 	}
+	h.published()
 	return nil
 }
 

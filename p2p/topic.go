@@ -25,10 +25,33 @@ type Topic struct {
 	topic *pubsub.Topic
 	sub   *pubsub.Subscription
 	self  peer.ID
+	obs   Observer // nil: nothing is counted
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close: a Publish waiting for a peer gives up
 }
+
+// Observer is told what happens on a topic, for metrics. Its methods
+// must be cheap and safe for concurrent use: Validated runs in pubsub's
+// validation.
+type Observer interface {
+	// Validated is told the verdict on a record another peer delivered:
+	// err is nil when the validator accepted it, else the validator's
+	// error (see Verdict).
+	Validated(topic string, err error)
+	// Published is told of each record this node published on topic.
+	Published(topic string)
+}
+
+// TopicOption adjusts how a topic is joined.
+type TopicOption func(*topicOptions)
+
+type topicOptions struct {
+	obs Observer
+}
+
+// WithObserver has o told of the topic's validations and publications.
+func WithObserver(o Observer) TopicOption { return func(t *topicOptions) { t.obs = o } }
 
 // Message is one validated message read from a Topic.
 type Message struct {
@@ -44,17 +67,26 @@ type RelayCheckFunc func(author, from peer.ID, data []byte) (any, error)
 
 // JoinTopic registers check as the validator of topic name, joins the
 // topic with gpumesh's scoring parameters and subscribes to it.
-func JoinTopic(ps *pubsub.PubSub, self peer.ID, name string, check CheckFunc, log *slog.Logger) (*Topic, error) {
-	return JoinRelayTopic(ps, self, name, func(author, _ peer.ID, data []byte) (any, error) { return check(author, data) }, log)
+func JoinTopic(ps *pubsub.PubSub, self peer.ID, name string, check CheckFunc, log *slog.Logger, opts ...TopicOption) (*Topic, error) {
+	return JoinRelayTopic(ps, self, name, func(author, _ peer.ID, data []byte) (any, error) { return check(author, data) }, log, opts...)
 }
 
 // JoinRelayTopic is JoinTopic with a validator told the relaying peer.
-func JoinRelayTopic(ps *pubsub.PubSub, self peer.ID, name string, check RelayCheckFunc, log *slog.Logger) (*Topic, error) {
+func JoinRelayTopic(ps *pubsub.PubSub, self peer.ID, name string, check RelayCheckFunc, log *slog.Logger, opts ...TopicOption) (*Topic, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	var o topicOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	validate := func(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 		v, err := check(msg.GetFrom(), msg.ReceivedFrom, msg.Data)
+		// The node's own records are validated as they are published;
+		// only what other peers deliver is counted.
+		if o.obs != nil && msg.ReceivedFrom != self {
+			o.obs.Validated(name, err)
+		}
 		if err != nil {
 			log.Debug("gossip dropped", "topic", name, "from", msg.ReceivedFrom, "author", msg.GetFrom(), "err", err)
 			return Verdict(err)
@@ -82,7 +114,7 @@ func JoinRelayTopic(ps *pubsub.PubSub, self peer.ID, name string, check RelayChe
 	if err != nil {
 		return fail(err)
 	}
-	return &Topic{ps: ps, name: name, topic: t, sub: sub, self: self, closed: make(chan struct{})}, nil
+	return &Topic{ps: ps, name: name, topic: t, sub: sub, self: self, obs: o.obs, closed: make(chan struct{})}, nil
 }
 
 // Verdict maps a validation error to pubsub's verdict. Forged, malformed,
@@ -122,7 +154,15 @@ func (t *Topic) Publish(ctx context.Context, data []byte) error {
 	if err := t.topic.Publish(ctx, data); err != nil {
 		return fmt.Errorf("topic %s: publish: %w", t.name, err)
 	}
+	t.published()
 	return nil
+}
+
+// published tells the observer, if any, of a record published.
+func (t *Topic) published() {
+	if t.obs != nil {
+		t.obs.Published(t.name)
+	}
 }
 
 // waitPeer returns once a peer shares the topic, or ctx's error. It

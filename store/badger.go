@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,9 +102,10 @@ func badgerMsg(f string, v []any) string {
 
 // Badger is a Store on a Badger database.
 type Badger struct {
-	db  *badger.DB
-	dir string
-	log *slog.Logger
+	db       *badger.DB
+	dir      string
+	inMemory bool
+	log      *slog.Logger
 
 	gate gate
 
@@ -140,10 +142,11 @@ func OpenBadger(dir string, opts ...BadgerOption) (*Badger, error) {
 		return nil, damaged(dir, err)
 	}
 	b := &Badger{
-		db:     db,
-		dir:    dir,
-		log:    cfg.logger,
-		stopGC: make(chan struct{}),
+		db:       db,
+		dir:      dir,
+		inMemory: cfg.inMemory,
+		log:      cfg.logger,
+		stopGC:   make(chan struct{}),
 	}
 	b.gate.init()
 	b.compact = startCompactor(db, cfg.logger)
@@ -422,6 +425,33 @@ func (b *Badger) Iterate(ks Keyspace, prefix []byte, fn func(key, value []byte) 
 		return fmt.Errorf("store: iterate %s/%x: %w", ks.Name(), prefix, err)
 	}
 	return nil
+}
+
+// Size is the size on disk of the LSM tree's tables (*.sst) and of the
+// value log (*.vlog) now, counted as Badger counts them (Badger's own
+// DB.Size is refreshed once a minute); 0, 0 in memory. A value log file
+// being written is counted at the size Badger mapped for it.
+func (b *Badger) Size() (lsm, vlog int64) {
+	if b.inMemory {
+		return 0, 0
+	}
+	entries, err := os.ReadDir(b.dir)
+	if err != nil {
+		return 0, 0
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue // removed by a compaction meanwhile
+		}
+		switch filepath.Ext(e.Name()) {
+		case ".sst":
+			lsm += info.Size()
+		case ".vlog":
+			vlog += info.Size()
+		}
+	}
+	return lsm, vlog
 }
 
 // Close waits for running operations, stops the GC loop and closes the

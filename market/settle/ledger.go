@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle/pb"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -36,7 +37,8 @@ var (
 // write a peer will rely on is made (synced, on a Badger store) before
 // the call that makes it returns. It is safe for concurrent use.
 type Ledger struct {
-	s store.Store
+	s       store.Store
+	metrics *metrics.Settle // nil: nothing counted
 
 	mu         sync.Mutex
 	onEvidence []func(raw []byte)
@@ -45,12 +47,36 @@ type Ledger struct {
 	open  map[market.ID]any // the *Meter or *Payer of each lease in use
 }
 
+// LedgerOption adjusts OpenLedger.
+type LedgerOption func(*Ledger)
+
+// WithMetrics has the Meters and Payers of the ledger count the receipts
+// and vouchers they issue and check in m.
+func WithMetrics(m *metrics.Settle) LedgerOption { return func(l *Ledger) { l.metrics = m } }
+
 // OpenLedger returns the ledger kept in s.
-func OpenLedger(s store.Store) (*Ledger, error) {
+func OpenLedger(s store.Store, opts ...LedgerOption) (*Ledger, error) {
 	if s == nil {
 		return nil, errors.New("settle: open ledger: nil store")
 	}
-	return &Ledger{s: s, open: make(map[market.ID]any)}, nil
+	l := &Ledger{s: s, open: make(map[market.ID]any)}
+	for _, o := range opts {
+		o(l)
+	}
+	return l, nil
+}
+
+// checked is the outcome of checking a receipt or a voucher that err
+// refused (nil: accepted).
+func checked(err error) metrics.Outcome {
+	switch {
+	case err == nil:
+		return metrics.Accepted
+	case errors.Is(err, ErrEvidence):
+		return metrics.Evidence
+	default:
+		return metrics.Refused
+	}
 }
 
 // seqKey is lease ‖ seq, the key of a receipt or of its voucher.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 
+	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle/pb"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -133,8 +134,10 @@ func (m *Meter) Issue(attempt uint32, start, end time.Time, gpuMs int64, utilPer
 	defer m.mu.Unlock()
 	r, err := m.issue(attempt, start, end, gpuMs, utilPermille, checkpointHash, final, state)
 	if err != nil {
+		m.led.metrics.Receipt(metrics.Supplier, metrics.Withheld)
 		return nil, fmt.Errorf("settle: lease %s: issue receipt: %w", m.t.LeaseID.Short(), err)
 	}
+	m.led.metrics.Receipt(metrics.Supplier, metrics.Issued)
 	return r, nil
 }
 
@@ -242,6 +245,7 @@ func (m *Meter) checkIssue(attempt uint32, start, end time.Time, gpuMs int64, ut
 func (m *Meter) Accept(voucherRaw []byte, now time.Time) (*Voucher, error) {
 	v, err := OpenVoucher(voucherRaw)
 	if err != nil {
+		m.led.metrics.Voucher(metrics.Supplier, metrics.Refused)
 		return nil, fmt.Errorf("settle: lease %s: %w", m.t.LeaseID.Short(), err)
 	}
 	var ev []byte
@@ -251,6 +255,7 @@ func (m *Meter) Accept(voucherRaw []byte, now time.Time) (*Voucher, error) {
 		ev, err = m.accept(v, now)
 	}()
 	m.led.fire(ev)
+	m.led.metrics.Voucher(metrics.Supplier, checked(err))
 	if err != nil {
 		return nil, fmt.Errorf("settle: lease %s: voucher nonce %d: %w", m.t.LeaseID.Short(), v.Nonce, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 
+	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle/pb"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -127,6 +128,7 @@ func (p *Payer) Terms() Terms { return p.t }
 func (p *Payer) Accept(receiptRaw []byte, attempt uint32, now time.Time) (voucherRaw []byte, err error) {
 	r, err := OpenReceipt(receiptRaw)
 	if err != nil {
+		p.led.metrics.Receipt(metrics.Renter, metrics.Refused)
 		return nil, fmt.Errorf("settle: lease %s: %w", p.t.LeaseID.Short(), err)
 	}
 	var ev []byte
@@ -136,9 +138,11 @@ func (p *Payer) Accept(receiptRaw []byte, attempt uint32, now time.Time) (vouche
 		voucherRaw, ev, err = p.accept(r, attempt, now)
 	}()
 	p.led.fire(ev)
+	p.led.metrics.Receipt(metrics.Renter, checked(err))
 	if err != nil {
 		return nil, fmt.Errorf("settle: lease %s: receipt seq %d: %w", p.t.LeaseID.Short(), r.Seq, err)
 	}
+	p.led.metrics.Voucher(metrics.Renter, metrics.Issued)
 	return voucherRaw, nil
 }
 
