@@ -229,6 +229,14 @@ func TestExplorerInBrowser(t *testing.T) {
 	b.expectNoReload()
 	b.shot("overview-after-trade")
 	b.checkConsole()
+
+	// What the job was and did is the renter's and its supplier's alone:
+	// no public answer of either shows it (nor their tokens, data dirs
+	// or keys), and every answer matches the OpenAPI document.
+	private := map[string]string{"the job's ID": v.JobID, "the job's script": "CHECKPOINT_DIR/step.tmp", "the job's output": "starts at step"}
+	for _, n := range []*Node{en.obs, en.honest} {
+		checkAnswersMatchOpenAPI(t, n, map[string]string{"{peer}": en.honest.ID().String(), "{id}": v.JobID}, private)
+	}
 }
 
 // explorerNet is an observer node (no GPUs, the one the browser asks)
