@@ -9,23 +9,33 @@ import (
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
+// startImpostorNet starts an auditor without GPUs, an honest t4
+// supplier (in honestRegion) and an impostor that claims t4s but corrupts
+// a fifth of its rows (nodes 0, 1 and 2), and waits until the auditor
+// knows both suppliers' profiles.
+func startImpostorNet(t *testing.T, honestRegion string) *marketNet {
+	t.Helper()
+	impostorCfg := sellerConfig(t, "unset", "sim:t4:2", "eu-west", "fixed", []string{"t4=0.10"}, nil)
+	impostorCfg.SimCheat = "wrong=0.2"
+	m := startMarketNet(t, []Config{
+		testConfig(t, "unset", "none", "eu-west", nil),
+		sellerConfig(t, "unset", "sim:t4:2", honestRegion, "fixed", []string{"t4=0.20"}, nil),
+		impostorCfg,
+	})
+	eventually(t, 20*time.Second, "auditor knows both profiles", func() bool {
+		ps, _ := m.nodes[0].KnownProfiles()
+		return len(ps) >= 2
+	})
+	return m
+}
+
 // TestAuditCatchesImpostor runs real challenges between in-process nodes:
 // an honest simulated supplier passes, an impostor that corrupts rows
 // fails, the verdicts are gossiped, and the impostor falls below the
 // reputation floor on every node while the honest one rises above it.
 func TestAuditCatchesImpostor(t *testing.T) {
-	impostorCfg := sellerConfig(t, "unset", "sim:t4:2", "eu-west", "fixed", []string{"t4=0.10"}, nil)
-	impostorCfg.SimCheat = "wrong=0.2"
-	m := startMarketNet(t, []Config{
-		testConfig(t, "unset", "none", "eu-west", nil),
-		sellerConfig(t, "unset", "sim:t4:2", "eu-west", "fixed", []string{"t4=0.20"}, nil),
-		impostorCfg,
-	})
+	m := startImpostorNet(t, "eu-west")
 	auditor, honest, impostor := m.nodes[0], m.nodes[1], m.nodes[2]
-	eventually(t, 20*time.Second, "auditor knows both profiles", func() bool {
-		ps, _ := auditor.KnownProfiles()
-		return len(ps) >= 2
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

@@ -148,6 +148,21 @@ func echoService(edit func(*job.Request)) job.Request {
 	return r
 }
 
+// serviceNet is startJobNet with job networks, run in a network
+// namespace of the test's own (inOwnNetns): nil in the parent process,
+// whose test then returns. It skips without python3, which the job's
+// server needs.
+func serviceNet(t *testing.T) *jobNet {
+	t.Helper()
+	if !inOwnNetns(t) {
+		return nil
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("the job's server needs python3")
+	}
+	return startJobNet(t, 3*time.Second, func(c *Config) { c.JobNetwork = true })
+}
+
 // TestServiceThroughForward: a renter runs an HTTP server job that
 // declares port 8000 and publishes it on a local address. Requests and a
 // 100 MiB body go through the address, the renter's node, a tunnel stream
@@ -155,13 +170,10 @@ func echoService(edit func(*job.Request)) job.Request {
 // peer and an undeclared port are refused; when the supplier is lost, the
 // job fails over and the same local address reaches the new attempt.
 func TestServiceThroughForward(t *testing.T) {
-	if !inOwnNetns(t) {
+	jn := serviceNet(t)
+	if jn == nil {
 		return
 	}
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("the job's server needs python3")
-	}
-	jn := startJobNet(t, 3*time.Second, func(c *Config) { c.JobNetwork = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	v, err := jn.renter.Jobs().Submit(ctx, echoService(nil))
@@ -307,13 +319,10 @@ func sha256Of(b []byte) []byte {
 // replaced on the third supplier (never the lost one, nor its sibling's),
 // becomes healthy and serves again, on the same address.
 func TestReplicasBehindOneAddress(t *testing.T) {
-	if !inOwnNetns(t) {
+	jn := serviceNet(t)
+	if jn == nil {
 		return
 	}
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("the job's server needs python3")
-	}
-	jn := startJobNet(t, 3*time.Second, func(c *Config) { c.JobNetwork = true })
 	third := sellerConfig(t, "unset", "sim:rtx4090:1", "eu-west", "fixed", []string{"rtx4090=0.60"}, bootstrapOf(jn.boot))
 	third.DataDir, third.HaltGrace, third.AuditInterval, third.JobNetwork = t.TempDir(), 3*time.Second, 0, true
 	spare := startNode(t, third)
@@ -456,13 +465,10 @@ func envInt(t *testing.T, name string, def int) int {
 // ("no lease yet") and is rented, started and healthy once a third
 // supplier comes, on it (never on a sibling's supplier).
 func TestReplicaLeasedLater(t *testing.T) {
-	if !inOwnNetns(t) {
+	jn := serviceNet(t)
+	if jn == nil {
 		return
 	}
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("the job's server needs python3")
-	}
-	jn := startJobNet(t, 3*time.Second, func(c *Config) { c.JobNetwork = true })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	v, err := jn.renter.Jobs().Submit(ctx, echoService(func(r *job.Request) {
