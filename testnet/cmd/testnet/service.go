@@ -156,6 +156,11 @@ func (c *cli) serviceDemo(ctx context.Context, st *testnet.State, bin string) er
 		return err
 	}
 	victimJob := replicas()[0]
+	// The demo restarted nodes before this (the batch job's supplier):
+	// their PIDs are in the state as it is now, not as it was loaded.
+	if now, err := testnet.Load(st.Dir); err == nil {
+		st = now
+	}
 	victim := nodeOf(st, victimJob.Supplier)
 	if victim < 0 {
 		return errors.New("testnet: demo: the replica's supplier is not a testnet node")
