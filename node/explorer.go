@@ -66,6 +66,7 @@ type suppliersData struct {
 	peers  map[peer.ID]api.Peer
 	asks   map[peer.ID][]*market.Ask
 	prints map[peer.ID][]market.Print
+	trades int                                 // prints that count, of every model
 	last   map[peer.ID]*reputation.Attestation // latest challenge
 }
 
@@ -79,6 +80,7 @@ func (e *explorer) gather() suppliersData {
 		d.asks[a.Supplier] = append(d.asks[a.Supplier], a)
 	}
 	for _, p := range e.n.market.index.Prints("") {
+		d.trades++
 		if p.Supplier != "" {
 			d.prints[p.Supplier] = append(d.prints[p.Supplier], p)
 		}
@@ -142,7 +144,11 @@ func (e *explorer) row(d suppliersData, id peer.ID) api.SupplierRow {
 		r.Models = append(r.Models, api.ModelCount{Model: m, Count: c})
 	}
 	slices.SortFunc(r.Models, func(a, b api.ModelCount) int { return cmp.Compare(a.Model, b.Model) })
-	if rep := e.n.verify.rep; rep != nil {
+	// Peers carries the standing of each peer it lists; the standing of
+	// this node, and of a supplier known only by its asks, is asked for.
+	_, listed := d.peers[id]
+	r.Reputation, r.Verified, r.UptimePct = p.Reputation, p.Verified, p.UptimePct
+	if rep := e.n.verify.rep; rep != nil && (!listed || id == e.n.id) {
 		s := rep.Score(id)
 		r.Reputation, r.Verified, r.UptimePct = s.Reputation, s.Verified, s.UptimePct()
 	}
@@ -241,7 +247,7 @@ func (e *explorer) Summary() api.ExplorerSummary {
 	}
 	slices.SortFunc(s.Models, func(a, b api.ModelSummary) int { return cmp.Compare(a.Model, b.Model) })
 	s.Bids = len(n.market.book.Bids(""))
-	s.Trades = len(n.market.index.Prints(""))
+	s.Trades = d.trades
 	s.Attestations = len(e.attestations())
 	return s
 }

@@ -151,8 +151,8 @@ type AttestationView struct {
 	MeasuredMilliOps int64     `json:"measured_milli_ops"`
 	ExpectedMilliOps int64     `json:"expected_milli_ops"`
 	Time             time.Time `json:"time"`
-	// SignatureOK: the node checked the record's signature again as it
-	// answered.
+	// SignatureOK: the node checked the record's signature again when
+	// it first read it back from its store (reputation.Book.List).
 	SignatureOK bool `json:"signature_ok"`
 }
 
@@ -167,7 +167,7 @@ type TradeView struct {
 	Price       string    `json:"price"`
 	GPUHours    float64   `json:"gpu_hours"`
 	Time        time.Time `json:"time"`
-	SignatureOK bool      `json:"signature_ok"`
+	SignatureOK bool      `json:"signature_ok"` // checked again as the node answers
 }
 
 // explorerHandlers are the handlers of the Explorer's routes, from d

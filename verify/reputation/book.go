@@ -165,6 +165,9 @@ type Book struct {
 	entries  map[ID]*entry
 	observed map[peer.ID][]string // GPU UUIDs each supplier's profile claims
 	snap     *snapshot            // nil when stale
+
+	lmu    sync.Mutex
+	listed map[ID]*Attestation // checked by List, by the ID of their envelope
 }
 
 // entry is the part of an attestation scoring needs.

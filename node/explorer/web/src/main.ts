@@ -177,7 +177,7 @@ class App {
       peer(s.peer_id, false),
       ") received and verified. ",
       h("span", { class: "badge ok" }, "✓ signed"),
-      " marks a record whose signature the node checked again when it answered.",
+      " marks a record whose signature the node checked again when it read it back from its own records.",
     );
   }
 }
