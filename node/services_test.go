@@ -344,15 +344,7 @@ func TestReplicasBehindOneAddress(t *testing.T) {
 		t.Fatalf("submit: %v", err)
 	}
 	addr := "http://" + v.Publish[0].Listen
-	replicas := func() []job.View {
-		var out []job.View
-		for _, r := range jn.renter.Jobs().Jobs() {
-			if r.Group == v.JobID {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
+	replicas := func() []job.View { return groupOf(jn.renter, v.JobID) }
 	eventually(t, 60*time.Second, "two healthy replicas on distinct suppliers", func() bool {
 		rs := replicas()
 		return len(rs) == 2 && rs[0].Health == "healthy" && rs[1].Health == "healthy" && rs[0].Supplier != rs[1].Supplier
@@ -446,6 +438,17 @@ func TestReplicasBehindOneAddress(t *testing.T) {
 	}
 }
 
+// groupOf is the renter's replicas of the group named group.
+func groupOf(renter *Node, group string) []job.View {
+	var out []job.View
+	for _, r := range renter.Jobs().Jobs() {
+		if r.Group == group {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // envInt is the integer in environment variable name, or def.
 func envInt(t *testing.T, name string, def int) int {
 	t.Helper()
@@ -477,15 +480,7 @@ func TestReplicaLeasedLater(t *testing.T) {
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
-	replicas := func() []job.View {
-		var out []job.View
-		for _, r := range jn.renter.Jobs().Jobs() {
-			if r.Group == v.JobID {
-				out = append(out, r)
-			}
-		}
-		return out
-	}
+	replicas := func() []job.View { return groupOf(jn.renter, v.JobID) }
 	var waiting job.View
 	for _, r := range replicas() {
 		if r.Attempt == 0 {
