@@ -4,15 +4,20 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/p2p/pb"
@@ -69,8 +74,13 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 				first = false
 			}
 		}
+		// Only a node that could not look anything up for want of peers
+		// retries when one joins. Any other failure waits its backoff:
+		// in a network that is starting, peers join every moment, and a
+		// node that retried a timed-out publish on each would walk the
+		// DHT again and again while everyone else is trying to as well.
 		var retryOnPeer <-chan struct{}
-		if err != nil {
+		if err != nil && (p2p.IsAlone(err) || len(n.net.Host.Network().Peers()) == 0) {
 			retryOnPeer = peerJoined
 		}
 		if !n.waitToAdvertise(ctx, wait, retryOnPeer, addrsChanged, published) {
@@ -217,11 +227,72 @@ func (n *Node) publishProfile(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := n.net.PublishProfile(ctx, sealed, models); err != nil {
+	if err := n.net.PutProfile(ctx, sealed); err != nil {
 		return err
+	}
+	if err := n.provide(ctx, models); err != nil {
+		return fmt.Errorf("p2p: announce models: %w", err)
 	}
 	n.log.Debug("profile published", "seq", seq, "models", models)
 	return nil
+}
+
+// provideEvery is how often a supplier announces its provider records
+// again while nothing they depend on changed: well within the 48 h for
+// which DHT nodes keep them, and far less often than the profile is
+// republished (every half ProfileTTL, 30 min by default).
+const provideEvery = 12 * time.Hour
+
+// provided records which provider records (p2p.ProviderKeys) were
+// announced and when, and the reachability (Node.reachKey) they were
+// announced with: a provider record carries the node's addresses.
+type provided struct {
+	mu    sync.Mutex
+	at    map[string]time.Time
+	reach string
+}
+
+// due returns the provider records of models to announce now: those never
+// announced, whose last announcement failed or is provideEvery old, and
+// all of them when reach differs from what they were announced with.
+func (p *provided) due(models []string, reach string, now time.Time) map[string]cid.Cid {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.at == nil || reach != p.reach {
+		p.at, p.reach = map[string]time.Time{}, reach
+	}
+	keys := p2p.ProviderKeys(models)
+	for name := range keys {
+		if at, ok := p.at[name]; ok && now.Sub(at) < provideEvery {
+			delete(keys, name)
+		}
+	}
+	return keys
+}
+
+// done records that the provider record name was announced at now.
+func (p *provided) done(name string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.at[name] = now
+}
+
+// provide announces the provider records of models that are due. Each
+// profile republish puts the profile again, but a provider record is one
+// more DHT walk and twenty stores for every key: announcing them all
+// again every 30 min, or all again when one of them failed, is what made
+// start-up of a large network on one machine a storm of walks.
+func (n *Node) provide(ctx context.Context, models []string) error {
+	now := n.now()
+	var errs []error
+	for name, c := range n.provided.due(models, n.reachKey(), now) {
+		if err := n.net.Provide(ctx, c); err != nil {
+			errs = append(errs, fmt.Errorf("provide %s: %w", name, err))
+			continue
+		}
+		n.provided.done(name, now)
+	}
+	return errors.Join(errs...)
 }
 
 func (n *Node) nextProfileSeq(now time.Time) (uint64, error) {
@@ -329,18 +400,79 @@ func (f *fetchSet) done(id peer.ID) {
 	delete(f.m, id)
 }
 
-// fetchProfiles fetches queued profiles from the DHT and keeps them, as
-// their signed envelopes, in the store; profileFetchers of it run.
+// fetchProfiles fetches queued profiles and keeps them, as their signed
+// envelopes, in the store; profileFetchers of it run. It takes what is
+// queued at once as one batch (fetchBatch).
 func (n *Node) fetchProfiles(ctx context.Context) {
 	for {
+		var batch []peer.ID
 		select {
 		case <-ctx.Done():
 			return
 		case id := <-n.fetchQ:
-			n.fetchProfile(ctx, id)
+			batch = append(batch, id)
+		}
+	more:
+		for len(batch) < p2p.MaxDirectoryPeers {
+			select {
+			case id := <-n.fetchQ:
+				batch = append(batch, id)
+			default:
+				break more
+			}
+		}
+		n.fetchBatch(ctx, batch)
+		for _, id := range batch {
 			n.fetching.done(id)
 		}
 	}
+}
+
+// fetchBatch fetches the profiles of ids not yet held as new as their
+// heartbeats announce. It asks first, in one round trip, the directory
+// (p2p.QueryProfiles) of a connected peer among ids: every heartbeat's
+// author is a full node that holds its own profile, newest of all, and
+// most others. Only what that answer lacks, or holds older than announced,
+// is read from the DHT, one walk each. The directory is trusted for
+// nothing: every profile is checked against its supplier's signature and
+// expiry, and against the sequence number the supplier's own heartbeat
+// announced. When a network of a hundred nodes starts, this is one
+// request where each node walked the DHT for each of its peers.
+func (n *Node) fetchBatch(ctx context.Context, ids []peer.ID) {
+	need := slices.DeleteFunc(slices.Clone(ids), func(id peer.ID) bool {
+		announced, held := n.peers.seqs(id)
+		return held >= announced
+	})
+	if len(need) == 0 {
+		return
+	}
+	if server, ok := n.directoryServer(need); ok {
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ps, rejected, err := p2p.QueryProfiles(fctx, n.net.Host, server, need, n.now())
+		cancel()
+		if err != nil || rejected > 0 {
+			n.log.Debug("profiles from a directory", "server", server, "asked", len(need), "got", len(ps), "rejected", rejected, "err", err)
+		}
+		for _, p := range ps {
+			if announced, _ := n.peers.seqs(p.ID); p.Seq >= announced {
+				n.keepFetched(p, metrics.FromDirectory)
+			}
+		}
+	}
+	for _, id := range need {
+		n.fetchProfile(ctx, id)
+	}
+}
+
+// directoryServer picks the peer whose directory fetchBatch asks: one of
+// ids this node is connected to.
+func (n *Node) directoryServer(ids []peer.ID) (peer.ID, bool) {
+	for _, id := range ids {
+		if n.net.Host.Network().Connectedness(id) == network.Connected {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // fetchProfile fetches and keeps id's profile unless one as new as its
@@ -356,11 +488,18 @@ func (n *Node) fetchProfile(ctx context.Context, id peer.ID) {
 		n.log.Debug("fetch profile", "of", id, "err", err)
 		return
 	}
+	n.keepFetched(p, metrics.FromDHT)
+}
+
+// keepFetched keeps p, a profile fetched from src and checked, and
+// records its sequence number as held.
+func (n *Node) keepFetched(p *p2p.Profile, src metrics.Source) {
 	if err := n.keepProfile(p); err != nil {
-		n.log.Warn("keep profile", "of", id, "err", err)
+		n.log.Warn("keep profile", "of", p.ID, "err", err)
 		return
 	}
-	n.peers.setProfile(id, p)
+	n.peers.setProfile(p.ID, p)
+	n.metrics.Profiles.Fetched(src)
 }
 
 // keepProfile stores p's signed envelope until p expires, unless the store

@@ -83,6 +83,7 @@ type Node struct {
 	fetchQ   chan peer.ID   // peers whose announced profile is newer than the one held
 	fetching fetchSet       // the peers in fetchQ or being fetched
 	advertOK chan struct{}  // closed after the first successful publish
+	provided provided       // the provider records announced, and when
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup

@@ -33,6 +33,9 @@ const (
 	// profiles before it would pass this.
 	MaxDirectoryReply   = 4 << 20
 	maxDirectoryRequest = 4 << 10
+	// MaxDirectoryPeers bounds the peers one request names (so that it
+	// fits maxDirectoryRequest).
+	MaxDirectoryPeers = 64
 	// directoryConcurrency bounds the answers a node builds at once, one
 	// per asking peer, so that one peer cannot take every slot; a request
 	// beyond either is reset, and the asker falls back to the DHT.
@@ -99,6 +102,30 @@ func (d *Directory) List(models []string, limit, maxBytes int, now time.Time) []
 	return out
 }
 
+// Of returns the profiles of ids that are live at now, by peer ID, at
+// most maxBytes of envelopes in all.
+func (d *Directory) Of(ids []peer.ID, maxBytes int, now time.Time) []*Profile {
+	d.mu.Lock()
+	var all []*Profile
+	for _, id := range ids {
+		if p, ok := d.m[id]; ok && now.Before(p.Expires()) && !slices.Contains(all, p) {
+			all = append(all, p)
+		}
+	}
+	d.mu.Unlock()
+	slices.SortFunc(all, func(a, b *Profile) int { return cmp.Compare(a.ID, b.ID) })
+	var out []*Profile
+	size := 0
+	for _, p := range all {
+		if size+len(p.Raw)+8 > maxBytes {
+			break
+		}
+		out = append(out, p)
+		size += len(p.Raw) + 8
+	}
+	return out
+}
+
 // HasModel reports whether p lists a GPU of one of models.
 func HasModel(p *Profile, models []string) bool {
 	for _, g := range p.Gpus {
@@ -145,9 +172,21 @@ func ServeDirectory(h host.Host, d *Directory, now func() time.Time) {
 		if limit <= 0 || limit > MaxDirectoryProfiles {
 			limit = MaxDirectoryProfiles
 		}
+		var list []*Profile
+		if len(req.Peers) > 0 {
+			ids, err := directoryPeers(req.Peers)
+			if err != nil {
+				return err
+			}
+			list = d.Of(ids, MaxDirectoryReply-1024, now())
+		} else {
+			list = d.List(req.Models, limit, MaxDirectoryReply-1024, now())
+		}
 		var resp pb.DirectoryResponse
-		for _, p := range d.List(req.Models, limit, MaxDirectoryReply-1024, now()) {
-			resp.Profiles = append(resp.Profiles, p.Raw)
+		for _, p := range list {
+			if len(req.Models) == 0 || HasModel(p, req.Models) {
+				resp.Profiles = append(resp.Profiles, p.Raw)
+			}
 		}
 		return WriteMsg(s, &resp)
 	})
@@ -169,6 +208,49 @@ func QueryDirectory(ctx context.Context, h host.Host, p peer.ID, models []string
 		return nil, rejected, fmt.Errorf("directory of %s: %w", p, err)
 	}
 	return out, rejected, nil
+}
+
+// directoryPeers decodes a request's peer IDs: at most MaxDirectoryPeers,
+// each a valid binary peer ID.
+func directoryPeers(raw [][]byte) ([]peer.ID, error) {
+	if len(raw) > MaxDirectoryPeers {
+		return nil, fmt.Errorf("directory: %w: %d peers asked for, the limit is %d", ErrMalformed, len(raw), MaxDirectoryPeers)
+	}
+	ids := make([]peer.ID, 0, len(raw))
+	for _, b := range raw {
+		id, err := peer.IDFromBytes(b)
+		if err != nil {
+			return nil, fmt.Errorf("directory: %w: peer ID: %w", ErrMalformed, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// QueryProfiles asks node server for the profiles it keeps of ids (at
+// most MaxDirectoryPeers of them) and checks each one as QueryDirectory
+// does; a profile of a peer not asked for is left out and counted in
+// rejected. A peer may be missing from the answer (the server does not
+// know it, or withholds it), and a profile may be older than one the
+// asker has heard announced: the caller falls back to the DHT for those.
+func QueryProfiles(ctx context.Context, h host.Host, server peer.ID, ids []peer.ID, now time.Time) (profiles []*Profile, rejected int, err error) {
+	if len(ids) == 0 || len(ids) > MaxDirectoryPeers {
+		return nil, 0, fmt.Errorf("directory of %s: %d peers to ask for, want 1 to %d", server, len(ids), MaxDirectoryPeers)
+	}
+	req := &pb.DirectoryRequest{Limit: uint32(len(ids))}
+	for _, id := range ids {
+		req.Peers = append(req.Peers, []byte(id))
+	}
+	var resp pb.DirectoryResponse
+	if err := Request(ctx, h, server, DirectoryProtocol, req, &resp, MaxDirectoryReply); err != nil {
+		return nil, 0, fmt.Errorf("directory of %s: %w", server, err)
+	}
+	out, rejected, err := CheckDirectory(&resp, nil, now)
+	if err != nil {
+		return nil, rejected, fmt.Errorf("directory of %s: %w", server, err)
+	}
+	kept := slices.DeleteFunc(out, func(p *Profile) bool { return !slices.Contains(ids, p.ID) })
+	return kept, rejected + len(out) - len(kept), nil
 }
 
 // CheckDirectory is what QueryDirectory checks of an answer: at most

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/p2p/pb"
@@ -149,5 +150,76 @@ func TestDirectoryOneAnswerPerPeer(t *testing.T) {
 	})
 	if _, _, err := QueryDirectory(ctx, other.Host, server.Host.ID(), nil, time.Now()); err != nil {
 		t.Fatalf("another peer's query while the first holds a stream: %v", err)
+	}
+}
+
+// TestDirectoryProfilesOfPeers: asked for named peers, a server answers
+// with their live profiles only (none it does not hold); the asker leaves
+// out, and counts, a profile of a peer it did not ask for (an older
+// server ignores the peer list and answers with every profile it keeps),
+// and refuses a request naming more than MaxDirectoryPeers peers.
+func TestDirectoryProfilesOfPeers(t *testing.T) {
+	now := time.Now()
+	server := startNetwork(t, ModeServer, false, nil)
+	client := startNetwork(t, ModeClient, false, []peer.AddrInfo{addrInfo(server)})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := client.Bootstrap(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	a := sealedProfile(t, newKey(t), 3, now, time.Hour, "h100-sxm")
+	b := sealedProfile(t, newKey(t), 1, now, time.Hour, "rtx4090")
+	c := sealedProfile(t, newKey(t), 1, now, time.Hour, "l40s")
+	expired := sealedProfile(t, newKey(t), 1, now.Add(-time.Hour), time.Hour-time.Second, "h100-sxm")
+	unknown, err := peer.IDFromPrivateKey(newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewDirectory()
+	for _, p := range []*Profile{a, b, c, expired} {
+		d.Put(p)
+	}
+	ServeDirectory(server.Host, d, time.Now)
+
+	got, rejected, err := QueryProfiles(ctx, client.Host, server.Host.ID(), []peer.ID{c.ID, a.ID, unknown, expired.ID}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(ps []*Profile) (out []peer.ID) {
+		for _, p := range ps {
+			out = append(out, p.ID)
+		}
+		return out
+	}
+	want := []peer.ID{a.ID, c.ID}
+	slices.Sort(want)
+	if !slices.Equal(ids(got), want) || rejected != 0 || got[slices.Index(ids(got), a.ID)].Seq != 3 {
+		t.Fatalf("profiles of a, c, an unknown and an expired peer: %v (%d rejected), want a's and c's", ids(got), rejected)
+	}
+
+	// An older server: every profile it keeps, whatever was asked.
+	old := startNetwork(t, ModeServer, false, nil)
+	Serve(old.Host, DirectoryProtocol, func(s network.Stream) error {
+		var req pb.DirectoryRequest
+		if err := ReadMsg(s, maxDirectoryRequest, &req); err != nil {
+			return err
+		}
+		return WriteMsg(s, &pb.DirectoryResponse{Profiles: [][]byte{a.Raw, b.Raw, c.Raw}})
+	})
+	client.Host.Peerstore().AddAddrs(old.Host.ID(), old.Host.Addrs(), time.Hour)
+	got, rejected, err = QueryProfiles(ctx, client.Host, old.Host.ID(), []peer.ID{b.ID}, time.Now())
+	if err != nil || !slices.Equal(ids(got), []peer.ID{b.ID}) || rejected != 2 {
+		t.Fatalf("an answer with profiles not asked for: %v (%d rejected), err %v; want b's, 2 left out", ids(got), rejected, err)
+	}
+
+	many := make([]peer.ID, MaxDirectoryPeers+1)
+	if _, _, err := QueryProfiles(ctx, client.Host, server.Host.ID(), many, time.Now()); err == nil {
+		t.Fatal("a query naming more than MaxDirectoryPeers peers was sent")
+	}
+	if _, err := directoryPeers([][]byte{[]byte("not a peer ID")}); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a request naming a malformed peer ID: %v, want ErrMalformed", err)
+	}
+	if _, err := directoryPeers(make([][]byte, MaxDirectoryPeers+1)); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a request naming too many peers: %v, want ErrMalformed", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/routing"
 )
@@ -17,21 +18,15 @@ import (
 // there is one, of SupplierCID. It returns
 // an error when the record could not reach any peer; the local copy is kept
 // regardless, so a lone node becomes findable as soon as others join and
-// the caller republishes.
+// the caller republishes. A daemon that republishes calls PutProfile and
+// Provide itself, to announce again only the provider records that are due.
 func (n *Network) PublishProfile(ctx context.Context, sealed []byte, models []string) error {
-	if err := n.DHT.PutValue(ctx, ProfileKey(n.Host.ID()), sealed); err != nil {
-		return fmt.Errorf("p2p: put profile: %w", err)
+	if err := n.PutProfile(ctx, sealed); err != nil {
+		return err
 	}
 	var errs []error
-	keys := map[string]cid.Cid{}
-	for _, m := range models {
-		keys[m] = ModelCID(m)
-	}
-	if len(models) > 0 {
-		keys["every supplier"] = SupplierCID()
-	}
-	for name, c := range keys {
-		if err := n.DHT.Provide(ctx, c, true); err != nil {
+	for name, c := range ProviderKeys(models) {
+		if err := n.Provide(ctx, c); err != nil {
 			errs = append(errs, fmt.Errorf("provide %s: %w", name, err))
 		}
 	}
@@ -40,6 +35,42 @@ func (n *Network) PublishProfile(ctx context.Context, sealed []byte, models []st
 	}
 	return nil
 }
+
+// PutProfile stores a sealed profile under this node's profile key in the
+// DHT (and in the node's own copy of it, kept even when no peer took it).
+func (n *Network) PutProfile(ctx context.Context, sealed []byte) error {
+	if err := n.DHT.PutValue(ctx, ProfileKey(n.Host.ID()), sealed); err != nil {
+		return fmt.Errorf("p2p: put profile: %w", err)
+	}
+	return nil
+}
+
+// EverySupplier names SupplierCID among ProviderKeys.
+const EverySupplier = "every supplier"
+
+// ProviderKeys are the provider records a supplier of models announces:
+// one per model slug (named by the slug) and, when models is not empty,
+// SupplierCID (named EverySupplier).
+func ProviderKeys(models []string) map[string]cid.Cid {
+	keys := make(map[string]cid.Cid, len(models)+1)
+	for _, m := range models {
+		keys[m] = ModelCID(m)
+	}
+	if len(models) > 0 {
+		keys[EverySupplier] = SupplierCID()
+	}
+	return keys
+}
+
+// Provide announces this node in the DHT as a provider of c.
+func (n *Network) Provide(ctx context.Context, c cid.Cid) error {
+	return n.DHT.Provide(ctx, c, true)
+}
+
+// IsAlone reports whether err is the DHT's refusal to look anything up
+// because its routing table is empty: the node knows no peer yet, and a
+// retry is worth it as soon as one is identified.
+func IsAlone(err error) bool { return errors.Is(err, kb.ErrLookupFailure) }
 
 // FindSuppliers looks up the provider records of every model in models in
 // parallel (of SupplierCID alone when models is nil) and returns the distinct peers found, with the addresses the

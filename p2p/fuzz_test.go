@@ -2,6 +2,8 @@ package p2p
 
 import (
 	"bytes"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -85,6 +87,42 @@ func FuzzPeerFromProfileKey(f *testing.F) {
 // FuzzCheckDirectory feeds arbitrary bytes as a directory answer: it
 // never panics, and whatever it keeps is a valid profile of a model asked
 // for, each peer once.
+// FuzzDirectoryRequest: whatever a request carries, the server either
+// refuses its peer list as malformed or answers only with profiles it
+// holds of peers the request names.
+func FuzzDirectoryRequest(f *testing.F) {
+	key := newKey(f)
+	good, _ := SealProfile(testProfile(3, fuzzNow, time.Hour, testGPU("h100-sxm", "GPU-1")), key)
+	held, _ := OpenProfile(good, fuzzNow)
+	d := NewDirectory()
+	d.Put(held)
+	seed, _ := proto.Marshal(&pb.DirectoryRequest{Peers: [][]byte{[]byte(held.ID), []byte("junk")}})
+	f.Add(seed)
+	ok, _ := proto.Marshal(&pb.DirectoryRequest{Peers: [][]byte{[]byte(held.ID)}, Models: []string{"h100-sxm"}})
+	f.Add(ok)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req pb.DirectoryRequest
+		if proto.Unmarshal(data, &req) != nil {
+			return
+		}
+		ids, err := directoryPeers(req.Peers)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("refused without ErrMalformed: %v", err)
+			}
+			return
+		}
+		if len(ids) != len(req.Peers) || len(ids) > MaxDirectoryPeers {
+			t.Fatalf("%d peers decoded from %d", len(ids), len(req.Peers))
+		}
+		for _, p := range d.Of(ids, MaxDirectoryReply, fuzzNow) {
+			if !slices.Contains(ids, p.ID) {
+				t.Fatalf("answered with %s, not asked for", p.ID)
+			}
+		}
+	})
+}
+
 func FuzzCheckDirectory(f *testing.F) {
 	key := newKey(f)
 	good, _ := SealProfile(testProfile(3, fuzzNow, time.Hour, testGPU("h100-sxm", "GPU-1")), key)

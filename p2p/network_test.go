@@ -399,3 +399,28 @@ func TestListenPortInUseIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishAloneSaysSo: a node that knows no peer cannot put its profile
+// or announce a model, and its error says that it is alone (so the daemon
+// retries when a peer joins, and on its backoff otherwise); a failure of
+// any other kind does not.
+func TestPublishAloneSaysSo(t *testing.T) {
+	n := startNetwork(t, ModeServer, false, nil)
+	p := testProfile(1, time.Now(), time.Hour, testGPU("a10", "GPU-1"))
+	sealed, err := SealProfile(p, n.cfg.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = n.PutProfile(ctx, sealed)
+	if err == nil || !IsAlone(err) {
+		t.Fatalf("put profile alone: err %v, want one IsAlone reports", err)
+	}
+	if err := n.Provide(ctx, ModelCID("a10")); err == nil || !IsAlone(err) {
+		t.Fatalf("provide alone: err %v, want one IsAlone reports", err)
+	}
+	if IsAlone(context.DeadlineExceeded) || IsAlone(nil) {
+		t.Fatal("IsAlone reports a timeout or no error as being alone")
+	}
+}

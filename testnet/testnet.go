@@ -444,7 +444,7 @@ func Restart(ctx context.Context, dir string, index int) (NodeInfo, error) {
 			return info, err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, restartTimeout(len(st.Nodes)))
 	defer cancel()
 	p, err := startNode(st.Binary, info, true)
 	if err != nil {
@@ -468,6 +468,14 @@ func Restart(ctx context.Context, dir string, index int) (NodeInfo, error) {
 	}
 	st.Nodes[index] = p.info
 	return p.info, save(st)
+}
+
+// restartTimeout bounds Restart on a testnet of nodes nodes: 30 s, and
+// 1 s more for each node past 20. A node that comes back re-advertises and
+// must be found again while every other node of the machine shares its
+// cores: at 100 nodes on 2 cores that takes longer than at 20.
+func restartTimeout(nodes int) time.Duration {
+	return 30*time.Second + time.Duration(max(0, nodes-20))*time.Second
 }
 
 // Down stops the testnet recorded in dir: SIGTERM to each recorded node

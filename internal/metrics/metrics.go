@@ -21,6 +21,7 @@ import (
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Namespace prefixes every metric name.
@@ -32,6 +33,9 @@ type Metrics struct {
 	Market *Market
 	Settle *Settle
 	Audit  *Audit
+	// Profiles counts the peers' profiles this node fetched, by where
+	// they came from.
+	Profiles *Profiles
 
 	reg prometheus.Registerer
 }
@@ -39,15 +43,17 @@ type Metrics struct {
 // New makes the metrics and registers them with reg.
 func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		Gossip: newGossip(),
-		Market: newMarket(),
-		Settle: newSettle(),
-		Audit:  newAudit(),
-		reg:    reg,
+		Gossip:   newGossip(),
+		Market:   newMarket(),
+		Settle:   newSettle(),
+		Audit:    newAudit(),
+		Profiles: newProfiles(),
+		reg:      reg,
 	}
 	for _, c := range []prometheus.Collector{
 		m.Gossip.received, m.Gossip.accepted, m.Gossip.rejected, m.Gossip.published,
 		m.Market.quotes, m.Market.leases, m.Settle.receipts, m.Settle.vouchers, m.Audit.challenges,
+		m.Profiles.fetched,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
@@ -292,6 +298,47 @@ func (a *Audit) Challenge(v Verdict) {
 	if a != nil {
 		a.challenges.WithLabelValues(string(v)).Inc()
 	}
+}
+
+// Source is where a fetched profile came from.
+type Source string
+
+const (
+	FromDirectory Source = "directory" // a connected peer's directory, in a batch
+	FromDHT       Source = "dht"       // a DHT walk
+)
+
+// Profiles counts the peers' profiles a node fetched.
+type Profiles struct {
+	fetched *prometheus.CounterVec
+}
+
+func newProfiles() *Profiles {
+	c := counter("profiles_fetched_total", "Peers' profiles fetched and kept after a heartbeat announced them, by source: a connected peer's directory or a DHT walk.", "source")
+	for _, s := range []Source{FromDirectory, FromDHT} {
+		c.WithLabelValues(string(s))
+	}
+	return &Profiles{fetched: c}
+}
+
+// Fetched counts one profile kept, fetched from s.
+func (p *Profiles) Fetched(s Source) {
+	if p != nil {
+		p.fetched.WithLabelValues(string(s)).Inc()
+	}
+}
+
+// Count is how many profiles were fetched from s (for tests and the
+// node's own figures).
+func (p *Profiles) Count(s Source) float64 {
+	if p == nil {
+		return 0
+	}
+	var m dto.Metric
+	if err := p.fetched.WithLabelValues(string(s)).Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
 }
 
 // WatchJobs registers gpumesh_jobs{state}: the renter's jobs by state,

@@ -448,6 +448,7 @@ type DirectoryRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Models        []string               `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"` // model slugs; empty: every model
 	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`  // most profiles wanted; 0 or above the server's cap: its cap
+	Peers         [][]byte               `protobuf:"bytes,3,rep,name=peers,proto3" json:"peers,omitempty"`   // binary peer IDs; when any: only these peers' profiles
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -494,6 +495,13 @@ func (x *DirectoryRequest) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *DirectoryRequest) GetPeers() [][]byte {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
 }
 
 // DirectoryResponse carries profiles exactly as their suppliers signed
@@ -588,10 +596,11 @@ const file_records_proto_rawDesc = "" +
 	"\bsoftware\x18\a \x01(\tR\bsoftware\x12\x1f\n" +
 	"\vprofile_seq\x18\b \x01(\x04R\n" +
 	"profileSeq\x12\x16\n" +
-	"\x06region\x18\t \x01(\tR\x06region\"@\n" +
+	"\x06region\x18\t \x01(\tR\x06region\"V\n" +
 	"\x10DirectoryRequest\x12\x16\n" +
 	"\x06models\x18\x01 \x03(\tR\x06models\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"/\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x14\n" +
+	"\x05peers\x18\x03 \x03(\fR\x05peers\"/\n" +
 	"\x11DirectoryResponse\x12\x1a\n" +
 	"\bprofiles\x18\x01 \x03(\fR\bprofilesB#Z!github.com/gpumesh/gpumesh/p2p/pbb\x06proto3"
 
