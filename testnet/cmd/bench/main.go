@@ -62,7 +62,7 @@ func main() {
 	var scale string
 	flag.StringVar(&c.bin, "bin", "bin/gpumesh", "gpumesh binary")
 	flag.IntVar(&c.nodes, "nodes", 20, "size of the testnet every figure is measured on")
-	flag.StringVar(&scale, "scale", "50", "larger testnets (comma-separated sizes, e.g. 50,100, or none) to measure search, lease and ask propagation on again")
+	flag.StringVar(&scale, "scale", "50,100", "larger testnets (comma-separated sizes, e.g. 50,100, or none) to measure search, lease and ask propagation on again")
 	flag.IntVar(&c.runs, "runs", 40, "cold searches (and baseline round trips) to time")
 	flag.IntVar(&c.cliRuns, "cli-runs", 10, "searches, and rents, to time as whole CLI processes")
 	flag.IntVar(&c.rentRuns, "rent-runs", 12, "leases to time in-process, each way (first quote, and every expected answer)")
