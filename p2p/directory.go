@@ -89,6 +89,12 @@ func (d *Directory) List(models []string, limit, maxBytes int, now time.Time) []
 		}
 	}
 	d.mu.Unlock()
+	return capped(all, limit, maxBytes)
+}
+
+// capped sorts all by peer ID and returns its first profiles, at most
+// limit of them and at most maxBytes of envelopes in all.
+func capped(all []*Profile, limit, maxBytes int) []*Profile {
 	slices.SortFunc(all, func(a, b *Profile) int { return cmp.Compare(a.ID, b.ID) })
 	var out []*Profile
 	size := 0
@@ -113,17 +119,7 @@ func (d *Directory) Of(ids []peer.ID, maxBytes int, now time.Time) []*Profile {
 		}
 	}
 	d.mu.Unlock()
-	slices.SortFunc(all, func(a, b *Profile) int { return cmp.Compare(a.ID, b.ID) })
-	var out []*Profile
-	size := 0
-	for _, p := range all {
-		if size+len(p.Raw)+8 > maxBytes {
-			break
-		}
-		out = append(out, p)
-		size += len(p.Raw) + 8
-	}
-	return out
+	return capped(all, len(all), maxBytes)
 }
 
 // HasModel reports whether p lists a GPU of one of models.

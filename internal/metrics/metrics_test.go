@@ -56,7 +56,8 @@ func TestSeriesStartAtZero(t *testing.T) {
 		"gpumesh_gossip_rejected_total": len(Reasons),
 		"gpumesh_market_quotes_total":   7, "gpumesh_market_leases_total": 7,
 		"gpumesh_settle_receipts_total": 5, "gpumesh_settle_vouchers_total": 4,
-		"gpumesh_challenges_total": len(Verdicts),
+		"gpumesh_challenges_total":       len(Verdicts),
+		"gpumesh_profiles_fetched_total": 2,
 	}
 	if !maps.Equal(count, want) {
 		t.Fatalf("series per metric = %v, want %v", count, want)
@@ -210,5 +211,25 @@ func TestWatchedGauges(t *testing.T) {
 	}
 	if err := m.WatchJobs(nil, func() map[string]int64 { return nil }); err == nil {
 		t.Fatal("gpumesh_jobs registered twice")
+	}
+}
+
+// TestProfilesFetched: Fetched counts by source, and Count reads it back;
+// nil Profiles count nothing and read zero.
+func TestProfilesFetched(t *testing.T) {
+	m, err := New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Profiles.Fetched(FromDirectory)
+	m.Profiles.Fetched(FromDirectory)
+	m.Profiles.Fetched(FromDHT)
+	if d, h := m.Profiles.Count(FromDirectory), m.Profiles.Count(FromDHT); d != 2 || h != 1 {
+		t.Fatalf("directory %v, dht %v; want 2 and 1", d, h)
+	}
+	var none *Profiles
+	none.Fetched(FromDHT)
+	if none.Count(FromDHT) != 0 {
+		t.Fatal("nil Profiles counted")
 	}
 }
