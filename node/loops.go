@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
@@ -230,8 +229,9 @@ func (n *Node) publishProfile(ctx context.Context) error {
 	if err := n.net.PutProfile(ctx, sealed); err != nil {
 		return err
 	}
-	if err := n.provide(ctx, models); err != nil {
-		return fmt.Errorf("p2p: announce models: %w", err)
+	due := n.provided.due(models, n.reachKey(), now)
+	if err := n.net.Provide(ctx, due, func(name string) { n.provided.done(name, now) }); err != nil {
+		return err
 	}
 	n.log.Debug("profile published", "seq", seq, "models", models)
 	return nil
@@ -245,7 +245,11 @@ const provideEvery = 12 * time.Hour
 
 // provided records which provider records (p2p.ProviderKeys) were
 // announced and when, and the reachability (Node.reachKey) they were
-// announced with: a provider record carries the node's addresses.
+// announced with: a provider record carries the node's addresses. Each
+// profile republish puts the profile again, but a provider record is one
+// more DHT walk and twenty stores for every key: announcing them all
+// again every 30 min, or all again when one of them failed, is what made
+// start-up of a large network on one machine a storm of walks.
 type provided struct {
 	mu    sync.Mutex
 	at    map[string]time.Time
@@ -275,24 +279,6 @@ func (p *provided) done(name string, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.at[name] = now
-}
-
-// provide announces the provider records of models that are due. Each
-// profile republish puts the profile again, but a provider record is one
-// more DHT walk and twenty stores for every key: announcing them all
-// again every 30 min, or all again when one of them failed, is what made
-// start-up of a large network on one machine a storm of walks.
-func (n *Node) provide(ctx context.Context, models []string) error {
-	now := n.now()
-	var errs []error
-	for name, c := range n.provided.due(models, n.reachKey(), now) {
-		if err := n.net.Provide(ctx, c); err != nil {
-			errs = append(errs, fmt.Errorf("provide %s: %w", name, err))
-			continue
-		}
-		n.provided.done(name, now)
-	}
-	return errors.Join(errs...)
 }
 
 func (n *Node) nextProfileSeq(now time.Time) (uint64, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/gpumesh/gpumesh/internal/metrics"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/p2p"
 )
 
@@ -77,8 +78,14 @@ func TestProfilesFetchedFromADirectory(t *testing.T) {
 		}
 		return true
 	})
-	if got := boot.metrics.Profiles.Count(metrics.FromDirectory); got < 2 {
-		t.Fatalf("profiles fetched from a directory: %v (from the DHT: %v), want both suppliers'", got, boot.metrics.Profiles.Count(metrics.FromDHT))
+	token, err := api.ReadToken(boot.cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := scrape(t, boot, token)
+	dir, dht := got[key("gpumesh_profiles_fetched_total", "source", string(metrics.FromDirectory))], got[key("gpumesh_profiles_fetched_total", "source", string(metrics.FromDHT))]
+	if dir < 2 {
+		t.Fatalf("profiles fetched from a directory: %v (from the DHT: %v), want both suppliers'", dir, dht)
 	}
 	for _, s := range sups {
 		p, ok := boot.keptProfile(s.ID())

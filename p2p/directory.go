@@ -108,13 +108,14 @@ func capped(all []*Profile, limit, maxBytes int) []*Profile {
 	return out
 }
 
-// Of returns the profiles of ids that are live at now, by peer ID, at
-// most maxBytes of envelopes in all.
-func (d *Directory) Of(ids []peer.ID, maxBytes int, now time.Time) []*Profile {
+// Of returns the profiles of ids that are live at now and have a GPU of
+// one of models (any model when empty), by peer ID, at most maxBytes of
+// envelopes in all.
+func (d *Directory) Of(ids []peer.ID, models []string, maxBytes int, now time.Time) []*Profile {
 	d.mu.Lock()
 	var all []*Profile
 	for _, id := range ids {
-		if p, ok := d.m[id]; ok && now.Before(p.Expires()) && !slices.Contains(all, p) {
+		if p, ok := d.m[id]; ok && now.Before(p.Expires()) && (len(models) == 0 || HasModel(p, models)) && !slices.Contains(all, p) {
 			all = append(all, p)
 		}
 	}
@@ -174,15 +175,13 @@ func ServeDirectory(h host.Host, d *Directory, now func() time.Time) {
 			if err != nil {
 				return err
 			}
-			list = d.Of(ids, MaxDirectoryReply-1024, now())
+			list = d.Of(ids, req.Models, MaxDirectoryReply-1024, now())
 		} else {
 			list = d.List(req.Models, limit, MaxDirectoryReply-1024, now())
 		}
 		var resp pb.DirectoryResponse
 		for _, p := range list {
-			if len(req.Models) == 0 || HasModel(p, req.Models) {
-				resp.Profiles = append(resp.Profiles, p.Raw)
-			}
+			resp.Profiles = append(resp.Profiles, p.Raw)
 		}
 		return WriteMsg(s, &resp)
 	})

@@ -24,16 +24,7 @@ func (n *Network) PublishProfile(ctx context.Context, sealed []byte, models []st
 	if err := n.PutProfile(ctx, sealed); err != nil {
 		return err
 	}
-	var errs []error
-	for name, c := range ProviderKeys(models) {
-		if err := n.Provide(ctx, c); err != nil {
-			errs = append(errs, fmt.Errorf("provide %s: %w", name, err))
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("p2p: announce models: %w", errors.Join(errs...))
-	}
-	return nil
+	return n.Provide(ctx, ProviderKeys(models), nil)
 }
 
 // PutProfile stores a sealed profile under this node's profile key in the
@@ -62,9 +53,25 @@ func ProviderKeys(models []string) map[string]cid.Cid {
 	return keys
 }
 
-// Provide announces this node in the DHT as a provider of c.
-func (n *Network) Provide(ctx context.Context, c cid.Cid) error {
-	return n.DHT.Provide(ctx, c, true)
+// Provide announces this node in the DHT as a provider of each of keys
+// (named as ProviderKeys names them), one after the other, calling done
+// (unless nil) with the name of each one announced. It returns the
+// failures, joined, naming each key.
+func (n *Network) Provide(ctx context.Context, keys map[string]cid.Cid, done func(name string)) error {
+	var errs []error
+	for name, c := range keys {
+		if err := n.DHT.Provide(ctx, c, true); err != nil {
+			errs = append(errs, fmt.Errorf("provide %s: %w", name, err))
+			continue
+		}
+		if done != nil {
+			done(name)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("p2p: announce models: %w", errors.Join(errs...))
+	}
+	return nil
 }
 
 // IsAlone reports whether err is the DHT's refusal to look anything up

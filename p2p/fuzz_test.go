@@ -115,7 +115,7 @@ func FuzzDirectoryRequest(f *testing.F) {
 		if len(ids) != len(req.Peers) || len(ids) > MaxDirectoryPeers {
 			t.Fatalf("%d peers decoded from %d", len(ids), len(req.Peers))
 		}
-		for _, p := range d.Of(ids, MaxDirectoryReply, fuzzNow) {
+		for _, p := range d.Of(ids, req.Models, MaxDirectoryReply, fuzzNow) {
 			if !slices.Contains(ids, p.ID) {
 				t.Fatalf("answered with %s, not asked for", p.ID)
 			}

@@ -417,7 +417,7 @@ func TestPublishAloneSaysSo(t *testing.T) {
 	if err == nil || !IsAlone(err) {
 		t.Fatalf("put profile alone: err %v, want one IsAlone reports", err)
 	}
-	if err := n.Provide(ctx, ModelCID("a10")); err == nil || !IsAlone(err) {
+	if err := n.Provide(ctx, ProviderKeys([]string{"a10"}), nil); err == nil || !IsAlone(err) {
 		t.Fatalf("provide alone: err %v, want one IsAlone reports", err)
 	}
 	if IsAlone(context.DeadlineExceeded) || IsAlone(nil) {

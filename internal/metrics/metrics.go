@@ -21,7 +21,6 @@ import (
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 )
 
 // Namespace prefixes every metric name.
@@ -326,19 +325,6 @@ func (p *Profiles) Fetched(s Source) {
 	if p != nil {
 		p.fetched.WithLabelValues(string(s)).Inc()
 	}
-}
-
-// Count is how many profiles were fetched from s (for tests and the
-// node's own figures).
-func (p *Profiles) Count(s Source) float64 {
-	if p == nil {
-		return 0
-	}
-	var m dto.Metric
-	if err := p.fetched.WithLabelValues(string(s)).Write(&m); err != nil {
-		return 0
-	}
-	return m.GetCounter().GetValue()
 }
 
 // WatchJobs registers gpumesh_jobs{state}: the renter's jobs by state,

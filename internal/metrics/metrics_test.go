@@ -214,22 +214,21 @@ func TestWatchedGauges(t *testing.T) {
 	}
 }
 
-// TestProfilesFetched: Fetched counts by source, and Count reads it back;
-// nil Profiles count nothing and read zero.
+// TestProfilesFetched: Fetched counts by source; nil Profiles count
+// nothing (and do not panic).
 func TestProfilesFetched(t *testing.T) {
-	m, err := New(prometheus.NewRegistry())
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Profiles.Fetched(FromDirectory)
 	m.Profiles.Fetched(FromDirectory)
 	m.Profiles.Fetched(FromDHT)
-	if d, h := m.Profiles.Count(FromDirectory), m.Profiles.Count(FromDHT); d != 2 || h != 1 {
-		t.Fatalf("directory %v, dht %v; want 2 and 1", d, h)
-	}
 	var none *Profiles
 	none.Fetched(FromDHT)
-	if none.Count(FromDHT) != 0 {
-		t.Fatal("nil Profiles counted")
+	got := series(t, reg)
+	if d, h := got["gpumesh_profiles_fetched_total{source=directory}"], got["gpumesh_profiles_fetched_total{source=dht}"]; d != 2 || h != 1 {
+		t.Fatalf("directory %v, dht %v; want 2 and 1", d, h)
 	}
 }
