@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"slices"
 	"sort"
 	"sync"
@@ -49,7 +50,8 @@ type SupplierConfig struct {
 	// MinDuration and MaxDuration bound the leases it accepts; 1 min and
 	// 30 days when zero.
 	MinDuration, MaxDuration time.Duration
-	// AskTTL is the lifetime of an ask, renewed at half; 10 min when zero.
+	// AskTTL is the lifetime of an ask, renewed at 30% to 50% of it
+	// (Supplier.renewal); 10 min when zero.
 	AskTTL time.Duration
 	// ClaimWindow bounds how long a confirmed lease with no job started
 	// on it is held (Lease.ClaimWindow), and how long a renter that let
@@ -77,10 +79,11 @@ type Supplier struct {
 	log    *slog.Logger
 
 	mu      sync.Mutex
-	asks    map[string]*Ask // live own ask per model
-	unsent  map[string]bool // models whose live ask could not be gossiped
-	changed chan struct{}   // capacity changed: re-post asks
-	done    chan struct{}   // closed when Run returns
+	asks    map[string]*Ask      // live own ask per model
+	renew   map[string]time.Time // when each live ask is renewed
+	unsent  map[string]bool      // models whose live ask could not be gossiped
+	changed chan struct{}        // capacity changed: re-post asks
+	done    chan struct{}        // closed when Run returns
 
 	// lmu guards the renters' holds (claims.go); it is held across the
 	// lease-record writes that change them.
@@ -121,7 +124,7 @@ func NewSupplier(cfg SupplierConfig) (*Supplier, error) {
 	}
 	s := &Supplier{
 		cfg: cfg, self: cfg.Net.Host.ID(), ledger: led, log: cfg.Log.With("sub", "supplier"),
-		asks: map[string]*Ask{}, unsent: map[string]bool{}, changed: make(chan struct{}, 1), done: make(chan struct{}),
+		asks: map[string]*Ask{}, renew: map[string]time.Time{}, unsent: map[string]bool{}, changed: make(chan struct{}, 1), done: make(chan struct{}),
 		quotes: p2p.NewAuthorLimits(rate.Every(QuoteRefill), QuotesPerBidder, maxQuotedBidders),
 		holds:  map[ID]*hold{}, barred: map[peer.ID]time.Time{}, claimsChanged: make(chan struct{}, 1),
 		connWaits: make(chan struct{}, MaxBidderWaits),
@@ -155,8 +158,8 @@ func (s *Supplier) AddrsChanged() { s.CapacityChanged() }
 // the cancels arrived.
 //
 // An ask is re-posted when the model's free count or price moves (a lease
-// ended, a reservation lapsed, a job ended early), and renewed at half its
-// lifetime otherwise; reposts are at least repostGap apart, so capacity
+// ended, a reservation lapsed, a job ended early), and renewed otherwise
+// at a random point between 30% and 50% of its lifetime (renewal); reposts are at least repostGap apart, so capacity
 // that churns under an attacker's proposals cannot turn into a gossip
 // flood.
 func (s *Supplier) Run(ctx context.Context) {
@@ -203,8 +206,8 @@ func (s *Supplier) nextPost(allSent bool) time.Duration {
 	now := s.cfg.Now()
 	wait := s.cfg.AskTTL / 2
 	s.mu.Lock()
-	for _, a := range s.asks {
-		if d := a.Created().Add(s.cfg.AskTTL / 2).Sub(now); d < wait {
+	for m := range s.asks {
+		if d := s.renew[m].Sub(now); d < wait {
 			wait = d
 		}
 	}
@@ -339,11 +342,11 @@ func (s *Supplier) postAsks(ctx context.Context) bool {
 			continue
 		}
 		s.mu.Lock()
-		cur, unsent := s.asks[m], s.unsent[m]
+		cur, unsent, renew := s.asks[m], s.unsent[m], s.renew[m]
 		s.mu.Unlock()
 		addrs := s.askAddrs()
 		if cur != nil && !unsent && int(cur.Count) == free && cur.PriceMicros == price &&
-			now.Before(cur.Created().Add(s.cfg.AskTTL/2)) && slices.EqualFunc(cur.Ask.Addrs, addrs, bytes.Equal) {
+			now.Before(renew) && slices.EqualFunc(cur.Ask.Addrs, addrs, bytes.Equal) {
 			continue
 		}
 		a := &pb.Ask{
@@ -378,10 +381,23 @@ func (s *Supplier) postAsks(ctx context.Context) bool {
 			allSent = false
 		}
 		s.mu.Lock()
-		s.asks[m], s.unsent[m] = ask, failed
+		s.asks[m], s.unsent[m], s.renew[m] = ask, failed, s.renewal(now)
 		s.mu.Unlock()
 	}
 	return allSent
+}
+
+// renewal is when an ask posted at now is renewed if nothing changes: at
+// a point drawn uniformly from 30% to 50% of its lifetime (3 to 5 min of
+// the default 10). Renewed at exactly half, suppliers that started
+// together (a testnet, a farm after a power cut) would renew in step, a
+// burst of asks every few minutes; drawn afresh each time, their
+// renewals drift apart. It stays well inside the lifetime, so a renewal
+// that is lost or late still reaches every book before the ask expires.
+func (s *Supplier) renewal(now time.Time) time.Time {
+	ttl := s.cfg.AskTTL
+	lo := ttl * 3 / 10
+	return now.Add(lo + mrand.N(ttl/2-lo+1))
 }
 
 // askAddrs are the addresses an ask carries: the host's, at most MaxAddrs
@@ -402,6 +418,7 @@ func (s *Supplier) cancelAsk(ctx context.Context, model string) (ID, bool) {
 	s.mu.Lock()
 	a := s.asks[model]
 	delete(s.asks, model)
+	delete(s.renew, model)
 	delete(s.unsent, model)
 	s.mu.Unlock()
 	if a == nil {

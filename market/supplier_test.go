@@ -102,7 +102,7 @@ type testSupplier struct {
 	sup *Supplier
 }
 
-func newTestSupplier(t *testing.T, now func() time.Time) *testSupplier {
+func newTestSupplier(t *testing.T, now func() time.Time, opts ...func(*SupplierConfig)) *testSupplier {
 	t.Helper()
 	p := newTestPeer(t, now)
 	trades, err := p2p.JoinTopic(p.net.PubSub, p.net.Host.ID(), TradesTopic, NewTradeValidator(now, 100, 200).Check, quietLog())
@@ -110,7 +110,7 @@ func newTestSupplier(t *testing.T, now func() time.Time) *testSupplier {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { trades.Close() })
-	sup, err := NewSupplier(SupplierConfig{
+	cfg := SupplierConfig{
 		Net: p.net, Key: p.key, Store: store.NewMemory(), Orders: p.orders, Trades: trades,
 		Book: NewBook(now), Index: NewPriceIndex(now, time.Hour),
 		Pricer: Pricer{Mode: Fixed, List: map[string]money.Micros{"h100-sxm": 2_000_000}},
@@ -119,7 +119,11 @@ func newTestSupplier(t *testing.T, now func() time.Time) *testSupplier {
 			return Offer{PeerID: p.net.Host.ID().String(), Model: m, Region: "eu-west", Simulated: true}
 		},
 		Region: "eu-west", Now: now, Log: quietLog(),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	sup, err := NewSupplier(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ type Config struct {
 	Pricing           market.PricingMode
 	Prices            map[string]money.Micros // list prices per GPU-hour by model
 	PriceFloors       map[string]money.Micros // floors by model (default half the list price)
-	AskTTL            time.Duration           // lifetime of a posted ask; renewed at half
+	AskTTL            time.Duration           // lifetime of a posted ask; renewed at 30% to 50% of it
 	Trusted           []peer.ID               // whose attestations are pre-trusted
 	AuditInterval     time.Duration           // mean time between this node's challenges of others; 0 = none
 	SimCheat          string                  // testnets only: make this node an impostor (slow=F, skip=F, ...)

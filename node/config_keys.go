@@ -178,7 +178,7 @@ func ConfigKeys() []Key {
 			set:  modelPrices(func(c *Config) *map[string]money.Micros { return &c.PriceFloors }),
 			show: func(c Config) any { return priceStrings(c.PriceFloors) }},
 		{Name: "ask_ttl", Arg: "duration", Default: []string{"10m"},
-			Help: "lifetime of a posted ask, 10s to " + shortDuration(market.MaxOrderLifetime) + "; renewed at half",
+			Help: "lifetime of a posted ask, 10s to " + shortDuration(market.MaxOrderLifetime) + "; renewed at 30% to 50% of it",
 			set:  durationIn(func(c *Config) *time.Duration { return &c.AskTTL }, 10*time.Second, market.MaxOrderLifetime),
 			show: func(c Config) any { return c.AskTTL.String() }},
 		{Name: "trusted", Arg: "peer-id", Repeatable: true,
