@@ -168,6 +168,17 @@ func (t *Topic) published() {
 // waitPeer returns once a peer shares the topic, or ctx's error. It
 // waits on the topic's peer events, not on a timer: a node alone in a
 // topic does not wake until someone joins.
+//
+// A join is not yet a peer: GossipSub (v0.19) announces the join as soon
+// as the peer's subscription arrives over the peer's own stream, which
+// its event loop may handle before the connection that makes this node's
+// send queue for the peer, and until then ListPeers leaves the peer out
+// and a message published is dropped for it ("No send queue for peer").
+// When the joined peer was the only one (a supplier meeting its first
+// peer, a renter that just connected to the suppliers it bids to), the
+// message reached nobody and nothing sent it again. So after a join,
+// waitPeer polls ListPeers, from 5 ms apart up to 200 ms, until the peer
+// is listed.
 func (t *Topic) waitPeer(ctx context.Context) error {
 	if len(t.topic.ListPeers()) > 0 {
 		return nil
@@ -186,21 +197,32 @@ func (t *Topic) waitPeer(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}()
+	fail := func(err error) error {
+		select {
+		case <-t.closed:
+			return ErrTopicClosed
+		default:
+		}
+		return fmt.Errorf("no topic peer: %w", err)
+	}
 	// The handler's first events are a join of every peer already in the
 	// topic, so a peer that joined since ListPeers is not missed.
 	for {
 		ev, err := h.NextPeerEvent(ctx)
 		if err != nil {
+			return fail(err)
+		}
+		if ev.Type != pubsub.PeerJoin {
+			continue
+		}
+		for gap := 5 * time.Millisecond; len(t.topic.ListPeers()) == 0; gap = min(2*gap, 200*time.Millisecond) {
 			select {
-			case <-t.closed:
-				return ErrTopicClosed
-			default:
+			case <-ctx.Done():
+				return fail(ctx.Err())
+			case <-time.After(gap):
 			}
-			return fmt.Errorf("no topic peer: %w", err)
 		}
-		if ev.Type == pubsub.PeerJoin {
-			return nil
-		}
+		return nil
 	}
 }
 

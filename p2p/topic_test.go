@@ -253,3 +253,42 @@ func TestPublishWaitsForAPeer(t *testing.T) {
 		t.Fatalf("the late peer got %v, %v; want the message published while it was away", m.Value, err)
 	}
 }
+
+// TestPublishReachesAPeerThatJustConnected: a Publish waiting for a topic
+// peer delivers to the first one that connects. GossipSub may list that
+// peer in the topic (its subscription came over its own stream) before it
+// has a queue to send to it, and then drops the message for it; with
+// PublishReady, Publish waits for the queue. Run many times, since the
+// race goes either way.
+func TestPublishReachesAPeerThatJustConnected(t *testing.T) {
+	for i := range 20 {
+		a := startNetwork(t, ModeServer, true, nil)
+		at := joinTestTopic(t, a)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		done := make(chan error, 1)
+		go func() { done <- at.Publish(ctx, fmt.Appendf(nil, "round %d", i)) }()
+		// b subscribes before it connects, so its subscription comes in
+		// its first message, as a running node's does.
+		b := startNetwork(t, ModeServer, true, nil)
+		bt := joinTestTopic(t, b)
+		if err := b.Host.Connect(ctx, addrInfo(a)); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			cancel()
+			t.Fatalf("round %d: Publish: %v", i, err)
+		}
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		m, err := bt.Next(rctx)
+		rcancel()
+		cancel()
+		if err != nil || m.Value != fmt.Sprintf("round %d", i) {
+			t.Fatalf("round %d: the peer that just connected got %v, %v; want the message", i, m.Value, err)
+		}
+		bt.Close()
+		at.Close()
+		b.Close()
+		a.Close()
+	}
+}
