@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -114,7 +116,7 @@ func (n *Node) startJobs(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
-		if j.netErr = n.jobNetworkErr(rts["process"]); j.netErr != nil {
+		if j.netErr = n.jobNetworkErrs(rts); j.netErr != nil {
 			n.log.Warn("jobs share this machine's network; jobs that serve ports are refused", "why", j.netErr)
 		}
 		if j.tunnels, err = tunnel.NewServer(tunnel.ServerConfig{Host: n.net.Host, Resolve: j.exec.Tunnel, Log: n.log}); err != nil {
@@ -154,6 +156,24 @@ func (n *Node) newRuntime(name string) (runtime.Runtime, error) {
 		rt, err = runtime.New(name, o)
 	}
 	return rt, err
+}
+
+// jobNetworkErrs says why the jobs of some runtimes in rts share the
+// node's network (or the container engine's), each runtime's error
+// naming it; nil when every job gets a network of its own.
+func (n *Node) jobNetworkErrs(rts map[string]runtime.Runtime) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(rts)) {
+		err := n.jobNetworkErr(rts[name])
+		if err == nil {
+			continue
+		}
+		errs = append(errs, err)
+		if !errors.Is(err, runtime.ErrNotIsolated) {
+			break // the node's own reason, the same for every runtime
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // jobNetworkErr says why the jobs of rt share the node's network, nil

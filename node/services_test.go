@@ -48,9 +48,9 @@ func inOwnNetns(t *testing.T) bool {
 	if os.Geteuid() != 0 {
 		t.Skip("job networks need root")
 	}
-	for _, tool := range []string{"ip", "nft"} {
+	for _, tool := range []string{"ip", "nft", "nsenter"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("job networks need %s", tool)
+			t.Skipf("job networks (and this test's namespace) need %s", tool)
 		}
 	}
 	var rnd [4]byte
@@ -76,11 +76,14 @@ func inOwnNetns(t *testing.T) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"netns", "exec", ns, bin, "-test.run", "^" + t.Name() + "$", "-test.v", "-test.count=1"}
+	// nsenter, not "ip netns exec", which mounts a sysfs of the
+	// namespace's own over /sys and so hides the cgroup mounts container
+	// engines need.
+	args := []string{"--net=/run/netns/" + ns, bin, "-test.run", "^" + t.Name() + "$", "-test.v", "-test.count=1"}
 	if dl, ok := t.Deadline(); ok {
 		args = append(args, "-test.timeout", time.Until(dl).Round(time.Second).String())
 	}
-	cmd := exec.Command("ip", args...)
+	cmd := exec.Command("nsenter", args...)
 	cmd.Env = append(os.Environ(), netnsChildEnv+"="+t.Name())
 	out, err := cmd.CombinedOutput()
 	t.Logf("in network namespace %s:\n%s", ns, out)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +28,11 @@ type containerRuntime struct {
 	name string // "docker" or "podman"
 	bin  string
 	log  *slog.Logger
+	// net gives each container a job network of its own (Options.Net on
+	// a root node); nil leaves containers on the engine's network, for
+	// the reason noNet says.
+	net   *containerNet
+	noNet string
 }
 
 func newContainerRuntime(name string, o Options) (Runtime, error) {
@@ -43,7 +49,20 @@ func newContainerRuntime(name string, o Options) (Runtime, error) {
 		}
 		return nil, fmt.Errorf("runtime %s: %w: %s info: %v%s", name, ErrUnavailable, bin, err, msg)
 	}
-	return &containerRuntime{name: name, bin: bin, log: o.Log.With("runtime", name)}, nil
+	c := &containerRuntime{name: name, bin: bin, log: o.Log.With("runtime", name)}
+	if o.Net == nil {
+		c.noNet = "Options.Net is not set, so containers get the engine's network"
+		return c, nil
+	}
+	cn, err := newContainerNet(*o.Net, c.log)
+	if err != nil {
+		c.noNet = fmt.Sprintf("containers get the engine's network: %v", err)
+		c.log.Warn("containers get the engine's network, not one of their own", "err", err)
+		return c, nil
+	}
+	c.net = cn
+	c.log.Info("containers get a network namespace of their own, with a veth link and NAT")
+	return c, nil
 }
 
 func (c *containerRuntime) Name() string { return c.name }
@@ -86,16 +105,37 @@ func (c *containerRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 		return nil, fmt.Errorf("%s: env file: %w", prefix, err)
 	}
 
+	// podman's container joins a namespace made and linked now; docker's
+	// starts with none, and is linked once its process exists.
+	var jn *jobNet
+	var netArgs []string
+	if c.net != nil {
+		if c.name == "podman" {
+			if jn, err = c.net.prepare(ctx); err != nil {
+				os.Remove(envFile.Name())
+				return nil, fmt.Errorf("%s: %w", prefix, err)
+			}
+		}
+		netArgs = c.net.args(c.name, jn)
+	}
+
 	name := containerName(s)
-	cmd := exec.Command(c.bin, containerArgs(c.name, s, name, envFile.Name(), user)...)
+	cmd := exec.Command(c.bin, containerArgs(c.name, s, name, envFile.Name(), user, netArgs)...)
 	cmd.Stdout, cmd.Stderr = s.Stdout, s.Stderr
 	cmd.SysProcAttr = containerAttr()
 	if err := cmd.Start(); err != nil {
 		os.Remove(envFile.Name())
+		jn.release()
 		return nil, fmt.Errorf("%s: start %s: %w", prefix, c.bin, err)
 	}
-	p := &containerProc{rt: c, name: name, cmd: cmd, envFile: envFile.Name(), done: make(chan struct{})}
+	p := &containerProc{rt: c, name: name, cmd: cmd, envFile: envFile.Name(), done: make(chan struct{}), net: jn}
 	go p.wait()
+	if c.net != nil && jn == nil {
+		if err := p.adoptNet(ctx); err != nil {
+			_ = p.Stop(0)
+			return nil, fmt.Errorf("%s: %w", prefix, err)
+		}
+	}
 	c.log.Debug("job started", "job", short(s.JobID), "attempt", s.Attempt, "container", name, "image", s.Image, "client_pid", cmd.Process.Pid)
 	return p, nil
 }
@@ -156,8 +196,9 @@ func allUUIDs(gpus []string) bool {
 	return true
 }
 
-// containerArgs is the client's argv after the binary.
-func containerArgs(runtime string, s Spec, name, envFile, user string) []string {
+// containerArgs is the client's argv after the binary; network is the
+// engine's network flags (none: its default network).
+func containerArgs(runtime string, s Spec, name, envFile, user string, network []string) []string {
 	a := []string{"run", "--rm", "--name", name,
 		"--label", "gpumesh.job=" + s.JobID, "--label", "gpumesh.attempt=" + strconv.Itoa(s.Attempt),
 		"--workdir", containerWork,
@@ -188,19 +229,26 @@ func containerArgs(runtime string, s Spec, name, envFile, user string) []string 
 		n = 1024
 	}
 	a = append(a, "--ulimit", fmt.Sprintf("nofile=%d:%d", n, n))
-	if len(s.GPUs) > 0 {
+	// A simulated GPU is no device: its container gets none.
+	devices := slices.DeleteFunc(slices.Clone(s.GPUs), simulatedGPU)
+	if len(devices) > 0 {
 		if runtime == "podman" {
-			for _, g := range s.GPUs {
+			for _, g := range devices {
 				a = append(a, "--device", "nvidia.com/gpu="+g) // CDI
 			}
 		} else {
 			// The value is CSV: quote it so the commas stay inside.
-			a = append(a, "--gpus", `"device=`+strings.Join(s.GPUs, ",")+`"`)
+			a = append(a, "--gpus", `"device=`+strings.Join(devices, ",")+`"`)
 		}
 	}
+	a = append(a, network...)
 	a = append(a, s.Image)
 	return append(a, s.Argv...)
 }
+
+// simulatedGPU reports whether uuid names a simulated GPU (the
+// "GPU-sim-..." UUIDs of verify/inventory, and of testnet/sim).
+func simulatedGPU(uuid string) bool { return strings.HasPrefix(uuid, "GPU-sim-") }
 
 // containerProc is a job run by the docker or podman client.
 type containerProc struct {
@@ -210,8 +258,10 @@ type containerProc struct {
 	envFile string
 	done    chan struct{}
 
-	mu  sync.Mutex
-	res Result
+	mu    sync.Mutex
+	res   Result
+	ended bool    // the client has exited
+	net   *jobNet // the job network, released when the client exits
 }
 
 func (p *containerProc) wait() {
@@ -222,8 +272,10 @@ func (p *containerProc) wait() {
 	res := resultOf(p.cmd.ProcessState, err)
 	os.Remove(p.envFile)
 	p.mu.Lock()
-	p.res = res
+	p.res, p.ended = res, true
+	jn := p.net
 	p.mu.Unlock()
+	jn.release()
 	close(p.done)
 }
 

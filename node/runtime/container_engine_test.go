@@ -12,30 +12,31 @@ import (
 	"time"
 
 	"github.com/gpumesh/gpumesh/node/runtime"
+	"github.com/gpumesh/gpumesh/node/runtime/runtimetest"
 )
 
 // TestContainerRuntimes runs jobs through docker and podman where an
-// engine answers and the test image (GPUMESH_TEST_IMAGE, default
-// busybox:latest) is already present: tests pull nothing.
+// engine answers, in the test image (runtimetest.Engine): tests pull
+// nothing. Without Options.Net containers keep the engine's network, and
+// NetworkIsolation says so.
 func TestContainerRuntimes(t *testing.T) {
-	image := os.Getenv("GPUMESH_TEST_IMAGE")
-	if image == "" {
-		image = "busybox:latest"
-	}
 	for _, name := range []string{"docker", "podman"} {
 		t.Run(name, func(t *testing.T) {
+			if _, err := exec.LookPath(name); err == nil && exec.Command(name, "info").Run() != nil {
+				if _, err := runtime.New(name, runtime.Options{Log: testLogger(t)}); !errors.Is(err, runtime.ErrUnavailable) {
+					t.Errorf("New(%q) with no engine answering = %v, want an error wrapping ErrUnavailable", name, err)
+				}
+			}
+			image := runtimetest.Engine(t, name)
 			rt, err := runtime.New(name, runtime.Options{Log: testLogger(t)})
 			if err != nil {
-				if !errors.Is(err, runtime.ErrUnavailable) {
-					t.Fatalf("New(%q) = %v, want an error wrapping ErrUnavailable", name, err)
-				}
-				t.Skipf("%s engine not available: %v", name, err)
+				t.Fatalf("New(%q): %v", name, err)
 			}
 			if rt.Name() != name {
 				t.Errorf("Name() = %q, want %q", rt.Name(), name)
 			}
-			if err := exec.Command(name, "image", "inspect", image).Run(); err != nil {
-				t.Skipf("image %s not present (pull it or set GPUMESH_TEST_IMAGE): %v", image, err)
+			if err := runtime.NetworkIsolation(rt); !errors.Is(err, runtime.ErrNotIsolated) {
+				t.Errorf("NetworkIsolation without Options.Net = %v, want ErrNotIsolated", err)
 			}
 
 			var out syncBuffer

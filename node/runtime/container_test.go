@@ -18,24 +18,29 @@ func TestContainerArgs(t *testing.T) {
 		runtime string
 		change  func(*Spec)
 		user    string
+		network []string
 		want    []string
 	}{
-		{"minimal", "docker", func(*Spec) {}, "",
+		{"minimal", "docker", func(*Spec) {}, "", nil,
 			[]string{"--ulimit", "nofile=1024:1024", "img:1", "python", "train.py"}},
 		{"limits, user and gpus", "docker", func(s *Spec) {
 			s.Limits = Limits{MemoryBytes: 1 << 30, CPUSeconds: 10, Procs: 50, FileBytes: 1 << 20, OpenFiles: 99}
 			s.GPUs = []string{"GPU-a", "GPU-b"}
-		}, "65534:65534",
+		}, "65534:65534", nil,
 			[]string{"--user", "65534:65534", "--memory", "1073741824", "--memory-swap", "1073741824", "--pids-limit", "50",
 				"--ulimit", "cpu=10:11", "--ulimit", "fsize=1048576:1048576", "--ulimit", "nofile=99:99",
 				"--gpus", `"device=GPU-a,GPU-b"`, "img:1", "python", "train.py"}},
-		{"podman gpus by CDI", "podman", func(s *Spec) { s.GPUs = []string{"GPU-a", "GPU-b"} }, "",
+		{"simulated gpus are no devices", "docker", func(s *Spec) { s.GPUs = []string{"GPU-sim-0011223344556677", "GPU-a"} }, "", nil,
+			[]string{"--ulimit", "nofile=1024:1024", "--gpus", `"device=GPU-a"`, "img:1", "python", "train.py"}},
+		{"podman gpus by CDI", "podman", func(s *Spec) { s.GPUs = []string{"GPU-a", "GPU-b"} }, "", nil,
 			[]string{"--ulimit", "nofile=1024:1024", "--device", "nvidia.com/gpu=GPU-a", "--device", "nvidia.com/gpu=GPU-b", "img:1", "python", "train.py"}},
+		{"job network", "podman", func(*Spec) {}, "", []string{"--network", "ns:/proc/1/fd/9", "--dns", "9.9.9.9"},
+			[]string{"--ulimit", "nofile=1024:1024", "--network", "ns:/proc/1/fd/9", "--dns", "9.9.9.9", "img:1", "python", "train.py"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := base
 			tc.change(&s)
-			got := containerArgs(tc.runtime, s, containerName(s), "/e", tc.user)
+			got := containerArgs(tc.runtime, s, containerName(s), "/e", tc.user, tc.network)
 			want := append(append([]string{}, common...), tc.want...)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("args:\n got %q\nwant %q", got, want)

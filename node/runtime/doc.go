@@ -148,8 +148,8 @@
 // (setns needs CAP_SYS_ADMIN in the node's own user namespace), so
 // DialPort fails. [NetworkIsolation] returns nil only when jobs get a
 // network of their own and the node can reach their ports: the process
-// runtime with Options.Net on a root node. docker and podman are not
-// isolated by this package yet.
+// runtime with Options.Net on a root node, and docker and podman there
+// too (see Containers).
 //
 // # Limits
 //
@@ -215,7 +215,7 @@
 // CheckpointDir on /checkpoint, all capabilities dropped,
 // no-new-privileges, the limits as --memory, --pids-limit and --ulimit,
 // the GPUs as --gpus device=... (docker) or CDI devices nvidia.com/gpu=...
-// (podman), RunAs as --user. The environment goes through an env file
+// (podman; a simulated GPU, "GPU-sim-...", is no device), RunAs as --user. The environment goes through an env file
 // readable by the node only, not through argv. The Process is the client:
 // Pause and Resume are "pause"/"unpause", Stop is "stop -t grace" then
 // "kill"; CPU time and memory in the Result are the client's. Hide does
@@ -223,4 +223,19 @@
 // fails with [ErrUnavailable] when the binary is missing or "<bin> info"
 // fails. If the node dies, the container outlives the client: remove
 // leftover gpumesh-* containers at start-up.
+//
+// With Options.Net on a root node, containers get the job network too,
+// never the engine's: the same veth pair, /30, rules and NAT as above,
+// and DialPort through the namespace. podman's container joins a
+// namespace the node made (on a locked thread, with lo up), linked and
+// filtered before "podman run" starts, by --network ns:/proc/<node
+// pid>/fd/<n>: the node holds the namespace open by that descriptor, so
+// nothing of it outlives the node and its first packet is already
+// filtered. docker cannot join a namespace by path: its container runs
+// with --network none, and the node links the namespace of the
+// container's process as soon as "docker inspect" reports it, so a
+// docker job has loopback only for its first moments (and one that ends
+// sooner keeps its result). NetConfig.DNS becomes --dns. Elsewhere (not
+// root, or the job network could not be set up, which New logs)
+// containers keep the engine's network, and NetworkIsolation says so.
 package runtime

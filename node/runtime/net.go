@@ -73,5 +73,8 @@ func NetworkIsolation(rt Runtime) error {
 }
 
 func (c *containerRuntime) networkIsolation() error {
-	return fmt.Errorf("runtime %s: %w: containers get the engine's network, which this package does not filter yet", c.name, ErrNotIsolated)
+	if c.net == nil {
+		return fmt.Errorf("runtime %s: %w: %s", c.name, ErrNotIsolated, c.noNet)
+	}
+	return nil
 }

@@ -98,13 +98,50 @@ func (n *netns) probe() error {
 	return <-errc
 }
 
-// jobNetwork is what the process runtime's jobs share in the node's
-// namespace: the address pool, the veth pairs and the nftables table.
-// Several runtimes may share one namespace (several nodes on one machine,
-// or in one test process): every change to links and the table happens
-// under a machine-wide lock (lockPath), a job's addresses are chosen
-// among those no link of the namespace holds, and the table goes only
-// when no job link is left.
+// newNamespace creates a network namespace with loopback up, on a locked
+// thread that then comes home, and returns the file that holds it: the
+// namespace lives as long as the file is open or a process is in it.
+func (n *netns) newNamespace() (*os.File, error) {
+	type made struct {
+		f   *os.File
+		err error
+	}
+	c := make(chan made, 1)
+	go func() {
+		goruntime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			goruntime.UnlockOSThread()
+			c <- made{err: fmt.Errorf("make a network namespace: %w", err)}
+			return
+		}
+		f, err := os.Open("/proc/thread-self/ns/net")
+		if err == nil {
+			if err = loopbackUp(); err != nil {
+				f.Close()
+				f = nil
+			}
+		}
+		if berr := unix.Setns(int(n.home.Fd()), unix.CLONE_NEWNET); berr != nil {
+			if f != nil {
+				f.Close()
+			}
+			c <- made{err: errors.Join(err, fmt.Errorf("return to the node's network namespace: %w", berr))}
+			return // still locked: the thread exits with this goroutine
+		}
+		goruntime.UnlockOSThread()
+		c <- made{f, err}
+	}()
+	m := <-c
+	return m.f, m.err
+}
+
+// jobNetwork is what the jobs of the process and container runtimes
+// share in the node's namespace: the address pool, the veth pairs and
+// the nftables table. Several runtimes may share one namespace (several
+// nodes on one machine, or in one test process): every change to links
+// and the table happens under a machine-wide lock (lockPath), a job's
+// addresses are chosen among those no link of the namespace holds, and
+// the table goes only when no job link is left.
 type jobNetwork struct {
 	log *slog.Logger
 	cfg NetConfig
@@ -213,13 +250,14 @@ func tableExists(ctx context.Context) bool {
 	return exec.CommandContext(ctx, "nft", "list", "table", nftFamily, nftTable).Run() == nil
 }
 
-// attach gives the job whose shim is pid (its network namespace held by
-// nsFD) a veth pair: eth0 inside with the job's address and a default
+// attach gives the job whose network namespace is target (what ip's
+// "netns" takes: a process ID in it, or a path to it) and is held by nsFD
+// a veth pair: eth0 inside with the job's address and a default
 // route via the host end, which gets the host address. The first /30 of
 // the pool that no address of the namespace lies in is taken, under the
 // lock, and the table is installed first when it is missing. On failure
 // it undoes what it did.
-func (n *jobNetwork) attach(ctx context.Context, pid int, nsFD int) (*link, error) {
+func (n *jobNetwork) attach(ctx context.Context, target string, nsFD int) (*link, error) {
 	ctx, cancel := context.WithTimeout(ctx, netCmdTime)
 	defer cancel()
 	var l *link
@@ -233,7 +271,7 @@ func (n *jobNetwork) attach(ctx context.Context, pid int, nsFD int) (*link, erro
 		if l, err = n.free(ctx); err != nil {
 			return err
 		}
-		if err := runIP(ctx, "link", "add", l.name, "type", "veth", "peer", "name", jobLink, "netns", strconv.Itoa(pid)); err != nil {
+		if err := runIP(ctx, "link", "add", l.name, "type", "veth", "peer", "name", jobLink, "netns", target); err != nil {
 			l = nil
 			return err
 		}
@@ -505,7 +543,7 @@ func (r *processRuntime) attachNet(ctx context.Context, p *process) error {
 	if r.jnet == nil {
 		return nil
 	}
-	l, err := r.jnet.attach(ctx, p.pid, int(f.Fd()))
+	l, err := r.jnet.attach(ctx, strconv.Itoa(p.pid), int(f.Fd()))
 	if err != nil {
 		return err
 	}
@@ -554,13 +592,20 @@ func (p *process) DialPort(ctx context.Context, port uint16) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("job %d: dial port %d: %w", p.pid, port, err)
 	}
-	defer unix.Close(fd)
-	conn, err := p.ns.dialIn(ctx, fd, port)
+	conn, err := p.ns.dialOwned(ctx, fd, port)
 	if err != nil {
-		if errors.Is(err, unix.EPERM) {
-			return nil, fmt.Errorf("job %d: dial port %d: %w (entering a job's network namespace needs a node running as root)", p.pid, port, err)
-		}
 		return nil, fmt.Errorf("job %d: dial port %d: %w", p.pid, port, err)
 	}
 	return conn, nil
+}
+
+// dialOwned is dialIn through fd, a copy of a job's namespace descriptor
+// that it closes.
+func (n *netns) dialOwned(ctx context.Context, fd int, port uint16) (net.Conn, error) {
+	defer unix.Close(fd)
+	conn, err := n.dialIn(ctx, fd, port)
+	if errors.Is(err, unix.EPERM) {
+		return nil, fmt.Errorf("%w (entering a job's network namespace needs a node running as root)", err)
+	}
+	return conn, err
 }

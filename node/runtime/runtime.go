@@ -132,10 +132,11 @@ type Options struct {
 	// user namespace run jobs without a mount namespace, where nothing in
 	// Hide is hidden. Without it such a node refuses jobs (ErrUnavailable).
 	AllowUnsandboxed bool
-	// Net, when set, gives every job of the process runtime a network
-	// namespace of its own (see "The job's network" in the package
-	// comment); nil leaves jobs on the node's network. docker and podman
-	// ignore it.
+	// Net, when set, gives every job a network namespace of its own (see
+	// "The job's network" in the package comment); nil leaves jobs on the
+	// node's network, and containers on the engine's. docker and podman
+	// use it only on a root node; elsewhere their containers get the
+	// engine's network, and NetworkIsolation says so.
 	Net *NetConfig
 }
 

@@ -65,7 +65,8 @@ func (s *simDetector) Detect(ctx context.Context) ([]GPU, error) {
 }
 
 // simUUID is "GPU-sim-" and the first 16 hex digits of
-// sha256(seed|model|index).
+// sha256(seed|model|index). node/runtime knows simulated GPUs by that
+// prefix, and gives their containers no device.
 func simUUID(seed, model string, index int) string {
 	sum := sha256.Sum256([]byte(seed + "|" + model + "|" + strconv.Itoa(index)))
 	return "GPU-sim-" + hex.EncodeToString(sum[:8])
