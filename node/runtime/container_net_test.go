@@ -5,7 +5,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -63,27 +62,15 @@ func TestContainerJobNetwork(t *testing.T) {
 	}
 }
 
-// containerProbeScript is netProbeScript for busybox: nc instead of
-// bash's /dev/tcp. It first waits (at most 10 s) for the default route,
-// and says whether the route was there when the job began.
-const containerProbeScript = `
+// ncProbe is bashProbe for busybox: nc instead of bash's /dev/tcp. It
+// first waits (at most 10 s) for the default route, and says whether the
+// route was there when the job began.
+const ncProbe = `
 if ip -4 route show default | grep -q via; then echo "ROUTE-AT-START"; fi
 i=0; while ! ip -4 route show default | grep -q via && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 probe() {
 	if out=$(timeout 3 nc "$2" "$3" </dev/null 2>&1) && [ -n "$out" ]; then echo "OK $1 $out"; else echo "FAIL $1"; fi
 }
-set -- $(ip -4 route show default)
-gw=$3
-[ -n "$gw" ] || echo "NO-DEFAULT-ROUTE"
-probe inet %[1]s %[5]d &
-probe lan %[2]s %[5]d &
-probe meta %[3]s %[5]d &
-probe loopback 127.0.0.1 %[6]d &
-probe gateway "$gw" %[6]d &
-probe hostwan %[4]s %[6]d &
-wait
-while read -r a b c d e dev; do echo "IPV6 $dev"; done < /proc/net/if_inet6
-sed 's/^/RESOLV /' /etc/resolv.conf
 `
 
 // containerNetChild is TestContainerJobNetwork in the lab's host
@@ -101,7 +88,7 @@ func containerNetChild(t *testing.T, engine, inet string) {
 	}
 
 	var out syncBuffer
-	s := spec(t, &out, "sh", "-c", fmt.Sprintf(containerProbeScript, inetAddr, lanAddr, metaAddr, wanAddr, inetPort, hostPort))
+	s := spec(t, &out, "sh", "-c", netProbes(ncProbe, inetPort, hostPort, "sed 's/^/RESOLV /' /etc/resolv.conf"))
 	s.JobID, s.Image = "0be1", image
 	res := runJob(t, rt, s)
 	got := out.String()

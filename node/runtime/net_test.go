@@ -187,31 +187,40 @@ func netRuntime(t *testing.T, cfg runtime.NetConfig) runtime.Runtime {
 	return rt
 }
 
-// netProbeScript tries each target with bash's /dev/tcp and prints "OK name
-// <what the server said>" or "FAIL name", then the job's IPv6 addresses.
-const netProbeScript = `
+// bashProbe tries a target with bash's /dev/tcp.
+const bashProbe = `
 probe() {
 	if out=$(timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" && cat <&3' "$2" "$3" 2>&1); then echo "OK $1 $out"; else echo "FAIL $1"; fi
 }
+`
+
+// probeTargets runs probe (defined before it) against each target,
+// each printing "OK name <what the server said>" or "FAIL name", then
+// the extra lines, then the job's IPv6 addresses.
+const probeTargets = `
 set -- $(ip -4 route show default)
 gw=$3
 [ -n "$gw" ] || echo "NO-DEFAULT-ROUTE"
-probe inet %[1]s %[6]d &
-probe lan %[2]s %[6]d &
-probe meta %[3]s %[6]d &
-probe loopback 127.0.0.1 %[7]d &
-probe gateway "$gw" %[7]d &
-probe hostwan %[4]s %[7]d &
-%[5]s
+probe inet %[1]s %[5]d &
+probe lan %[2]s %[5]d &
+probe meta %[3]s %[5]d &
+probe loopback 127.0.0.1 %[6]d &
+probe gateway "$gw" %[6]d &
+probe hostwan %[4]s %[6]d &
+%[7]s
 wait
 while read -r a b c d e dev; do echo "IPV6 $dev"; done < /proc/net/if_inet6
 `
 
+// netProbes is probe's definition and probeTargets.
+func netProbes(probe string, inetPort, hostPort int, extra ...string) string {
+	return probe + fmt.Sprintf(probeTargets, inetAddr, lanAddr, metaAddr, wanAddr, inetPort, hostPort, strings.Join(extra, "\n"))
+}
+
 func probeJob(t *testing.T, rt runtime.Runtime, inetPort, hostPort int, extra ...string) string {
 	t.Helper()
 	var out syncBuffer
-	script := fmt.Sprintf(netProbeScript, inetAddr, lanAddr, metaAddr, wanAddr, strings.Join(extra, "\n"), inetPort, hostPort)
-	res := runJob(t, rt, spec(t, &out, "bash", "-c", script))
+	res := runJob(t, rt, spec(t, &out, "bash", "-c", netProbes(bashProbe, inetPort, hostPort, extra...)))
 	t.Logf("job output:\n%s", out.String())
 	if res.ExitCode != 0 {
 		t.Fatalf("probe job: %+v", res)
