@@ -107,16 +107,24 @@ func (c *containerRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 
 	// podman's container joins a namespace made and linked now; docker's
 	// starts with none, and is linked once its process exists.
+	// docker writes the container's ID to cidFile once it made it, so
+	// that the node links that container and no other of the same name.
 	var jn *jobNet
 	var netArgs []string
+	var cidFile string
 	if c.net != nil {
 		if c.name == "podman" {
 			if jn, err = c.net.prepare(ctx); err != nil {
 				os.Remove(envFile.Name())
 				return nil, fmt.Errorf("%s: %w", prefix, err)
 			}
+		} else {
+			cidFile = envFile.Name() + ".cid"
 		}
 		netArgs = c.net.args(c.name, jn)
+		if cidFile != "" {
+			netArgs = append(netArgs, "--cidfile", cidFile)
+		}
 	}
 
 	name := containerName(s)
@@ -128,7 +136,7 @@ func (c *containerRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 		jn.release()
 		return nil, fmt.Errorf("%s: start %s: %w", prefix, c.bin, err)
 	}
-	p := &containerProc{rt: c, name: name, cmd: cmd, envFile: envFile.Name(), done: make(chan struct{}), net: jn}
+	p := &containerProc{rt: c, name: name, cmd: cmd, envFile: envFile.Name(), cidFile: cidFile, done: make(chan struct{}), net: jn}
 	go p.wait()
 	if c.net != nil && jn == nil {
 		if err := p.adoptNet(ctx); err != nil {
@@ -256,6 +264,7 @@ type containerProc struct {
 	name    string
 	cmd     *exec.Cmd
 	envFile string
+	cidFile string // where docker writes the container's ID ("": not asked)
 	done    chan struct{}
 
 	mu    sync.Mutex
@@ -271,6 +280,9 @@ func (p *containerProc) wait() {
 	// client's, not the container's.
 	res := resultOf(p.cmd.ProcessState, err)
 	os.Remove(p.envFile)
+	if p.cidFile != "" {
+		os.Remove(p.cidFile)
+	}
 	p.mu.Lock()
 	p.res, p.ended = res, true
 	jn := p.net

@@ -3,6 +3,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -129,16 +130,19 @@ func (jn *jobNet) release() {
 var errEndedEarly = errors.New("container ended before its network was set up")
 
 // containerPid waits until the engine reports the process of the
-// container called name: at most a minute, and not past the client's
-// exit (errEndedEarly).
-func (c *containerRuntime) containerPid(ctx context.Context, name string, done <-chan struct{}) (int, error) {
+// container whose ID the client writes to cidFile (so not another
+// container of the same name, left by a node that died): at most a
+// minute, and not past the client's exit (errEndedEarly).
+func (c *containerRuntime) containerPid(ctx context.Context, name, cidFile string, done <-chan struct{}) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
-		out, err := exec.CommandContext(ctx, c.bin, "inspect", "--format", "{{.State.Pid}}", name).Output()
-		if err == nil {
-			if pid, perr := strconv.Atoi(strings.TrimSpace(string(out))); perr == nil && pid > 0 {
-				return pid, nil
+		if id, err := os.ReadFile(cidFile); err == nil && len(bytes.TrimSpace(id)) > 0 {
+			out, err := exec.CommandContext(ctx, c.bin, "inspect", "--format", "{{.State.Pid}}", string(bytes.TrimSpace(id))).Output()
+			if err == nil {
+				if pid, perr := strconv.Atoi(strings.TrimSpace(string(out))); perr == nil && pid > 0 {
+					return pid, nil
+				}
 			}
 		}
 		select {
@@ -155,7 +159,7 @@ func (c *containerRuntime) containerPid(ctx context.Context, name string, done <
 // has a process. A container that ended first (a short job) needs none:
 // its result stands.
 func (p *containerProc) adoptNet(ctx context.Context) error {
-	pid, err := p.rt.containerPid(ctx, p.name, p.done)
+	pid, err := p.rt.containerPid(ctx, p.name, p.cidFile, p.done)
 	if errors.Is(err, errEndedEarly) {
 		return nil
 	}
@@ -186,11 +190,12 @@ func (p *containerProc) adoptNet(ctx context.Context) error {
 func (p *containerProc) DialPort(ctx context.Context, port uint16) (net.Conn, error) {
 	p.mu.Lock()
 	if p.ended || p.net == nil {
+		ended := p.ended
 		p.mu.Unlock()
-		if p.net == nil {
-			return nil, fmt.Errorf("container %s: dial port %d: %w: the container has the engine's network", p.name, port, ErrNotIsolated)
+		if ended {
+			return nil, fmt.Errorf("container %s: dial port %d: %w", p.name, port, ErrExited)
 		}
-		return nil, fmt.Errorf("container %s: dial port %d: %w", p.name, port, ErrExited)
+		return nil, fmt.Errorf("container %s: dial port %d: %w: the container has the engine's network", p.name, port, ErrNotIsolated)
 	}
 	fd, err := unix.FcntlInt(p.net.fd.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 	p.mu.Unlock()

@@ -120,6 +120,23 @@ func containerNetChild(t *testing.T, engine, inet string) {
 	}
 	noLeftovers(t)
 
+	// A container of the same name left by a node that died: the new
+	// one fails to start, and the leftover gets no link.
+	leftover := exec.Command(engine, "run", "-d", "--rm", "--network", "none", "--ulimit", "nofile=1024:1024", "--name", "gpumesh-1eff-1", image, "sleep", "60")
+	if out, err := leftover.CombinedOutput(); err != nil {
+		t.Fatalf("leftover container: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command(engine, "rm", "-f", "gpumesh-1eff-1").Run() })
+	s = spec(t, &out, "sh", "-c", "exit 0")
+	s.JobID, s.Image = "1eff", image
+	if res := runJob(t, rt, s); res.ExitCode == 0 {
+		t.Errorf("a container named as a leftover one: %+v, want the engine's failure", res)
+	}
+	if links, err := exec.Command(engine, "exec", "gpumesh-1eff-1", "ip", "-o", "link").CombinedOutput(); err != nil || strings.Contains(string(links), "eth0") {
+		t.Errorf("the leftover container's links: %s (%v), want loopback only", links, err)
+	}
+	noLeftovers(t)
+
 	// A server in the container, on all its addresses: the node reaches
 	// it through DialPort, and no longer once the container has ended.
 	lines := newLines()

@@ -215,8 +215,9 @@
 // CheckpointDir on /checkpoint, all capabilities dropped,
 // no-new-privileges, the limits as --memory, --pids-limit and --ulimit,
 // the GPUs as --gpus device=... (docker) or CDI devices nvidia.com/gpu=...
-// (podman; a simulated GPU, "GPU-sim-...", is no device), RunAs as --user. The environment goes through an env file
-// readable by the node only, not through argv. The Process is the client:
+// (podman; a simulated GPU, "GPU-sim-...", is no device), RunAs as
+// --user. The environment goes through an env file readable by the node
+// only, not through argv. The Process is the client:
 // Pause and Resume are "pause"/"unpause", Stop is "stop -t grace" then
 // "kill"; CPU time and memory in the Result are the client's. Hide does
 // not apply (the container sees only its image and the two volumes). New
@@ -233,7 +234,9 @@
 // nothing of it outlives the node and its first packet is already
 // filtered. docker cannot join a namespace by path: its container runs
 // with --network none, and the node links the namespace of the
-// container's process as soon as "docker inspect" reports it, so a
+// container's process as soon as "docker inspect" reports it (by the ID
+// the client wrote to its --cidfile, so never another container of the
+// same name), so a
 // docker job has loopback only for its first moments (and one that ends
 // sooner keeps its result). NetConfig.DNS becomes --dns. Elsewhere (not
 // root, or the job network could not be set up, which New logs)
