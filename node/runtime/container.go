@@ -61,7 +61,6 @@ func newContainerRuntime(name string, o Options) (Runtime, error) {
 		return c, nil
 	}
 	c.net = cn
-	c.log.Info("containers get a network namespace of their own, with a veth link and NAT")
 	return c, nil
 }
 
@@ -93,33 +92,35 @@ func (c *containerRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 		user = fmt.Sprintf("%d:%d", u.uid, u.gid)
 	}
 
-	// The environment goes through a file only the node can read, not
-	// through argv, which every local user can see.
-	envFile, err := os.CreateTemp("", "gpumesh-env-*")
+	// The client's files go in a directory only the node can enter: the
+	// environment (not in argv, which every local user can see) and,
+	// for docker with a job network, the ID file the client writes, which
+	// no other user can so plant or read.
+	dir, err := os.MkdirTemp("", "gpumesh-run-*")
 	if err != nil {
-		return nil, fmt.Errorf("%s: env file: %w", prefix, err)
+		return nil, fmt.Errorf("%s: client dir: %w", prefix, err)
 	}
-	_, werr := envFile.WriteString(strings.Join(containerEnv(s), "\n") + "\n")
-	if err := errors.Join(werr, envFile.Close()); err != nil {
-		os.Remove(envFile.Name())
+	envFile := filepath.Join(dir, "env")
+	if err := os.WriteFile(envFile, []byte(strings.Join(containerEnv(s), "\n")+"\n"), 0o600); err != nil {
+		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%s: env file: %w", prefix, err)
 	}
 
 	// podman's container joins a namespace made and linked now; docker's
-	// starts with none, and is linked once its process exists.
-	// docker writes the container's ID to cidFile once it made it, so
-	// that the node links that container and no other of the same name.
+	// starts with none, and is linked once its process exists. docker
+	// writes the container's ID to cidFile once it made it, so that the
+	// node links that container and no other of the same name.
 	var jn *jobNet
 	var netArgs []string
 	var cidFile string
 	if c.net != nil {
 		if c.name == "podman" {
 			if jn, err = c.net.prepare(ctx); err != nil {
-				os.Remove(envFile.Name())
+				os.RemoveAll(dir)
 				return nil, fmt.Errorf("%s: %w", prefix, err)
 			}
 		} else {
-			cidFile = envFile.Name() + ".cid"
+			cidFile = filepath.Join(dir, "cid")
 		}
 		netArgs = c.net.args(c.name, jn)
 		if cidFile != "" {
@@ -128,15 +129,15 @@ func (c *containerRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 	}
 
 	name := containerName(s)
-	cmd := exec.Command(c.bin, containerArgs(c.name, s, name, envFile.Name(), user, netArgs)...)
+	cmd := exec.Command(c.bin, containerArgs(c.name, s, name, envFile, user, netArgs)...)
 	cmd.Stdout, cmd.Stderr = s.Stdout, s.Stderr
 	cmd.SysProcAttr = containerAttr()
 	if err := cmd.Start(); err != nil {
-		os.Remove(envFile.Name())
+		os.RemoveAll(dir)
 		jn.release()
 		return nil, fmt.Errorf("%s: start %s: %w", prefix, c.bin, err)
 	}
-	p := &containerProc{rt: c, name: name, cmd: cmd, envFile: envFile.Name(), cidFile: cidFile, done: make(chan struct{}), net: jn}
+	p := &containerProc{rt: c, name: name, cmd: cmd, dir: dir, cidFile: cidFile, done: make(chan struct{}), net: jn}
 	go p.wait()
 	if c.net != nil && jn == nil {
 		if err := p.adoptNet(ctx); err != nil {
@@ -263,7 +264,7 @@ type containerProc struct {
 	rt      *containerRuntime
 	name    string
 	cmd     *exec.Cmd
-	envFile string
+	dir     string // the client's files (env, cid), removed when it exits
 	cidFile string // where docker writes the container's ID ("": not asked)
 	done    chan struct{}
 
@@ -279,10 +280,7 @@ func (p *containerProc) wait() {
 	// 137 when the container was killed ...); CPU time and memory are the
 	// client's, not the container's.
 	res := resultOf(p.cmd.ProcessState, err)
-	os.Remove(p.envFile)
-	if p.cidFile != "" {
-		os.Remove(p.cidFile)
-	}
+	os.RemoveAll(p.dir)
 	p.mu.Lock()
 	p.res, p.ended = res, true
 	jn := p.net

@@ -40,23 +40,16 @@ type containerNet struct {
 
 // newContainerNet prepares container job networks on a root node.
 func newContainerNet(c NetConfig, log *slog.Logger) (*containerNet, error) {
-	c = c.withDefaults()
-	if err := c.check(); err != nil {
-		return nil, err
-	}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: job networks need a node running as root", ErrNotIsolated)
 	}
-	ns, err := openHomeNetns()
+	// The resolv.conf is the process runtime's; containers take
+	// NetConfig.DNS as --dns (openJobNet still warns when jobs cannot
+	// reach the host's resolvers).
+	ns, jnet, _, err := openJobNet(c, true, log)
 	if err != nil {
 		return nil, err
 	}
-	jnet, err := newJobNetwork(c, ns, log)
-	if err != nil {
-		ns.home.Close()
-		return nil, err
-	}
-	resolvConf(c, log) // warns when jobs cannot reach the host's resolvers
 	return &containerNet{ns: ns, jnet: jnet, dns: c.DNS}, nil
 }
 

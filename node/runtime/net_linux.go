@@ -98,6 +98,27 @@ func (n *netns) probe() error {
 	return <-errc
 }
 
+// openJobNet prepares job networks from c: the node's own namespace to
+// come back to and, on a root node, the pool and rules (removing
+// leftovers); resolv is the jobs' resolv.conf ("": the host's).
+func openJobNet(c NetConfig, root bool, log *slog.Logger) (ns *netns, jnet *jobNetwork, resolv string, err error) {
+	c = c.withDefaults()
+	if err := c.check(); err != nil {
+		return nil, nil, "", err
+	}
+	if ns, err = openHomeNetns(); err != nil {
+		return nil, nil, "", err
+	}
+	if root {
+		if jnet, err = newJobNetwork(c, ns, log); err != nil {
+			ns.home.Close()
+			return nil, nil, "", err
+		}
+		log.Info("jobs get a network namespace of their own, with a veth link and NAT", "pool", c.Pool, "allow_lan", c.AllowLAN)
+	}
+	return ns, jnet, resolvConf(c, log), nil
+}
+
 // newNamespace creates a network namespace with loopback up, on a locked
 // thread that then comes home, and returns the file that holds it: the
 // namespace lives as long as the file is open or a process is in it.

@@ -65,25 +65,13 @@ func (r *processRuntime) Name() string { return "process" }
 // setUpNet prepares job networks: the node's own namespace to come back
 // to and, on a root node, the pool and rules (removing leftovers).
 func (r *processRuntime) setUpNet(c NetConfig) error {
-	c = c.withDefaults()
-	if err := c.check(); err != nil {
+	var err error
+	if r.ns, r.jnet, r.resolv, err = openJobNet(c, r.root, r.log); err != nil {
 		return err
 	}
-	ns, err := openHomeNetns()
-	if err != nil {
-		return err
-	}
-	r.ns = ns
-	if r.root {
-		if r.jnet, err = newJobNetwork(c, ns, r.log); err != nil {
-			ns.home.Close()
-			return err
-		}
-		r.log.Info("jobs get a network namespace of their own, with a veth link and NAT", "pool", c.Pool, "allow_lan", c.AllowLAN)
-	} else {
+	if r.jnet == nil {
 		r.log.Info("jobs get a network namespace of their own with loopback only (no veth, no outbound traffic): the node is not root")
 	}
-	r.resolv = resolvConf(c, r.log)
 	return nil
 }
 
