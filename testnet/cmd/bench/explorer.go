@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -97,7 +98,9 @@ new MutationObserver(() => {
 	}
 	fcp := `(() => { const e = performance.getEntriesByName('first-contentful-paint')[0]; return e ? e.startTime : 0 })()`
 	poll := func(expr string, limit time.Duration) (float64, error) {
-		return chromedp.Run(tctx, chromedp.Poll[float64](expr, chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(limit)))
+		return retryContext(tctx, limit, func() (float64, error) {
+			return chromedp.Run(tctx, chromedp.Poll[float64](expr, chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(limit)))
+		})
 	}
 	var paints, alls, bases []time.Duration
 	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
@@ -109,7 +112,7 @@ new MutationObserver(() => {
 		if err != nil {
 			return f, fmt.Errorf("the Explorer's %d suppliers on screen: %w", f.Suppliers, err)
 		}
-		p, err := chromedp.Run(tctx, chromedp.Evaluate[float64](fcp))
+		p, err := retryContext(tctx, 10*time.Second, func() (float64, error) { return chromedp.Run(tctx, chromedp.Evaluate[float64](fcp)) })
 		if err != nil {
 			return f, err
 		}
@@ -125,6 +128,35 @@ new MutationObserver(() => {
 	median := func(ds []time.Duration) time.Duration { slices.Sort(ds); return ds[len(ds)/2] }
 	f.FirstPaint, f.AllSuppliers, f.BasePaint = median(paints), median(alls), median(bases)
 	return f, nil
+}
+
+// retryContext runs eval again while it fails only because the page's
+// JavaScript context it ran in is gone: chromedp can hand a command the
+// context of the document a navigation just replaced, and Chromium then
+// answers "Cannot find context with specified id" (a 50-node bench run
+// lost its Explorer figure so). Other errors, and the limit, end it.
+func retryContext(ctx context.Context, limit time.Duration, eval func() (float64, error)) (float64, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		v, err := eval()
+		if err == nil || !staleContext(err) || time.Now().After(deadline) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// staleContext tells whether err is Chromium's answer to a command sent
+// to a JavaScript context that a navigation destroyed.
+func staleContext(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") ||
+		strings.Contains(msg, "Execution context was destroyed") ||
+		strings.Contains(msg, "Cannot find default execution context")
 }
 
 // explorerRow judges the Explorer's load on an n-node testnet: the goal
