@@ -20,6 +20,10 @@ const (
 
 	// QuoteProtocol carries a supplier's Quote straight to the bidder.
 	QuoteProtocol protocol.ID = "/gpumesh/quote/1.0.0"
+	// BidProtocol carries a renter's signed Bid straight to a supplier it
+	// has connected to, beside the bid's gossip on OrdersTopic, so that
+	// the supplier's quote does not wait on the gossip's hops and queues.
+	BidProtocol protocol.ID = "/gpumesh/bid/1.0.0"
 	// LeaseProtocol carries LeaseProposal, LeaseResponse and LeaseConfirm.
 	LeaseProtocol protocol.ID = "/gpumesh/lease/1.0.0"
 	// BookProtocol serves a node's order book (BookRequest, BookResponse).

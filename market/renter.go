@@ -211,6 +211,10 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 		delete(r.waiting, bidID)
 		r.mu.Unlock()
 	}()
+	// The suppliers connected above get the bid straight, too, so that
+	// their answers do not wait on gossip; the rest hear it by gossip.
+	stopSends := r.sendBid(ctx, raw, expect)
+	defer stopSends()
 	if err := r.cfg.Orders.Publish(ctx, raw); err != nil {
 		return nil, fmt.Errorf("rent: publish bid: %w", err)
 	}
@@ -252,6 +256,27 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	}
 	return nil, r.explain(ctx, req, noMatchFacts{offers: all, declines: declines, shunned: shunned,
 		unproven: unproven, tried: tried, unreachable: unreachable})
+}
+
+// sendBid sends the sealed bid raw to each of suppliers over
+// BidProtocol, all at once, over the connections the renter has open (it
+// never dials: a supplier it could not connect to gets the bid by gossip
+// only). A supplier that does not speak BidProtocol (an older version)
+// refuses the stream and answers the gossiped copy. The returned func
+// stops the sends still going and waits for them.
+func (r *Renter) sendBid(ctx context.Context, raw []byte, suppliers map[peer.ID]bool) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ctx = network.WithNoDial(ctx, "a bid goes straight only over the renter's own connection")
+	ctx = network.WithAllowLimitedConn(ctx, string(BidProtocol))
+	var wg sync.WaitGroup
+	for p := range suppliers {
+		wg.Go(func() {
+			if err := p2p.Send(ctx, r.cfg.Net.Host, p, BidProtocol, raw); err != nil {
+				r.log.Debug("bid not sent straight; the supplier hears it by gossip", "supplier", p, "err", err)
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }
 }
 
 // screenReach drops the offers of suppliers that req.Unreachable says the

@@ -76,7 +76,12 @@ type Supplier struct {
 	self   peer.ID
 	ledger *Ledger
 	quotes *p2p.AuthorLimits // answers per bidder
-	log    *slog.Logger
+	// direct limits the bids each peer sends straight (BidProtocol);
+	// answered holds the bids answered, so that a bid that comes both
+	// straight and by gossip is answered once.
+	direct   *p2p.AuthorLimits
+	answered *p2p.ReplayTable[ID]
+	log      *slog.Logger
 
 	mu      sync.Mutex
 	asks    map[string]*Ask      // live own ask per model
@@ -126,7 +131,8 @@ func NewSupplier(cfg SupplierConfig) (*Supplier, error) {
 		cfg: cfg, self: cfg.Net.Host.ID(), ledger: led, log: cfg.Log.With("sub", "supplier"),
 		asks: map[string]*Ask{}, renew: map[string]time.Time{}, unsent: map[string]bool{}, changed: make(chan struct{}, 1), done: make(chan struct{}),
 		quotes: p2p.NewAuthorLimits(rate.Every(QuoteRefill), QuotesPerBidder, maxQuotedBidders),
-		holds:  map[ID]*hold{}, barred: map[peer.ID]time.Time{}, claimsChanged: make(chan struct{}, 1),
+		direct: p2p.NewAuthorLimits(OrderRate, OrderBurst, maxQuotedBidders), answered: p2p.NewReplayTable[ID](maxAnsweredBids),
+		holds: map[ID]*hold{}, barred: map[peer.ID]time.Time{}, claimsChanged: make(chan struct{}, 1),
 		connWaits: make(chan struct{}, MaxBidderWaits),
 	}
 	if err := s.loadHolds(); err != nil {
@@ -455,6 +461,49 @@ func (s *Supplier) cancelAsks(ctx context.Context) map[string]ID {
 // maxQuotedBidders bounds the bidders whose quote budget is remembered.
 const maxQuotedBidders = 4096
 
+// maxAnsweredBids bounds the bids remembered as answered; when it is full
+// of live ones, those closest to expiry are forgotten first.
+const maxAnsweredBids = 16_384
+
+// ServeBids installs BidProtocol: bids that renters send straight to this
+// supplier, beside their gossip (docs/PROTOCOL.md). Each is checked as a
+// gossiped bid is (signature, expiry, limits) and must come from its own
+// author, over the author's connection; it is then handed to offer, the
+// answerers that take gossiped bids, which reports false when they are
+// full. A peer may send OrderRate bids a second, in bursts of OrderBurst;
+// the answers it gets stay within its quote budget (QuotesPerBidder).
+func (s *Supplier) ServeBids(offer func(*Bid) bool) {
+	p2p.Serve(s.cfg.Net.Host, BidProtocol, func(st network.Stream) error {
+		err := s.handleDirectBid(st, offer)
+		if err != nil {
+			s.log.Debug("direct bid refused", "from", st.Conn().RemotePeer(), "err", err)
+		}
+		return err
+	})
+}
+
+func (s *Supplier) handleDirectBid(st network.Stream, offer func(*Bid) bool) error {
+	from, now := st.Conn().RemotePeer(), s.cfg.Now()
+	if err := s.direct.Allow(from, now); err != nil {
+		return fmt.Errorf("direct bid from %s: %w", from, err)
+	}
+	raw, err := p2p.ReadRaw(st, MaxBidSize)
+	if err != nil {
+		return fmt.Errorf("direct bid from %s: %w", from, err)
+	}
+	b, err := OpenBid(raw, now)
+	if err != nil {
+		return fmt.Errorf("direct bid from %s: %w", from, err)
+	}
+	if b.Renter != from {
+		return fmt.Errorf("direct bid %s: %w: signed by %s, sent by %s", b.ID.Short(), p2p.ErrSignerMismatch, b.Renter, from)
+	}
+	if !offer(b) {
+		return fmt.Errorf("direct bid %s: %w: the supplier's answerers are full", b.ID.Short(), p2p.ErrRateLimited)
+	}
+	return nil
+}
+
 // HandleBid answers one bid from the order book: at most one quote (the
 // cheapest model it can serve) or, when it has a model the bid allows (a
 // bid that names no model allows every one) but cannot serve it, one
@@ -471,6 +520,11 @@ func (s *Supplier) HandleBid(ctx context.Context, b *Bid) {
 	// over its connection, and a bid from a stranger goes unanswered.
 	if !s.awaitBidder(ctx, b.Renter) {
 		s.log.Debug("bid unanswered: its author is not connected", "bid", b.ID.Short(), "renter", b.Renter)
+		return
+	}
+	// A bid sent straight (ServeBids) also comes by gossip: it is
+	// answered once, by whichever copy gets here first.
+	if !s.answered.Add(b.ID, b.Expires(), s.cfg.Now()) {
 		return
 	}
 	q := s.quoteFor(b)

@@ -92,7 +92,14 @@ func (n *Node) startMarket(ctx context.Context) error {
 		n.goLoop(func() { m.supplier.RunClaims(ctx) })
 	}
 	n.goLoop(func() { n.syncBook(ctx) })
-	n.goLoop(func() { n.readOrders(ctx) })
+	// Bids come by gossip and, from renters connected to this supplier,
+	// straight (BidProtocol): one pool of answerers takes both.
+	var bids *bidAnswerers
+	if m.supplier != nil {
+		bids = newBidAnswerers(ctx, bidWorkers, bidQueue, m.supplier.HandleBid, n.goLoop)
+		m.supplier.ServeBids(bids.offer)
+	}
+	n.goLoop(func() { n.readOrders(ctx, bids) })
 	n.goLoop(func() { n.readTrades(ctx) })
 	n.goLoop(func() { n.gcBook(ctx) })
 	return nil
@@ -142,13 +149,10 @@ func (n *Node) admitOrder(ov *market.OrderValidator) p2p.RelayCheckFunc {
 }
 
 // readOrders applies cancels from the orders topic and hands bids, which
-// the validator put in the book, to the supplier's bid answerers.
-func (n *Node) readOrders(ctx context.Context) {
+// the validator put in the book, to the supplier's bid answerers (nil on
+// a node that sells nothing).
+func (n *Node) readOrders(ctx context.Context, bids *bidAnswerers) {
 	m := &n.market
-	var bids *bidAnswerers
-	if m.supplier != nil {
-		bids = newBidAnswerers(ctx, bidWorkers, bidQueue, m.supplier.HandleBid, n.goLoop)
-	}
 	for {
 		msg, err := m.orders.Next(ctx)
 		if err != nil {
@@ -167,11 +171,11 @@ func (n *Node) readOrders(ctx context.Context) {
 	}
 }
 
-// bidWorkers answer gossiped bids at once, at most; up to bidQueue more
-// wait for one of them. Answering a bid dials nobody (the quote goes over
-// the bidder's connection), but a slow bidder holds its answerer up to a
-// stream timeout, so a flood of bids is dropped rather than answered by a
-// goroutine each.
+// bidWorkers answer bids (gossiped or sent straight) at once, at most;
+// up to bidQueue more wait for one of them. Answering a bid dials nobody
+// (the quote goes over the bidder's connection), but a slow bidder holds
+// its answerer up to a stream timeout, so a flood of bids is dropped
+// rather than answered by a goroutine each.
 const (
 	bidWorkers = 8
 	bidQueue   = 256

@@ -135,7 +135,33 @@ func (n *simNode) run(c clock.Clock) {
 		n.wg.Go(func() { n.supplier.Run(ctx) })
 		n.wg.Go(func() { n.supplier.RunClaims(ctx) })
 	}
-	n.wg.Go(func() { n.readOrders(ctx) })
+	// Bids come by gossip and, from renters connected to a supplier,
+	// straight (BidProtocol): one pool of answerers takes both.
+	var bids chan *market.Bid
+	if n.supplier != nil {
+		bids = make(chan *market.Bid, bidQueue)
+		for range bidWorkers {
+			n.wg.Go(func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case b := <-bids:
+						n.supplier.HandleBid(ctx, b)
+					}
+				}
+			})
+		}
+		n.supplier.ServeBids(func(b *market.Bid) bool {
+			select {
+			case bids <- b:
+				return true
+			default:
+				return false
+			}
+		})
+	}
+	n.wg.Go(func() { n.readOrders(ctx, bids) })
 	n.wg.Go(func() { n.readTrades(ctx) })
 	n.wg.Go(func() { n.gcBook(ctx, c) })
 }
@@ -177,24 +203,9 @@ func (n *simNode) admitOrder(ov *market.OrderValidator, meter *gossipMeter) p2p.
 	}
 }
 
-// readOrders applies cancels and hands bids to the supplier's answerers.
-func (n *simNode) readOrders(ctx context.Context) {
-	var bids chan *market.Bid
-	if n.supplier != nil {
-		bids = make(chan *market.Bid, bidQueue)
-		for range bidWorkers {
-			n.wg.Go(func() {
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case b := <-bids:
-						n.supplier.HandleBid(ctx, b)
-					}
-				}
-			})
-		}
-	}
+// readOrders applies cancels and hands bids to the supplier's answerers
+// (bids; nil on a node that sells nothing).
+func (n *simNode) readOrders(ctx context.Context, bids chan *market.Bid) {
 	for {
 		msg, err := n.orders.Next(ctx)
 		if err != nil {
