@@ -49,6 +49,10 @@ func Table(runs ...*Result) string {
 	row("filled by the central matcher", "", nil, func(r *Result) string { return pct(r.Central, r.Requests) })
 	row("fill ratio, market / central", fmt.Sprintf("≥ %.2f", GoalFillRatio), func(r *Result) bool { return r.FillRatio() >= GoalFillRatio },
 		func(r *Result) string { return fmt.Sprintf("%.3f", r.FillRatio()) })
+	row("missed requests the central matcher filled: out of time / in all", "", nil, func(r *Result) string {
+		return fmt.Sprintf("%d / %d", r.MissedInTime, len(r.Missed))
+	})
+	row("leases released before their job started (claim window passed in real time)", "", nil, func(r *Result) string { return fmt.Sprint(r.Released) })
 	row("leases from impostors", "0", func(r *Result) bool { return r.ImpostorLeases == 0 }, func(r *Result) string { return fmt.Sprint(r.ImpostorLeases) })
 	row("double-booked GPUs", "0", func(r *Result) bool { return r.DoubleBooked == 0 }, func(r *Result) string { return fmt.Sprint(r.DoubleBooked) })
 	row("leases not countersigned or not kept", "0", func(r *Result) bool { return len(r.Faults) == 0 }, func(r *Result) string { return fmt.Sprint(len(r.Faults)) })

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -33,8 +34,16 @@ type Result struct {
 	Prices               []ModelPrices
 	Wall                 time.Duration
 	// Missed says why the market left unfilled requests that the central
-	// matcher filled: each one's last renter error.
-	Missed []string
+	// matcher filled: each one's last renter error. MissedInTime counts
+	// those whose last rent ran out of time (a supplier that did not
+	// answer within the wait, a publish or a rent past its deadline)
+	// rather than finding no supplier able and willing to serve it.
+	Missed       []string
+	MissedInTime int
+	// Released counts leases their supplier released unclaimed before
+	// the simulation started their job: the real time between lease and
+	// job start passed the lease's claim window.
+	Released int
 }
 
 // ModelPrices is one model's price convergence: the median and relative
@@ -66,9 +75,10 @@ func (s *Sim) result(wall, simulated time.Duration) *Result {
 	s.mu.Lock()
 	leases := slices.Clone(s.leases)
 	faults := slices.Clone(s.faults)
+	released := s.released
 	s.mu.Unlock()
 	r := &Result{Nodes: s.cfg.Nodes, Slots: s.w.Slots, Seed: s.cfg.Seed, Slot: s.w.Slot, Requests: len(s.w.Requests),
-		Central: central.Filled, Faults: faults, Wall: wall}
+		Central: central.Filled, Faults: faults, Released: released, Wall: wall}
 	var honest []leaseRecord
 	for _, l := range leases {
 		if s.w.Suppliers[l.supplier].Impostor {
@@ -98,11 +108,23 @@ func (s *Sim) result(wall, simulated time.Duration) *Result {
 	for _, q := range s.w.Requests {
 		if _, ok := central.Assigned[q.ID]; ok && !filled[q.ID] {
 			s.mu.Lock()
-			r.Missed = append(r.Missed, fmt.Sprintf("request %d (%s, max %d, %d slots): %s", q.ID, q.Filter(), q.MaxPrice, q.Slots, s.why[q.ID]))
+			why := s.why[q.ID]
 			s.mu.Unlock()
+			r.Missed = append(r.Missed, fmt.Sprintf("request %d (%s, max %d, %d slots): %s", q.ID, q.Filter(), q.MaxPrice, q.Slots, why))
+			if outOfTime(why) {
+				r.MissedInTime++
+			}
 		}
 	}
 	return r
+}
+
+// outOfTime tells whether a rent's error says it ran out of time: a
+// supplier that did not answer within the wait (market.NoMatch's
+// reason), or a deadline.
+func outOfTime(why string) bool {
+	return strings.Contains(why, "did not answer within") || strings.Contains(why, "deadline exceeded") ||
+		strings.Contains(why, "released before its job started")
 }
 
 // doubleBooked counts leases that overlap an earlier one on a GPU.

@@ -87,3 +87,20 @@ func TestMarketTiny(t *testing.T) {
 	r := runSim(t, Config{Nodes: 16, Slots: 3, Seed: 5})
 	checkRun(t, r)
 }
+
+// TestOutOfTime: the misses counted as out of time are those whose rent
+// ran out of time, not those no supplier could serve.
+func TestOutOfTime(t *testing.T) {
+	for why, want := range map[string]bool{
+		"no lease: 21 suppliers have rtx4090; 2 are unproven ...; 19 did not answer within 1s": true,
+		"rent: publish bid: topic /gpumesh/orders/1.0.0: publish: context deadline exceeded":   true,
+		"lease 0d4dabf2766a released before its job started (41s after the lease began)":       true,
+		"no lease: 1 supplier has a100-80gb; 1 is fully booked (fewer than 1 free)":            false,
+		"no lease: 2 suppliers have a100-80gb; the cheapest ask is 1.685 > your max 1.416":     false,
+		"": false,
+	} {
+		if got := outOfTime(why); got != want {
+			t.Errorf("outOfTime(%q) = %v, want %v", why, got, want)
+		}
+	}
+}

@@ -35,6 +35,9 @@ type Sim struct {
 	leases []leaseRecord
 	why    map[int]string // request ID -> why its last rent failed
 	faults []string       // broken rules: leases not countersigned or kept
+	// released counts leases the supplier released, unclaimed, before
+	// the simulation started their job (see rent).
+	released int
 
 	started   time.Time
 	closeOnce sync.Once
@@ -306,10 +309,20 @@ func (s *Sim) rent(ctx context.Context, r Request, slot int) bool {
 		s.fault("request %d: leased from %s, no supplier of the simulation", r.ID, l.Supplier)
 		return false
 	}
-	s.check(l, r, k)
+	// The job starts at once, as a renter's node starts it on a new
+	// lease. On a saturated machine, the real seconds between the lease
+	// and this claim can pass its claim window (30 s to 1 min), and the
+	// supplier has then rightly released it: no job, no fill, and the
+	// request tries again while it is patient.
 	if _, err := s.nodes[s.w.Suppliers[k].Node].supplier.Claim(l.ID); err != nil {
-		s.cfg.Log.Debug("claim", "lease", l.ID.Short(), "err", err)
+		s.mu.Lock()
+		s.released++
+		s.why[r.ID] = fmt.Sprintf("lease %s released before its job started (%s after the lease began, by the simulated clock): %v",
+			l.ID.Short(), s.clock.Now().Sub(time.UnixMilli(l.StartMs)).Round(time.Second), err)
+		s.mu.Unlock()
+		return false
 	}
+	s.check(l, r, k)
 	s.mu.Lock()
 	s.leases = append(s.leases, leaseRecord{request: r.ID, slot: slot, supplier: k, model: l.Model, price: l.PriceMicros,
 		uuids: l.GpuUuids, start: l.StartMs, end: l.EndMs})
