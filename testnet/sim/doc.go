@@ -13,7 +13,8 @@
 // admitOrder, market.NewTradeValidator), the book served to peers
 // (market.ServeBook), a market.Renter, and on selling nodes a
 // market.Supplier with its capacity ledger, pricing strategy (fixed,
-// auction or dynamic, market.Pricer), claims and bid answerers. The
+// auction or dynamic, market.Pricer), claims and bid answerers (of
+// gossiped bids and of those renters send straight, BidProtocol). The
 // network is a p2p.Network with GossipSub on a mocknet host
 // (p2p.Config.Host), a light DHT client that stays idle, and a real
 // connection manager with a daemon's watermarks. The store is in memory.
@@ -85,7 +86,19 @@
 //     the mean share of nodes each message reached;
 //   - the rules: leases from impostors, GPUs leased twice at once, and
 //     leases that fail a third party's check (both signatures, terms,
-//     kept as confirmed by both sides).
+//     kept as confirmed by both sides);
+//   - why the market missed what the central matcher filled: how many
+//     misses ran out of time (a supplier that did not answer within
+//     Config.Wait, a publish or rent past its deadline, a lease released
+//     before its job started) against those no supplier would serve;
+//     and how many leases their supplier released, unclaimed, before the
+//     simulation started their job. A job starts (Supplier.Claim) as
+//     soon as Renter.Rent returns its lease, as a node's job controller
+//     starts one, but on a saturated machine the real seconds in between
+//     can pass the lease's claim window (30 s to 1 min by the clock,
+//     which runs with real time within a slot): the supplier then rightly
+//     frees the GPU, the request is not filled, and it tries again while
+//     it is patient.
 //
 // Gossip costs every node a check of every order, so the work grows with
 // the square of the nodes: on a small machine a large run is CPU-bound,
