@@ -41,15 +41,7 @@ func TestRentQuotedStraight(t *testing.T) {
 	book := NewBook(now)
 	book.AddAsk(s.ask(t, now()))
 	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
-		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
-		MaxPrice: 3_000_000, Wait: 30 * time.Second, Enough: 1,
-	})
-	if err != nil {
-		t.Fatalf("rent: %v", err)
-	}
+	l := rentH100(t, r)
 	if l.Supplier != s.net.Host.ID() {
 		t.Fatalf("lease from %s, want %s", l.Supplier, s.net.Host.ID())
 	}

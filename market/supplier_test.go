@@ -392,6 +392,17 @@ func TestRentConnectsBeforeBidding(t *testing.T) {
 	book := NewBook(now)
 	book.AddAsk(s.ask(t, now()))
 	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
+	l := rentH100(t, r)
+	if l.Supplier != s.net.Host.ID() || l.PriceMicros != 2_000_000 {
+		t.Fatalf("lease from %s at %d, want %s at 2000000", l.Supplier, l.PriceMicros, s.net.Host.ID())
+	}
+}
+
+// rentH100 rents one h100-sxm for an hour at up to 3.00 through r, from
+// unproven suppliers too, collecting quotes up to 30 s; it fails the
+// test when no lease is made.
+func rentH100(t *testing.T, r *Renter) *Lease {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
@@ -401,9 +412,7 @@ func TestRentConnectsBeforeBidding(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rent: %v", err)
 	}
-	if l.Supplier != s.net.Host.ID() || l.PriceMicros != 2_000_000 {
-		t.Fatalf("lease from %s at %d, want %s at 2000000", l.Supplier, l.PriceMicros, s.net.Host.ID())
-	}
+	return l
 }
 
 // TestCheapUnprovenAsksDoNotCrowdOutProvenSupplier: 40 asks of fresh

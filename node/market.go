@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -94,10 +93,10 @@ func (n *Node) startMarket(ctx context.Context) error {
 	n.goLoop(func() { n.syncBook(ctx) })
 	// Bids come by gossip and, from renters connected to this supplier,
 	// straight (BidProtocol): one pool of answerers takes both.
-	var bids *bidAnswerers
+	var bids *market.BidAnswerers
 	if m.supplier != nil {
-		bids = newBidAnswerers(ctx, bidWorkers, bidQueue, m.supplier.HandleBid, n.goLoop)
-		m.supplier.ServeBids(bids.offer)
+		bids = market.NewBidAnswerers(ctx, market.BidWorkers, market.BidQueue, m.supplier.HandleBid, n.goLoop, n.log)
+		m.supplier.ServeBids(bids.Offer)
 	}
 	n.goLoop(func() { n.readOrders(ctx, bids) })
 	n.goLoop(func() { n.readTrades(ctx) })
@@ -151,7 +150,7 @@ func (n *Node) admitOrder(ov *market.OrderValidator) p2p.RelayCheckFunc {
 // readOrders applies cancels from the orders topic and hands bids, which
 // the validator put in the book, to the supplier's bid answerers (nil on
 // a node that sells nothing).
-func (n *Node) readOrders(ctx context.Context, bids *bidAnswerers) {
+func (n *Node) readOrders(ctx context.Context, bids *market.BidAnswerers) {
 	m := &n.market
 	for {
 		msg, err := m.orders.Next(ctx)
@@ -160,64 +159,12 @@ func (n *Node) readOrders(ctx context.Context, bids *bidAnswerers) {
 		}
 		switch o := msg.Value.(type) {
 		case *market.Bid:
-			if bids != nil && !bids.offer(o) {
-				if d := bids.dropped.Load(); d&(d-1) == 0 { // 1st, 2nd, 4th, 8th...
-					n.log.Warn("bid dropped: the supplier is answering as many as it can", "bid", o.ID.Short(), "dropped", d)
-				}
+			if bids != nil {
+				bids.Offer(o) // a drop is counted and logged there
 			}
 		case *market.Cancel:
 			m.book.Cancel(o)
 		}
-	}
-}
-
-// bidWorkers answer bids (gossiped or sent straight) at once, at most;
-// up to bidQueue more wait for one of them. Answering a bid dials nobody
-// (the quote goes over the bidder's connection), but a slow bidder holds
-// its answerer up to a stream timeout, so a flood of bids is dropped
-// rather than answered by a goroutine each.
-const (
-	bidWorkers = 8
-	bidQueue   = 256
-)
-
-// bidAnswerers runs a fixed number of goroutines that answer bids; a bid
-// that finds the queue full is dropped and counted: the renter still
-// hears from the suppliers that were not flooded, and re-bids.
-type bidAnswerers struct {
-	q       chan *market.Bid
-	dropped atomic.Uint64
-}
-
-// newBidAnswerers starts workers goroutines through goLoop (so that the
-// node's Close waits for them), each answering bids with handle until ctx
-// ends.
-func newBidAnswerers(ctx context.Context, workers, queue int, handle func(context.Context, *market.Bid), goLoop func(func())) *bidAnswerers {
-	a := &bidAnswerers{q: make(chan *market.Bid, queue)}
-	for range workers {
-		goLoop(func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case b := <-a.q:
-					handle(ctx, b)
-				}
-			}
-		})
-	}
-	return a
-}
-
-// offer queues b for an answer; it reports false, and counts b dropped,
-// when the queue is full.
-func (a *bidAnswerers) offer(b *market.Bid) bool {
-	select {
-	case a.q <- b:
-		return true
-	default:
-		a.dropped.Add(1)
-		return false
 	}
 }
 

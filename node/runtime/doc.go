@@ -236,9 +236,8 @@
 // with --network none, and the node links the namespace of the
 // container's process as soon as "docker inspect" reports it (by the ID
 // the client wrote to its --cidfile, so never another container of the
-// same name), so a
-// docker job has loopback only for its first moments (and one that ends
-// sooner keeps its result). NetConfig.DNS becomes --dns. Elsewhere (not
+// same name), so a docker job has loopback only for its first moments
+// (and one that ends sooner keeps its result). NetConfig.DNS becomes --dns. Elsewhere (not
 // root, or the job network could not be set up, which New logs)
 // containers keep the engine's network, and NetworkIsolation says so.
 package runtime

@@ -27,13 +27,6 @@ const (
 	tradeBurst = 20
 )
 
-// The supplier's bid answerers, as a node runs them (node/market.go):
-// bidWorkers at once, bidQueue more waiting, the rest dropped.
-const (
-	bidWorkers = 8
-	bidQueue   = 256
-)
-
 // simNode is one gpumesh node of the simulation, wired as node.Node
 // wires its market (node/market.go): an order book and a price index
 // that believe what the node's Trust does, the orders and trades topics
@@ -54,6 +47,7 @@ type simNode struct {
 	supplier *market.Supplier // nil unless it sells
 	store    store.Store
 	now      func() time.Time
+	log      *slog.Logger
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -84,7 +78,7 @@ func startNode(d nodeDeps, index int, key crypto.PrivKey, region string, spec *S
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", index, err)
 	}
-	n := &simNode{index: index, id: id, host: h, now: d.clock.Now, store: store.NewMemory(store.WithClock(d.clock.Now))}
+	n := &simNode{index: index, id: id, host: h, now: d.clock.Now, log: log, store: store.NewMemory(store.WithClock(d.clock.Now))}
 	defer func() {
 		if err != nil {
 			n.Close()
@@ -137,29 +131,10 @@ func (n *simNode) run(c clock.Clock) {
 	}
 	// Bids come by gossip and, from renters connected to a supplier,
 	// straight (BidProtocol): one pool of answerers takes both.
-	var bids chan *market.Bid
+	var bids *market.BidAnswerers
 	if n.supplier != nil {
-		bids = make(chan *market.Bid, bidQueue)
-		for range bidWorkers {
-			n.wg.Go(func() {
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case b := <-bids:
-						n.supplier.HandleBid(ctx, b)
-					}
-				}
-			})
-		}
-		n.supplier.ServeBids(func(b *market.Bid) bool {
-			select {
-			case bids <- b:
-				return true
-			default:
-				return false
-			}
-		})
+		bids = market.NewBidAnswerers(ctx, market.BidWorkers, market.BidQueue, n.supplier.HandleBid, n.wg.Go, n.log)
+		n.supplier.ServeBids(bids.Offer)
 	}
 	n.wg.Go(func() { n.readOrders(ctx, bids) })
 	n.wg.Go(func() { n.readTrades(ctx) })
@@ -205,7 +180,7 @@ func (n *simNode) admitOrder(ov *market.OrderValidator, meter *gossipMeter) p2p.
 
 // readOrders applies cancels and hands bids to the supplier's answerers
 // (bids; nil on a node that sells nothing).
-func (n *simNode) readOrders(ctx context.Context, bids chan *market.Bid) {
+func (n *simNode) readOrders(ctx context.Context, bids *market.BidAnswerers) {
 	for {
 		msg, err := n.orders.Next(ctx)
 		if err != nil {
@@ -214,10 +189,7 @@ func (n *simNode) readOrders(ctx context.Context, bids chan *market.Bid) {
 		switch o := msg.Value.(type) {
 		case *market.Bid:
 			if bids != nil {
-				select {
-				case bids <- o:
-				default: // dropped, as a node drops bids it cannot answer
-				}
+				bids.Offer(o) // dropped when full, as a node drops them
 			}
 		case *market.Cancel:
 			n.book.Cancel(o)

@@ -1,4 +1,4 @@
-package node
+package market
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/gpumesh/gpumesh/market"
 )
 
 // TestBidAnswerersAreBounded: however many bids arrive, no more than the
@@ -24,7 +22,7 @@ func TestBidAnswerersAreBounded(t *testing.T) {
 		busy, all atomic.Int64
 		release   = make(chan struct{})
 	)
-	handle := func(ctx context.Context, b *market.Bid) {
+	handle := func(ctx context.Context, b *Bid) {
 		mu.Lock()
 		most = max(most, busy.Add(1))
 		mu.Unlock()
@@ -32,10 +30,10 @@ func TestBidAnswerersAreBounded(t *testing.T) {
 		busy.Add(-1)
 		all.Add(1)
 	}
-	a := newBidAnswerers(ctx, workers, queue, handle, func(f func()) { wg.Go(f) })
+	a := NewBidAnswerers(ctx, workers, queue, handle, func(f func()) { wg.Go(f) }, quietLog())
 	accepted := 0
 	for range 100 {
-		if a.offer(&market.Bid{}) {
+		if a.Offer(&Bid{}) {
 			accepted++
 		}
 		if accepted == workers {
@@ -45,7 +43,7 @@ func TestBidAnswerersAreBounded(t *testing.T) {
 	if want := workers + queue; accepted != want {
 		t.Fatalf("accepted %d of 100 bids while answerers were busy, want %d", accepted, want)
 	}
-	if got := a.dropped.Load(); got != uint64(100-accepted) {
+	if got := a.Dropped(); got != uint64(100-accepted) {
 		t.Fatalf("dropped %d, want %d", got, 100-accepted)
 	}
 	close(release)
