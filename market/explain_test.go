@@ -77,16 +77,24 @@ func TestExplainNoMatch(t *testing.T) {
 			want: []string{"2 suppliers have h100-sxm; the cheapest free one asks 2.10 > your max 2.00"},
 		},
 		{
-			name:  "cheapest ask above max price, nobody answered",
+			name:  "asks above max price: not asked, so priced out, not silent",
 			req:   req,
 			facts: noMatchFacts{asks: []*Ask{ask(sa, "h100-sxm", 3_000_000), ask(sb, "h100-sxm", 2_500_000)}},
-			want:  []string{"2 suppliers have h100-sxm; the cheapest ask is 2.50 > your max 2.00; 2 did not answer within 2s"},
+			want:  []string{"2 suppliers have h100-sxm; 2 ask more than your max 2.00 (from 2.50)"},
 		},
 		{
-			name:  "an ask above max price is not the reason once a supplier answered",
-			req:   req,
-			facts: noMatchFacts{asks: []*Ask{ask(sa, "h100-sxm", 3_000_000)}, offers: quotes(quote(sb, "h100-sxm", "", 1_000_000, 0))},
-			want:  []string{"2 suppliers have h100-sxm; 1 did not answer within 2s"},
+			name: "one ask above max price beside a supplier that answered and one that did not",
+			req:  req,
+			facts: noMatchFacts{asks: []*Ask{ask(sa, "h100-sxm", 3_000_000), ask(sc, "h100-sxm", 1_500_000)},
+				offers: quotes(quote(sb, "h100-sxm", "", 1_000_000, 0))},
+			want: []string{"3 suppliers have h100-sxm; 1 asks 3.00 > your max 2.00; 1 did not answer within 2s"},
+		},
+		{
+			name: "an auction ask above max price was asked: it did not answer",
+			req:  req,
+			facts: noMatchFacts{asks: []*Ask{{Ask: &pb.Ask{Model: "h100-sxm", Region: "eu", Count: 4, PriceMicros: 3_000_000,
+				Pricing: string(Auction)}, Supplier: sa}}},
+			want: []string{"1 supplier has h100-sxm; 1 did not answer within 2s"},
 		},
 		{
 			name:  "none leases for the duration",
@@ -138,7 +146,7 @@ func TestExplainNoMatch(t *testing.T) {
 			},
 			want: []string{
 				"2 suppliers have h100-sxm; 1 is fully booked (fewer than 1 free); the cheapest free one asks 4.00 > your max 1.00",
-				"1 supplier has t4; the cheapest ask is 2.00 > your max 1.00; 1 did not answer within 1s",
+				"1 supplier has t4; 1 asks 2.00 > your max 1.00",
 			},
 		},
 	} {

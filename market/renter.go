@@ -365,10 +365,14 @@ func (r *Renter) candidates(ctx context.Context, req RentRequest) []*Ask {
 // req, at the addresses each supplier signed in its ask (at most
 // maxDialAddrs of them). Suppliers send quotes only over a connection the
 // bidder has open (they never dial the addresses a bid lists), so this
-// is what lets their quotes come back. Asks priced above req.MaxPrice or
-// offering fewer than req.Count GPUs are skipped, and so are unproven
-// suppliers unless req.AllowUnproven; proven suppliers go first, then
-// the cheaper, so that cheap asks of fresh keys cannot take every slot.
+// is what lets their quotes come back. Asks offering fewer than
+// req.Count GPUs are skipped, and so are asks priced above req.MaxPrice,
+// except auction asks: an auction supplier's ask shows its list price,
+// and it quotes a bid's maximum down to a floor it does not announce
+// (Pricer), so its answer is worth asking for. Unproven suppliers are
+// skipped unless req.AllowUnproven. Proven suppliers go first, then the
+// cheaper (so auction asks above the maximum come after every ask within
+// it), so that cheap asks of fresh keys cannot take every slot.
 // It returns the suppliers connected: those whose quote or decline the
 // rent can expect.
 func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequest) map[peer.ID]bool {
@@ -381,7 +385,7 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 	for _, a := range asks {
 		switch {
 		case seen[a.Supplier], !onlyAttrsUnknown(req.Filter, a):
-		case req.MaxPrice > 0 && a.PriceMicros > req.MaxPrice:
+		case req.MaxPrice > 0 && a.PriceMicros > req.MaxPrice && PricingMode(a.Pricing) != Auction:
 		case int(a.Count) < req.Count:
 		case !req.AllowUnproven && !proven(a):
 		case req.Score != nil && !proven(a) && scoreOf(req, a.Supplier) < req.MinReputation:
@@ -742,11 +746,13 @@ type noMatchFacts struct {
 type modelView struct {
 	suppliers           map[peer.ID]bool
 	answered            map[peer.ID]bool
+	leftOut             map[peer.ID]bool // unproven suppliers that did not answer (counted in unproven)
 	busy, dur, mismatch int
 	shunned, unproven   int
-	leftOut             int     // unproven suppliers that did not answer (counted in unproven)
 	priceDeclines       []int64 // the least price of each supplier that declined on price
-	cheapestAsk         int64   // 0: no ask
+	// firm holds the price of each supplier's cheapest ask that is not
+	// an auction one: what the supplier quotes at least.
+	firm map[peer.ID]int64
 }
 
 // explainNoMatch summarises the facts into reasons: one per model that
@@ -793,7 +799,7 @@ func viewByModel(filter Filter, f noMatchFacts) map[string]*modelView {
 	get := func(m string) *modelView {
 		v := byModel[m]
 		if v == nil {
-			v = &modelView{suppliers: map[peer.ID]bool{}, answered: map[peer.ID]bool{}}
+			v = &modelView{suppliers: map[peer.ID]bool{}, answered: map[peer.ID]bool{}, leftOut: map[peer.ID]bool{}, firm: map[peer.ID]int64{}}
 			byModel[m] = v
 		}
 		return v
@@ -804,8 +810,8 @@ func viewByModel(filter Filter, f noMatchFacts) map[string]*modelView {
 		}
 		v := get(a.Model)
 		v.suppliers[a.Supplier] = true
-		if v.cheapestAsk == 0 || a.PriceMicros < v.cheapestAsk {
-			v.cheapestAsk = a.PriceMicros
+		if p, ok := v.firm[a.Supplier]; PricingMode(a.Pricing) != Auction && (!ok || a.PriceMicros < p) {
+			v.firm[a.Supplier] = a.PriceMicros
 		}
 	}
 	answer := func(q *Quote) *modelView {
@@ -839,7 +845,7 @@ func (v *modelView) leaveOutUnproven(proven func(peer.ID) bool) {
 	for s := range v.suppliers {
 		if !v.answered[s] && !proven(s) {
 			v.unproven++
-			v.leftOut++
+			v.leftOut[s] = true
 		}
 	}
 }
@@ -872,8 +878,21 @@ func (v *modelView) reason(req RentRequest, m string) string {
 	}
 	if len(v.priceDeclines) > 0 {
 		parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", money.Micros(slices.Min(v.priceDeclines)).String(), money.Micros(req.MaxPrice).String()))
-	} else if v.cheapestAsk > req.MaxPrice && len(v.answered) == 0 {
-		parts = append(parts, fmt.Sprintf("the cheapest ask is %s > your max %s", money.Micros(v.cheapestAsk).String(), money.Micros(req.MaxPrice).String()))
+	}
+	// Suppliers that did not answer because the renter did not ask them:
+	// their asks, not auction ones, are above its maximum
+	// (connectSuppliers), so they are priced out, not silent.
+	var over []int64
+	for s := range v.suppliers {
+		if p, ok := v.firm[s]; ok && req.MaxPrice > 0 && p > req.MaxPrice && !v.answered[s] && !v.leftOut[s] {
+			over = append(over, p)
+		}
+	}
+	switch {
+	case len(over) == 1:
+		parts = append(parts, fmt.Sprintf("1 asks %s > your max %s", money.Micros(over[0]).String(), money.Micros(req.MaxPrice).String()))
+	case len(over) > 1:
+		parts = append(parts, fmt.Sprintf("%d ask more than your max %s (from %s)", len(over), money.Micros(req.MaxPrice).String(), money.Micros(slices.Min(over)).String()))
 	}
 	if v.dur > 0 {
 		parts = append(parts, fmt.Sprintf("%d %s not lease for %s", v.dur, plural(v.dur, "does", "do"), req.Duration))
@@ -887,7 +906,7 @@ func (v *modelView) reason(req RentRequest, m string) string {
 	if v.mismatch > 0 {
 		parts = append(parts, fmt.Sprintf("%d %s other terms of the filter", v.mismatch, plural(v.mismatch, "fails", "fail")))
 	}
-	if silent := len(v.suppliers) - len(v.answered) - v.leftOut; silent > 0 {
+	if silent := len(v.suppliers) - len(v.answered) - len(v.leftOut) - len(over); silent > 0 {
 		parts = append(parts, fmt.Sprintf("%d did not answer within %s", silent, req.Wait))
 	}
 	return strings.Join(parts, "; ")

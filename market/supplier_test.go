@@ -149,13 +149,20 @@ func (s *testSupplier) answerBids(t *testing.T) {
 	}()
 }
 
-// ask is p's signed ask for four h100-sxm, listing its own addresses.
+// ask is p's signed ask for four h100-sxm at 2.00, fixed, listing its
+// own addresses.
 func (p *testPeer) ask(t *testing.T, now time.Time) *Ask {
+	t.Helper()
+	return p.askIn(t, now, Fixed)
+}
+
+// askIn is p's ask as ask makes it, in the pricing mode given.
+func (p *testPeer) askIn(t *testing.T, now time.Time, mode PricingMode) *Ask {
 	t.Helper()
 	a := &pb.Ask{
 		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(10 * time.Minute).UnixMilli(),
 		Model: "h100-sxm", Count: 4, PriceMicros: 2_000_000, Region: "eu-west",
-		MinDurationS: 60, MaxDurationS: 30 * 24 * 3600, Pricing: string(Fixed), Simulated: true,
+		MinDurationS: 60, MaxDurationS: 30 * 24 * 3600, Pricing: string(mode), Simulated: true,
 	}
 	for _, addr := range p.net.Host.Addrs() {
 		a.Addrs = append(a.Addrs, addr.Bytes())
@@ -395,6 +402,45 @@ func TestRentConnectsBeforeBidding(t *testing.T) {
 	l := rentH100(t, r)
 	if l.Supplier != s.net.Host.ID() || l.PriceMicros != 2_000_000 {
 		t.Fatalf("lease from %s at %d, want %s at 2000000", l.Supplier, l.PriceMicros, s.net.Host.ID())
+	}
+}
+
+// TestRentAsksAuctionSupplierAboveMax: an auction supplier's ask shows
+// its list price, above the renter's maximum, but it quotes down to its
+// floor; so the renter connects to it and leases at its maximum, while a
+// fixed-price supplier asking the same is priced out and not dialled.
+func TestRentAsksAuctionSupplierAboveMax(t *testing.T) {
+	now := time.Now
+	relay := gossipRelay(t)
+	auction := newTestSupplier(t, now, func(c *SupplierConfig) {
+		c.Pricer = Pricer{Mode: Auction, List: map[string]money.Micros{"h100-sxm": 2_000_000}, Floor: map[string]money.Micros{"h100-sxm": 1_400_000}}
+	})
+	fixed := newTestSupplier(t, now)
+	rp := newTestPeer(t, now)
+	for _, p := range []*testPeer{auction.testPeer, fixed.testPeer, rp} {
+		p.connect(t, relay)
+	}
+	waitGossipPath(t, rp, auction.testPeer)
+	auction.answerBids(t)
+	fixed.answerBids(t)
+	book := NewBook(now)
+	book.AddAsk(auction.askIn(t, now(), Auction))
+	book.AddAsk(fixed.ask(t, now()))
+	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
+		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
+		MaxPrice: 1_500_000, Wait: 30 * time.Second, Enough: 1,
+	})
+	if err != nil {
+		t.Fatalf("rent: %v", err)
+	}
+	if l.Supplier != auction.net.Host.ID() || l.PriceMicros != 1_500_000 {
+		t.Fatalf("lease from %s at %d, want the auction supplier %s at 1500000", l.Supplier, l.PriceMicros, auction.net.Host.ID())
+	}
+	if c := rp.net.Host.Network().Connectedness(fixed.net.Host.ID()); c == network.Connected {
+		t.Fatal("the renter dialled the fixed-price supplier whose ask is above its maximum")
 	}
 }
 
