@@ -54,6 +54,7 @@ type config struct {
 	runs, cliRuns, rentRuns, jobRuns int
 	settle, window, hb               time.Duration
 	dir, out, jsonOut                string
+	simReport, chaosReport           string
 	skipMicro                        bool
 }
 
@@ -72,6 +73,8 @@ func main() {
 	flag.DurationVar(&c.hb, "heartbeat", 10*time.Second, "heartbeat interval of the testnet's nodes")
 	flag.StringVar(&c.dir, "dir", ".bench/testnet", "testnet state dir")
 	flag.StringVar(&c.out, "out", "bench/RESULTS.md", "where to write the results table")
+	flag.StringVar(&c.simReport, "sim-report", "bench/SIM.md", "the market simulation's report (make sim), whose figures are carried into the table")
+	flag.StringVar(&c.chaosReport, "chaos-report", "bench/CHAOS.md", "the chaos run's report (make chaos), whose verdict is carried into the table")
 	flag.StringVar(&c.jsonOut, "json", ".bench/network.json", "where to write the raw figures")
 	flag.BoolVar(&c.skipMicro, "skip-micro", false, "leave out the Go micro-benchmarks")
 	flag.Parse()
@@ -159,6 +162,8 @@ func run(c config) error {
 		}
 	}
 	res.Rows = append(res.Rows, growthRows(res.Sizes)...)
+	res.Rows = append(res.Rows, carriedRows(c.simReport, c.chaosReport)...)
+	res.Notes = append(res.Notes, fmt.Sprintf("The rows naming %s and %s are carried from the reports of make sim and make chaos, runs of their own that take longer than this one: they were measured on the date they name, not in this run.", c.simReport, c.chaosReport))
 	res.Machine.LoadAfter, res.Machine.TookSeconds = testnet.LoadAvg(), int(time.Since(began).Seconds())
 	if err := writeMarkdown(c.out, res.Machine, res.Rows, res.Notes); err != nil {
 		return err

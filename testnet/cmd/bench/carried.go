@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The figures that other harnesses measure, in runs of their own that
+// take longer than this one (make sim: the 1000-node market; make chaos:
+// kills, a flood and skewed clocks), are carried into bench/RESULTS.md
+// from the reports those runs write, marked with where and when they
+// were measured, so that every target of the scale issue has its row
+// there.
+
+// simFigures are the rows of bench/SIM.md carried, by their first cell,
+// with the goal each is judged by ("" for a figure without one).
+var simFigures = []struct{ figure, goal string }{
+	{"fill ratio, market / central", "≥ 0.95"},
+	{"gossip messages per node per simulated s", ""},
+	{"gossip delivery p50 / p99", ""},
+}
+
+// carriedRows reads the reports of make sim (simPath) and make chaos
+// (chaosPath) and returns their rows for bench/RESULTS.md; a report that
+// is missing or unreadable gives a row that says so, judged short.
+func carriedRows(simPath, chaosPath string) []Row {
+	return append(simRows(simPath), chaosRow(chaosPath))
+}
+
+// simRows carries the fill ratio (judged), messages per node and gossip
+// delivery (each with its growth from the smallest to the largest run)
+// from the simulation's table.
+func simRows(path string) []Row {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return []Row{{Figure: "market simulation (make sim)", Value: fmt.Sprintf("no report: %v", err), Goal: "≥ 0.95 of the central matcher's fills", Met: met(false)}}
+	}
+	header, table := markdownTable(b)
+	when := reportDate(b)
+	var rows []Row
+	for _, f := range simFigures {
+		cells, ok := table[f.figure]
+		if !ok || len(cells) < len(header)-1 {
+			rows = append(rows, Row{Figure: f.figure + " (" + path + ")", Value: "not in the report", Goal: f.goal, Met: met(false)})
+			continue
+		}
+		for i, nodes := range header[1:] {
+			if !strings.HasSuffix(nodes, "nodes") {
+				continue
+			}
+			r := Row{Figure: fmt.Sprintf("%s, %s (%s, make sim, %s)", f.figure, nodes, path, when), Value: cells[i]}
+			if f.goal != "" {
+				r.Goal = f.goal
+				v, err := strconv.ParseFloat(cells[i], 64)
+				r.Met = met(err == nil && v >= 0.95)
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// chaosRow is the chaos run's verdict: every check held, or the first
+// that did not.
+func chaosRow(path string) Row {
+	r := Row{Figure: "chaos: 20 nodes through kills and restarts, a flood of valid-signed asks and ±30 s clock skew (nothing acknowledged lost, every job finished or failed over, no double-booked GPU)",
+		Goal: "every check holds"}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		r.Value, r.Met = fmt.Sprintf("no report: %v", err), met(false)
+		return r
+	}
+	r.Figure += fmt.Sprintf(" (%s, make chaos, %s)", path, reportDate(b))
+	if bytes.Contains(b, []byte("**Every check held.**")) {
+		r.Value, r.Met = "every check held", met(true)
+		return r
+	}
+	r.Value, r.Met = "a check failed: "+firstBold(b), met(false)
+	return r
+}
+
+// markdownTable returns the header cells of the first table in b and its
+// rows by their first cell.
+func markdownTable(b []byte) (header []string, rows map[string][]string) {
+	rows = map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "|") {
+			if header != nil {
+				break
+			}
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		switch {
+		case header == nil:
+			header = cells
+		case strings.HasPrefix(cells[0], "---"):
+		default:
+			rows[cells[0]] = cells[1:]
+		}
+	}
+	return header, rows
+}
+
+var isoDate = regexp.MustCompile(`\d{4}-\d{2}-\d{2}`)
+
+// reportDate is the first date (YYYY-MM-DD) a report names, its run's.
+func reportDate(b []byte) string {
+	if d := isoDate.Find(b); d != nil {
+		return string(d)
+	}
+	return "date unknown"
+}
+
+// firstBold is the first **bold** phrase of a report after its title.
+func firstBold(b []byte) string {
+	_, rest, ok := bytes.Cut(b, []byte("**"))
+	if !ok {
+		return "(the report names none)"
+	}
+	phrase, _, _ := bytes.Cut(rest, []byte("**"))
+	return string(phrase)
+}
