@@ -197,9 +197,12 @@ func (n *simNode) readOrders(ctx context.Context, bids *market.BidAnswerers) {
 	}
 }
 
-// syncBook fills the book from the first connected peer that serves
-// one, as node.syncBookOnce does; every ask is checked again.
-func (n *simNode) syncBook(ctx context.Context) {
+// syncBook fills the book from its connected peers' books, as
+// node.syncBookOnce does from one, every ask checked again: peer after
+// peer until the book lists want asks or maxSyncPeers have answered (a
+// peer that missed some asks itself leaves the book short).
+func (n *simNode) syncBook(ctx context.Context, want int) {
+	answered := 0
 	for _, p := range n.host.Network().Peers() {
 		asks, err := market.QueryBook(ctx, n.host, p, nil, n.now())
 		if err != nil {
@@ -208,9 +211,17 @@ func (n *simNode) syncBook(ctx context.Context) {
 		for _, a := range asks {
 			_ = n.book.AddAskFrom(a, p) // capped as if relayed by p
 		}
-		return
+		if have, _ := n.book.Len(); have >= want {
+			return
+		}
+		if answered++; answered == maxSyncPeers {
+			return
+		}
 	}
 }
+
+// maxSyncPeers bounds the peers one syncBook asks.
+const maxSyncPeers = 4
 
 func (n *simNode) readTrades(ctx context.Context) {
 	for {

@@ -168,9 +168,11 @@ func (s *Sim) connect(ctx context.Context) error {
 const meshWait = 3 * time.Second
 
 // awaitAsks waits until every node's order book lists at least 90% of
-// the suppliers' asks (an ask is one per supplier). A node whose book
-// is still short after askWait syncs it from a peer, as a node that
-// has just joined does (node.syncBook).
+// the suppliers' asks (an ask is one per supplier). A node whose book is
+// still short after askWait syncs it from its peers, as a node that has
+// just joined does (node.syncBook), and the wait begins again, at most
+// askRounds times: on a saturated machine pubsub drops some of the
+// asks' first gossip, and a peer synced from can miss some too.
 func (s *Sim) awaitAsks(ctx context.Context) error {
 	want := len(s.w.Suppliers) * 9 / 10
 	full := func(n *simNode) bool {
@@ -185,19 +187,27 @@ func (s *Sim) awaitAsks(ctx context.Context) error {
 		}
 		return true
 	}
-	if s.await(ctx, askWait, "asks", all) == nil {
-		return nil
-	}
-	for _, n := range s.nodes {
-		if !full(n) {
-			n.syncBook(ctx)
+	for round := 1; ; round++ {
+		err := s.await(ctx, askWait, fmt.Sprintf("every order book to list %d asks", want), all)
+		if err == nil || ctx.Err() != nil || round == askRounds {
+			return err
 		}
+		short := 0
+		for _, n := range s.nodes {
+			if !full(n) {
+				short++
+				n.syncBook(ctx, want)
+			}
+		}
+		s.cfg.Log.Info("order books synced from peers", "short", short, "want", want)
 	}
-	return s.await(ctx, askWait, fmt.Sprintf("every order book to list %d asks", want), all)
 }
 
-// askWait bounds each wait for the asks to spread.
-const askWait = 20 * time.Second
+// askWait bounds each wait for the asks to spread, askRounds the waits.
+const (
+	askWait   = 20 * time.Second
+	askRounds = 3
+)
 
 func (s *Sim) await(ctx context.Context, limit time.Duration, what string, cond func() bool) error {
 	deadline := time.Now().Add(limit)
