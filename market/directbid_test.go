@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/p2p"
 )
@@ -167,5 +169,84 @@ func TestDirectBidRefused(t *testing.T) {
 	clk.Advance(time.Second)
 	if err := send(flood, testBid(t, flood.key, clk.Now(), flood.net.Host.Addrs()...).Raw); err != nil {
 		t.Fatalf("a bid after the limit refilled: %v", err)
+	}
+}
+
+// TestRentDoesNotWaitForGossip: a rent whose supplier got the bid
+// straight returns its lease while the bid's gossip is still held (here
+// by the renter's own validator, as a loaded node's GossipSub holds a
+// publish until its event loop comes round), with the bid already out of
+// the renter's own book; once the gossip goes, the bid and its cancel
+// reach the supplier.
+func TestRentDoesNotWaitForGossip(t *testing.T) {
+	now := time.Now
+	s := newTestSupplier(t, now)
+	serveBidsInline(t, s)
+	key := newTestKey(t)
+	n, err := p2p.New(p2p.Config{Key: key, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, PubSub: true, Now: now, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	hold := make(chan struct{})
+	var heldOut atomic.Bool
+	v := NewOrderValidator(now, 100, 200)
+	orders, err := p2p.JoinTopic(n.PubSub, n.Host.ID(), OrdersTopic, func(author peer.ID, data []byte) (any, error) {
+		o, err := v.Check(author, data)
+		if _, ok := o.(*Bid); ok && author == n.Host.ID() {
+			select {
+			case <-hold:
+			case <-time.After(20 * time.Second): // a rent that waited for this
+				heldOut.Store(true)
+			}
+		}
+		return o, err
+	}, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { orders.Close() })
+	rp := &testPeer{key: key, net: n, orders: orders}
+	// A gossip path first: a bid published before the supplier's
+	// subscription is known goes nowhere, and a rent that is over does not
+	// try again (the supplier had it straight).
+	rp.connect(t, s.testPeer)
+	waitGossipPath(t, rp, s.testPeer)
+	book := NewBook(now)
+	book.AddAsk(s.ask(t, now()))
+	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
+
+	l := rentH100(t, r)
+	if heldOut.Load() {
+		t.Fatal("the rent waited for its bid's gossip")
+	}
+	if l.Supplier != s.net.Host.ID() {
+		t.Fatalf("lease from %s, want %s", l.Supplier, s.net.Host.ID())
+	}
+	if _, bids := book.Len(); bids != 0 {
+		t.Fatalf("the renter's book still lists %d bids after the rent", bids)
+	}
+	close(hold)
+	r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Both come; a receiver validates each message on its own goroutine,
+	// so they may be handed over in either order.
+	var bid, cancelled ID
+	for bid == (ID{}) || bid != cancelled {
+		msg, err := s.orders.Next(ctx)
+		if err != nil {
+			t.Fatalf("bid %s and cancel of %s gossiped; waiting for the rest: %v", bid.Short(), cancelled.Short(), err)
+		}
+		switch o := msg.Value.(type) {
+		case *Bid:
+			if o.Renter == n.Host.ID() {
+				bid = o.ID
+			}
+		case *Cancel:
+			if o.Signer == n.Host.ID() {
+				cancelled = o.OrderID
+			}
+		}
 	}
 }

@@ -25,8 +25,11 @@
 //
 // Suppliers post asks and renters post bids on the orders topic; every
 // node keeps an order book of both. A renter first connects to the
-// suppliers whose asks could match its bid and sends them the bid
-// straight (BidProtocol) as well as by gossip; a supplier that can serve a
+// suppliers whose asks could match its bid (auction ones even above its
+// maximum, since they quote down to a floor) and sends them the bid
+// straight (BidProtocol) as well as by gossip, without waiting for the
+// gossip, which a loaded node's GossipSub can hold for seconds (Renter.Close
+// waits for it); a supplier that can serve a
 // bid sends a signed Quote straight to the bidder (QuoteProtocol) over
 // that connection, never dialling the bidder, and at most QuotesPerBidder
 // in a burst to any one; one that has the model but cannot serve it sends

@@ -50,6 +50,9 @@ type Renter struct {
 
 	mu      sync.Mutex
 	waiting map[ID]chan *Quote // bid ID -> quotes
+	// gossip counts the bids still being gossiped or withdrawn
+	// (gossipBid), for Close.
+	gossip sync.WaitGroup
 }
 
 // NewRenter installs the quote protocol on cfg.Net.
@@ -199,9 +202,6 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 			return nil, fmt.Errorf("rent: the order book refuses the bid (a renter has at most %d live bids; wait for one to end): %w", MaxBidsPerRenter, err)
 		}
 	}
-	// Once the rent is over, its bid is withdrawn, so that renting often
-	// does not keep MaxBidsPerRenter live bids out everywhere.
-	defer r.cancelBid(ctx, bidID)
 	ch := make(chan *Quote, 256)
 	r.mu.Lock()
 	r.waiting[bidID] = ch
@@ -215,11 +215,13 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	// their answers do not wait on gossip; the rest hear it by gossip.
 	stopSends := r.sendBid(ctx, raw, expect)
 	defer stopSends()
-	if err := r.cfg.Orders.Publish(ctx, raw); err != nil {
-		return nil, fmt.Errorf("rent: publish bid: %w", err)
+	// Once the rent is over, its bid is withdrawn (gossipBid).
+	over := make(chan []byte, 1)
+	defer func() { over <- r.withdrawOwn(bidID) }()
+	if err := r.gossipBid(ctx, raw, bidID, len(expect) > 0, over); err != nil {
+		return nil, err
 	}
 	tBid := time.Since(t0)
-	r.log.Debug("bid published", "bid", bidID.Short(), "filter", b.Filter)
 
 	// Lease from the best offers collected; when every one of them
 	// refuses, collect the answers still to come (within the same
@@ -301,18 +303,56 @@ func scoreOf(req RentRequest, supplier peer.ID) float64 {
 	return rep
 }
 
-// cancelBid withdraws the renter's bid id: from its own book, and over
-// gossip, best effort, within cancelBidTimeout even when ctx has ended.
-func (r *Renter) cancelBid(ctx context.Context, id ID) {
-	now := r.cfg.Now()
-	raw, err := SealCancel(&pb.Cancel{Nonce: nonce(), CreatedMs: now.UnixMilli(), OrderId: id[:]}, r.cfg.Key)
-	if err != nil {
-		r.log.Debug("seal the cancel of a bid", "bid", id.Short(), "err", err)
-		return
+// gossipBid publishes the bid raw on the orders topic (to every order
+// book, the Explorer and the suppliers the renter did not connect to)
+// and, once the rent is over and has withdrawn the bid from its own book
+// (its cancel comes on over), publishes that cancel when the bid went
+// out, so that renting often does not keep MaxBidsPerRenter live bids
+// out everywhere.
+//
+// When suppliers got the bid straight (straight), the publish runs
+// beside the collection of their answers, not before it, and so does the
+// cancel after the rent: on a loaded node GossipSub's event loop can hold
+// a publish for seconds (it takes a message only when its loop comes
+// round, whatever the caller's deadline), and neither the answers nor
+// the lease returned, whose job must start within its claim window,
+// should wait on that. A failed publish then costs only the gossiped
+// copy. With no supplier connected, gossip is the bid's only way out:
+// gossipBid publishes before it returns and fails with the publish.
+// Close waits for the publishes still going.
+func (r *Renter) gossipBid(ctx context.Context, raw []byte, id ID, straight bool, over <-chan []byte) error {
+	publish := func() error {
+		if err := r.cfg.Orders.Publish(ctx, raw); err != nil {
+			return fmt.Errorf("rent: publish bid: %w", err)
+		}
+		r.log.Debug("bid published", "bid", id.Short())
+		return nil
 	}
-	if c, err := OpenCancel(raw, now); err == nil && r.cfg.Book != nil {
-		r.cfg.Book.Cancel(c)
+	out := true
+	if !straight {
+		if err := publish(); err != nil {
+			return err
+		}
 	}
+	r.gossip.Add(1)
+	go func() {
+		defer r.gossip.Done()
+		if straight {
+			if err := publish(); err != nil {
+				r.log.Debug("bid not gossiped; the suppliers connected have it straight", "bid", id.Short(), "err", err)
+				out = false
+			}
+		}
+		if cancel := <-over; cancel != nil && out {
+			r.publishCancel(ctx, id, cancel)
+		}
+	}()
+	return nil
+}
+
+// publishCancel gossips the cancel of bid id, best effort, within
+// cancelBidTimeout even when ctx has ended.
+func (r *Renter) publishCancel(ctx context.Context, id ID, raw []byte) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelBidTimeout)
 	defer cancel()
 	if err := r.cfg.Orders.Publish(ctx, raw); err != nil {
@@ -320,8 +360,44 @@ func (r *Renter) cancelBid(ctx context.Context, id ID) {
 	}
 }
 
+// withdrawOwn seals the cancel of bid id and applies it to the renter's
+// own book; it returns the cancel (nil if it could not be sealed).
+func (r *Renter) withdrawOwn(id ID) []byte {
+	now := r.cfg.Now()
+	raw, err := SealCancel(&pb.Cancel{Nonce: nonce(), CreatedMs: now.UnixMilli(), OrderId: id[:]}, r.cfg.Key)
+	if err != nil {
+		r.log.Debug("seal the cancel of a bid", "bid", id.Short(), "err", err)
+		return nil
+	}
+	if c, err := OpenCancel(raw, now); err == nil && r.cfg.Book != nil {
+		r.cfg.Book.Cancel(c)
+	}
+	return raw
+}
+
 // cancelBidTimeout bounds publishing the cancel of a rent's bid.
 const cancelBidTimeout = 2 * time.Second
+
+// Close waits, at most CloseWait, for the gossip of rents that have
+// returned (their bids and the cancels that withdraw them) to be handed
+// to GossipSub, so that a light client exiting after a rent does not
+// leave its bid live in every book until it expires. Call it before
+// closing the network.
+func (r *Renter) Close() {
+	done := make(chan struct{})
+	go func() {
+		r.gossip.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(CloseWait):
+		r.log.Debug("renter closed with bids' gossip still going")
+	}
+}
+
+// CloseWait bounds Renter.Close.
+const CloseWait = 3 * time.Second
 
 // Connecting to suppliers before bidding.
 const (

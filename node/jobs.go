@@ -216,6 +216,9 @@ func (n *Node) closeJobs() error {
 	if n.jobs.ctrl != nil {
 		errs = append(errs, n.jobs.ctrl.Close())
 	}
+	if n.jobs.renter != nil {
+		n.jobs.renter.Close() // its bids' gossip, before the network goes
+	}
 	if n.jobs.tunnels != nil {
 		errs = append(errs, n.jobs.tunnels.Close())
 	}

@@ -93,6 +93,9 @@ func (c *Client) Network() *p2p.Network { return c.net }
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		var errs []error
+		if c.renter != nil {
+			c.renter.Close() // its bids' gossip, before the topic goes
+		}
 		if c.orders != nil {
 			errs = append(errs, c.orders.Close())
 		}

@@ -271,6 +271,9 @@ func (n *simNode) stop(abrupt bool) {
 func (n *simNode) Close() error {
 	n.closeOnce.Do(func() {
 		n.stop(false)
+		if n.renter != nil {
+			n.renter.Close()
+		}
 		var errs []error
 		for _, t := range []*p2p.Topic{n.orders, n.trades} {
 			if t != nil {
