@@ -50,8 +50,8 @@ type Renter struct {
 
 	mu      sync.Mutex
 	waiting map[ID]chan *Quote // bid ID -> quotes
-	// gossip counts the bids still being gossiped or withdrawn
-	// (gossipBid), for Close.
+	// gossip counts the bids still being sent straight (sendBid),
+	// gossiped or withdrawn (gossipBid), for Close.
 	gossip sync.WaitGroup
 }
 
@@ -265,20 +265,22 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 // never dials: a supplier it could not connect to gets the bid by gossip
 // only). A supplier that does not speak BidProtocol (an older version)
 // refuses the stream and answers the gossiped copy. The returned func
-// stops the sends still going and waits for them.
+// stops the sends still going, without waiting for them: a send that is
+// writing to a supplier too busy to read ends at its stream deadline
+// (p2p.StreamTimeout), and the rent's lease should not wait on that.
+// Close waits for them.
 func (r *Renter) sendBid(ctx context.Context, raw []byte, suppliers map[peer.ID]bool) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	ctx = network.WithNoDial(ctx, "a bid goes straight only over the renter's own connection")
 	ctx = network.WithAllowLimitedConn(ctx, string(BidProtocol))
-	var wg sync.WaitGroup
 	for p := range suppliers {
-		wg.Go(func() {
+		r.gossip.Go(func() {
 			if err := p2p.Send(ctx, r.cfg.Net.Host, p, BidProtocol, raw); err != nil {
 				r.log.Debug("bid not sent straight; the supplier hears it by gossip", "supplier", p, "err", err)
 			}
 		})
 	}
-	return func() { cancel(); wg.Wait() }
+	return cancel
 }
 
 // screenReach drops the offers of suppliers that req.Unreachable says the
@@ -378,11 +380,11 @@ func (r *Renter) withdrawOwn(id ID) []byte {
 // cancelBidTimeout bounds publishing the cancel of a rent's bid.
 const cancelBidTimeout = 2 * time.Second
 
-// Close waits, at most CloseWait, for the gossip of rents that have
-// returned (their bids and the cancels that withdraw them) to be handed
-// to GossipSub, so that a light client exiting after a rent does not
-// leave its bid live in every book until it expires. Call it before
-// closing the network.
+// Close waits, at most CloseWait, for what rents that have returned
+// still send: their bids straight to suppliers, and their bids and the
+// cancels that withdraw them handed to GossipSub, so that a light client
+// exiting after a rent does not leave its bid live in every book until
+// it expires. Call it before closing the network.
 func (r *Renter) Close() {
 	done := make(chan struct{})
 	go func() {
