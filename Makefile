@@ -80,18 +80,21 @@ bench: build
 # The market simulation: the real market code on an in-memory network,
 # 100 nodes and then SIM_NODES (1000), beside an optimal central matcher;
 # the figures go to bench/SIM.md. The large run is CPU-bound on a small
-# machine (every node checks every order): expect tens of minutes.
+# machine (every node checks every order): expect tens of minutes. Then,
+# pass or fail, its figures are carried into bench/RESULTS.md.
 SIM_NODES ?= 1000
 sim:
-	SIM_NODES=$(SIM_NODES) SIM_REPORT=bench/SIM.md $(GO) test ./testnet/sim -run 'TestMarket$$' -v -count=1 -timeout 3h
+	SIM_NODES=$(SIM_NODES) SIM_REPORT=bench/SIM.md $(GO) test ./testnet/sim -run 'TestMarket$$' -v -count=1 -timeout 3h; \
+	status=$$?; $(GO) run ./testnet/cmd/bench -carry-only && exit $$status
 
 # The chaos run (package testnet/chaos): 20 node processes, two with clocks
 # 30 s off, through a calm minute, a minute of a flood of valid-signed asks
 # and two minutes of random SIGKILLs and restarts, under rents and jobs;
-# then every node's store is checked. Writes bench/CHAOS.md; fails when a
-# check does not hold.
+# then every node's store is checked. Writes bench/CHAOS.md, whose verdict
+# is then carried into bench/RESULTS.md; fails when a check does not hold.
 chaos: build
-	$(GO) run ./testnet/cmd/chaos --bin $(BIN) --out bench/CHAOS.md
+	$(GO) run ./testnet/cmd/chaos --bin $(BIN) --out bench/CHAOS.md; \
+	status=$$?; $(GO) run ./testnet/cmd/bench -carry-only && exit $$status
 
 clean:
 	rm -rf bin

@@ -25,6 +25,54 @@ var simFigures = []struct{ figure, goal string }{
 	{"gossip delivery p50 / p99", ""},
 }
 
+// carriedNote is the note under the table that says where the carried
+// rows come from.
+func carriedNote(simPath, chaosPath string) string {
+	return fmt.Sprintf("The rows naming %s and %s are carried from the reports of make sim and make chaos, runs of their own that take longer than this one: they were measured on the date they name, not in this run.", simPath, chaosPath)
+}
+
+// carryInto replaces the carried rows of the table at path (written by
+// an earlier run of the harness) with those of the reports as they are
+// now, and leaves every row this harness measured as it was: make sim
+// and make chaos run it so, after writing their reports.
+func carryInto(path, simPath, chaosPath string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("carry into %s: %w", path, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	carried := func(line string) bool {
+		return strings.Contains(line, ", make sim, ") || strings.Contains(line, ", make chaos, ") ||
+			strings.HasPrefix(line, "| market simulation (make sim)") || strings.HasPrefix(line, "| chaos: ")
+	}
+	var out []string
+	lastRow := -1
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "|") && carried(l):
+		case strings.HasPrefix(l, "- The rows naming "):
+		default:
+			if strings.HasPrefix(l, "|") {
+				lastRow = len(out)
+			}
+			out = append(out, l)
+		}
+	}
+	if lastRow < 0 {
+		return fmt.Errorf("carry into %s: no table", path)
+	}
+	var rows []string
+	for _, r := range carriedRows(simPath, chaosPath) {
+		rows = append(rows, r.line())
+	}
+	out = append(out[:lastRow+1], append(rows, out[lastRow+1:]...)...)
+	out = append(out, "- "+carriedNote(simPath, chaosPath))
+	if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
+		return fmt.Errorf("carry into %s: %w", path, err)
+	}
+	return nil
+}
+
 // carriedRows reads the reports of make sim (simPath) and make chaos
 // (chaosPath) and returns their rows for bench/RESULTS.md; a report that
 // is missing or unreadable gives a row that says so, judged short.

@@ -83,3 +83,50 @@ func TestCarriedRowsFromCommittedReports(t *testing.T) {
 		}
 	}
 }
+
+// TestCarryInto: the carried rows of a table written earlier are
+// replaced by the reports' rows as they are now, every measured row and
+// note stays as it was, and carrying again changes nothing.
+func TestCarryInto(t *testing.T) {
+	dir := t.TempDir()
+	sim, chaos, results := filepath.Join(dir, "SIM.md"), filepath.Join(dir, "CHAOS.md"), filepath.Join(dir, "RESULTS.md")
+	write := func(path, body string) {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(sim, strings.Replace(simReport, "| 0.995 | 0.948 |", "| 0.990 | 0.931 |", 1))
+	write(chaos, "# Chaos run\n\n2026-12-02\n\n**Every check held.**\n")
+	measured := Row{Figure: "cold search p50", Value: "34.2 ms", Baseline: "8.43 ms connect + ping", Ratio: 4.06, Goal: "≤ 5×", Met: met(true)}
+	if err := writeMarkdown(results, Machine{Cores: 2, Commit: "abc1234"}, append([]Row{measured}, carriedRows(sim, chaos)...),
+		[]string{"Each cold search found 24 offers.", carriedNote(sim, chaos)}); err != nil {
+		t.Fatal(err)
+	}
+	write(sim, simReport) // a new make sim
+	if err := carryInto(results, sim, chaos); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(results)
+	for _, want := range []string{measured.line(), "| 0.948 |", "| 0.995 |", "every check held", "commit abc1234", "- Each cold search found 24 offers."} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("after carrying, the table lacks %q:\n%s", want, got)
+		}
+	}
+	for _, gone := range []string{"0.931", "0.990"} {
+		if strings.Contains(string(got), gone) {
+			t.Errorf("after carrying, the table still has the old figure %s:\n%s", gone, got)
+		}
+	}
+	if n := strings.Count(string(got), "The rows naming"); n != 1 {
+		t.Errorf("%d notes on the carried rows, want 1:\n%s", n, got)
+	}
+	if err := carryInto(results, sim, chaos); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(results); string(again) != string(got) {
+		t.Errorf("carrying twice changed the table:\n%s\nthen\n%s", got, again)
+	}
+	if err := carryInto(filepath.Join(dir, "none.md"), sim, chaos); err == nil {
+		t.Error("carrying into a table that does not exist: no error")
+	}
+}

@@ -56,6 +56,7 @@ type config struct {
 	dir, out, jsonOut                string
 	simReport, chaosReport           string
 	skipMicro                        bool
+	carryOnly                        bool
 }
 
 func main() {
@@ -77,6 +78,7 @@ func main() {
 	flag.StringVar(&c.chaosReport, "chaos-report", "bench/CHAOS.md", "the chaos run's report (make chaos), whose verdict is carried into the table")
 	flag.StringVar(&c.jsonOut, "json", ".bench/network.json", "where to write the raw figures")
 	flag.BoolVar(&c.skipMicro, "skip-micro", false, "leave out the Go micro-benchmarks")
+	flag.BoolVar(&c.carryOnly, "carry-only", false, "measure nothing: only carry the sim and chaos reports' rows into the table already at -out (make sim and make chaos do, after their runs)")
 	flag.Parse()
 	for _, f := range strings.Split(scale, ",") {
 		if f = strings.TrimSpace(f); f == "" || f == "none" {
@@ -88,6 +90,10 @@ func main() {
 			os.Exit(2)
 		}
 		c.scale = append(c.scale, n)
+	}
+	run := run
+	if c.carryOnly {
+		run = func(c config) error { return carryInto(c.out, c.simReport, c.chaosReport) }
 	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -163,7 +169,7 @@ func run(c config) error {
 	}
 	res.Rows = append(res.Rows, growthRows(res.Sizes)...)
 	res.Rows = append(res.Rows, carriedRows(c.simReport, c.chaosReport)...)
-	res.Notes = append(res.Notes, fmt.Sprintf("The rows naming %s and %s are carried from the reports of make sim and make chaos, runs of their own that take longer than this one: they were measured on the date they name, not in this run.", c.simReport, c.chaosReport))
+	res.Notes = append(res.Notes, carriedNote(c.simReport, c.chaosReport))
 	res.Machine.LoadAfter, res.Machine.TookSeconds = testnet.LoadAvg(), int(time.Since(began).Seconds())
 	if err := writeMarkdown(c.out, res.Machine, res.Rows, res.Notes); err != nil {
 		return err

@@ -45,6 +45,15 @@ func (r Row) verdict() string {
 
 func met(ok bool) *bool { return &ok }
 
+// line is the row as a line of the Markdown table.
+func (r Row) line() string {
+	ratio := ""
+	if r.Ratio != 0 && !math.IsNaN(r.Ratio) {
+		ratio = fmt.Sprintf("%.2f×", r.Ratio)
+	}
+	return fmt.Sprintf("| %s | %s | %s | %s | %s | %s |", cell(r.Figure), cell(r.Value), cell(r.Baseline), ratio, cell(r.Goal), r.verdict())
+}
+
 // ratioRow is a figure judged as a multiple of its baseline: met when
 // value/base <= goal.
 func ratioRow(figure string, value, base time.Duration, what string, goal float64) Row {
@@ -100,11 +109,7 @@ func writeMarkdown(path string, m Machine, rows []Row, notes []string) error {
 		m.Cores, m.Kernel, m.GoVersion, m.LoadBefore, m.LoadAfter, m.Commit, m.Started, m.TookSeconds)
 	fmt.Fprintf(&b, "| figure | value | baseline (same run) | ratio | goal | result |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rows {
-		ratio := ""
-		if r.Ratio != 0 && !math.IsNaN(r.Ratio) {
-			ratio = fmt.Sprintf("%.2f×", r.Ratio)
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", cell(r.Figure), cell(r.Value), cell(r.Baseline), ratio, cell(r.Goal), r.verdict())
+		b.WriteString(r.line() + "\n")
 	}
 	if len(notes) > 0 {
 		b.WriteString("\n")
