@@ -427,15 +427,7 @@ func TestRentAsksAuctionSupplierAboveMax(t *testing.T) {
 	book.AddAsk(auction.askIn(t, now(), Auction))
 	book.AddAsk(fixed.ask(t, now()))
 	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
-		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
-		MaxPrice: 1_500_000, Wait: 30 * time.Second, Enough: 1,
-	})
-	if err != nil {
-		t.Fatalf("rent: %v", err)
-	}
+	l := rentH100At(t, r, 1_500_000)
 	if l.Supplier != auction.net.Host.ID() || l.PriceMicros != 1_500_000 {
 		t.Fatalf("lease from %s at %d, want the auction supplier %s at 1500000", l.Supplier, l.PriceMicros, auction.net.Host.ID())
 	}
@@ -449,11 +441,17 @@ func TestRentAsksAuctionSupplierAboveMax(t *testing.T) {
 // test when no lease is made.
 func rentH100(t *testing.T, r *Renter) *Lease {
 	t.Helper()
+	return rentH100At(t, r, 3_000_000)
+}
+
+// rentH100At is rentH100 at up to maxPrice micros a GPU-hour.
+func rentH100At(t *testing.T, r *Renter, maxPrice int64) *Lease {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
 		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
-		MaxPrice: 3_000_000, Wait: 30 * time.Second, Enough: 1,
+		MaxPrice: maxPrice, Wait: 30 * time.Second, Enough: 1,
 	})
 	if err != nil {
 		t.Fatalf("rent: %v", err)
