@@ -252,6 +252,10 @@ func (r *Report) Recovery() Recovery {
 	return rec
 }
 
+// AllHeld is the line of the Markdown report of a run whose every check
+// held (make bench carries the verdict into bench/RESULTS.md by it).
+const AllHeld = "**Every check held.**"
+
 // Markdown renders the report as bench/CHAOS.md shows it.
 func (r *Report) Markdown(machine string) string {
 	var b strings.Builder
@@ -263,7 +267,7 @@ func (r *Report) Markdown(machine string) string {
 	slices.Sort(skew)
 	fmt.Fprintf(&b, "%d node processes on 127.0.0.1 (up in %s); clocks skewed: %s. Whole run: %s.\n\n", r.Nodes, r.UpTook.Round(time.Second), strings.Join(skew, ", "), r.Took.Round(time.Second))
 	if len(r.Failures) == 0 {
-		b.WriteString("**Every check held.**\n\n")
+		b.WriteString(AllHeld + "\n\n")
 	} else {
 		fmt.Fprintf(&b, "**%d check(s) failed:**\n\n", len(r.Failures))
 		for _, f := range r.Failures {

@@ -8,6 +8,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/gpumesh/gpumesh/testnet/chaos"
+	"github.com/gpumesh/gpumesh/testnet/sim"
 )
 
 // The figures that other harnesses measure, in runs of their own that
@@ -17,13 +20,17 @@ import (
 // were measured, so that every target of the scale issue has its row
 // there.
 
-// simFigures are the rows of bench/SIM.md carried, by their first cell,
-// with the goal each is judged by ("" for a figure without one).
-var simFigures = []struct{ figure, goal string }{
-	{"fill ratio, market / central", "≥ 0.95"},
-	{"gossip messages per node per simulated s", ""},
-	{"gossip delivery p50 / p99", ""},
+// simFigures are the rows of bench/SIM.md carried, by their first cell;
+// the fill ratio is judged against sim.GoalFillRatio at each size.
+var simFigures = []string{
+	fillFigure,
+	"gossip messages per node per simulated s",
+	"gossip delivery p50 / p99",
 }
+
+const fillFigure = "fill ratio, market / central"
+
+var fillGoal = fmt.Sprintf("≥ %.2f", sim.GoalFillRatio)
 
 // carriedNote is the note under the table that says where the carried
 // rows come from.
@@ -81,31 +88,29 @@ func carriedRows(simPath, chaosPath string) []Row {
 }
 
 // simRows carries the fill ratio (judged), messages per node and gossip
-// delivery (each with its growth from the smallest to the largest run)
-// from the simulation's table.
+// delivery of each size the simulation's table has.
 func simRows(path string) []Row {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return []Row{{Figure: "market simulation (make sim)", Value: fmt.Sprintf("no report: %v", err), Goal: "≥ 0.95 of the central matcher's fills", Met: met(false)}}
+		return []Row{{Figure: "market simulation (make sim)", Value: fmt.Sprintf("no report: %v", err), Goal: fillGoal + " of the central matcher's fills", Met: met(false)}}
 	}
 	header, table := markdownTable(b)
 	when := reportDate(b)
 	var rows []Row
 	for _, f := range simFigures {
-		cells, ok := table[f.figure]
+		cells, ok := table[f]
 		if !ok || len(cells) < len(header)-1 {
-			rows = append(rows, Row{Figure: f.figure + " (" + path + ")", Value: "not in the report", Goal: f.goal, Met: met(false)})
+			rows = append(rows, Row{Figure: f + " (" + path + ")", Value: "not in the report", Met: met(false)})
 			continue
 		}
 		for i, nodes := range header[1:] {
 			if !strings.HasSuffix(nodes, "nodes") {
 				continue
 			}
-			r := Row{Figure: fmt.Sprintf("%s, %s (%s, make sim, %s)", f.figure, nodes, path, when), Value: cells[i]}
-			if f.goal != "" {
-				r.Goal = f.goal
+			r := Row{Figure: fmt.Sprintf("%s, %s (%s, make sim, %s)", f, nodes, path, when), Value: cells[i]}
+			if f == fillFigure {
 				v, err := strconv.ParseFloat(cells[i], 64)
-				r.Met = met(err == nil && v >= 0.95)
+				r.Goal, r.Met = fillGoal, met(err == nil && v >= sim.GoalFillRatio)
 			}
 			rows = append(rows, r)
 		}
@@ -124,7 +129,7 @@ func chaosRow(path string) Row {
 		return r
 	}
 	r.Figure += fmt.Sprintf(" (%s, make chaos, %s)", path, reportDate(b))
-	if bytes.Contains(b, []byte("**Every check held.**")) {
+	if bytes.Contains(b, []byte(chaos.AllHeld)) {
 		r.Value, r.Met = "every check held", met(true)
 		return r
 	}
