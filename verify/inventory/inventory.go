@@ -24,9 +24,14 @@ type GPU struct {
 	PCIeWidth         int    `json:"pcie_width,omitempty"`   // maximum link width of device and system
 	PowerLimitWatts   int    `json:"power_limit_watts,omitempty"`
 	MIGEnabled        bool   `json:"mig_enabled"`
-	UtilizationPct    int    `json:"utilization_pct"`
-	TemperatureC      int    `json:"temperature_c,omitempty"`
-	Simulated         bool   `json:"simulated"`
+	// DeviceMinor is the minor number of the GPU's device node
+	// (/dev/nvidia<minor>, major 195), which is not always its index:
+	// the job sandbox opens exactly that node. -1 when unknown, and for
+	// simulated GPUs, which have none.
+	DeviceMinor    int  `json:"device_minor"`
+	UtilizationPct int  `json:"utilization_pct"`
+	TemperatureC   int  `json:"temperature_c,omitempty"`
+	Simulated      bool `json:"simulated"`
 }
 
 // UnknownModel is the Model of a GPU whose name is not in the verify

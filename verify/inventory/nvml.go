@@ -139,6 +139,10 @@ func (d *nvmlDetector) device(i int) (GPU, error) {
 		MemoryBytes:       mem.Total,
 		VRAMGiB:           roundGiB(mem.Total),
 		ComputeCapability: strconv.Itoa(major) + "." + strconv.Itoa(minor),
+		DeviceMinor:       -1,
+	}
+	if m, r := optionalReturn(d, i, "minor number", dev.GetMinorNumber); r {
+		g.DeviceMinor = m
 	}
 
 	g.PCIeGen = optional(d, i, "max pcie link generation", dev.GetMaxPcieLinkGeneration)
@@ -183,6 +187,18 @@ func optional[T any](d *nvmlDetector, device int, field string, get func() (T, n
 		return zero
 	}
 	return v
+}
+
+// optionalReturn is optional that also reports whether the field was
+// there, for fields whose zero value is a valid reading.
+func optionalReturn[T any](d *nvmlDetector, device int, field string, get func() (T, nvml.Return)) (T, bool) {
+	ok := false
+	v := optional(d, device, field, func() (T, nvml.Return) {
+		v, r := get()
+		ok = r == nvml.SUCCESS
+		return v, r
+	})
+	return v, ok
 }
 
 // cudaVersionString formats NVML's CUDA driver version (1000*major +

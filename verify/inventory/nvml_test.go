@@ -143,9 +143,12 @@ func TestNVMLOptionalFields(t *testing.T) {
 			dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_NO_PERMISSION }
 			dev.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 0, nvml.ERROR_GPU_IS_LOST }
 			dev.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
+			dev.GetMinorNumberFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
 			continue
 		}
 		dev.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return 5, nvml.SUCCESS }
+		// Minor numbers need not follow the index: device i is /dev/nvidia<7-i>.
+		dev.GetMinorNumberFunc = func() (int, nvml.Return) { return 7 - i, nvml.SUCCESS }
 		dev.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return 16, nvml.SUCCESS }
 		dev.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return 700000, nvml.SUCCESS } // mW
 		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
@@ -164,11 +167,11 @@ func TestNVMLOptionalFields(t *testing.T) {
 
 	got := detect(t, s)
 	for i, g := range got {
-		want := GPU{PCIeGen: 5, PCIeWidth: 16, PowerLimitWatts: 700, UtilizationPct: 10 * i, TemperatureC: 41, MIGEnabled: i == 2}
+		want := GPU{PCIeGen: 5, PCIeWidth: 16, PowerLimitWatts: 700, UtilizationPct: 10 * i, TemperatureC: 41, MIGEnabled: i == 2, DeviceMinor: 7 - i}
 		if i == 1 {
-			want = GPU{}
+			want = GPU{DeviceMinor: -1}
 		}
-		have := GPU{PCIeGen: g.PCIeGen, PCIeWidth: g.PCIeWidth, PowerLimitWatts: g.PowerLimitWatts, UtilizationPct: g.UtilizationPct, TemperatureC: g.TemperatureC, MIGEnabled: g.MIGEnabled}
+		have := GPU{PCIeGen: g.PCIeGen, PCIeWidth: g.PCIeWidth, PowerLimitWatts: g.PowerLimitWatts, UtilizationPct: g.UtilizationPct, TemperatureC: g.TemperatureC, MIGEnabled: g.MIGEnabled, DeviceMinor: g.DeviceMinor}
 		if have != want {
 			t.Errorf("gpu %d: optional fields %+v, want %+v", i, have, want)
 		}
@@ -315,7 +318,7 @@ func TestGPUJSONNames(t *testing.T) {
 	}
 	slices.Sort(keys)
 	// omitempty fields are absent from the zero value.
-	want := []string{"compute_capability", "index", "memory_bytes", "mig_enabled", "model", "name", "simulated", "utilization_pct", "uuid", "vram_gib"}
+	want := []string{"compute_capability", "device_minor", "index", "memory_bytes", "mig_enabled", "model", "name", "simulated", "utilization_pct", "uuid", "vram_gib"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("zero GPU JSON keys = %v, want %v", keys, want)
 	}

@@ -57,6 +57,7 @@ func (s *simDetector) Detect(ctx context.Context) ([]GPU, error) {
 				VRAMGiB:           roundGiB(mem),
 				ComputeCapability: strconv.Itoa(p.CCMajor) + "." + strconv.Itoa(p.CCMinor),
 				PowerLimitWatts:   p.TDPWatts,
+				DeviceMinor:       -1,
 				Simulated:         true,
 			})
 		}

@@ -40,6 +40,7 @@ func TestSimulated(t *testing.T) {
 			VRAMGiB:           p.MemoryGiB,
 			ComputeCapability: map[string]string{"h100-sxm": "9.0", "a100-80gb": "8.0", "t4": "7.5"}[wantModel],
 			PowerLimitWatts:   p.TDPWatts,
+			DeviceMinor:       -1,
 			Simulated:         true,
 		}
 		if g != want {
