@@ -192,6 +192,27 @@ func (f Filter) String() string {
 	return strings.Join(parts, " ")
 }
 
+// Has reports whether f has a term about key (a canonical key, e.g.
+// "simulated").
+func (f Filter) Has(key string) bool {
+	return slices.ContainsFunc(f.Terms, func(t Term) bool { return t.Key == key })
+}
+
+// realOnly is the term RealOnly adds.
+var realOnly = Term{Key: "simulated", Op: OpEq, Values: []string{"false"}, vals: []value{{b: false}}}
+
+// RealOnly returns f with the term simulated=false added, unless f
+// already says something of simulated GPUs (simulated=true, simulated!=
+// ...) or allowSimulated is set; added reports whether it added the term.
+// Renters lease, run on and are shown real GPUs only unless they ask for
+// simulated ones: a simulated GPU proves nothing about hardware.
+func (f Filter) RealOnly(allowSimulated bool) (out Filter, added bool) {
+	if allowSimulated || f.Has("simulated") {
+		return f, false
+	}
+	return Filter{Terms: append(slices.Clip(f.Terms), realOnly)}, true
+}
+
 // Match reports whether o satisfies every term of f. When it does not,
 // reason names the first failing term and what the offer has, e.g.
 // "vram>=80: has 24". An offer lacking the attribute a term is about (no

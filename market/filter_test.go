@@ -339,3 +339,34 @@ func TestOpString(t *testing.T) {
 		}
 	}
 }
+
+func TestFilterRealOnly(t *testing.T) {
+	real, sim := Offer{Model: "h100-sxm"}, Offer{Model: "h100-sxm", Simulated: true}
+	for _, tc := range []struct {
+		filter    string
+		allow     bool
+		wantAdded bool
+		wantSim   bool // whether the simulated offer then matches
+	}{
+		{"model=h100-sxm", false, true, false},
+		{"", false, true, false},
+		{"model=h100-sxm", true, false, true},
+		{"simulated=true", false, false, true},
+		{"simulated!=false", false, false, true},
+		{"simulated=false", true, false, false},
+	} {
+		f, added := mustParseFilter(t, tc.filter).RealOnly(tc.allow)
+		if added != tc.wantAdded {
+			t.Errorf("%q allow=%v: added = %v, want %v", tc.filter, tc.allow, added, tc.wantAdded)
+		}
+		if ok, _ := f.Match(sim); ok != tc.wantSim {
+			t.Errorf("%q allow=%v: simulated offer matches = %v, want %v", tc.filter, tc.allow, ok, tc.wantSim)
+		}
+		if ok, _ := f.Match(real); ok == (tc.filter == "simulated=true" || tc.filter == "simulated!=false") {
+			t.Errorf("%q allow=%v: real offer matches = %v", tc.filter, tc.allow, ok)
+		}
+		if g, err := ParseFilter(f.String()); err != nil || g.String() != f.String() {
+			t.Errorf("%q: canonical form %q does not parse back: %v", tc.filter, f.String(), err)
+		}
+	}
+}

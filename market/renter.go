@@ -127,6 +127,11 @@ type RentRequest struct {
 	// AllowUnproven is set, and then tried only after every proven one.
 	Proven        func(peer.ID) bool
 	AllowUnproven bool
+	// AllowSimulated lets a filter that says nothing of simulated GPUs
+	// match them too; without it the rent adds simulated=false to the
+	// filter (Filter.RealOnly), bid included, and a failed rent counts
+	// the simulated suppliers it left out.
+	AllowSimulated bool
 	// Terms are the metering terms put in the proposal (zero: defaults,
 	// no job spec bound).
 	Terms Terms
@@ -137,6 +142,11 @@ type RentRequest struct {
 	// instead of leaving the renter to time out after the lease. nil:
 	// every supplier is reachable.
 	Unreachable func(supplier peer.ID) string
+
+	// asked is the filter as given, before Rent applied RealOnly;
+	// realOnly reports that it added simulated=false.
+	asked    Filter
+	realOnly bool
 }
 
 // NoMatch is the error of a rent that made no lease: each reason says
@@ -170,6 +180,8 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	if req.Enough == 0 {
 		req.Enough = 3
 	}
+	req.asked = req.Filter
+	req.Filter, req.realOnly = req.Filter.RealOnly(req.AllowSimulated)
 	t0 := time.Now()
 	cands := r.candidates(ctx, req)
 	tCands := time.Since(t0)
@@ -825,6 +837,7 @@ type modelView struct {
 	suppliers           map[peer.ID]bool
 	answered            map[peer.ID]bool
 	leftOut             map[peer.ID]bool // unproven suppliers that did not answer (counted in unproven)
+	simulated           map[peer.ID]bool // suppliers of simulated GPUs left out by RealOnly
 	busy, dur, mismatch int
 	shunned, unproven   int
 	priceDeclines       []int64 // the least price of each supplier that declined on price
@@ -837,7 +850,11 @@ type modelView struct {
 // any supplier has (or one per model asked for, when none has any), then
 // one per refused proposal.
 func explainNoMatch(req RentRequest, f noMatchFacts) *NoMatch {
-	byModel := viewByModel(req.Filter, f)
+	var relaxed *Filter
+	if req.realOnly {
+		relaxed = &req.asked
+	}
+	byModel := viewByModel(req.Filter, relaxed, f)
 	if !req.AllowUnproven && req.Proven != nil {
 		for _, v := range byModel {
 			v.leaveOutUnproven(req.Proven)
@@ -871,19 +888,25 @@ func explainNoMatch(req RentRequest, f noMatchFacts) *NoMatch {
 }
 
 // viewByModel groups the facts by model. An ask counts when it matches
-// the filter, or fails it only on attributes an ask does not carry.
-func viewByModel(filter Filter, f noMatchFacts) map[string]*modelView {
+// the filter, or fails it only on attributes an ask does not carry. With
+// relaxed (the filter before RealOnly added simulated=false), an ask of
+// simulated GPUs that only that term fails counts as left out for being
+// simulated.
+func viewByModel(filter Filter, relaxed *Filter, f noMatchFacts) map[string]*modelView {
 	byModel := map[string]*modelView{}
 	get := func(m string) *modelView {
 		v := byModel[m]
 		if v == nil {
-			v = &modelView{suppliers: map[peer.ID]bool{}, answered: map[peer.ID]bool{}, leftOut: map[peer.ID]bool{}, firm: map[peer.ID]int64{}}
+			v = &modelView{suppliers: map[peer.ID]bool{}, answered: map[peer.ID]bool{}, leftOut: map[peer.ID]bool{}, simulated: map[peer.ID]bool{}, firm: map[peer.ID]int64{}}
 			byModel[m] = v
 		}
 		return v
 	}
 	for _, a := range f.asks {
-		if ok, _ := filter.Match(Offer{Model: a.Model, Region: a.Region, Simulated: a.Simulated, Count: int(a.Count), Free: int(a.Count), PriceMicros: money.Micros(a.PriceMicros)}); !ok && !onlyAttrsUnknown(filter, a) {
+		if !askMatches(filter, a) {
+			if relaxed != nil && a.Simulated && askMatches(*relaxed, a) {
+				get(a.Model).simulated[a.Supplier] = true
+			}
 			continue
 		}
 		v := get(a.Model)
@@ -950,7 +973,21 @@ func (v *modelView) decline(q *Quote) {
 
 // reason is the one line that says why no supplier of model m leased.
 func (v *modelView) reason(req RentRequest, m string) string {
+	// Suppliers of simulated GPUs left out by default are named apart:
+	// they do not have the model, only a simulation of it.
+	var sim int
+	for s := range v.simulated {
+		if !v.suppliers[s] {
+			sim++
+		}
+	}
+	if len(v.suppliers) == 0 {
+		return fmt.Sprintf("no supplier has real %s GPUs: %d %s only simulated ones, left out by default (add simulated=true to the filter, or --allow-simulated, to rent simulated GPUs)", m, sim, plural(sim, "offers", "offer"))
+	}
 	parts := []string{fmt.Sprintf("%d %s %s", len(v.suppliers), plural(len(v.suppliers), "supplier has", "suppliers have"), m)}
+	if sim > 0 {
+		parts = append(parts, fmt.Sprintf("%d more %s only simulated GPUs, left out by default (simulated=true or --allow-simulated to rent them)", sim, plural(sim, "offers", "offer")))
+	}
 	if v.busy > 0 {
 		parts = append(parts, fmt.Sprintf("%d %s fully booked (fewer than %d free)", v.busy, plural(v.busy, "is", "are"), req.Count))
 	}
@@ -988,6 +1025,13 @@ func (v *modelView) reason(req RentRequest, m string) string {
 		parts = append(parts, fmt.Sprintf("%d did not answer within %s", silent, req.Wait))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// askMatches reports whether a matches f, or fails it only on attributes
+// an ask does not carry.
+func askMatches(f Filter, a *Ask) bool {
+	ok, _ := f.Match(Offer{Model: a.Model, Region: a.Region, Simulated: a.Simulated, Count: int(a.Count), Free: int(a.Count), PriceMicros: money.Micros(a.PriceMicros)})
+	return ok || onlyAttrsUnknown(f, a)
 }
 
 // onlyAttrsUnknown reports whether an ask fails f only on attributes an

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -449,7 +450,7 @@ func rentH100At(t *testing.T, r *Renter, maxPrice int64) *Lease {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
+	l, err := r.Rent(ctx, RentRequest{AllowSimulated: true, AllowUnproven: true,
 		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
 		MaxPrice: maxPrice, Wait: 30 * time.Second, Enough: 1,
 	})
@@ -490,7 +491,7 @@ func TestCheapUnprovenAsksDoNotCrowdOutProvenSupplier(t *testing.T) {
 		// in the case before could meet that connection's teardown.
 		rp := newTestPeer(t, now)
 		r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Now: now, Log: quietLog()})
-		r.connectSuppliers(context.Background(), asks, RentRequest{
+		r.connectSuppliers(context.Background(), asks, RentRequest{AllowSimulated: true,
 			Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour, MaxPrice: 3_000_000,
 			Proven: func(p peer.ID) bool { return p == supplier }, AllowUnproven: allow,
 		})
@@ -547,7 +548,7 @@ func TestRentStopsOnceListedSuppliersAnswered(t *testing.T) {
 	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
+	l, err := r.Rent(ctx, RentRequest{AllowSimulated: true, AllowUnproven: true,
 		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
 		MaxPrice: 3_000_000, Wait: 10 * time.Minute, Enough: 3,
 	})
@@ -583,7 +584,7 @@ func TestRentCutsSilentSuppliers(t *testing.T) {
 	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
+	l, err := r.Rent(ctx, RentRequest{AllowSimulated: true, AllowUnproven: true,
 		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
 		MaxPrice: 3_000_000, Wait: 10 * time.Minute, Enough: 3,
 	})
@@ -608,7 +609,7 @@ func TestRentExplainsFromOwnBook(t *testing.T) {
 	s.connect(t, relay)
 	book.AddAsk(s.ask(t, now())) // it never answers bids
 	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
-	_, err := r.Rent(context.Background(), RentRequest{AllowUnproven: true,
+	_, err := r.Rent(context.Background(), RentRequest{AllowSimulated: true, AllowUnproven: true,
 		Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
 		MaxPrice: 3_000_000, Wait: 300 * time.Millisecond,
 	})
@@ -643,7 +644,7 @@ func TestLeaseAcrossSkewedClocks(t *testing.T) {
 			r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: real, Log: quietLog()})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
+			l, err := r.Rent(ctx, RentRequest{AllowSimulated: true, AllowUnproven: true,
 				Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour, MaxPrice: 3_000_000,
 				// The one supplier's answer ends the wait; the ceiling is
 				// for a loaded machine, where the default 2 s can pass
@@ -676,7 +677,7 @@ func TestRentTriesLaterQuotesWhenTheFirstRefuses(t *testing.T) {
 	defer cancel()
 	// Twice: two leases with no job is all the second may hold of its 4.
 	for i := range 2 {
-		l, err := r.Rent(ctx, RentRequest{AllowUnproven: true,
+		l, err := r.Rent(ctx, RentRequest{AllowSimulated: true, AllowUnproven: true,
 			Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
 			MaxPrice: 3_000_000, Wait: 10 * time.Minute, Enough: 1,
 		})
@@ -685,6 +686,49 @@ func TestRentTriesLaterQuotesWhenTheFirstRefuses(t *testing.T) {
 		}
 		if l.Supplier != sups[1].net.Host.ID() {
 			t.Fatalf("rent %d: lease from %s, want the supplier that does not bar the renter, %s", i, l.Supplier, sups[1].net.Host.ID())
+		}
+	}
+}
+
+// TestRentLeavesSimulatedOut: against a supplier of simulated GPUs only,
+// a rent whose filter says nothing of simulated GPUs fails, naming them,
+// and does not dial the supplier; with AllowSimulated, or simulated=true
+// in the filter, it leases.
+func TestRentLeavesSimulatedOut(t *testing.T) {
+	now := time.Now
+	relay := gossipRelay(t)
+	s := newTestSupplier(t, now)
+	rp := newTestPeer(t, now)
+	for _, p := range []*testPeer{s.testPeer, rp} {
+		p.connect(t, relay)
+	}
+	waitGossipPath(t, rp, s.testPeer)
+	s.answerBids(t)
+	book := NewBook(now)
+	book.AddAsk(s.ask(t, now()))
+	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := RentRequest{AllowUnproven: true, Filter: mustParseFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
+		MaxPrice: 3_000_000, Wait: 2 * time.Second, Enough: 1}
+	_, err := r.Rent(ctx, req)
+	var nm *NoMatch
+	if !errors.As(err, &nm) || !strings.Contains(nm.Error(), "only simulated ones, left out by default") {
+		t.Fatalf("rent of simulated GPUs by default: %v, want a NoMatch naming simulated GPUs", err)
+	}
+	if rp.net.Host.Network().Connectedness(s.net.Host.ID()) == network.Connected {
+		t.Fatal("the renter dialled a supplier of simulated GPUs it was not to lease from")
+	}
+	for _, tc := range []struct {
+		name  string
+		allow bool
+		f     string
+	}{{"allow", true, "model=h100-sxm"}, {"filter", false, "model=h100-sxm simulated=true"}} {
+		req := req
+		req.AllowSimulated, req.Filter, req.Wait = tc.allow, mustParseFilter(t, tc.f), 30*time.Second
+		l, err := r.Rent(ctx, req)
+		if err != nil || l.Supplier != s.net.Host.ID() {
+			t.Fatalf("%s: rent = %v, %v; want a lease from the simulated supplier", tc.name, l, err)
 		}
 	}
 }

@@ -172,7 +172,7 @@ func TestExplorerInBrowser(t *testing.T) {
 	for _, m := range sum().Models {
 		b.waitJS("the panel of "+m.Model, `document.querySelector('.panel[data-model=`+jsString(m.Model)+`]') !== null`, 10*time.Second)
 	}
-	v, err := en.obs.Jobs().Submit(ctx, job.Request{
+	v, err := en.obs.Jobs().Submit(ctx, job.Request{AllowSimulated: true,
 		Spec:   &pb.JobSpec{Argv: stepScript(3, "0.2"), CheckpointEveryS: 1},
 		Filter: "model=t4", Count: 1, Duration: time.Hour, MaxPrice: int64(money.Unit),
 		MinReputation: reputation.DefaultFloor, AllowUnproven: true, ReceiptInterval: 500 * time.Millisecond,

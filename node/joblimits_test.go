@@ -105,7 +105,7 @@ func runLimited(t *testing.T, n *Node, argv []string, limits *pb.Limits) (job.Vi
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxP := int64(money.Unit) // 1.00 per GPU-hour
-	v, err := n.Jobs().Submit(ctx, job.Request{AllowUnproven: true,
+	v, err := n.Jobs().Submit(ctx, job.Request{AllowSimulated: true, AllowUnproven: true,
 		Spec:   &pb.JobSpec{Argv: argv, Limits: limits},
 		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5,
 		ReceiptInterval: 500 * time.Millisecond,
@@ -199,7 +199,7 @@ echo written; sleep 300`}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		maxP := int64(money.Unit) // 1.00 per GPU-hour
-		l, err := jn.renter.rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, Terms: market.Terms{JobSpecHash: spec.Hash[:]}})
+		l, err := jn.renter.rent(ctx, market.RentRequest{AllowSimulated: true, AllowUnproven: true, Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, Terms: market.Terms{JobSpecHash: spec.Hash[:]}})
 		if err != nil {
 			t.Fatal(err)
 		}

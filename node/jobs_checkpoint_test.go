@@ -42,7 +42,7 @@ echo done`
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxP := int64(money.Unit) // 1.00 per GPU-hour
-	v, err := jn.renter.Jobs().Submit(ctx, job.Request{AllowUnproven: true,
+	v, err := jn.renter.Jobs().Submit(ctx, job.Request{AllowSimulated: true, AllowUnproven: true,
 		Spec: &pb.JobSpec{Argv: []string{"sh", "-c", script}, CheckpointEveryS: 1, CheckpointDir: "state/ckpt",
 			Env: []*pb.EnvVar{{Name: "SECRETS", Value: secrets}}},
 		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5, ReceiptInterval: 500 * time.Millisecond,

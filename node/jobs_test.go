@@ -88,7 +88,7 @@ func submit(t *testing.T, n *Node, argv []string, interval time.Duration) job.Vi
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxP := int64(money.Unit) // 1.00 per GPU-hour
-	v, err := n.Jobs().Submit(ctx, job.Request{
+	v, err := n.Jobs().Submit(ctx, job.Request{AllowSimulated: true,
 		Spec:   &pb.JobSpec{Argv: argv, Files: []*pb.File{{Path: "in/data.txt", Data: []byte("input-bytes-42\n")}}, CheckpointEveryS: 1},
 		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5, AllowUnproven: true,
 		ReceiptInterval: interval,
@@ -364,7 +364,7 @@ func TestJobSpecMustMatchLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	maxP := int64(money.Unit) // 1.00 per GPU-hour
-	l, err := jn.renter.rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, AllowUnproven: true, Terms: market.Terms{JobSpecHash: good.Hash[:]}})
+	l, err := jn.renter.rent(ctx, market.RentRequest{AllowSimulated: true, Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, AllowUnproven: true, Terms: market.Terms{JobSpecHash: good.Hash[:]}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +419,7 @@ echo "from attempt $JOB_ATTEMPT" > "$CHECKPOINT_DIR/note"
 sleep 1.5
 [ "$JOB_ATTEMPT" = 1 ] && exit 3
 echo ok`
-	v, err := jn.renter.Jobs().Submit(ctx, job.Request{
+	v, err := jn.renter.Jobs().Submit(ctx, job.Request{AllowSimulated: true,
 		Spec: &pb.JobSpec{Argv: []string{"sh", "-c", script}, CheckpointEveryS: 1, CheckpointDir: "state/ckpt",
 			Restart: &pb.Restart{Policy: "on-failure", MaxRestarts: 1, ExitCodes: []int32{3}}},
 		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5, AllowUnproven: true, ReceiptInterval: 500 * time.Millisecond,
@@ -457,7 +457,7 @@ func TestJobKilledAtLeaseEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	maxP := int64(money.Unit) // 1.00 per GPU-hour
-	v, err := jn.renter.Jobs().Submit(ctx, job.Request{
+	v, err := jn.renter.Jobs().Submit(ctx, job.Request{AllowSimulated: true,
 		Spec:   &pb.JobSpec{Argv: []string{"sleep", "600"}},
 		Filter: "model=rtx4090", Count: 1, Duration: market.MinDuration, MaxPrice: maxP, MinReputation: 0.5, AllowUnproven: true, ReceiptInterval: time.Second,
 	})

@@ -59,7 +59,7 @@ func rentH100(t *testing.T, rc *light.Client, count int, d time.Duration) (*mark
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return rc.Rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"),
+	return rc.Rent(ctx, market.RentRequest{AllowSimulated: true, AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"),
 		Count: count, Duration: d, MaxPrice: 3_000_000, Wait: quoteWait, MinReputation: reputation.DefaultFloor})
 }
 
@@ -333,7 +333,7 @@ func TestRentingOftenKeepsGettingQuotes(t *testing.T) {
 	ownAsk(t, m.nodes[1])
 	for i := range 12 {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		_, err := m.rc.Rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"),
+		_, err := m.rc.Rent(ctx, market.RentRequest{AllowSimulated: true, AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"),
 			Count: 1, Duration: 720 * time.Hour, MaxPrice: 3_000_000, Wait: time.Second, MinReputation: reputation.DefaultFloor})
 		cancel()
 		var nm *market.NoMatch
@@ -381,7 +381,7 @@ func TestJobStartedLateIsBilledFromLeaseStart(t *testing.T) {
 	spec := jobSpec(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := jn.renter.rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: 1_000_000,
+	l, err := jn.renter.rent(ctx, market.RentRequest{AllowSimulated: true, AllowUnproven: true, Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: 1_000_000,
 		Terms: market.Terms{JobSpecHash: spec.Hash[:], ReceiptInterval: time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -439,7 +439,7 @@ func TestJobOnReleasedLeaseIsRefused(t *testing.T) {
 	spec := jobSpec(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := renter.rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour, MaxPrice: 3_000_000,
+	l, err := renter.rent(ctx, market.RentRequest{AllowSimulated: true, AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour, MaxPrice: 3_000_000,
 		Terms: market.Terms{JobSpecHash: spec.Hash[:]}})
 	if err != nil {
 		t.Fatal(err)

@@ -115,7 +115,7 @@ func (m *marketNet) rent(t *testing.T, filter string, count int, maxPrice string
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: int64(max), Wait: quoteWait, MinReputation: reputation.DefaultFloor, AllowUnproven: true})
+	return m.rc.Rent(ctx, market.RentRequest{AllowSimulated: true, Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: int64(max), Wait: quoteWait, MinReputation: reputation.DefaultFloor, AllowUnproven: true})
 }
 
 // quoteWait bounds how long the tests' renters collect quotes. It is
@@ -587,7 +587,7 @@ func TestFreedCapacityIsAdvertisedAtOnce(t *testing.T) {
 	sup := m.nodes[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	l, err := m.rc.Rent(ctx, market.RentRequest{AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"), Count: 3, Duration: market.MinDuration, MaxPrice: 3_000_000, Wait: quoteWait})
+	l, err := m.rc.Rent(ctx, market.RentRequest{AllowSimulated: true, AllowUnproven: true, Filter: mustFilter(t, "model=h100-sxm"), Count: 3, Duration: market.MinDuration, MaxPrice: 3_000_000, Wait: quoteWait})
 	if err != nil {
 		t.Fatal(err)
 	}

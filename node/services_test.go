@@ -133,7 +133,7 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 // echoService is a request for an echoServer job on one rtx4090 serving
 // port 8000, published on a free local port; edit changes it.
 func echoService(edit func(*job.Request)) job.Request {
-	r := job.Request{
+	r := job.Request{AllowSimulated: true,
 		Spec: &pb.JobSpec{
 			Argv:  []string{"python3", "server.py", "8000"},
 			Files: []*pb.File{{Path: "server.py", Data: []byte(echoServer)}},

@@ -293,7 +293,7 @@ func TestSybilOrdersCannotFillTheBook(t *testing.T) {
 		t.Fatal(err)
 	}
 	rent := func(maxPrice int64) (*market.Lease, error) {
-		return m.rc.Rent(ctx, market.RentRequest{Filter: mustFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
+		return m.rc.Rent(ctx, market.RentRequest{AllowSimulated: true, Filter: mustFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
 			MaxPrice: maxPrice, Wait: quoteWait, MinReputation: reputation.DefaultFloor})
 	}
 	// Below the proven supplier's price only the fresh one could serve:

@@ -47,7 +47,7 @@ func TestJobSurvivesKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Nobody on the fresh testnet has been challenged: --allow-unproven.
-	out, err := cli("run", "vram>=24", "--count", "1", "--max-price", "1.50", "--allow-unproven", "--receipt-interval", "500ms",
+	out, err := cli("run", "vram>=24", "--count", "1", "--max-price", "1.50", "--allow-unproven", "--allow-simulated", "--receipt-interval", "500ms",
 		"--checkpoint-every", "1s", "--file", script+":count.sh", "--detach", "--json", "--", "sh", "count.sh")
 	if err != nil {
 		t.Fatalf("run: %v", err)

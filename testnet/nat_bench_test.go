@@ -48,7 +48,7 @@ func BenchmarkNAT(b *testing.B) {
 	bootID := boot.ID.String()
 	for b.Loop() {
 		t0 := time.Now()
-		if out, err := n.nsCommand(ctx, "search", "--bootstrap", bootstrap, "--json"); err != nil {
+		if out, err := n.nsCommand(ctx, "search", "--allow-simulated", "--bootstrap", bootstrap, "--json"); err != nil {
 			b.Fatalf("search: %v: %s", err, out)
 		}
 		search = append(search, ms(time.Since(t0)))
@@ -56,7 +56,7 @@ func BenchmarkNAT(b *testing.B) {
 
 		t0 = time.Now()
 		out, err := n.nsCommand(ctx, "rent", "reach=punchable", "--count", "1", "--hours", "1", "--max-price", "5",
-			"--allow-unproven", "--bootstrap", bootstrap, "--data", b.TempDir(), "--json")
+			"--allow-unproven", "--allow-simulated", "--bootstrap", bootstrap, "--data", b.TempDir(), "--json")
 		if err != nil {
 			b.Fatalf("rent: %v: %s", err, out)
 		}

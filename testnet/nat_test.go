@@ -170,7 +170,7 @@ func (n *natNet) runJob(ctx context.Context, filter string, argv ...string) (id,
 // runJobAt is runJob from node i.
 func (n *natNet) runJobAt(ctx context.Context, i int, filter string, argv ...string) (id, supplier string, err error) {
 	args := append([]string{"run", filter, "--count", "1", "--max-price", "5", "--hours", "1",
-		"--receipt-interval", "1s", "--allow-unproven", "--detach", "--json", "--"}, argv...)
+		"--receipt-interval", "1s", "--allow-unproven", "--allow-simulated", "--detach", "--json", "--"}, argv...)
 	out, err := n.gmAt(ctx, i, args...)
 	if err != nil {
 		return "", "", fmt.Errorf("run %q: %w: %s", filter, err, out)
@@ -479,7 +479,7 @@ func (n *natNet) serviceUnderKill(ctx context.Context, t *testing.T) {
 	out, err := n.gm(ctx, "run", "vram>=24 reach!=relay-only", "--count", "1", "--max-price", "5", "--hours", "1",
 		"--replicas", "2", "--port", "8000", "--publish", "127.0.0.1:0:8000", "--health", "/", "--health-grace", "2m",
 		"--receipt-interval", "1s", "--credit-limit", "0.10", "--file", server+":server.py",
-		"--allow-unproven", "--detach", "--json", "--", "python3", "server.py", "8000")
+		"--allow-unproven", "--allow-simulated", "--detach", "--json", "--", "python3", "server.py", "8000")
 	if err != nil {
 		t.Fatalf("run --replicas 2: %v: %s", err, out)
 	}

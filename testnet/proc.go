@@ -421,7 +421,7 @@ func Search(ctx context.Context, binary string, bootstrap []string, filter ...st
 
 // searchIn is Search run inside namespace ns (none when "").
 func searchIn(ctx context.Context, ns, binary string, bootstrap []string, filter ...string) ([]market.Offer, error) {
-	args := []string{"search", "--json"}
+	args := []string{"search", "--allow-simulated", "--json"}
 	for _, b := range bootstrap {
 		args = append(args, "--bootstrap", b)
 	}

@@ -185,7 +185,7 @@ func TestUpSearchDown(t *testing.T) {
 	renterDir := filepath.Join(t.TempDir(), "renter")
 	// Nobody has challenged node 0 yet: it is unproven, so allowed
 	// explicitly.
-	rent := exec.Command(st.Binary, append([]string{"rent", "model=h100-sxm", "--count", "3", "--hours", "2", "--max-price", "3", "--allow-unproven", "--json", "--data", renterDir}, st.BootstrapArgs()...)...)
+	rent := exec.Command(st.Binary, append([]string{"rent", "model=h100-sxm", "--count", "3", "--hours", "2", "--max-price", "3", "--allow-unproven", "--allow-simulated", "--json", "--data", renterDir}, st.BootstrapArgs()...)...)
 	rent.Stderr = &stderr
 	out, err := rent.Output()
 	if err != nil {
@@ -202,8 +202,14 @@ func TestUpSearchDown(t *testing.T) {
 	if err != nil || !strings.Contains(string(kept), lease.LeaseID) {
 		t.Fatalf("renter's leases: %v\n%s", err, kept)
 	}
+	// The testnet's GPUs are simulated: without --allow-simulated a rent
+	// leases none of them, and says so.
+	simOut, err := exec.Command(st.Binary, append([]string{"rent", "model=h100-sxm", "--count", "1", "--max-price", "3", "--allow-unproven", "--json"}, st.BootstrapArgs()...)...).Output()
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(simOut), "only simulated ones, left out by default") {
+		t.Fatalf("rent of simulated GPUs without --allow-simulated: err %v, output %s", err, simOut)
+	}
 	// Asking for more than anyone has fails with exit 1 and says why.
-	fail := exec.Command(st.Binary, append([]string{"rent", "model=h100-sxm", "--count", "9", "--max-price", "3", "--json"}, st.BootstrapArgs()...)...)
+	fail := exec.Command(st.Binary, append([]string{"rent", "model=h100-sxm", "--count", "9", "--max-price", "3", "--allow-simulated", "--json"}, st.BootstrapArgs()...)...)
 	out, err = fail.Output()
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), `"reasons"`) || !strings.Contains(string(out), "fully booked") {
 		t.Fatalf("rent of 9: err %v, output %s", err, out)

@@ -151,6 +151,7 @@ follow later with "gpumesh logs -f JOB".`,
 	fl.StringVar(&jr.MaxPrice, "max-price", "", "highest price per GPU-hour you accept, e.g. 2.50")
 	fl.Float64Var(&minRep, "min-rep", reputation.DefaultFloor, "never lease from a supplier whose reputation is below this")
 	fl.BoolVar(&jr.AllowUnproven, "allow-unproven", false, "also lease from suppliers no trusted challenger has passed (any fresh key), after every proven one")
+	fl.BoolVar(&jr.AllowSimulated, "allow-simulated", false, allowSimulatedUsage)
 	fl.DurationVar(&every, "checkpoint-every", 0, "how often your node pulls the job's checkpoint (default 30s)")
 	fl.StringVar(&jr.CheckpointDir, "checkpoint-dir", "", "where in its working dir the job keeps checkpoints (default: a folder of its own); the job finds it in $CHECKPOINT_DIR")
 	fl.DurationVar(&interval, "receipt-interval", 0, "how often the supplier bills (default 10s)")

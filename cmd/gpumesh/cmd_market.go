@@ -28,6 +28,7 @@ func newRentCmd(a *app) *cobra.Command {
 		timeout  time.Duration
 		minRep   float64
 		unproven bool
+		simOK    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "rent [FILTER...] --count N --hours H --max-price P",
@@ -96,9 +97,9 @@ a job at once.`,
 			sp = a.spin("collecting quotes")
 			var l *market.Lease
 			if askID != "" {
-				l, err = rc.TakeAsk(ctx, askID, count, duration)
+				l, err = rc.TakeAsk(ctx, askID, count, duration, simOK)
 			} else {
-				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: count, Duration: duration, MaxPrice: int64(maxMicros), Wait: wait, MinReputation: minRep, AllowUnproven: unproven})
+				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: count, Duration: duration, MaxPrice: int64(maxMicros), Wait: wait, MinReputation: minRep, AllowUnproven: unproven, AllowSimulated: simOK})
 			}
 			sp.Stop()
 			var nm *market.NoMatch
@@ -128,6 +129,7 @@ a job at once.`,
 	fl.DurationVar(&timeout, "timeout", 60*time.Second, "give up after this long")
 	fl.Float64Var(&minRep, "min-rep", reputation.DefaultFloor, "never lease from a supplier whose reputation (0-1, from the attestations your bootstrap peers keep, 0.5 when unknown) is below this")
 	fl.BoolVar(&unproven, "allow-unproven", false, "also lease from suppliers no trusted challenger has passed (any fresh key), after every proven one")
+	fl.BoolVar(&simOK, "allow-simulated", false, allowSimulatedUsage)
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ func newSearchCmd(a *app) *cobra.Command {
 	var (
 		timeout time.Duration
 		walkDHT bool
+		simOK   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "search [FILTER...]",
@@ -31,7 +33,11 @@ warns when the DHT finds suppliers that the bootstrap nodes left out.
 
 Filter terms are KEY OP VALUE, space-separated; OP is one of = != < <= > >=; | separates
 alternatives. Keys: model, count, free, vram (GiB), cc, region, price (per GPU-hour),
-rep (0-1), uptime (%), tflops, verified, simulated.`,
+rep (0-1), uptime (%), tflops, verified, simulated.
+
+Offers of simulated GPUs (--gpus sim:..., as on a testnet) are left out unless the filter
+says something of them (simulated=true) or --allow-simulated is given: a simulated GPU is no
+hardware. The count left out is shown on stderr.`,
 		Example: `  gpumesh search --bootstrap /ip4/127.0.0.1/tcp/4001/p2p/12D3Koo... model=h100-sxm|a100-80gb vram>=80
   gpumesh search region=eu-west simulated=false --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -70,10 +76,18 @@ rep (0-1), uptime (%), tflops, verified, simulated.`,
 			if err != nil {
 				return err
 			}
+			if real, added := f.RealOnly(simOK); added {
+				all := len(offers)
+				offers = slices.DeleteFunc(offers, func(o market.Offer) bool { ok, _ := real.Match(o); return !ok })
+				if hidden := all - len(offers); hidden > 0 {
+					fmt.Fprintf(a.stderr, "%d %s of simulated GPUs left out (add simulated=true to the filter, or --allow-simulated, to see them)\n", hidden, map[bool]string{true: "offer", false: "offers"}[hidden == 1])
+				}
+			}
 			return a.printOffers(offers)
 		},
 	}
 	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Second, "give up after this long")
+	cmd.Flags().BoolVar(&simOK, "allow-simulated", false, "also show offers of simulated GPUs when the filter says nothing of them")
 	cmd.Flags().BoolVar(&walkDHT, "dht", false, "also walk the DHT (slower: a lookup, then one per supplier) to cross-check what the bootstrap nodes list")
 	return cmd
 }
@@ -108,3 +122,6 @@ func shortID(id string) string {
 	}
 	return id
 }
+
+// allowSimulatedUsage is the help of rent's and run's --allow-simulated.
+const allowSimulatedUsage = "also lease simulated GPUs (--gpus sim:..., as on a testnet) when the filter says nothing of them; without it only real GPUs are leased (simulated=true in the filter asks for simulated ones)"

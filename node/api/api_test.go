@@ -425,11 +425,11 @@ func TestClientRoundTrip(t *testing.T) {
 		t.Fatalf("Challenge: %+v, %v; the backend got %s %q", rep, err, b.gotPeer, b.gotModel)
 	}
 
-	v, err := c.SubmitJob(ctx, api.JobRequest{Filter: "vram>=24", Count: 2, MaxPrice: "2.50", Argv: []string{"python", "train.py"}, Env: []string{"A=b"}})
+	v, err := c.SubmitJob(ctx, api.JobRequest{Filter: "vram>=24", Count: 2, MaxPrice: "2.50", Argv: []string{"python", "train.py"}, Env: []string{"A=b"}, AllowSimulated: true})
 	if err != nil || v.JobID != "job1" {
 		t.Fatalf("SubmitJob: %+v, %v", v, err)
 	}
-	if got := b.jobs.got; got.Count != 2 || got.MaxPrice != 2_500_000 || got.Filter != "vram>=24" || len(got.Spec.Argv) != 2 || got.Spec.Env[0].Name != "A" {
+	if got := b.jobs.got; got.Count != 2 || got.MaxPrice != 2_500_000 || got.Filter != "vram>=24" || len(got.Spec.Argv) != 2 || got.Spec.Env[0].Name != "A" || !got.AllowSimulated {
 		t.Errorf("the backend got request %+v", got)
 	}
 	vs, err := c.Jobs(ctx)

@@ -25,6 +25,7 @@ type JobRequest struct {
 	MaxPrice        string     `json:"max_price"`        // per GPU-hour, e.g. "2.50"
 	MinRep          *float64   `json:"min_rep"`          // default reputation.DefaultFloor
 	AllowUnproven   bool       `json:"allow_unproven"`   // lease from suppliers no trusted challenger passed, too
+	AllowSimulated  bool       `json:"allow_simulated"`  // lease simulated GPUs too, when the filter says nothing of them
 	ReceiptInterval string     `json:"receipt_interval"` // e.g. "10s"; "" market default
 	CreditLimit     string     `json:"credit_limit"`     // amount; "" two intervals' worth
 	Argv            []string   `json:"argv"`
@@ -80,7 +81,7 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 	if err != nil || maxP <= 0 {
 		return job.Request{}, fmt.Errorf("max_price %q: want a positive amount per GPU-hour, e.g. 2.50", r.MaxPrice)
 	}
-	req := job.Request{Filter: f.String(), Count: r.Count, Duration: d, MaxPrice: int64(maxP), MinReputation: reputation.DefaultFloor, AllowUnproven: r.AllowUnproven}
+	req := job.Request{Filter: f.String(), Count: r.Count, Duration: d, MaxPrice: int64(maxP), MinReputation: reputation.DefaultFloor, AllowUnproven: r.AllowUnproven, AllowSimulated: r.AllowSimulated}
 	if r.MinRep != nil {
 		req.MinReputation = *r.MinRep
 	}

@@ -46,6 +46,7 @@ type Request struct {
 	MaxPrice        int64         // micros per GPU-hour
 	MinReputation   float64
 	AllowUnproven   bool          // lease from unproven suppliers too (see market.RentRequest)
+	AllowSimulated  bool          // lease simulated GPUs too (see market.RentRequest)
 	ReceiptInterval time.Duration // 0: market default
 	CreditLimit     int64         // 0: one interval's worth
 	// Publish opens local addresses that carry connections to ports of
@@ -128,6 +129,7 @@ type jobRecord struct {
 	MaxPrice   int64        `json:"max_price"`
 	MinRep     float64      `json:"min_rep"`
 	Unproven   bool         `json:"allow_unproven,omitempty"`
+	Simulated  bool         `json:"allow_simulated,omitempty"`
 	Interval   int64        `json:"interval_ms"`
 	Credit     int64        `json:"credit"`
 	State      string       `json:"state"`
@@ -415,7 +417,7 @@ func (c *Controller) submit(ctx context.Context, req Request, group string, repl
 	now := c.cfg.Now().UTC()
 	js := &jobState{rec: jobRecord{
 		ID: spec.ID(), Spec: spec.Raw, Filter: req.Filter, Count: req.Count, Duration: req.Duration.Milliseconds(),
-		MaxPrice: req.MaxPrice, MinRep: req.MinReputation, Unproven: req.AllowUnproven, Interval: req.ReceiptInterval.Milliseconds(),
+		MaxPrice: req.MaxPrice, MinRep: req.MinReputation, Unproven: req.AllowUnproven, Simulated: req.AllowSimulated, Interval: req.ReceiptInterval.Milliseconds(),
 		Credit: req.CreditLimit, State: StateRenting, Created: now,
 		Group: group, Replica: replica, Health: req.Health, Grace: req.HealthGrace.Milliseconds(),
 	}, spec: spec, changed: make(chan struct{}), logs: map[uint32]*logFile{}}
@@ -477,7 +479,7 @@ func (c *Controller) rentAttempt(ctx context.Context, js *jobState, exclude []pe
 	exclude = append(exclude, c.siblingSuppliers(js)...)
 	l, err := c.cfg.Rent(ctx, market.RentRequest{
 		Filter: f, Count: rec.Count, Duration: time.Duration(rec.Duration) * time.Millisecond, MaxPrice: rec.MaxPrice,
-		MinReputation: rec.MinRep, AllowUnproven: rec.Unproven, Exclude: exclude,
+		MinReputation: rec.MinRep, AllowUnproven: rec.Unproven, AllowSimulated: rec.Simulated, Exclude: exclude,
 		Terms: market.Terms{JobSpecHash: js.spec.Hash[:], ReceiptInterval: time.Duration(rec.Interval) * time.Millisecond, CreditLimit: rec.Credit},
 	})
 	if err != nil {

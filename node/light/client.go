@@ -22,6 +22,10 @@ var ErrNoBootstrap = errors.New("no bootstrap peers")
 // without WithRenting (or WithStore).
 var ErrNotRenting = errors.New("light client cannot rent: built without WithRenting")
 
+// ErrSimulatedAsk means TakeAsk was asked for an ask of simulated GPUs
+// without allowing them.
+var ErrSimulatedAsk = errors.New("the ask offers simulated GPUs, which are not real hardware (allow simulated GPUs to take it)")
+
 // Client is a light client of the network. Its methods are safe for
 // concurrent use; Close it when done.
 type Client struct {

@@ -77,10 +77,10 @@ func TestClient(t *testing.T) {
 	if n := len(lc.Network().Host.Addrs()); n != 0 {
 		t.Errorf("search client listens on %d addresses, want none", n)
 	}
-	if _, err := lc.Rent(ctx, market.RentRequest{}); !errors.Is(err, ErrNotRenting) {
+	if _, err := lc.Rent(ctx, market.RentRequest{AllowSimulated: true}); !errors.Is(err, ErrNotRenting) {
 		t.Errorf("Rent on a search client: %v, want ErrNotRenting", err)
 	}
-	if _, err := lc.TakeAsk(ctx, "ab", 1, time.Hour); !errors.Is(err, ErrNotRenting) {
+	if _, err := lc.TakeAsk(ctx, "ab", 1, time.Hour, true); !errors.Is(err, ErrNotRenting) {
 		t.Errorf("TakeAsk on a search client: %v, want ErrNotRenting", err)
 	}
 	if err := lc.Close(); err != nil {
@@ -105,7 +105,7 @@ func TestClient(t *testing.T) {
 		}
 	}
 	// The bootstrap node's book is empty: taking an ask finds none.
-	if _, err := rc.TakeAsk(ctx, "ab", 1, time.Hour); err == nil || errors.Is(err, ErrNotRenting) {
+	if _, err := rc.TakeAsk(ctx, "ab", 1, time.Hour, true); err == nil || errors.Is(err, ErrNotRenting) {
 		t.Errorf("TakeAsk of an unknown ask: %v, want a lookup error", err)
 	}
 }

@@ -33,8 +33,8 @@ func (c *Client) Rent(ctx context.Context, req market.RentRequest) (*market.Leas
 
 // TakeAsk leases count GPUs for duration from the posted ask whose ID
 // starts with prefix, at its price, as a bootstrap node's order book
-// lists it.
-func (c *Client) TakeAsk(ctx context.Context, prefix string, count int, duration time.Duration) (*market.Lease, error) {
+// lists it. An ask of simulated GPUs is taken only with allowSimulated.
+func (c *Client) TakeAsk(ctx context.Context, prefix string, count int, duration time.Duration, allowSimulated bool) (*market.Lease, error) {
 	if c.renter == nil {
 		return nil, ErrNotRenting
 	}
@@ -49,6 +49,9 @@ func (c *Client) TakeAsk(ctx context.Context, prefix string, count int, duration
 	a, err := book.FindAsk(strings.ToLower(prefix))
 	if err != nil {
 		return nil, fmt.Errorf("rent --ask %s: %w", prefix, err)
+	}
+	if a.Simulated && !allowSimulated {
+		return nil, fmt.Errorf("rent --ask %s: %w", prefix, ErrSimulatedAsk)
 	}
 	return c.renter.TakeAsk(ctx, a, count, duration, market.Terms{})
 }

@@ -60,7 +60,7 @@ func (r *run) jobFilters() []string {
 
 func jobRequest(filter string) api.JobRequest {
 	return api.JobRequest{
-		Filter: filter, Count: 1, MaxPrice: "3.00", AllowUnproven: true,
+		Filter: filter, Count: 1, MaxPrice: "3.00", AllowUnproven: true, AllowSimulated: true,
 		ReceiptInterval: "500ms", CheckpointEvery: "1s",
 		Files: []api.JobFile{{Path: jobScript, Mode: 0o644, Data: []byte(countJob)}},
 		Argv:  []string{"sh", jobScript},
@@ -149,7 +149,7 @@ func (r *run) rentLoop(work context.Context, rng *rand.Rand) {
 		rc, err := light.New(work, light.WithBootstrap(r.boots...), light.WithLogger(quiet), light.WithRenting())
 		if err == nil {
 			var l *market.Lease
-			l, err = rc.Rent(work, market.RentRequest{Filter: f, Count: 1, Duration: market.MinDuration, MaxPrice: 10_000_000, AllowUnproven: true})
+			l, err = rc.Rent(work, market.RentRequest{AllowSimulated: true, Filter: f, Count: 1, Duration: market.MinDuration, MaxPrice: 10_000_000, AllowUnproven: true})
 			if err == nil {
 				s.Supplier = l.Supplier.String()
 			}

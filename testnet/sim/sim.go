@@ -303,7 +303,7 @@ func (s *Sim) rent(ctx context.Context, r Request, slot int) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	l, err := s.nodes[r.Renter].renter.Rent(ctx, market.RentRequest{
+	l, err := s.nodes[r.Renter].renter.Rent(ctx, market.RentRequest{AllowSimulated: true,
 		Filter: f, Count: 1, Duration: time.Duration(r.Slots) * s.w.Slot, MaxPrice: r.MaxPrice, Wait: s.cfg.Wait,
 		Score: s.rep.Standing, MinReputation: reputation.DefaultFloor,
 		Proven: func(p peer.ID) bool { return s.rep.Score(p).Proven() },

@@ -410,7 +410,7 @@ func cliSearches(ctx context.Context, bin string, st *testnet.State, runs int) (
 	for range runs {
 		nd := st.Nodes[rand.IntN(len(st.Nodes))]
 		start := time.Now()
-		if b, err := exec.CommandContext(ctx, bin, "search", "--json", "--bootstrap", nd.Addr).CombinedOutput(); err != nil {
+		if b, err := exec.CommandContext(ctx, bin, "search", "--allow-simulated", "--json", "--bootstrap", nd.Addr).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("cli search: %w: %s", err, b)
 		}
 		out = append(out, time.Since(start))
@@ -441,7 +441,7 @@ func cliRents(ctx context.Context, bin string, st *testnet.State, runs int) ([]t
 		m := models[i%len(models)]
 		nd := st.Nodes[rand.IntN(len(st.Nodes))]
 		start := time.Now()
-		b, err := exec.CommandContext(ctx, bin, "rent", "model="+m, "--json", "--max-price", "10", "--allow-unproven", "--bootstrap", nd.Addr).CombinedOutput()
+		b, err := exec.CommandContext(ctx, bin, "rent", "model="+m, "--json", "--max-price", "10", "--allow-unproven", "--allow-simulated", "--bootstrap", nd.Addr).CombinedOutput()
 		if err != nil {
 			return nil, span, fmt.Errorf("cli rent of %s: %w: %s", m, err, b)
 		}
@@ -476,7 +476,7 @@ func rents(ctx context.Context, addrs []peer.AddrInfo, runs int) (first, every, 
 				return nil, nil, nil, fmt.Errorf("rent client: %w", err)
 			}
 		}
-		req := market.RentRequest{Filter: f, Count: 1, Duration: time.Hour, MaxPrice: 10_000_000, Wait: 2 * time.Second, AllowUnproven: true}
+		req := market.RentRequest{AllowSimulated: true, Filter: f, Count: 1, Duration: time.Hour, MaxPrice: 10_000_000, Wait: 2 * time.Second, AllowUnproven: true}
 		if i%2 == 1 {
 			req.Enough = 1
 		}
@@ -614,7 +614,7 @@ func jobStarts(ctx context.Context, renter testnet.NodeInfo, runs int) (starts, 
 			return nil, nil, fmt.Errorf("baseline exec: %w", err)
 		}
 		execs = append(execs, time.Since(t0))
-		v, err := c.SubmitJob(ctx, api.JobRequest{Filter: "vram>=24", Count: 1, MaxPrice: "3.00", Argv: []string{"true"}, AllowUnproven: true})
+		v, err := c.SubmitJob(ctx, api.JobRequest{Filter: "vram>=24", Count: 1, MaxPrice: "3.00", Argv: []string{"true"}, AllowUnproven: true, AllowSimulated: true})
 		if err != nil {
 			return nil, nil, fmt.Errorf("job %d: %w", i, err)
 		}

@@ -312,8 +312,9 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		return []string{"--api", n.API, "--data", n.DataDir}
 	}
 	steps := []step{
-		{"every offer on the network (DHT profiles, prices from the order book)", append([]string{"search"}, bs...), false, 0},
-		{"H100s at 2.50 or less", append([]string{"search", "model=h100-sxm", "price<=2.50"}, bs...), false, 0},
+		{"a renter looks for H100s: this testnet's GPUs are all simulated (--gpus sim:...), and search shows real GPUs only unless asked, so it finds none and says how many it left out", append([]string{"search", "model=h100-sxm"}, bs...), false, 0},
+		{"every offer on the network, simulated ones included (--allow-simulated, which every search, rent and run of this demo passes from here on; DHT profiles, prices from the order book)", append([]string{"search", "--allow-simulated"}, bs...), false, 0},
+		{"H100s at 2.50 or less", append([]string{"search", "--allow-simulated", "model=h100-sxm", "price<=2.50"}, bs...), false, 0},
 		{"node 0's order book", append([]string{"orders"}, api(0)...), false, 0},
 	}
 	// Node 0 challenges the impostor (a node that computes slower than
@@ -329,10 +330,11 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 		})
 	}
 	steps = append(steps, []step{
-		{"H100 offers with their reputation now", append([]string{"search", "model=h100-sxm"}, bs...), false, 0},
-		{"rent two H100s for an hour, paying at most 2.50 per GPU-hour: by default only from proven suppliers, and nobody has challenged node 0 yet (the impostor failed), so rent says why it leases from none", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50"}, bs...), true, 0},
-		{"the same with --allow-unproven: node 0, unproven but not failed, is leased from; the impostor is still left out", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50", "--allow-unproven"}, bs...), false, 500 * time.Millisecond},
-		{"a bid nobody can fill is told why", append([]string{"rent", "model=h100-sxm", "--count", "16", "--hours", "1", "--max-price", "1.00"}, bs...), true, 0},
+		{"H100 offers with their reputation now", append([]string{"search", "--allow-simulated", "model=h100-sxm"}, bs...), false, 0},
+		{"rent two H100s for an hour, paying at most 2.50 per GPU-hour, without --allow-simulated: only simulated H100s are on offer, and rent says so", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50"}, bs...), true, 0},
+		{"the same with --allow-simulated: by default only from proven suppliers, and nobody has challenged node 0 yet (the impostor failed), so rent says why it leases from none", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50", "--allow-simulated"}, bs...), true, 0},
+		{"the same with --allow-unproven: node 0, unproven but not failed, is leased from; the impostor is still left out", append([]string{"rent", "model=h100-sxm", "--count", "2", "--hours", "1", "--max-price", "2.50", "--allow-unproven", "--allow-simulated"}, bs...), false, 500 * time.Millisecond},
+		{"a bid nobody can fill is told why", append([]string{"rent", "model=h100-sxm", "--count", "16", "--hours", "1", "--max-price", "1.00", "--allow-simulated"}, bs...), true, 0},
 	}...)
 	if err := c.runSteps(ctx, st, *bin, steps); err != nil {
 		return err
@@ -449,7 +451,7 @@ func (c *cli) jobDemo(ctx context.Context, st *testnet.State, bin string) error 
 	}
 	runArgs := append([]string{"run", "vram>=24", "--count", "1", "--max-price", "1.50", "--hours", "1",
 		"--receipt-interval", "1s", "--checkpoint-every", "1s", "--file", script + ":job.sh", "--file", input + ":input.txt",
-		"--allow-unproven", "--detach", "--json"}, data...)
+		"--allow-unproven", "--allow-simulated", "--detach", "--json"}, data...)
 	runArgs = append(runArgs, "--", "sh", "job.sh")
 	var started struct {
 		JobID    string `json:"job_id"`

@@ -100,7 +100,7 @@ func (c *cli) serviceDemo(ctx context.Context, st *testnet.State, bin string) er
 	runArgs := append([]string{"run", "vram>=24", "--count", "1", "--max-price", "1.50", "--hours", "1",
 		"--replicas", "2", "--port", "8000", "--publish", "127.0.0.1:0:8000", "--health", "/", "--health-grace", "2m",
 		"--receipt-interval", "2s", "--credit-limit", "0.10", "--file", server + ":server.py",
-		"--allow-unproven", "--detach", "--json"}, data...)
+		"--allow-unproven", "--allow-simulated", "--detach", "--json"}, data...)
 	runArgs = append(runArgs, "--", "python3", "server.py", "8000")
 	var started struct {
 		JobID   string `json:"job_id"`
