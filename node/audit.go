@@ -127,8 +127,13 @@ func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (api
 	if _, aerr := n.Attest(ctx, trimReason(up)); aerr != nil {
 		n.log.Debug("attest uptime", "peer", id, "err", aerr)
 	}
-	// Attest every model challenged, even if a later one could not be.
+	// Attest every model judged, even if a later one could not be; an
+	// outcome that judges nothing (a prover of a retired protocol version)
+	// is reported, not attested.
 	for _, r := range rep.Models {
+		if !r.Judged() {
+			continue
+		}
 		if _, err := n.Attest(ctx, trimReason(r.Attestation(n.now()))); err != nil {
 			n.log.Warn("attest challenge", "peer", id, "err", err)
 			continue
@@ -146,9 +151,11 @@ func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (api
 // err ended the challenges, why.
 func countChallenges(m *metrics.Audit, rep api.ChallengeReport, err error) {
 	for _, r := range rep.Models {
-		if r.Passed {
+		switch {
+		case !r.Judged():
+		case r.Passed:
 			m.Challenge(metrics.Passed)
-		} else {
+		default:
 			m.Challenge(metrics.Failed)
 		}
 	}

@@ -30,6 +30,20 @@ var ErrUnreachable = errors.New("prover unreachable")
 // way, or this challenger came too soon): neither a failure nor a pass.
 var ErrBusy = errors.New("prover busy")
 
+// ErrVersion means the prover speaks only the retired challenge protocol
+// (ChallengeProtocolV1): a Result with OutcomeVersion, neither a failure
+// nor a sign that it is down.
+var ErrVersion = errors.New("prover speaks only challenge protocol 1.0.0, not 2.0.0")
+
+// Outcomes of a Result.
+const (
+	OutcomePassed = "passed" // every check held
+	OutcomeFailed = "failed" // a check failed, or the prover refused the request
+	// OutcomeVersion: the prover speaks only a retired protocol version;
+	// nothing was proven or disproven.
+	OutcomeVersion = "version"
+)
+
 // Result is a challenge's outcome. JSON names are a contract of
 // `gpumesh challenge --json`.
 type Result struct {
@@ -51,6 +65,7 @@ type Result struct {
 	DurationMs        int64    `json:"duration_ms"`
 	Simulated         bool     `json:"simulated"`
 	ChallengeID       string   `json:"challenge_id"`
+	Outcome           string   `json:"outcome"` // OutcomePassed, OutcomeFailed, or one that judges nothing (Judged)
 	N, T, K           int      `json:"-"`
 	id                [32]byte
 	// commitLate is set when the commit came after commitAllowed.
@@ -58,13 +73,17 @@ type Result struct {
 	commitAllowed time.Duration
 }
 
+// Judged reports whether r is a verdict on the supplier's GPUs, passed or
+// failed, to be attested; other outcomes prove and disprove nothing.
+func (r Result) Judged() bool { return r.Outcome == OutcomePassed || r.Outcome == OutcomeFailed }
+
 // Attestation is the signed verdict's content.
 func (r Result) Attestation(now time.Time) *pb.Attestation {
 	a := &pb.Attestation{
 		CreatedMs: now.UnixMilli(), Kind: reputation.KindChallenge, Passed: r.Passed, Reason: r.Reason,
 		Model: r.Model, RowsChecked: uint32(r.RowsChecked), DurationMs: r.DurationMs,
 		MeasuredMilliOps: int64(r.Measured * 1e3), ExpectedMilliOps: int64(r.Expected * 1e3),
-		ChallengeId: r.id[:],
+		ChallengeId: r.id[:], Simulated: r.Simulated,
 	}
 	if id, err := peer.Decode(r.PeerID); err == nil {
 		a.Subject = []byte(id)
@@ -221,19 +240,23 @@ func (c *Challenger) challengeOnce(ctx context.Context, subject peer.ID, model s
 		b := challenge.RealTimeBound(prof, params)
 		bound = &b
 		res.Expected = gops(params, len(uuids), b.Max)
-		memDeadline = time.Duration(len(uuids)) * challenge.MemRealDeadline(prof, memParams)
+		// The GPUs answer at once, each on its own device.
+		memDeadline = challenge.MemRealDeadline(prof, memParams)
 	}
 	start := time.Now()
 	err := c.run(ctx, subject, &res, params, memParams, bound, memDeadline)
 	res.DurationMs = time.Since(start).Milliseconds()
-	if err != nil && !errors.Is(err, ErrUnreachable) && !errors.Is(err, ErrBusy) {
-		res.Passed, res.Reason, res.GPUs = false, err.Error(), 0
+	switch {
+	case errors.Is(err, ErrVersion):
+		res.Outcome, res.Reason = OutcomeVersion, err.Error()
+		return res, nil
+	case errors.Is(err, ErrUnreachable) || errors.Is(err, ErrBusy):
+		return res, err
+	case err != nil:
+		res.Passed, res.Reason, res.GPUs, res.Outcome = false, err.Error(), 0, OutcomeFailed
 		return res, nil
 	}
-	if err != nil {
-		return res, err
-	}
-	res.Passed, res.GPUs, res.Reason = true, len(uuids), "all GPUs proven"
+	res.Passed, res.GPUs, res.Reason, res.Outcome = true, len(uuids), "all GPUs proven", OutcomePassed
 	return res, nil
 }
 
@@ -252,6 +275,9 @@ func (c *Challenger) run(ctx context.Context, subject peer.ID, res *Result, para
 	defer cancel()
 	s, err := c.host.NewStream(ctx, subject, ChallengeProtocol)
 	if err != nil {
+		if c.speaksOnlyV1(ctx, subject) {
+			return fmt.Errorf("%w: upgrade it to take a challenge", ErrVersion)
+		}
 		return fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	defer s.Close()
@@ -264,6 +290,21 @@ func (c *Challenger) run(ctx context.Context, subject peer.ID, res *Result, para
 		return err
 	}
 	return x.memory(ctx, memDeadline)
+}
+
+// speaksOnlyV1 reports whether subject, which did not take a
+// ChallengeProtocol stream, takes a ChallengeProtocolV1 one: it answers,
+// in an older version. The stream opened to find out is reset at once.
+func (c *Challenger) speaksOnlyV1(ctx context.Context, subject peer.ID) bool {
+	if c.host.Network().Connectedness(subject) != network.Connected {
+		return false
+	}
+	s, err := c.host.NewStream(ctx, subject, ChallengeProtocolV1)
+	if err != nil {
+		return false
+	}
+	s.Reset()
+	return true
 }
 
 // exchange is one challenge's stream and what its phases share. Each

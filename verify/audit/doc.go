@@ -1,5 +1,6 @@
 // Package audit runs benchmark challenges over libp2p: the prover side
-// that a supplier serves on ChallengeProtocol, and the challenger side
+// that a supplier serves on ChallengeProtocol (/gpumesh/challenge/2.0.0),
+// and the challenger side
 // that any node (or a light client) uses to make a supplier prove every
 // GPU of a model it claims. The math is package verify/challenge; the
 // verdict is a signed attestation of package verify/reputation.
@@ -19,6 +20,12 @@
 //	→ MemRequest        (σ0)
 //	← MemDone           (a commitment to the digests)  timed
 //	← MemResponse       (chained digests per GPU)
+//
+// Version 1 (/gpumesh/challenge/1.0.0), whose memory proof no real GPU
+// could meet, is retired: a prover answers a version-1 request with a
+// refusal marked busy that says "challenge protocol 1.0.0 is retired, use
+// 2.0.0" (RetiredRefusal), and a challenger that finds a prover speaking
+// only version 1 records OutcomeVersion, neither a failure nor down.
 //
 // The challenger judges the commit time against the device profile of the
 // claimed model (real GPUs) or against its own run of the same work made

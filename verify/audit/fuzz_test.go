@@ -24,11 +24,11 @@ func FuzzChallengeRequest(f *testing.F) {
 		if proto.Unmarshal(b, &req) != nil {
 			return
 		}
-		params, _, err := p.expect(&req)
+		sz, err := p.expect(&req)
 		if err != nil {
 			return
 		}
-		if params.N != 256 || int(req.N) != params.N || len(req.Seeds) != 2 || req.Model != "t4" {
+		if params := sz.params; params.N != 256 || int(req.N) != params.N || len(req.Seeds) != 2 || req.Model != "t4" {
 			t.Fatalf("accepted a request for other work: %+v", &req)
 		}
 	})

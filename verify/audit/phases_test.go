@@ -49,7 +49,7 @@ func TestMemCheck(t *testing.T) {
 	mp := challenge.SimMemParams(mustProfile(t, "t4"), challenge.DefaultSimScale)
 	var memSeed, sigma0, checkSeed [32]byte
 	memSeed[0], sigma0[0], checkSeed[0] = 1, 2, 3
-	resp, done, err := answerMem(t.Context(), memProvers(t, memSeed, mp, 2), sigma0)
+	resp, done, err := answerMem(t.Context(), memProvers(t, memSeed, mp, 2), sigma0, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,26 @@ import (
 	"github.com/gpumesh/gpumesh/verify/challenge"
 )
 
-// ChallengeProtocol is the stream protocol of a benchmark challenge.
-const ChallengeProtocol = "/gpumesh/challenge/1.0.0"
+// ChallengeProtocol is the stream protocol of a benchmark challenge:
+// version 2, whose memory proof folds each window at a fresh point
+// (challenge.MemFold) instead of hashing it.
+const ChallengeProtocol = "/gpumesh/challenge/2.0.0"
+
+// ChallengeProtocolV1 is the retired version 1. A prover still answers
+// it, with a refusal that names the version to use (RetiredRefusal), so
+// that a challenger not yet upgraded is told why rather than left to
+// take the prover for down.
+const ChallengeProtocolV1 = "/gpumesh/challenge/1.0.0"
+
+// RetiredRefusal is the prover's refusal of a version-1 challenge.
+const RetiredRefusal = "challenge protocol 1.0.0 is retired, use 2.0.0"
+
+// Refusal codes of pb.Commit.code.
+const (
+	CodeBusy     = "busy"      // try again later (retry_after_ms)
+	CodeNoProver = "no-prover" // real GPUs and no GPU prover to answer for them
+	CodeRetired  = "retired"   // a version-1 request
+)
 
 // Limits of the protocol.
 const (

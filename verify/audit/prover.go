@@ -91,7 +91,25 @@ func Serve(cfg ProverConfig) *Prover {
 		}
 		s.Close()
 	})
+	cfg.Host.SetStreamHandler(ChallengeProtocolV1, p.refuseV1)
 	return p
+}
+
+// refuseV1 answers a version-1 challenge with RetiredRefusal, marked
+// busy: a version-1 challenger then neither fails nor takes the prover
+// for down, and says why.
+func (p *Prover) refuseV1(s network.Stream) {
+	_ = s.SetDeadline(time.Now().Add(p.cfg.RequestTimeout))
+	var req pb.ChallengeRequest
+	if err := p2p.ReadMsg(s, maxRequest, &req); err != nil {
+		s.Reset()
+		return
+	}
+	if err := p2p.WriteMsg(s, &pb.Commit{Refused: RetiredRefusal, Busy: true, Code: CodeRetired}); err != nil {
+		s.Reset()
+		return
+	}
+	s.Close()
 }
 
 // admit enforces one challenge at a time and a gap per challenger.
@@ -116,9 +134,17 @@ func (p *Prover) admit(from peer.ID) (func(), error) {
 	}, nil
 }
 
+// sizes are what a request implies for the prover: the challenge's sizes
+// and whether its GPUs are simulated.
+type sizes struct {
+	params    challenge.Params
+	mem       challenge.MemParams
+	simulated bool
+}
+
 // expect checks a request against the prover's own GPUs and profile and
 // returns the sizes it implies.
-func (p *Prover) expect(req *pb.ChallengeRequest) (challenge.Params, challenge.MemParams, error) {
+func (p *Prover) expect(req *pb.ChallengeRequest) (sizes, error) {
 	var uuids []string
 	simulated := true
 	for _, g := range p.cfg.GPUs {
@@ -130,24 +156,25 @@ func (p *Prover) expect(req *pb.ChallengeRequest) (challenge.Params, challenge.M
 	prof, ok := catalog.Lookup(req.Model)
 	switch {
 	case len(uuids) == 0 || !ok:
-		return challenge.Params{}, challenge.MemParams{}, fmt.Errorf("no %s GPUs here", req.Model)
+		return sizes{}, fmt.Errorf("no %s GPUs here", req.Model)
 	case len(req.GpuUuids) != len(uuids) || !sameSet(req.GpuUuids, uuids):
-		return challenge.Params{}, challenge.MemParams{}, fmt.Errorf("challenge names %d GPUs, not the %d %s here", len(req.GpuUuids), len(uuids), req.Model)
+		return sizes{}, fmt.Errorf("challenge names %d GPUs, not the %d %s here", len(req.GpuUuids), len(uuids), req.Model)
 	case len(req.Seeds) != len(uuids):
-		return challenge.Params{}, challenge.MemParams{}, errors.New("one seed per GPU is needed")
+		return sizes{}, errors.New("one seed per GPU is needed")
 	case req.Simulated != simulated || (simulated && int(req.Scale) != p.cfg.Scale):
-		return challenge.Params{}, challenge.MemParams{}, fmt.Errorf("sizes for simulated=%v scale %d; this node runs simulated=%v scale %d", req.Simulated, req.Scale, simulated, p.cfg.Scale)
+		return sizes{}, fmt.Errorf("sizes for simulated=%v scale %d; this node runs simulated=%v scale %d", req.Simulated, req.Scale, simulated, p.cfg.Scale)
 	}
 	params, mem := Sizes(prof, simulated, p.cfg.Scale)
+	sz := sizes{params: params, mem: mem, simulated: simulated}
 	if int(req.N) != params.N || int(req.T) != params.T || int(req.K) != params.K {
-		return params, mem, fmt.Errorf("sizes n=%d T=%d k=%d, want n=%d T=%d k=%d", req.N, req.T, req.K, params.N, params.T, params.K)
+		return sz, fmt.Errorf("sizes n=%d T=%d k=%d, want n=%d T=%d k=%d", req.N, req.T, req.K, params.N, params.T, params.K)
 	}
 	for _, s := range req.Seeds {
 		if len(s) != 32 {
-			return params, mem, errors.New("a seed is not 32 bytes")
+			return sz, errors.New("a seed is not 32 bytes")
 		}
 	}
-	return params, mem, nil
+	return sz, nil
 }
 
 func sameSet(a, b []string) bool {
@@ -175,10 +202,11 @@ func (p *Prover) handle(s network.Stream) error {
 	var once sync.Once
 	release := func() { once.Do(done) }
 	defer release()
-	params, memParams, err := p.expect(&req)
+	sz, err := p.expect(&req)
 	if err != nil {
 		return p2p.WriteMsg(s, &pb.Commit{Refused: err.Error()})
 	}
+	params := sz.params
 	ctx, cancel := context.WithTimeout(context.Background(), 4*stepTimeout)
 	defer cancel()
 	gpus := len(req.Seeds)
@@ -191,7 +219,7 @@ func (p *Prover) handle(s network.Stream) error {
 	if err := p.open(ctx, s, gpus, params); err != nil {
 		return err
 	}
-	return p.memory(ctx, s, gpus, memParams, release)
+	return p.memory(ctx, s, gpus, sz, release)
 }
 
 // step gives the next step of the exchange its time.
@@ -268,18 +296,24 @@ func (p *Prover) open(ctx context.Context, s network.Stream, gpus int, params ch
 // MemAttempts requests in all; the challenge is over when it closes the
 // stream, or sends nothing within memRetryWait. release lets the next
 // challenge start once this one is over.
-func (p *Prover) memory(ctx context.Context, s network.Stream, gpus int, memParams challenge.MemParams, release func()) error {
+func (p *Prover) memory(ctx context.Context, s network.Stream, gpus int, sz sizes, release func()) error {
 	step(s)
 	var prep pb.MemPrepare
 	if err := p2p.ReadMsg(s, maxSmallMsg, &prep); err != nil {
 		return err
 	}
-	mems := make([]*challenge.MemProver, gpus)
+	mems := make([]*challenge.MemProver, 0, gpus)
+	defer func() {
+		for _, m := range mems {
+			m.Close()
+		}
+	}()
 	for g := range gpus {
-		var err error
-		if mems[g], err = challenge.NewMemProver(ctx, MemSeed(seed32(prep.Seed), g), memParams, p.cfg.Cheat.MemKept()); err != nil {
+		m, err := challenge.NewMemProver(ctx, MemSeed(seed32(prep.Seed), g), sz.mem, p.cfg.Cheat.MemKept())
+		if err != nil {
 			return p2p.WriteMsg(s, &pb.MemReady{Refused: err.Error()})
 		}
+		mems = append(mems, m)
 	}
 	if err := p2p.WriteMsg(s, &pb.MemReady{}); err != nil {
 		return err
@@ -299,7 +333,7 @@ func (p *Prover) memory(ctx context.Context, s network.Stream, gpus int, memPara
 			return err
 		}
 		step(s)
-		memResp, memDone, err := answerMem(ctx, mems, seed32(mr.Sigma0))
+		memResp, memDone, err := answerMem(ctx, mems, seed32(mr.Sigma0), !sz.simulated)
 		if err != nil {
 			return err
 		}
@@ -317,14 +351,26 @@ func (p *Prover) memory(ctx context.Context, s network.Stream, gpus int, memPara
 }
 
 // answerMem walks every GPU's memory from sigma0 and returns the digests
-// and the commitments to them.
-func answerMem(ctx context.Context, mems []*challenge.MemProver, sigma0 [32]byte) (*pb.MemResponse, *pb.MemDone, error) {
-	memResp, memDone := &pb.MemResponse{}, &pb.MemDone{}
-	for _, m := range mems {
-		resp, err := m.Respond(ctx, sigma0)
-		if err != nil {
-			return nil, nil, err
+// and the commitments to them: at once when the GPUs are real (each on
+// its own device, and the deadline is one GPU's), in turn when they are
+// simulated (they share the CPU, and the challenger times the same).
+func answerMem(ctx context.Context, mems []*challenge.MemProver, sigma0 [32]byte, atOnce bool) (*pb.MemResponse, *pb.MemDone, error) {
+	resps := make([]challenge.MemResponse, len(mems))
+	errs := make([]error, len(mems))
+	var wg sync.WaitGroup
+	for g, m := range mems {
+		if !atOnce {
+			resps[g], errs[g] = m.Respond(ctx, sigma0)
+			continue
 		}
+		wg.Go(func() { resps[g], errs[g] = m.Respond(ctx, sigma0) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	memResp, memDone := &pb.MemResponse{}, &pb.MemDone{}
+	for _, resp := range resps {
 		d := encodeMem(resp)
 		memResp.Gpus = append(memResp.Gpus, d)
 		c := memCommitment(d)

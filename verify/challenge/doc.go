@@ -7,9 +7,11 @@
 // # Derivation
 //
 // Every value is derived from 32-byte seeds with SHA-256 and ChaCha8
-// (math/rand/v2, the C2SP chacha8rand generator):
+// (math/rand/v2, the C2SP chacha8rand generator). The prefix is that of
+// challenge protocol v2 (v1, whose memory proof hashed each window, is
+// retired), so nothing derived under v1 verifies under v2:
 //
-//	subSeed(seed, label, i) = SHA-256("gpumesh/challenge/v1/" || label || 0x00 || seed || uint32 BE i)
+//	subSeed(seed, label, i) = SHA-256("gpumesh/challenge/v2/" || label || 0x00 || seed || uint32 BE i)
 //	stream(key)             = the Uint64 outputs of ChaCha8(key), each as 8 little-endian bytes
 //
 // For a GPU's seed and size n (a multiple of 8), row i of A is the first n
@@ -78,41 +80,59 @@
 // Seed-derived data can be regenerated, so the memory proof rests on a
 // deadline. The prover fills Buffers buffers of BufferBytes (MemFill of
 // the claimed memory, scaled by scale² when simulated), buffer j being
-// stream(subSeed(seed, "mem-buffer", j)). From the challenger's chain key
-// σ_0 it answers Rounds chained rounds: in round s, buffer j's window of
-// WindowBytes starts at offset 64·u_j, the u_j drawn by unbiased
-// rejection from ChaCha8(subSeed(σ_s, "mem-offsets", s)), and its digest
-// is the first 8 bytes of SHA-256("gpumesh/challenge/v1/mem-window" ||
-// 0x00 || σ_s || uint32 BE s || uint32 BE j || window);
-// σ_{s+1} = SHA-256("gpumesh/challenge/v1/mem-round" || 0x00 || σ_s ||
-// uint32 BE s || the digests as uint64 BE). Each round's offsets depend
-// on the previous round's answer, so the rounds cannot be worked ahead
-// or in parallel. The answer is every digest (Rounds·Buffers·8 bytes:
-// 512 KiB for a simulated device). The challenger replays the chain
-// from the digests, spot-checks Checks of them (chosen from a seed it
-// draws after the answer) by regenerating the windows, and compares the
-// time it measured with a deadline: from the claimed bandwidth for a real
-// device (MemRealDeadline), from its own honest run (MemCalibrate,
-// MemSimDeadline) for a simulated one.
+// stream(subSeed(seed, "mem-buffer", j)) (FillMemBuffer). From the
+// challenger's chain key σ_0 it answers Rounds chained rounds. In round s,
+// buffer j's window of WindowBytes starts at offset 64·u_j, the u_j drawn
+// by unbiased rejection from ChaCha8(subSeed(σ_s, "mem-offsets", s)); its
+// fold point ρ_{s,j} is the j-th value of ChaCha8(subSeed(σ_s, "mem-rho",
+// s)) masked to 61 bits, drawn again while it is 0, 1 or P; the window is
+// folded,
+//
+//	F_{s,j} = MemFold(window, ρ_{s,j}) = Σ_k (w_k mod P)·ρ^k mod P   (w_k its little-endian words)
+//
+// and its digest is the first 8 bytes of SHA-256("gpumesh/challenge/v2/
+// mem-fold" || 0x00 || σ_s || uint32 BE s || uint32 BE j || uint64 BE F);
+// σ_{s+1} = SHA-256("gpumesh/challenge/v2/mem-round" || 0x00 || σ_s ||
+// uint32 BE s || the digests as uint64 BE). Each round's offsets and
+// points depend on the previous round's answer, so the rounds cannot be
+// worked ahead or in parallel. Every term of a fold is independent of the
+// others, so a GPU folds a window at the speed it reads it: the deadline
+// is set by memory bandwidth, not by the latency of a hash chain (v1's
+// SHA-256 of each window was 65,536 dependent compressions). The answer
+// is every digest. The challenger replays the chain from the digests,
+// spot-checks Checks of them (chosen from a seed it draws after the
+// answer) by regenerating and folding the windows, and compares the time
+// it measured with a deadline: from the claimed bandwidth for a real
+// device (MemRealDeadline: MemEfficiency of the datasheet bandwidth plus
+// per-round allowances; rounds enough for MemTargetSeconds), from its own
+// honest run (MemCalibrate, MemSimDeadline) for a simulated one.
+//
+// MemProver draws the offsets and points and hashes the digests; a
+// MemBackend holds the buffers and folds the windows: NewCPUMemBackend
+// in host memory (simulated devices), a GPU prover's in device memory
+// (NewMemProverOn).
 //
 // What it proves: a prover that keeps only a fraction F of whole buffers
 // must, every round, regenerate each dropped buffer's stream up to the
 // window (chacha8rand re-keys itself every 992 bytes, so a stream cannot
-// be entered mid-way without generating what precedes it), about
-// (1−F)·M/2 bytes of ChaCha8 per round; or it makes digests up and passes
-// the spot checks with probability at most F^Checks (0.8^32 < 0.1%).
-// What it does not prove: a prover that stores ChaCha8 states at
-// intervals (a few percent of the memory) regenerates any window cheaply;
-// defeating that needs a memory-hard labelling (future work). On real
-// devices host memory over PCIe is slower than the claimed bandwidth,
-// which the deadline catches only when the windows are large
-// (RealMemParams reads 1/64 of memory per round); the efficiency figures
-// are assumptions to be measured on known-good hardware.
+// be entered mid-way without generating what precedes it, and no number
+// of cores generates one stream faster), on average (BufferBytes −
+// WindowBytes)/2 + WindowBytes bytes: 144 MiB, 36 ms at 4 GB/s, against
+// a real deadline of 5 to 12 ms a round; or it keeps the rest in host
+// memory, read at host bandwidth instead of the card's; or it makes
+// digests up and passes the spot checks with probability at most
+// F^Checks (0.8^32 < 0.1%). A card of half the claimed bandwidth needs
+// twice the datasheet time, more than the deadline (1/MemEfficiency of
+// it plus allowances). What it does not prove: a prover that stores
+// ChaCha8 states at intervals (a few percent of the memory) regenerates
+// any window cheaply, on a GPU in parallel; defeating that needs a
+// memory-hard labelling (future work). The efficiency figure is an
+// assumption to be measured on known-good hardware.
 //
 // # Backends and cheats
 //
 // CPUProver is the pure-Go Prover for simulated devices and tests.
 // NewCheatProver wraps it with a Cheat (ParseCheat reads
 // `slow=F,skip=F,wrong=F,mem=F,replay`) to simulate impostors in
-// testnets; NewMemProver takes Cheat.MemKept.
+// testnets; NewMemProver (and NewCPUMemBackend) take Cheat.MemKept.
 package challenge

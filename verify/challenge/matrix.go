@@ -30,10 +30,13 @@ const (
 	labelPick    = "cheat-pick"
 	labelMemBuf  = "mem-buffer"
 	labelMemOff  = "mem-offsets"
-	labelMemWin  = "mem-window"
+	labelMemRho  = "mem-rho"
+	labelMemFold = "mem-fold"
 	labelMemStep = "mem-round"
 	labelMemChk  = "mem-checks"
-	domainPrefix = "gpumesh/challenge/v1/"
+	// domainPrefix is that of challenge protocol v2: nothing derived
+	// under v1 ("gpumesh/challenge/v1/") verifies under it.
+	domainPrefix = "gpumesh/challenge/v2/"
 )
 
 // subSeed is SHA-256(domainPrefix || label || 0x00 || seed || uint32 BE i):

@@ -14,18 +14,40 @@ import (
 	"github.com/gpumesh/gpumesh/catalog"
 )
 
-// Memory-proof sizing and deadlines (documented assumptions).
+// Memory-proof sizing and deadlines (documented assumptions; see
+// TestMemMargins for what they give per catalog model).
 const (
 	// MemFill is the fraction of the claimed memory the buffers fill.
 	MemFill = 0.9
 	// RealMemBuffer is a real device's buffer size.
 	RealMemBuffer = 256 << 20
-	// MemEfficiency is the assumed fraction of the claimed peak bandwidth
-	// a real GPU reaches reading and hashing the windows.
-	MemEfficiency = 0.25
-	// MemRoundOverhead is the allowance per round on a real GPU (kernel
-	// launches, the chained hash).
-	MemRoundOverhead = time.Millisecond
+	// RealMemWindow is a real device's window: an eighth of each buffer
+	// is folded per round, large enough that reading, not the per-round
+	// overhead, sets a round's time, small enough that regenerating a
+	// dropped buffer's stream up to a window takes several rounds' time.
+	RealMemWindow = RealMemBuffer / 8
+	// MemTargetSeconds is how long a real device's rounds take at its
+	// datasheet bandwidth, at least: long beside the round trip a
+	// challenger allows on top of the deadline (at most 250 ms).
+	MemTargetSeconds = 2.0
+	// RealMemMinRounds is the fewest rounds of a real device.
+	RealMemMinRounds = 16
+	// RealMemChecks is the number of digests a challenger checks.
+	RealMemChecks = 32
+	// MemEfficiency is the fraction of the datasheet bandwidth a real GPU
+	// must sustain folding the windows. A fold reads each byte once and
+	// every word is independent, so a kernel streams it near its copy
+	// rate (about 0.9 of the datasheet figure on an H200); a device with
+	// half the claimed bandwidth needs 2 > 1/MemEfficiency times the
+	// datasheet time even at its own full bandwidth, and misses.
+	MemEfficiency = 0.6
+	// MemRoundOverhead is the allowance per round on a real GPU (the
+	// launch, the synchronisation and the copy of the folds back), and
+	// MemBufferOverhead the allowance per buffer and round for the host's
+	// part (its offset and ρ drawn, its digest hashed: 171 ns on one core
+	// of a 2-core development VM, BenchmarkMemRoundHost).
+	MemRoundOverhead  = 100 * time.Microsecond
+	MemBufferOverhead = 500 * time.Nanosecond
 	// SimMemBuffers is the number of buffers of a simulated device.
 	SimMemBuffers = 16
 	// SimMemRounds is the number of rounds of a simulated device.
@@ -42,7 +64,7 @@ const (
 )
 
 // MemParams are the sizes of a memory proof: Buffers buffers of
-// BufferBytes each, Rounds chained rounds that each read a window of
+// BufferBytes each, Rounds chained rounds that each fold a window of
 // WindowBytes in every buffer, and Checks spot checks by the verifier.
 type MemParams struct {
 	Buffers     int
@@ -72,18 +94,28 @@ func (p MemParams) Validate() error {
 // Bytes is the memory the buffers fill.
 func (p MemParams) Bytes() int64 { return int64(p.Buffers) * int64(p.BufferBytes) }
 
+// RoundBytes is the memory one round reads: a window of every buffer.
+func (p MemParams) RoundBytes() int64 { return int64(p.Buffers) * int64(p.WindowBytes) }
+
 // RealMemParams sizes the memory proof of a real GPU of profile:
-// 256 MiB buffers filling MemFill of its memory, 4 MiB windows, 32 rounds,
-// 32 checks.
+// RealMemBuffer buffers filling MemFill of its memory, RealMemWindow
+// windows, RealMemChecks checks, and as many rounds as take
+// MemTargetSeconds at the datasheet bandwidth (at least
+// RealMemMinRounds).
 func RealMemParams(profile catalog.Profile) MemParams {
 	total := MemFill * float64(profile.MemoryGiB) * (1 << 30)
-	return MemParams{
+	p := MemParams{
 		Buffers:     max(1, min(MaxMemBuffers, int(total/RealMemBuffer))),
 		BufferBytes: RealMemBuffer,
-		WindowBytes: RealMemBuffer / 64,
-		Rounds:      32,
-		Checks:      32,
+		WindowBytes: RealMemWindow,
+		Rounds:      RealMemMinRounds,
+		Checks:      RealMemChecks,
 	}
+	if bw := float64(profile.MemoryBandwidthGBps) * 1e9; bw > 0 {
+		perRound := float64(p.RoundBytes()) / bw
+		p.Rounds = min(MaxMemRounds, max(RealMemMinRounds, int(math.Ceil(MemTargetSeconds/perRound))))
+	}
+	return p
 }
 
 // SimMemParams sizes the memory proof of a simulated GPU of profile: its
@@ -108,16 +140,29 @@ func SimMemParams(profile catalog.Profile, scale int) MemParams {
 	}
 }
 
-// MemRealDeadline is the deadline of a real GPU of profile: per round,
-// Buffers·WindowBytes read at MemEfficiency of the claimed bandwidth plus
-// MemRoundOverhead. Round trips are the caller's to add.
-func MemRealDeadline(profile catalog.Profile, p MemParams) time.Duration {
-	bw := float64(profile.MemoryBandwidthGBps) * 1e9 * MemEfficiency
+// MemDatasheetTime is how long the rounds of p take on a GPU of profile
+// reading at exactly its datasheet bandwidth, with no overhead: the least
+// time a genuine card can take.
+func MemDatasheetTime(profile catalog.Profile, p MemParams) time.Duration {
+	bw := float64(profile.MemoryBandwidthGBps) * 1e9
 	if bw <= 0 {
 		return 0
 	}
-	perRound := float64(p.Buffers)*float64(p.WindowBytes)/bw*float64(time.Second) + float64(MemRoundOverhead)
-	return time.Duration(float64(p.Rounds) * perRound)
+	return time.Duration(float64(p.Rounds) * float64(p.RoundBytes()) / bw * float64(time.Second))
+}
+
+// MemRealDeadline is the deadline of one real GPU of profile: per round,
+// Buffers·WindowBytes read at MemEfficiency of the claimed bandwidth plus
+// MemRoundOverhead and MemBufferOverhead per buffer. A supplier's GPUs
+// answer at once, each on its own device, so the deadline does not
+// depend on their number. Round trips are the caller's to add.
+func MemRealDeadline(profile catalog.Profile, p MemParams) time.Duration {
+	if profile.MemoryBandwidthGBps <= 0 {
+		return 0
+	}
+	read := float64(MemDatasheetTime(profile, p)) / MemEfficiency
+	over := float64(p.Rounds) * float64(MemRoundOverhead+time.Duration(p.Buffers)*MemBufferOverhead)
+	return time.Duration(read + over)
 }
 
 // MemSimDeadline is the deadline of a simulated GPU, given the
@@ -134,6 +179,7 @@ func MemCalibrate(ctx context.Context, p MemParams) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	defer m.Close()
 	start := time.Now()
 	if _, err := m.Respond(ctx, seed); err != nil {
 		return 0, err
@@ -147,20 +193,87 @@ type MemResponse struct {
 	Digests [][]uint64
 }
 
-// MemProver holds the buffers of a memory proof. One that keeps a
-// fraction below 1 (the mem cheat) regenerates the dropped buffers'
-// windows from their ChaCha8 streams every round.
+// MemProver answers memory proofs over the buffers of a MemBackend: it
+// draws each round's offsets and fold points, has the backend fold the
+// windows, and hashes the folds into the round's digests and the next
+// chain key.
 type MemProver struct {
+	p MemParams
+	b MemBackend
+}
+
+// NewMemProver fills the buffers of a memory proof for seed in host
+// memory (NewCPUMemBackend, keeping the fraction kept of them) and
+// returns a prover over them.
+func NewMemProver(ctx context.Context, seed [32]byte, p MemParams, kept float64) (*MemProver, error) {
+	b, err := NewCPUMemBackend(ctx, seed, p, kept)
+	if err != nil {
+		return nil, err
+	}
+	return NewMemProverOn(b, p)
+}
+
+// NewMemProverOn returns a prover of size p over b, whose buffers are
+// already filled for the proof's seed (a GPU prover passes its device
+// buffers). The prover owns b from then on: Close closes it.
+func NewMemProverOn(b MemBackend, p MemParams) (*MemProver, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &MemProver{p: p, b: b}, nil
+}
+
+// HeldBytes is the memory the prover's backend holds.
+func (m *MemProver) HeldBytes() int64 { return m.b.HeldBytes() }
+
+// Close frees the backend's buffers.
+func (m *MemProver) Close() error { return m.b.Close() }
+
+// Respond answers a memory proof started with the chain key sigma0: for
+// s = 0..Rounds−1 the windows of round s are at memOffsets(σ_s), folded
+// at memRhos(σ_s), and σ_{s+1} = memNext(σ_s, s, digests of round s). It
+// checks ctx between rounds.
+func (m *MemProver) Respond(ctx context.Context, sigma0 [32]byte) (MemResponse, error) {
+	p := m.p
+	resp := MemResponse{Digests: make([][]uint64, p.Rounds)}
+	sigma := sigma0
+	offs := make([]int, p.Buffers)
+	rhos := make([]uint64, p.Buffers)
+	folds := make([]uint64, p.Buffers)
+	for s := range p.Rounds {
+		if err := ctx.Err(); err != nil {
+			return MemResponse{}, err
+		}
+		memOffsets(offs, sigma, s, p)
+		memRhos(rhos, sigma, s)
+		if err := m.b.FoldRound(ctx, offs, p.WindowBytes, rhos, folds); err != nil {
+			return MemResponse{}, fmt.Errorf("challenge: memory proof round %d: %w", s, err)
+		}
+		d := make([]uint64, p.Buffers)
+		for j, f := range folds {
+			d[j] = memDigest(sigma, s, j, f)
+		}
+		resp.Digests[s] = d
+		sigma = memNext(sigma, s, d)
+	}
+	return resp, nil
+}
+
+// cpuMem is the MemBackend in host memory. One that keeps a fraction
+// below 1 (the mem cheat) regenerates the dropped buffers' windows from
+// their ChaCha8 streams every round.
+type cpuMem struct {
 	seed [32]byte
 	p    MemParams
 	bufs [][]byte // nil where dropped
 	held int64
 }
 
-// NewMemProver fills the buffers of a memory proof for seed, keeping the
-// first round(kept·Buffers) of them (all when kept ≥ 1). Filling is not
-// part of the timed proof.
-func NewMemProver(ctx context.Context, seed [32]byte, p MemParams, kept float64) (*MemProver, error) {
+// NewCPUMemBackend fills the buffers of a memory proof for seed in host
+// memory, keeping the first round(kept·Buffers) of them (all when kept ≥
+// 1 or not in (0, 1]): the backend of simulated GPUs. Filling is not part
+// of the timed proof.
+func NewCPUMemBackend(ctx context.Context, seed [32]byte, p MemParams, kept float64) (MemBackend, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -168,10 +281,10 @@ func NewMemProver(ctx context.Context, seed [32]byte, p MemParams, kept float64)
 		kept = 1
 	}
 	keep := int(math.Round(kept * float64(p.Buffers)))
-	m := &MemProver{seed: seed, p: p, bufs: make([][]byte, p.Buffers)}
+	m := &cpuMem{seed: seed, p: p, bufs: make([][]byte, p.Buffers)}
 	err := parallel(ctx, 0, keep, func(j int) error {
 		m.bufs[j] = make([]byte, p.BufferBytes)
-		fillStream(m.bufs[j], subSeed(seed, labelMemBuf, uint32(j)))
+		FillMemBuffer(m.bufs[j], seed, j)
 		return nil
 	})
 	if err != nil {
@@ -181,52 +294,48 @@ func NewMemProver(ctx context.Context, seed [32]byte, p MemParams, kept float64)
 	return m, nil
 }
 
-// HeldBytes is the memory the prover holds.
-func (m *MemProver) HeldBytes() int64 { return m.held }
+// HeldBytes implements MemBackend.
+func (m *cpuMem) HeldBytes() int64 { return m.held }
 
-// Respond answers a memory proof started with the chain key sigma0: for
-// s = 0..Rounds−1 the windows of round s are at memOffsets(σ_s), and
-// σ_{s+1} = memNext(σ_s, s, digests of round s). It checks ctx between
-// rounds.
-func (m *MemProver) Respond(ctx context.Context, sigma0 [32]byte) (MemResponse, error) {
-	p := m.p
-	resp := MemResponse{Digests: make([][]uint64, p.Rounds)}
-	sigma := sigma0
-	offs := make([]int, p.Buffers)
-	dropped := m.held < p.Bytes()
-	for s := 0; s < p.Rounds; s++ {
-		if err := ctx.Err(); err != nil {
-			return MemResponse{}, err
-		}
-		memOffsets(offs, sigma, s, p)
-		d := make([]uint64, p.Buffers)
-		digest := func(j int) error {
-			win := m.window(j, offs[j])
-			d[j] = memDigest(sigma, s, j, win)
-			return nil
-		}
-		if dropped { // regenerating is the slow part: use every core
-			if err := parallel(ctx, 0, p.Buffers, digest); err != nil {
-				return MemResponse{}, err
-			}
-		} else {
-			for j := range d {
-				_ = digest(j)
-			}
-		}
-		resp.Digests[s] = d
-		sigma = memNext(sigma, s, d)
-	}
-	return resp, nil
+// Close implements MemBackend.
+func (m *cpuMem) Close() error {
+	clear(m.bufs)
+	m.held = 0
+	return nil
 }
 
-// window returns buffer j's bytes [off, off+WindowBytes), regenerating
-// them when the buffer was dropped.
-func (m *MemProver) window(j, off int) []byte {
-	if b := m.bufs[j]; b != nil {
-		return b[off : off+m.p.WindowBytes]
+// FoldRound implements MemBackend: in turn when every buffer is held and
+// the round is small, on every core otherwise.
+func (m *cpuMem) FoldRound(ctx context.Context, offs []int, window int, rhos, out []uint64) error {
+	if len(offs) != len(m.bufs) || len(rhos) != len(m.bufs) || len(out) != len(m.bufs) {
+		return fmt.Errorf("challenge: fold round: %d offsets, %d points, %d results for %d buffers: %w", len(offs), len(rhos), len(out), len(m.bufs), ErrMalformed)
 	}
-	return regenWindow(m.seed, j, off, m.p.WindowBytes)
+	for _, o := range offs {
+		if o < 0 || window < 0 || o+window > m.p.BufferBytes {
+			return fmt.Errorf("challenge: fold round: window [%d, %d) outside a buffer of %d: %w", o, o+window, m.p.BufferBytes, ErrMalformed)
+		}
+	}
+	fold := func(j int) error {
+		out[j] = MemFold(m.window(j, offs[j], window), rhos[j])
+		return nil
+	}
+	if m.held == m.p.Bytes() && len(m.bufs)*window < 1<<20 {
+		for j := range m.bufs {
+			_ = fold(j)
+		}
+		return nil
+	}
+	// Regenerating (or folding much) is the slow part: use every core.
+	return parallel(ctx, 0, len(m.bufs), fold)
+}
+
+// window returns buffer j's bytes [off, off+w), regenerating them when
+// the buffer was dropped.
+func (m *cpuMem) window(j, off, w int) []byte {
+	if b := m.bufs[j]; b != nil {
+		return b[off : off+w]
+	}
+	return regenWindow(m.seed, j, off, w)
 }
 
 // regenWindow generates buffer j's stream up to off+w and returns the
@@ -253,20 +362,35 @@ func memOffsets(offs []int, sigma [32]byte, s int, p MemParams) {
 	}
 }
 
+// memRhos fills rhos with round s's fold points: for each buffer in
+// order, a Uint64 of the ChaCha8 stream keyed by subSeed(σ_s, "mem-rho",
+// s) masked to 61 bits, drawn again while it is 0, 1 or P. So ρ is
+// uniform in [2, P−1]: the fold is a polynomial in ρ of degree
+// WindowBytes/8 − 1, and neither a constant (ρ = 0) nor a plain sum
+// (ρ = 1) of the words.
+func memRhos(rhos []uint64, sigma [32]byte, s int) {
+	c := rand.NewChaCha8(subSeed(sigma, labelMemRho, uint32(s)))
+	for j := range rhos {
+		v := c.Uint64() & P
+		for v < 2 || v == P {
+			v = c.Uint64() & P
+		}
+		rhos[j] = v
+	}
+}
+
 // memDigest is the first 8 bytes (big-endian) of
-// SHA-256(prefix || "mem-window" || 0x00 || σ_s || uint32 BE s ||
-// uint32 BE j || window).
-func memDigest(sigma [32]byte, s, j int, win []byte) uint64 {
-	h := sha256.New()
-	h.Write([]byte(domainPrefix + labelMemWin + "\x00"))
-	h.Write(sigma[:])
-	var idx [8]byte
-	binary.BigEndian.PutUint32(idx[:4], uint32(s))
-	binary.BigEndian.PutUint32(idx[4:], uint32(j))
-	h.Write(idx[:])
-	h.Write(win)
-	var sum [32]byte
-	return binary.BigEndian.Uint64(h.Sum(sum[:0]))
+// SHA-256(prefix || "mem-fold" || 0x00 || σ_s || uint32 BE s ||
+// uint32 BE j || uint64 BE F), F the fold of buffer j's window in round s.
+func memDigest(sigma [32]byte, s, j int, fold uint64) uint64 {
+	var buf [len(domainPrefix) + len(labelMemFold) + 1 + 32 + 4 + 4 + 8]byte
+	b := append(buf[:0], domainPrefix+labelMemFold+"\x00"...)
+	b = append(b, sigma[:]...)
+	b = binary.BigEndian.AppendUint32(b, uint32(s))
+	b = binary.BigEndian.AppendUint32(b, uint32(j))
+	b = binary.BigEndian.AppendUint64(b, fold)
+	sum := sha256.Sum256(b)
+	return binary.BigEndian.Uint64(sum[:8])
 }
 
 // memNext is σ_{s+1} = SHA-256(prefix || "mem-round" || 0x00 || σ_s ||
@@ -285,9 +409,10 @@ func memNext(sigma [32]byte, s int, d []uint64) [32]byte {
 // MemVerify checks a memory proof: resp's shape (ErrMalformed), elapsed
 // (the challenger's own measurement) against deadline (ErrMemDeadline; no
 // deadline when ≤ 0), and Checks digests chosen by checkSeed — drawn by
-// the challenger after the response — against windows it regenerates
-// itself (ErrMemDigest). The verifier's work is the chain (Rounds hashes)
-// plus at most min(Checks, Buffers) buffer regenerations.
+// the challenger after the response — against windows it regenerates and
+// folds itself (ErrMemDigest). The verifier's work is the chain (Rounds
+// hashes and draws) plus at most min(Checks, Buffers) buffer
+// regenerations.
 func MemVerify(seed [32]byte, p MemParams, sigma0, checkSeed [32]byte, resp MemResponse, elapsed, deadline time.Duration) error {
 	if err := p.Validate(); err != nil {
 		return err
@@ -303,35 +428,47 @@ func MemVerify(seed [32]byte, p MemParams, sigma0, checkSeed [32]byte, resp MemR
 	if deadline > 0 && elapsed > deadline {
 		return fmt.Errorf("challenge: memory proof took %v, deadline %v: %w", elapsed, deadline, ErrMemDeadline)
 	}
-	// Replay the chain from the prover's digests: σ_s and the offsets.
-	sigmas := make([][32]byte, p.Rounds)
-	offs := make([][]int, p.Rounds)
-	sigma := sigma0
-	for s := range p.Rounds {
-		sigmas[s] = sigma
-		offs[s] = make([]int, p.Buffers)
-		memOffsets(offs[s], sigma, s, p)
-		sigma = memNext(sigma, s, resp.Digests[s])
-	}
-	// Draw the checks, then regenerate each checked buffer once.
+	// Draw the checks first: only the checked rounds' offsets and points
+	// are kept while the chain is replayed.
 	c := rand.NewChaCha8(subSeed(checkSeed, labelMemChk, 0))
 	byBuf := map[int][]int{} // buffer -> rounds checked
+	checked := map[int]bool{}
 	for range p.Checks {
 		s := uniformIndex(c, p.Rounds)
 		j := uniformIndex(c, p.Buffers)
 		byBuf[j] = append(byBuf[j], s)
+		checked[s] = true
 	}
+	// Replay the chain from the prover's digests: σ_s, the offsets and
+	// the fold points.
+	type round struct {
+		sigma [32]byte
+		offs  []int
+		rhos  []uint64
+	}
+	rounds := map[int]round{}
+	sigma := sigma0
+	for s := range p.Rounds {
+		if checked[s] {
+			r := round{sigma: sigma, offs: make([]int, p.Buffers), rhos: make([]uint64, p.Buffers)}
+			memOffsets(r.offs, sigma, s, p)
+			memRhos(r.rhos, sigma, s)
+			rounds[s] = r
+		}
+		sigma = memNext(sigma, s, resp.Digests[s])
+	}
+	// Regenerate each checked buffer once, up to its furthest window.
 	for _, j := range slices.Sorted(maps.Keys(byBuf)) {
-		rounds := byBuf[j]
 		end := 0
-		for _, s := range rounds {
-			end = max(end, offs[s][j]+p.WindowBytes)
+		for _, s := range byBuf[j] {
+			end = max(end, rounds[s].offs[j]+p.WindowBytes)
 		}
 		buf := make([]byte, end)
-		fillStream(buf, subSeed(seed, labelMemBuf, uint32(j)))
-		for _, s := range rounds {
-			o := offs[s][j]
-			if want := memDigest(sigmas[s], s, j, buf[o:o+p.WindowBytes]); resp.Digests[s][j] != want {
+		FillMemBuffer(buf, seed, j)
+		for _, s := range byBuf[j] {
+			r := rounds[s]
+			o := r.offs[j]
+			if want := memDigest(r.sigma, s, j, MemFold(buf[o:o+p.WindowBytes], r.rhos[j])); resp.Digests[s][j] != want {
 				return fmt.Errorf("challenge: memory proof: round %d buffer %d: %w", s, j, ErrMemDigest)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -150,5 +151,120 @@ func BenchmarkMemRespond(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkChaCha8 measures the rate at which one core generates a
+// buffer's stream: the rate at which a prover that dropped a buffer
+// regenerates a window (MemRegenRate is an upper bound on it).
+func BenchmarkChaCha8(b *testing.B) {
+	buf := make([]byte, 4<<20)
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		FillMemBuffer(buf, seedOf("chacha8"), 0)
+	}
+}
+
+// BenchmarkMemRoundHost measures the host's part of one round per buffer
+// (its offset and ρ drawn, its digest hashed, the next chain key), which
+// MemBufferOverhead allows for; the fold itself is not included.
+func BenchmarkMemRoundHost(b *testing.B) {
+	prof, _ := catalog.Lookup("h200")
+	p := RealMemParams(prof)
+	offs, rhos, d := make([]int, p.Buffers), make([]uint64, p.Buffers), make([]uint64, p.Buffers)
+	sigma := seedOf("host")
+	for b.Loop() {
+		memOffsets(offs, sigma, 1, p)
+		memRhos(rhos, sigma, 1)
+		for j := range d {
+			d[j] = memDigest(sigma, 1, j, rhos[j])
+		}
+		sigma = memNext(sigma, 1, d)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(p.Buffers), "ns/buffer")
+}
+
+// naiveMem is a MemBackend written apart from the CPU one, as a GPU
+// backend is: it folds term by term (memFoldNaive), at the point it is
+// given plus shift.
+type naiveMem struct {
+	bufs   [][]byte
+	shift  uint64
+	closed bool
+}
+
+func (n *naiveMem) FoldRound(_ context.Context, offs []int, window int, rhos, out []uint64) error {
+	for j, b := range n.bufs {
+		out[j] = memFoldNaive(b[offs[j]:offs[j]+window], rhos[j]+n.shift)
+	}
+	return nil
+}
+func (n *naiveMem) HeldBytes() int64 { return int64(len(n.bufs) * len(n.bufs[0])) }
+func (n *naiveMem) Close() error     { n.closed = true; return nil }
+
+// TestMemProverOnAnyBackend: a prover over another MemBackend, filled
+// with FillMemBuffer, gives the CPU prover's digests, which verify; one
+// that folds at another point fails the spot checks.
+func TestMemProverOnAnyBackend(t *testing.T) {
+	ctx := context.Background()
+	p := MemParams{Buffers: 5, BufferBytes: 4096, WindowBytes: 512, Rounds: 64, Checks: 32}
+	seed, sigma0 := seedOf("backend"), seedOf("backend sigma")
+	cpu, err := NewMemProver(ctx, seed, p, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := cpu.Respond(ctx, sigma0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, shift := range []uint64{0, 1} {
+		nb := &naiveMem{bufs: make([][]byte, p.Buffers), shift: shift}
+		for j := range nb.bufs {
+			nb.bufs[j] = make([]byte, p.BufferBytes)
+			FillMemBuffer(nb.bufs[j], seed, j)
+		}
+		m, err := NewMemProverOn(nb, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := m.Respond(ctx, sigma0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = MemVerify(seed, p, sigma0, seedOf("check"), got, 0, 0)
+		if shift == 0 {
+			if err != nil {
+				t.Errorf("a second backend's answer: %v", err)
+			}
+			for s := range want.Digests {
+				if !slices.Equal(got.Digests[s], want.Digests[s]) {
+					t.Fatalf("round %d: digests %x, the CPU backend's %x", s, got.Digests[s], want.Digests[s])
+				}
+			}
+		} else if !errors.Is(err, ErrMemDigest) {
+			t.Errorf("a backend folding at ρ+1: %v, want ErrMemDigest", err)
+		}
+		if m.Close(); !nb.closed {
+			t.Error("MemProver.Close did not close its backend")
+		}
+	}
+}
+
+// TestMemRhos: the fold points are never 0 or 1 (nor P), and differ
+// between buffers, rounds and chain keys.
+func TestMemRhos(t *testing.T) {
+	seen := map[uint64]bool{}
+	rhos := make([]uint64, 64)
+	for s := range 64 {
+		memRhos(rhos, seedOf("rho", s%2), s/2)
+		for _, r := range rhos {
+			if r < 2 || r >= P {
+				t.Fatalf("ρ = %d outside [2, P)", r)
+			}
+			if seen[r] {
+				t.Fatalf("ρ = %d drawn twice", r)
+			}
+			seen[r] = true
+		}
 	}
 }

@@ -1,5 +1,6 @@
-// The benchmark-challenge protocol /gpumesh/challenge/1.0.0 (see
-// docs/PROTOCOL.md and package verify/challenge for the math). Frames are
+// The benchmark-challenge protocol /gpumesh/challenge/2.0.0 (see
+// docs/PROTOCOL.md and package verify/challenge for the math; 1.0.0, whose
+// memory proof hashed each window, is retired). Frames are
 // protobuf messages with an unsigned-varint length prefix; the stream is
 // authenticated by libp2p, and the verdict is a signed Attestation.
 
@@ -137,10 +138,15 @@ func (x *ChallengeRequest) GetScale() uint32 {
 
 // Commit carries one Merkle root per GPU, in request order.
 type Commit struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Roots         [][]byte               `protobuf:"bytes,1,rep,name=roots,proto3" json:"roots,omitempty"`
-	Refused       string                 `protobuf:"bytes,2,opt,name=refused,proto3" json:"refused,omitempty"` // set instead when the prover declines
-	Busy          bool                   `protobuf:"varint,3,opt,name=busy,proto3" json:"busy,omitempty"`      // the refusal is about admission (busy, too
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Roots   [][]byte               `protobuf:"bytes,1,rep,name=roots,proto3" json:"roots,omitempty"`
+	Refused string                 `protobuf:"bytes,2,opt,name=refused,proto3" json:"refused,omitempty"` // set instead when the prover declines
+	Busy    bool                   `protobuf:"varint,3,opt,name=busy,proto3" json:"busy,omitempty"`      // the refusal is about admission (busy, too
+	// soon): try later; not a failed challenge
+	Code string `protobuf:"bytes,4,opt,name=code,proto3" json:"code,omitempty"` // with refused: "busy", "no-prover",
+	// "retired" (a 1.0.0 request), or empty
+	// (a failed challenge: bad request)
+	RetryAfterMs  uint32 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"` // with "busy": try again no sooner
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -194,6 +200,20 @@ func (x *Commit) GetBusy() bool {
 		return x.Busy
 	}
 	return false
+}
+
+func (x *Commit) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *Commit) GetRetryAfterMs() uint32 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
 }
 
 // SweepRequest names the sweep vector: r = DrawVector(r_seed, n).
@@ -855,11 +875,13 @@ const file_challenge_proto_rawDesc = "" +
 	"\x01t\x18\x06 \x01(\rR\x01t\x12\f\n" +
 	"\x01k\x18\a \x01(\rR\x01k\x12\x1c\n" +
 	"\tsimulated\x18\b \x01(\bR\tsimulated\x12\x14\n" +
-	"\x05scale\x18\t \x01(\rR\x05scale\"L\n" +
+	"\x05scale\x18\t \x01(\rR\x05scale\"\x86\x01\n" +
 	"\x06Commit\x12\x14\n" +
 	"\x05roots\x18\x01 \x03(\fR\x05roots\x12\x18\n" +
 	"\arefused\x18\x02 \x01(\tR\arefused\x12\x12\n" +
-	"\x04busy\x18\x03 \x01(\bR\x04busy\"%\n" +
+	"\x04busy\x18\x03 \x01(\bR\x04busy\x12\x12\n" +
+	"\x04code\x18\x04 \x01(\tR\x04code\x12$\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\rR\fretryAfterMs\"%\n" +
 	"\fSweepRequest\x12\x15\n" +
 	"\x06r_seed\x18\x01 \x01(\fR\x05rSeed\"C\n" +
 	"\rSweepResponse\x122\n" +

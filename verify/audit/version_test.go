@@ -1,0 +1,83 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify/pb"
+)
+
+// TestV1ChallengerIsRefused: a challenger of the retired protocol version
+// that dials a prover gets a refusal naming the version to use, marked
+// busy, so that it neither fails the prover nor takes it for down.
+func TestV1ChallengerIsRefused(t *testing.T) {
+	ph, ch := newHost(t), newHost(t)
+	Serve(ProverConfig{Host: ph, GPUs: twoT4, Log: quiet()})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ch.NewStream(ctx, ph.ID(), ChallengeProtocolV1)
+	if err != nil {
+		t.Fatalf("the prover does not take a version-1 stream: %v", err)
+	}
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(10 * time.Second))
+	req := &pb.ChallengeRequest{Model: "t4", GpuUuids: []string{"GPU-sim-a", "GPU-sim-b"},
+		Seeds: [][]byte{make([]byte, 32), make([]byte, 32)}, N: 256, T: 128, K: 66, Simulated: true, Scale: 128}
+	if err := p2p.WriteMsg(s, req); err != nil {
+		t.Fatal(err)
+	}
+	var commit pb.Commit
+	if err := p2p.ReadMsg(s, maxSmallMsg, &commit); err != nil {
+		t.Fatalf("no answer to a version-1 request: %v", err)
+	}
+	if commit.Refused != RetiredRefusal || !commit.Busy || commit.Code != CodeRetired || len(commit.Roots) != 0 {
+		t.Fatalf("answer to a version-1 request: %+v, want refused %q, busy, code %q", &commit, RetiredRefusal, CodeRetired)
+	}
+	// A version-1 challenger reads it as this one's checkCommit does.
+	err = (&exchange{gpus: 2}).checkCommit(&commit)
+	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "use 2.0.0") {
+		t.Errorf("a version-1 challenger records %v, want busy, naming 2.0.0", err)
+	}
+}
+
+// TestV2ChallengerMeetsV1Prover: a challenger of this version that meets
+// a prover of the retired one only records the version outcome: not
+// unreachable, not failed, nothing to attest. A peer that serves no
+// challenge protocol at all is still unreachable.
+func TestV2ChallengerMeetsV1Prover(t *testing.T) {
+	old, none, ch := newHost(t), newHost(t), newHost(t)
+	old.SetStreamHandler(ChallengeProtocolV1, func(s network.Stream) {
+		var req pb.ChallengeRequest
+		_ = p2p.ReadMsg(s, maxRequest, &req)
+		s.Reset()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, h := range []peer.AddrInfo{{ID: old.ID(), Addrs: old.Addrs()}, {ID: none.ID(), Addrs: none.Addrs()}} {
+		if err := ch.Connect(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := NewChallenger(ch, 0, quiet())
+	uuids := []string{"GPU-sim-a", "GPU-sim-b"}
+	res, err := c.Challenge(ctx, old.ID(), "t4", uuids, true)
+	if err != nil {
+		t.Fatalf("a version-1 prover: err = %v, want a version outcome", err)
+	}
+	if res.Outcome != OutcomeVersion || res.Passed || res.Judged() || !strings.Contains(res.Reason, "1.0.0") {
+		t.Fatalf("a version-1 prover: outcome %q passed=%v judged=%v reason %q, want %q naming 1.0.0", res.Outcome, res.Passed, res.Judged(), res.Reason, OutcomeVersion)
+	}
+	if _, err := c.Challenge(ctx, none.ID(), "t4", uuids, true); !errors.Is(err, ErrUnreachable) {
+		t.Errorf("a peer without the protocol: err = %v, want ErrUnreachable", err)
+	}
+}
