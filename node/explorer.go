@@ -12,6 +12,7 @@ import (
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/api"
+	"github.com/gpumesh/gpumesh/verify/inventory"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
@@ -124,6 +125,7 @@ func (e *explorer) row(d suppliersData, id peer.ID) api.SupplierRow {
 	}
 	if id == e.n.id {
 		r.Region, r.Software, r.GPUsTotal, r.LastSeen, r.Connected = e.n.cfg.Region, "gpumesh/"+Version, len(e.n.gpus), e.n.now().UTC(), true
+		r.Simulated = slices.ContainsFunc(e.n.gpus, func(g inventory.GPU) bool { return g.Simulated })
 		r.GPUsFree = 0
 		for _, c := range e.b.Capacity() {
 			r.GPUsFree += c.Free
@@ -132,6 +134,7 @@ func (e *explorer) row(d suppliersData, id peer.ID) api.SupplierRow {
 	byModel := map[string]int{}
 	for _, a := range d.asks[id] {
 		byModel[a.Model] += int(a.Count)
+		r.Simulated = r.Simulated || a.Simulated
 		r.Asks++
 		if r.CheapestMicros == 0 || a.PriceMicros < r.CheapestMicros {
 			r.CheapestMicros = a.PriceMicros

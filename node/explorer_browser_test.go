@@ -96,6 +96,10 @@ func TestExplorerInBrowser(t *testing.T) {
 		if v := r.LastVerdict; v != nil && !v.Passed {
 			want = append(want, "failed", v.Reason)
 		}
+		if !r.Simulated {
+			t.Errorf("supplier %s of simulated GPUs is not marked simulated: %+v", r.PeerID, r)
+		}
+		want = append(want, "simulated GPUs")
 		b.waitContains("supplier row "+r.PeerID, sel, want...)
 	}
 	b.waitContains("the impostor's row", `#suppliers tr.failed[data-peer=`+jsString(en.impostor.ID().String())+`]`, "✗ failed")

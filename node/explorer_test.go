@@ -74,7 +74,7 @@ func TestExplorerAPI(t *testing.T) {
 		byID[r.PeerID] = r
 	}
 	h, imp := byID[honest.ID().String()], byID[impostor.ID().String()]
-	if h.LastVerdict == nil || !h.LastVerdict.Passed || h.LeasesServed != 1 || h.GPUsTotal != 2 || h.Region != "us-east" {
+	if h.LastVerdict == nil || !h.LastVerdict.Passed || h.LeasesServed != 1 || h.GPUsTotal != 2 || h.Region != "us-east" || !h.Simulated {
 		t.Errorf("honest supplier's row: %+v", h)
 	}
 	if imp.LastVerdict == nil || imp.LastVerdict.Passed || !strings.Contains(imp.LastVerdict.Reason, "differs") || imp.LastVerdict.Challenger != auditor.ID().String() {

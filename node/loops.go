@@ -495,10 +495,12 @@ func (n *Node) keepFetched(p *p2p.Profile, src metrics.Source) {
 func (n *Node) keepProfile(p *p2p.Profile) error {
 	if n.verify.rep != nil {
 		uuids := make([]string, 0, len(p.Gpus))
+		simOnly := true
 		for _, g := range p.Gpus {
 			uuids = append(uuids, g.Uuid)
+			simOnly = simOnly && g.Simulated
 		}
-		n.verify.rep.ObserveGPUs(p.ID, uuids)
+		n.verify.rep.ObserveGPUs(p.ID, uuids, simOnly)
 	}
 	if n.market.trust != nil {
 		n.market.trust.observe(p)

@@ -102,12 +102,15 @@ type SupplierRow struct {
 	CheapestMicros int64        `json:"cheapest_micros"` // 0: no ask
 	Reputation     float64      `json:"reputation"`
 	Verified       bool         `json:"verified"`
-	UptimePct      *float64     `json:"uptime_pct"`   // null: no uptime checks
-	LastVerdict    *Verdict     `json:"last_verdict"` // null: never challenged
-	LastSeen       time.Time    `json:"last_seen"`
-	Connected      bool         `json:"connected"`
-	LeasesServed   int          `json:"leases_served"` // from trade prints
-	GPUHoursServed float64      `json:"gpu_hours_served"`
+	// Simulated: the supplier sells simulated GPUs (an ask of its says
+	// so): no hardware stands behind them, and its verdicts prove none.
+	Simulated      bool      `json:"simulated"`
+	UptimePct      *float64  `json:"uptime_pct"`   // null: no uptime checks
+	LastVerdict    *Verdict  `json:"last_verdict"` // null: never challenged
+	LastSeen       time.Time `json:"last_seen"`
+	Connected      bool      `json:"connected"`
+	LeasesServed   int       `json:"leases_served"` // from trade prints
+	GPUHoursServed float64   `json:"gpu_hours_served"`
 }
 
 // Verdict is the outcome of a challenge.

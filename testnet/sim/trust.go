@@ -83,7 +83,7 @@ func newReputation(now func() time.Time, suppliers []SupplierSpec, ids []peer.ID
 	}
 	for _, s := range suppliers {
 		id := ids[s.Node]
-		book.ObserveGPUs(id, uuids[id])
+		book.ObserveGPUs(id, uuids[id], false)
 		if s.Impostor && !s.Attested {
 			continue
 		}

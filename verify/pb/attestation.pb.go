@@ -47,8 +47,13 @@ type Attestation struct {
 	RowsChecked      uint32                 `protobuf:"varint,14,opt,name=rows_checked,json=rowsChecked,proto3" json:"rows_checked,omitempty"`                  // result rows the challenger recomputed
 	DurationMs       int64                  `protobuf:"varint,15,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`                     // challenge duration on the challenger's clock
 	ChallengeId      []byte                 `protobuf:"bytes,16,opt,name=challenge_id,json=challengeId,proto3" json:"challenge_id,omitempty"`                   // 32 bytes; identifies the challenge
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The GPUs challenged were simulated ones (their profile says so), at
+	// simulated sizes: such a pass proves nothing about real hardware, and
+	// never makes a supplier verified while it claims real GPUs. Absent
+	// (false) in attestations of older challengers.
+	Simulated     bool `protobuf:"varint,17,opt,name=simulated,proto3" json:"simulated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Attestation) Reset() {
@@ -193,6 +198,13 @@ func (x *Attestation) GetChallengeId() []byte {
 	return nil
 }
 
+func (x *Attestation) GetSimulated() bool {
+	if x != nil {
+		return x.Simulated
+	}
+	return false
+}
+
 // SyncRequest asks a node for the attestations it keeps
 // (/gpumesh/attestation-sync/1.0.0), so that a light client can compute
 // reputation itself.
@@ -290,7 +302,7 @@ var File_attestation_proto protoreflect.FileDescriptor
 
 const file_attestation_proto_rawDesc = "" +
 	"\n" +
-	"\x11attestation.proto\x12\x11gpumesh.verify.v1\"\xe0\x03\n" +
+	"\x11attestation.proto\x12\x11gpumesh.verify.v1\"\xfe\x03\n" +
 	"\vAttestation\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x1a\n" +
 	"\battester\x18\x02 \x01(\fR\battester\x12\x14\n" +
@@ -310,7 +322,8 @@ const file_attestation_proto_rawDesc = "" +
 	"\frows_checked\x18\x0e \x01(\rR\vrowsChecked\x12\x1f\n" +
 	"\vduration_ms\x18\x0f \x01(\x03R\n" +
 	"durationMs\x12!\n" +
-	"\fchallenge_id\x18\x10 \x01(\fR\vchallengeId\"#\n" +
+	"\fchallenge_id\x18\x10 \x01(\fR\vchallengeId\x12\x1c\n" +
+	"\tsimulated\x18\x11 \x01(\bR\tsimulated\"#\n" +
 	"\vSyncRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\"2\n" +
 	"\fSyncResponse\x12\"\n" +

@@ -127,8 +127,21 @@ type Score struct {
 	// judged.
 	Reputation float64 `json:"reputation"`
 	// Verified: enough trusted challengers passed it in their latest
-	// challenge, none failed it since, and no GPU UUID conflict.
+	// challenge, none failed it since, no GPU UUID conflict, and unless
+	// its profile is known to claim simulated GPUs only, the latest pass
+	// was not on simulated ones (SimulatedOnly).
 	Verified bool `json:"verified"`
+	// SimulatedOnly: the latest pass of a trusted challenger was of
+	// simulated GPUs (challenged at simulated sizes). Such a pass proves
+	// nothing about hardware: it makes a supplier neither verified nor
+	// proven unless the book has seen its profile claim simulated GPUs
+	// only. A supplier that collects passes on simulated GPUs and then
+	// claims real ones, or one whose profile the book has not seen, must
+	// be proven again on real hardware.
+	SimulatedOnly bool `json:"simulated_only,omitempty"`
+	// simForReal is SimulatedOnly without a profile known to claim
+	// simulated GPUs only; Proven is then false.
+	simForReal bool
 	// Passes and Fails count the challenges trusted attesters passed and
 	// failed it in (not decayed).
 	Passes int `json:"passes"`
@@ -164,6 +177,7 @@ type Book struct {
 	mu       sync.Mutex
 	entries  map[ID]*entry
 	observed map[peer.ID][]string // GPU UUIDs each supplier's profile claims
+	simOnly  map[peer.ID]bool     // suppliers whose profile claims simulated GPUs only
 	snap     *snapshot            // nil when stale
 
 	lmu    sync.Mutex
@@ -177,6 +191,7 @@ type entry struct {
 	uptime            bool // kind: uptime ping, else challenge
 	passed            bool
 	uuids             []string // of a passed challenge
+	simulated         bool     // a challenge of simulated GPUs
 }
 
 // snapshot is the result of one computation.
@@ -197,7 +212,7 @@ func Open(s store.Store, self peer.ID, cfg Config) (*Book, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reputation: open: config: %w", err)
 	}
-	b := &Book{s: s, self: self, cfg: cfg, entries: make(map[ID]*entry), observed: make(map[peer.ID][]string)}
+	b := &Book{s: s, self: self, cfg: cfg, entries: make(map[ID]*entry), observed: make(map[peer.ID][]string), simOnly: make(map[peer.ID]bool)}
 	now := cfg.Now()
 	var bad [][]byte
 	err = s.Iterate(ksAttestations, nil, func(key, raw []byte) error {
@@ -226,7 +241,7 @@ func Open(s store.Store, self peer.ID, cfg Config) (*Book, error) {
 }
 
 func newEntry(a *Attestation) *entry {
-	e := &entry{attester: a.Attester, subject: a.Subject, createdMs: a.CreatedMs, uptime: a.Kind == KindUptime, passed: a.Passed}
+	e := &entry{attester: a.Attester, subject: a.Subject, createdMs: a.CreatedMs, uptime: a.Kind == KindUptime, passed: a.Passed, simulated: a.Simulated}
 	if !e.uptime && e.passed && len(a.GpuUuids) > 0 {
 		e.uuids = slices.Clone(a.GpuUuids)
 	}
@@ -268,7 +283,10 @@ func (b *Book) Add(a *Attestation) bool {
 // ObserveGPUs records the GPU UUIDs subject's profile claims, replacing
 // what it claimed before; nil clears them. A UUID claimed by two
 // suppliers, here or in their latest passed challenges, is a conflict.
-func (b *Book) ObserveGPUs(subject peer.ID, uuids []string) {
+// onlySimulated says that every GPU the profile claims is simulated: only
+// then do passes on simulated GPUs make subject verified or proven (see
+// Score.SimulatedOnly).
+func (b *Book) ObserveGPUs(subject peer.ID, uuids []string, onlySimulated bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(uuids) == 0 {
@@ -276,8 +294,14 @@ func (b *Book) ObserveGPUs(subject peer.ID, uuids []string) {
 			return
 		}
 		delete(b.observed, subject)
+		delete(b.simOnly, subject)
 	} else {
 		b.observed[subject] = slices.Clone(uuids)
+		if onlySimulated {
+			b.simOnly[subject] = true
+		} else {
+			delete(b.simOnly, subject)
+		}
 	}
 	b.snap = nil
 }
@@ -316,7 +340,7 @@ func (s Score) UptimePct() *float64 {
 // than merely exist: verified, or passed by a trusted challenger, not
 // failing (its reputation above DefaultFloor), and in no UUID conflict.
 func (s Score) Proven() bool {
-	if s.Conflict {
+	if s.Conflict || s.simForReal {
 		return false
 	}
 	return s.Verified || s.Passes > 0 && s.Reputation > DefaultFloor
@@ -362,7 +386,7 @@ func (b *Book) current() *snapshot {
 		return s
 	}
 	b.dropExpired(now)
-	b.snap = compute(b.entries, b.observed, b.cfg, now)
+	b.snap = compute(b.entries, b.observed, b.simOnly, b.cfg, now)
 	return b.snap
 }
 

@@ -286,7 +286,7 @@ func TestUUIDConflict(t *testing.T) {
 		w := newWorld(t)
 		a, c := newNode(t), newNode(t)
 		w.passAll(a.id, "GPU-A")
-		w.book.ObserveGPUs(c.id, []string{"GPU-Z", "GPU-A"})
+		w.book.ObserveGPUs(c.id, []string{"GPU-Z", "GPU-A"}, false)
 		if s := w.book.Score(a.id); s.Verified || !s.Conflict {
 			t.Errorf("a: %+v, want unverified in conflict", s)
 		}
@@ -296,7 +296,7 @@ func TestUUIDConflict(t *testing.T) {
 		if _, ok := w.book.Scores()[c.id]; !ok {
 			t.Errorf("Scores() lacks the observed supplier")
 		}
-		w.book.ObserveGPUs(c.id, nil)
+		w.book.ObserveGPUs(c.id, nil, false)
 		if s := w.book.Score(a.id); !s.Verified || s.Conflict {
 			t.Errorf("after the claim is withdrawn: %+v, want verified", s)
 		}
@@ -489,7 +489,7 @@ func TestConcurrentUse(t *testing.T) {
 			for i := g; i < len(atts); i += 4 {
 				w.book.Add(atts[i])
 				w.book.Score(subjects[i%4].id)
-				w.book.ObserveGPUs(subjects[g].id, []string{"GPU-" + subjects[g].id.String()})
+				w.book.ObserveGPUs(subjects[g].id, []string{"GPU-" + subjects[g].id.String()}, false)
 				_ = w.book.Scores()
 				_ = w.book.Conflicts()
 			}
@@ -523,5 +523,41 @@ func TestScoreProvenAndUptime(t *testing.T) {
 	}
 	if u := (Score{Uptime: 0.25, Pings: 4}).UptimePct(); u == nil || *u != 25 {
 		t.Errorf("UptimePct of 0.25 = %v, want 25", u)
+	}
+}
+
+// TestSimulatedPassesProveNothingReal: passes of simulated GPUs make a
+// supplier verified and proven only while its profile claims simulated
+// GPUs only; claiming real GPUs (or an unseen profile) takes both away
+// until it passes on real ones.
+func TestSimulatedPassesProveNothingReal(t *testing.T) {
+	w := newWorld(t)
+	s := newNode(t)
+	for _, c := range w.cs {
+		m := challengeMsg(s.id, true, w.clk.Now())
+		m.GpuUuids, m.Simulated = []string{"GPU-sim-00"}, true
+		a, err := OpenAttestation(seal(t, m, c), w.clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.book.Add(a)
+	}
+	check := func(when string, wantVerified bool) {
+		t.Helper()
+		sc := w.book.Score(s.id)
+		if !sc.SimulatedOnly || sc.Verified != wantVerified || sc.Proven() != wantVerified {
+			t.Errorf("%s: SimulatedOnly %v, Verified %v, Proven %v; want true, %v, %v", when, sc.SimulatedOnly, sc.Verified, sc.Proven(), wantVerified, wantVerified)
+		}
+	}
+	check("profile not seen", false)
+	w.book.ObserveGPUs(s.id, []string{"GPU-sim-00"}, true)
+	check("profile of simulated GPUs", true)
+	w.book.ObserveGPUs(s.id, []string{"GPU-sim-00"}, false)
+	check("the same UUID now claimed as a real GPU", false)
+	// A pass on real hardware proves it again.
+	w.clk.Advance(time.Minute)
+	w.passAll(s.id, "GPU-sim-00")
+	if sc := w.book.Score(s.id); sc.SimulatedOnly || !sc.Verified || !sc.Proven() {
+		t.Errorf("after passes on real GPUs: %+v, want verified and proven", sc)
 	}
 }

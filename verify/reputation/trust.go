@@ -30,6 +30,7 @@ type pair struct {
 	latestPassed           bool
 	lastPassMs, lastFailMs int64
 	lastPassUUIDs          []string // of the pass at lastPassMs
+	lastPassSimulated      bool     // the pass at lastPassMs was of simulated GPUs
 
 	// Uptime pings.
 	upPass, upAll float64 // decayed weights
@@ -41,7 +42,7 @@ type pair struct {
 // aggregate the entries per (attester, subject), run EigenTrust over
 // them, total per subject what trusted attesters said, find the GPU UUIDs
 // that two peers claim, and score.
-func compute(entries map[ID]*entry, observed map[peer.ID][]string, cfg Config, now time.Time) *snapshot {
+func compute(entries map[ID]*entry, observed map[peer.ID][]string, simOnly map[peer.ID]bool, cfg Config, now time.Time) *snapshot {
 	var ix peerIndex
 	for _, p := range cfg.PreTrusted {
 		ix.of(p)
@@ -61,7 +62,7 @@ func compute(entries map[ID]*entry, observed map[peer.ID][]string, cfg Config, n
 	scores := make(map[peer.ID]Score, len(subjects))
 	for j, a := range subjects {
 		id := ix.peers[j]
-		scores[id] = a.scoreOf(trust[j], inConflict[id], cfg.MinAttesters)
+		scores[id] = a.scoreOf(trust[j], inConflict[id], simOnly[id], cfg.MinAttesters)
 	}
 	return &snapshot{at: now, scores: scores, conflicts: conflicts}
 }
@@ -129,7 +130,7 @@ func (pr *pair) add(e *entry, w float64) {
 		pr.pass += w
 		pr.passes++
 		if e.createdMs > pr.lastPassMs {
-			pr.lastPassMs, pr.lastPassUUIDs = e.createdMs, e.uuids
+			pr.lastPassMs, pr.lastPassUUIDs, pr.lastPassSimulated = e.createdMs, e.uuids, e.simulated
 		}
 	default:
 		pr.fail += w
@@ -148,6 +149,7 @@ type subjectTotal struct {
 	lastPassMs, lastFailMs int64
 	provenMs               int64
 	proven                 []string // the GPU UUIDs of the latest pass
+	provenSimulated        bool     // the latest pass was of simulated GPUs
 	latestPasses           int      // attesters whose latest challenge passed
 	score                  Score    // the counts
 }
@@ -188,7 +190,7 @@ func (a *subjectTotal) add(pr *pair, t float64) {
 	a.lastPassMs = max(a.lastPassMs, pr.lastPassMs)
 	a.lastFailMs = max(a.lastFailMs, pr.lastFailMs)
 	if pr.lastPassMs > a.provenMs {
-		a.provenMs, a.proven = pr.lastPassMs, pr.lastPassUUIDs
+		a.provenMs, a.proven, a.provenSimulated = pr.lastPassMs, pr.lastPassUUIDs, pr.lastPassSimulated
 	}
 }
 
@@ -230,8 +232,9 @@ func uuidConflicts(observed map[peer.ID][]string, subjects map[int]*subjectTotal
 // scoreOf is the subject's score: its beta reputation (halved while its
 // latest challenge failed), uptime, last challenge, and whether it is
 // verified (minAttesters trusted attesters' latest challenges passed, not
-// failing, no conflict).
-func (a *subjectTotal) scoreOf(trust float64, conflict bool, minAttesters int) Score {
+// failing, no conflict, and no pass on simulated GPUs alone unless
+// claimsSimOnly: the profile claims simulated GPUs only).
+func (a *subjectTotal) scoreOf(trust float64, conflict, claimsSimOnly bool, minAttesters int) Score {
 	sc := a.score
 	beta := (1 + a.s) / (2 + a.s + a.f)
 	failing := a.lastFailMs > 0 && a.lastFailMs >= a.lastPassMs
@@ -246,7 +249,9 @@ func (a *subjectTotal) scoreOf(trust float64, conflict bool, minAttesters int) S
 		sc.LastChallenge = time.UnixMilli(last)
 	}
 	sc.Conflict = conflict
-	sc.Verified = a.latestPasses >= minAttesters && !failing && !sc.Conflict
+	sc.SimulatedOnly = a.provenMs > 0 && a.provenSimulated
+	sc.simForReal = sc.SimulatedOnly && !claimsSimOnly
+	sc.Verified = a.latestPasses >= minAttesters && !failing && !sc.Conflict && !sc.simForReal
 	sc.Trust = trust
 	return sc
 }

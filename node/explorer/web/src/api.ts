@@ -54,6 +54,7 @@ export interface SupplierRow {
   cheapest_micros: number;
   reputation: number;
   verified: boolean;
+  simulated: boolean;
   uptime_pct: number | null;
   last_verdict: Verdict | null;
   last_seen: string;

@@ -71,7 +71,7 @@ function supplierTable(rows: SupplierRow[], now: number, empty: string): HTMLEle
     { head: "Asks", num: true, cell: (s) => num(s.asks) },
     { head: "Cheapest", num: true, cell: (s) => price(s.cheapest_micros) },
     { head: "Reputation", num: true, cell: (s) => num(s.reputation, 2) },
-    { head: "Status", cell: standing },
+    { head: "Status", cell: (s) => (s.simulated ? [standing(s), " ", badge("warn", "simulated GPUs", "its GPUs are simulated (--gpus sim:...): no hardware stands behind them, and a pass proves none")] : standing(s)) },
     {
       head: "Last verdict",
       wrap: true,
