@@ -1,0 +1,65 @@
+// Package cuda is gpumesh's GPU prover for real NVIDIA devices: a
+// challenge.Prover (Prover) that runs the matrix chain of the benchmark
+// challenge on the GPU, and a challenge.MemBackend (MemBackend) that holds
+// the memory proof's buffers in device memory and folds their windows
+// there. It needs no CUDA toolkit to build: it talks to the driver alone.
+//
+// # The driver, loaded at run time
+//
+// Open loads the driver library (Options.Library, by default
+// "libcuda.so.1", as go-nvml loads libnvidia-ml.so.1) with dlopen
+// (RTLD_NOW | RTLD_LOCAL) and finds each function with dlsym into a table
+// of C function pointers; cgo calls them through static C wrappers. The
+// types and constants it needs are in the vendored cudadl.h. It needs
+// these symbols (the _v2 names where the driver has two):
+//
+//	cuInit cuDriverGetVersion cuGetErrorName cuGetErrorString
+//	cuDeviceGetCount cuDeviceGet cuDeviceGetAttribute cuDeviceGetName
+//	cuDeviceGetUuid_v2 cuDeviceTotalMem_v2 cuMemGetInfo_v2
+//	cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRelease_v2 cuCtxSetCurrent
+//	cuCtxSynchronize cuModuleLoadDataEx cuModuleUnload cuModuleGetFunction
+//	cuMemAlloc_v2 cuMemFree_v2 cuMemcpyHtoD_v2 cuMemcpyDtoH_v2
+//	cuLaunchKernel cuStreamCreate cuStreamDestroy_v2 cuStreamSynchronize
+//	cuEventCreate cuEventRecord cuEventSynchronize cuEventDestroy_v2
+//	cuEventElapsedTime (cuEventElapsedTime_v2 where present, CUDA 12.8+)
+//
+// A library that is missing gives ErrNoCUDA, a driver older than
+// MinDriverVersion (11.4) ErrOldDriver, a missing function
+// ErrMissingSymbol naming it; a failed call is an *Error with the
+// CUresult's name from cuGetErrorName (ErrOutOfMemory matches
+// CUDA_ERROR_OUT_OF_MEMORY). Each device has one goroutine locked to one
+// OS thread on which the device's primary context is current
+// (cuDevicePrimaryCtxRetain, never cuCtxCreate); every call for the
+// device runs there. Kernel parameters are passed in C memory. Elsewhere
+// than Linux with cgo, Open reports "no CUDA on this platform".
+//
+// # The kernels
+//
+// kernels.ptx, embedded, is hand-written PTX (ISA 7.0, sm_80) that the
+// driver's JIT compiles at Open: gm_chain_step (plain integer products,
+// any device and size), gm_chain_step_mma (int8 tensor cores, mma.sync
+// m16n8k32 s8·s8→s32, sm_80 and later, N a multiple of 128, reading Bᵀ
+// made by gm_transpose), both with the mix in the epilogue; and the
+// memory fold MemFold as gm_fold_partial (per block of 256 KiB of a
+// window, Σ (w_k mod P)·ρ^k at the block's own powers of ρ) and
+// gm_fold_reduce (the blocks' sum per buffer). The kernel names and
+// parameters (kernels.go) are a contract with the fake driver of the
+// tests.
+//
+// # What is proven, and what is not
+//
+// The host side is tested without a GPU against a fake driver
+// (testdata/fakecuda, C, built by the tests with cc) that implements
+// every call above on the CPU and runs a C reference of each kernel by
+// name: loading, errors, memory, contexts per thread, and answers
+// byte-identical to challenge.CPUProver and challenge.MemFold. The PTX
+// itself is checked only as text (entry points, parameters, and, where a
+// ptxas is on PATH, assembly for sm_80 and sm_90). UNVERIFIED ON
+// HARDWARE: that the driver JITs this PTX, that the kernels compute what
+// their references do (the mma fragment layout above all), and how fast
+// they are. The mma kernel reads its operands straight from global
+// memory (no shared-memory tiling, no cp.async or ldmatrix), so its
+// efficiency is a floor, not what a tuned kernel reaches. `make
+// gpu-check` (scripts/gpu-check.sh, cmd/gpucheck) checks all of it on a
+// machine with an NVIDIA GPU and writes bench/GPU.md.
+package cuda
