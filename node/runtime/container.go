@@ -33,6 +33,8 @@ type containerRuntime struct {
 	// the reason noNet says.
 	net   *containerNet
 	noNet string
+	// gpuMode and devDir are Options.GPUMode and Options.DeviceDir.
+	gpuMode, devDir string
 }
 
 func newContainerRuntime(name string, o Options) (Runtime, error) {
@@ -49,7 +51,7 @@ func newContainerRuntime(name string, o Options) (Runtime, error) {
 		}
 		return nil, fmt.Errorf("runtime %s: %w: %s info: %v%s", name, ErrUnavailable, bin, err, msg)
 	}
-	c := &containerRuntime{name: name, bin: bin, log: o.Log.With("runtime", name)}
+	c := &containerRuntime{name: name, bin: bin, log: o.Log.With("runtime", name), gpuMode: o.GPUMode, devDir: o.DeviceDir}
 	if o.Net == nil {
 		c.noNet = "Options.Net is not set, so containers get the engine's network"
 		return c, nil
@@ -129,7 +131,7 @@ func (c *containerRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 	}
 
 	name := containerName(s)
-	cmd := exec.Command(c.bin, containerArgs(c.name, s, name, envFile, user, netArgs)...)
+	cmd := exec.Command(c.bin, containerArgs(c.name, s, name, envFile, user, gpuArgs(c.name, c.gpuMode, c.devDir, s), netArgs)...)
 	cmd.Stdout, cmd.Stderr = s.Stdout, s.Stderr
 	cmd.SysProcAttr = containerAttr()
 	if err := cmd.Start(); err != nil {
@@ -205,9 +207,10 @@ func allUUIDs(gpus []string) bool {
 	return true
 }
 
-// containerArgs is the client's argv after the binary; network is the
-// engine's network flags (none: its default network).
-func containerArgs(runtime string, s Spec, name, envFile, user string, network []string) []string {
+// containerArgs is the client's argv after the binary; gpus are the
+// GPU flags (gpuArgs), network the engine's network flags (none: its
+// default network).
+func containerArgs(runtime string, s Spec, name, envFile, user string, gpus, network []string) []string {
 	a := []string{"run", "--rm", "--name", name,
 		"--label", "gpumesh.job=" + s.JobID, "--label", "gpumesh.attempt=" + strconv.Itoa(s.Attempt),
 		"--workdir", containerWork,
@@ -238,21 +241,34 @@ func containerArgs(runtime string, s Spec, name, envFile, user string, network [
 		n = 1024
 	}
 	a = append(a, "--ulimit", fmt.Sprintf("nofile=%d:%d", n, n))
-	// A simulated GPU is no device: its container gets none.
-	devices := slices.DeleteFunc(slices.Clone(s.GPUs), simulatedGPU)
-	if len(devices) > 0 {
-		if runtime == "podman" {
-			for _, g := range devices {
-				a = append(a, "--device", "nvidia.com/gpu="+g) // CDI
-			}
-		} else {
-			// The value is CSV: quote it so the commas stay inside.
-			a = append(a, "--gpus", `"device=`+strings.Join(devices, ",")+`"`)
-		}
-	}
+	a = append(a, gpus...)
 	a = append(a, network...)
 	a = append(a, s.Image)
 	return append(a, s.Argv...)
+}
+
+// gpuArgs are the client's flags that give the container the GPUs of s:
+// in GPUMode "devices" a --device of each of s.GPUDevices and of the
+// control nodes devDir has (deviceArgs); else the NVIDIA container
+// toolkit's, by UUID: docker's --gpus, podman's CDI devices. A simulated
+// GPU is no device: its container gets none.
+func gpuArgs(runtime, mode, devDir string, s Spec) []string {
+	if mode == GPUModeDevices {
+		return deviceArgs(s, devDir)
+	}
+	devices := slices.DeleteFunc(slices.Clone(s.GPUs), simulatedGPU)
+	if len(devices) == 0 {
+		return nil
+	}
+	var a []string
+	if runtime == "podman" {
+		for _, g := range devices {
+			a = append(a, "--device", "nvidia.com/gpu="+g) // CDI
+		}
+		return a
+	}
+	// The value is CSV: quote it so the commas stay inside.
+	return append(a, "--gpus", `"device=`+strings.Join(devices, ",")+`"`)
 }
 
 // simulatedGPU reports whether uuid names a simulated GPU (the

@@ -13,6 +13,7 @@ func TestContainerArgs(t *testing.T) {
 		"--label", "gpumesh.job=ABC123", "--label", "gpumesh.attempt=2",
 		"--workdir", "/work", "--volume", "/d/work:/work", "--volume", "/d/ck:/checkpoint",
 		"--env-file", "/e", "--security-opt", "no-new-privileges", "--cap-drop", "ALL"}
+	var gpuMode string // a case may change it
 	for _, tc := range []struct {
 		name    string
 		runtime string
@@ -36,11 +37,18 @@ func TestContainerArgs(t *testing.T) {
 			[]string{"--ulimit", "nofile=1024:1024", "--device", "nvidia.com/gpu=GPU-a", "--device", "nvidia.com/gpu=GPU-b", "img:1", "python", "train.py"}},
 		{"job network", "podman", func(*Spec) {}, "", []string{"--network", "ns:/proc/1/fd/9", "--dns", "9.9.9.9"},
 			[]string{"--ulimit", "nofile=1024:1024", "--network", "ns:/proc/1/fd/9", "--dns", "9.9.9.9", "img:1", "python", "train.py"}},
+		{"gpus as devices", "docker", func(s *Spec) {
+			s.GPUs, s.GPUDevices = []string{"GPU-a", "GPU-b"}, []string{"/d/nvidia3", "/d/nvidia1"}
+			gpuMode = GPUModeDevices
+		}, "", nil,
+			[]string{"--ulimit", "nofile=1024:1024", "--device", "/d/nvidia3:/dev/nvidia3", "--device", "/d/nvidia1:/dev/nvidia1", "img:1", "python", "train.py"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := base
+			gpuMode = GPUModeToolkit
 			tc.change(&s)
-			got := containerArgs(tc.runtime, s, containerName(s), "/e", tc.user, tc.network)
+			// No control node: the device dir is empty.
+			got := containerArgs(tc.runtime, s, containerName(s), "/e", tc.user, gpuArgs(tc.runtime, gpuMode, t.TempDir(), s), tc.network)
 			want := append(append([]string{}, common...), tc.want...)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("args:\n got %q\nwant %q", got, want)

@@ -30,6 +30,11 @@ type shimConfig struct {
 	// (always with Namespace): it brings lo up; the node adds the rest
 	// before sending this config.
 	NetNamespace bool `json:"net_namespace"`
+	// PrivateDev gives the job a /dev of its own (with Namespace): a
+	// tmpfs holding DevBinds (host nodes bound in), a new devpts, /dev/shm
+	// and the fd, stdin, stdout and stderr links.
+	PrivateDev bool      `json:"private_dev"`
+	DevBinds   []devBind `json:"dev_binds,omitempty"`
 	// ResolvConf, when set, is mounted over /etc/resolv.conf.
 	ResolvConf string   `json:"resolv_conf,omitempty"`
 	Keep       []string `json:"keep"`   // dirs that stay reachable and writable, shallowest first
@@ -83,6 +88,9 @@ type planInput struct {
 	groups []int
 	// memoryByCgroup is set when memory.max bounds the job.
 	memoryByCgroup bool
+	// devDir is where the GPU driver's control nodes are
+	// (Options.DeviceDir).
+	devDir string
 }
 
 // buildPlan turns a validated Spec into the shim's configuration, all but
@@ -104,15 +112,17 @@ func buildPlan(s Spec, in planInput) (cfg shimConfig, notes []string, err error)
 		return cfg, nil, err
 	}
 	covers, notes = append(covers, ac...), append(notes, an...)
-	covers = append(covers, scratchCovers(seen, s.Limits.MemoryBytes)...)
+	covers = append(covers, scratchCovers(seen, s.Limits.MemoryBytes, true)...)
 	slices.SortStableFunc(covers, func(a, b cover) int { return depth(b.Path) - depth(a.Path) })
 
 	cfg = shimConfig{
-		Argv:   s.Argv,
-		Env:    planEnv(s, workDir, ckDir),
-		Dir:    workDir,
-		Keep:   keep,
-		Covers: covers,
+		Argv:       s.Argv,
+		Env:        planEnv(s, workDir, ckDir),
+		Dir:        workDir,
+		Keep:       keep,
+		Covers:     covers,
+		PrivateDev: true,
+		DevBinds:   jobDevBinds(s, in.devDir),
 	}
 	if in.runAs != nil {
 		cfg.User = &idPair{UID: in.runAs.uid, GID: in.runAs.gid}
@@ -205,14 +215,15 @@ func unsearchableCovers(keep []string, in planInput, seen map[string]bool) (cove
 
 // scratchCovers gives each scratch dir this machine has, and that is not
 // covered yet, a private writable tmpfs of size bytes (0: the kernel's
-// default).
-func scratchCovers(seen map[string]bool, size int64) []cover {
+// default). With privateDev /dev/shm is one whatever the host has: the
+// shim makes it in the job's /dev.
+func scratchCovers(seen map[string]bool, size int64, privateDev bool) []cover {
 	var covers []cover
 	for _, d := range scratchDirs {
 		if seen[d] {
 			continue
 		}
-		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() || privateDev && d == "/dev/shm" {
 			seen[d] = true
 			covers = append(covers, cover{Path: d, Kind: coverScratch, Mode: 0o1777, Size: size})
 		}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -41,10 +42,14 @@ type processRuntime struct {
 	ns     *netns
 	jnet   *jobNetwork
 	resolv string
+	// devDir is Options.DeviceDir; filters are the device filters jobs
+	// get.
+	devDir  string
+	filters deviceFilters
 }
 
 func newProcessRuntime(o Options) (Runtime, error) {
-	r := &processRuntime{log: o.Log.With("runtime", "process"), root: os.Geteuid() == 0, allowBare: o.AllowUnsandboxed}
+	r := &processRuntime{log: o.Log.With("runtime", "process"), root: os.Geteuid() == 0, allowBare: o.AllowUnsandboxed, devDir: o.DeviceDir}
 	if o.Net != nil {
 		if err := r.setUpNet(*o.Net); err != nil {
 			return nil, fmt.Errorf("runtime process: %w", err)
@@ -56,6 +61,16 @@ func newProcessRuntime(o Options) (Runtime, error) {
 	} else {
 		r.cg = cg
 		r.log.Info("cgroup v2 used for jobs", "root", cg.root)
+	}
+	f, missing, err := detectDeviceFilters(o.DeviceFilter, r.cg)
+	if err != nil {
+		return nil, fmt.Errorf("runtime process: %w", err)
+	}
+	r.filters = f
+	if !f.any() {
+		r.log.Warn("no device filter: a job's private /dev holds only its own GPUs, but a device node it reaches by another path opens", "why", strings.Join(missing, "; "))
+	} else {
+		r.log.Info("device filter for jobs", "bpf", f.bpf, "v1", f.v1)
 	}
 	return r, nil
 }
@@ -102,6 +117,7 @@ func (r *processRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
+	in.devDir = r.devDir
 	if err := prepareDirs(s, in); err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
 	}
@@ -113,12 +129,16 @@ func (r *processRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 	for _, n := range notes {
 		log.Debug("sandbox", "note", n)
 	}
+	rules, err := devRules(cfg.DevBinds)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
 
 	userns := !r.root && !r.noUserNS.Load()
 	if !r.root && r.noUserNS.Load() && !r.allowBare {
 		return nil, fmt.Errorf("%s: %w: user namespaces do not work here, and without one the job could read the node's key and store; run the node as root, enable user namespaces, or allow unsandboxed jobs", prefix, ErrUnavailable)
 	}
-	return r.launchFallingBack(ctx, &s, cfg, in, userns, prefix, log)
+	return r.launchFallingBack(ctx, &s, cfg, in, rules, userns, prefix, log)
 }
 
 // planUser is the planInput for the user s runs as: RunAs (which needs a
@@ -161,19 +181,27 @@ func prepareDirs(s Spec, in planInput) error {
 
 // launchFallingBack launches the job, and launches it again without what
 // this machine refused (see fallBack).
-func (r *processRuntime) launchFallingBack(ctx context.Context, s *Spec, cfg shimConfig, in planInput, userns bool, prefix string, log *slog.Logger) (Process, error) {
+func (r *processRuntime) launchFallingBack(ctx context.Context, s *Spec, cfg shimConfig, in planInput, rules []devRule, userns bool, prefix string, log *slog.Logger) (Process, error) {
 	m := launchMode{cgroup: r.cg != nil, userns: userns}
+	name := fmt.Sprintf("job-%s-%d", s.JobID, s.Attempt)
 	for {
 		var cg *jobCgroup
 		if m.cgroup {
 			var err error
-			cg, err = r.cg.create(fmt.Sprintf("job-%s-%d", s.JobID, s.Attempt), s.Limits, log)
+			cg, err = r.cg.create(name, s.Limits, log)
 			if err != nil {
 				log.Warn("job runs without a cgroup", "err", err)
 			}
 		}
+		devs, err := r.filterDevices(cg, name, rules, log)
+		if err != nil {
+			if cg != nil {
+				_ = cg.remove()
+			}
+			return nil, fmt.Errorf("%s: %w", prefix, err)
+		}
 		r.configure(s, &cfg, in, m.userns, cg, log)
-		p, err := r.launch(ctx, s, cfg, m.userns, cg, log)
+		p, err := r.launch(ctx, s, cfg, m.userns, cg, devs, log)
 		if err == nil {
 			return p, nil
 		}
@@ -181,6 +209,29 @@ func (r *processRuntime) launchFallingBack(ctx context.Context, s *Spec, cfg shi
 			return nil, err
 		}
 	}
+}
+
+// filterDevices puts the device filters on one launch of a job: the BPF
+// program on its cgroup v2 cg (nil: none) and a cgroup v1 devices cgroup
+// of its own, which the shim is moved into before it reads its config.
+// On failure nothing of it is left.
+func (r *processRuntime) filterDevices(cg *jobCgroup, name string, rules []devRule, log *slog.Logger) (*v1Devices, error) {
+	if r.filters.bpf && cg != nil {
+		if err := attachDeviceProgram(cg.dir, rules); err != nil {
+			return nil, err
+		}
+	}
+	var devs *v1Devices
+	if r.filters.v1 != "" {
+		var err error
+		if devs, err = createV1Devices(r.filters.v1, name, rules, log); err != nil {
+			return nil, err
+		}
+	}
+	if r.filters.bpf && cg == nil && devs == nil {
+		log.Warn("job runs without a device filter: it has no cgroup v2 cgroup; its private /dev holds only its own GPUs")
+	}
+	return devs, nil
 }
 
 // launchMode is what a launch tries to start the job in.
@@ -270,13 +321,14 @@ func (e *shimError) Unwrap() error { return e.err }
 
 // launch starts one shim and waits until it has exec'd the job (or
 // failed). On failure everything it started is gone, cg included.
-func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, userns bool, cg *jobCgroup, log *slog.Logger) (*process, error) {
+func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, userns bool, cg *jobCgroup, devs *v1Devices, log *slog.Logger) (*process, error) {
 	cfg.NodePID = os.Getpid()
 	pp, err := openShimPipes(cfg.PIDNamespace, !sameWriter(s.Stdout, s.Stderr))
 	if err != nil {
 		if cg != nil {
 			_ = cg.remove()
 		}
+		_ = devs.remove()
 		return nil, fmt.Errorf("pipes: %w", err)
 	}
 	cmd := shimCmd(pp, shimAttr(cfg, userns, cg))
@@ -286,6 +338,7 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 		if cg != nil {
 			_ = cg.remove()
 		}
+		_ = devs.remove()
 		return nil, &shimError{stage: "start", err: fmt.Errorf("start shim: %w", err)}
 	}
 	pp.closeShimEnds() // the child has its copies now
@@ -295,6 +348,7 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 		cmd:    cmd,
 		pid:    cmd.Process.Pid,
 		cg:     cg,
+		devs:   devs,
 		done:   done,
 		result: pp.resR,
 		ctl:    pp.ctlW,
@@ -304,6 +358,17 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 		p.copy(pp.errR, s.Stderr)
 	}
 	reports := readShimReports(pp.stR)
+	if devs != nil {
+		// Before the shim reads its config, so before anything of the
+		// job runs.
+		if err := devs.add(p.pid); err != nil {
+			pp.cfgW.Close()
+			_ = unix.Kill(p.pid, unix.SIGKILL)
+			go p.wait()
+			<-p.done
+			return nil, err
+		}
+	}
 	if cfg.NetNamespace {
 		// The shim waits for its config: the job's network is ready
 		// before the job runs.
@@ -531,6 +596,7 @@ type process struct {
 	cmd    *exec.Cmd
 	pid    int // also the process group id
 	cg     *jobCgroup
+	devs   *v1Devices // its cgroup v1 devices cgroup, nil: none
 	copies sync.WaitGroup
 	pipes  []*os.File
 	done   chan struct{}
@@ -610,6 +676,9 @@ func (p *process) wait() {
 		if err := p.cg.remove(); err != nil {
 			p.log.Warn("job cgroup", "err", err)
 		}
+	}
+	if err := p.devs.remove(); err != nil {
+		p.log.Warn("job devices cgroup", "err", err)
 	}
 	p.log.Debug("job ended", "pid", p.pid, "exit", res.ExitCode, "signal", res.Signal, "cpu", res.CPUTime, "err", res.Err)
 	p.mu.Lock()

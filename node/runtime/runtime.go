@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -60,8 +62,17 @@ type Spec struct {
 	CheckpointDir string
 	// GPUs are exported as CUDA_VISIBLE_DEVICES, comma-joined; none
 	// exports CUDA_VISIBLE_DEVICES="" (no GPU).
-	GPUs   []string
-	Limits Limits
+	GPUs []string
+	// GPUDevices are the absolute paths of the leased GPUs' device nodes
+	// (/dev/nvidia<minor>), character devices all: the only GPUs the job
+	// can open, whatever its environment says. The process runtime binds
+	// each at /dev/<base name> in the job's private /dev, with the
+	// driver's control nodes (Options.DeviceDir), and its device filter
+	// allows them; docker and podman pass them as --device in
+	// Options.GPUMode "devices". None (a job without GPUs, or with
+	// simulated ones): no GPU node and no control node at all.
+	GPUDevices []string
+	Limits     Limits
 	// RunAs is "" (the node's own user) or a user name or "uid:gid". When
 	// set, WorkDir and CheckpointDir are chowned (recursively) to it. It
 	// needs the node to run as root.
@@ -138,7 +149,37 @@ type Options struct {
 	// use it only on a root node; elsewhere their containers get the
 	// engine's network, and NetworkIsolation says so.
 	Net *NetConfig
+	// DeviceDir is where the GPU driver's control nodes (nvidiactl,
+	// nvidia-uvm, nvidia-uvm-tools, nvidia-modeset, nvidia-caps/) are
+	// found for jobs with GPUDevices (default /dev).
+	DeviceDir string
+	// DeviceFilter chooses the process runtime's device filter, which
+	// lets a job open only the nodes of its private /dev, by number,
+	// wherever it finds them: "" uses every filter this machine has (a
+	// cgroup v2 BPF device program on the job's cgroup, the cgroup v1
+	// devices controller), "bpf" or "v1" only that one, "off" none (the
+	// private /dev alone; for tests that show what the filter adds).
+	DeviceFilter string
+	// GPUMode is how docker and podman give a container its GPUs:
+	// "toolkit" (default) by the NVIDIA container toolkit (docker's
+	// --gpus device=UUID, podman's CDI nvidia.com/gpu=UUID); "devices"
+	// by plain --device of Spec.GPUDevices and the control nodes, for an
+	// engine without the toolkit.
+	GPUMode string
 }
+
+// Options.GPUMode values.
+const (
+	GPUModeToolkit = "toolkit"
+	GPUModeDevices = "devices"
+)
+
+// Options.DeviceFilter values besides "" (every filter available).
+const (
+	DeviceFilterBPF = "bpf"
+	DeviceFilterV1  = "v1"
+	DeviceFilterOff = "off"
+)
 
 func (o Options) withDefaults() Options {
 	if o.Log == nil {
@@ -147,7 +188,31 @@ func (o Options) withDefaults() Options {
 	if o.CgroupRoot == "" {
 		o.CgroupRoot = "/sys/fs/cgroup"
 	}
+	if o.DeviceDir == "" {
+		o.DeviceDir = "/dev"
+	}
+	if o.GPUMode == "" {
+		o.GPUMode = GPUModeToolkit
+	}
 	return o
+}
+
+// check refuses option values New does not know.
+func (o Options) check() error {
+	switch o.DeviceFilter {
+	case "", DeviceFilterBPF, DeviceFilterV1, DeviceFilterOff:
+	default:
+		return fmt.Errorf("device filter %q: want \"\", %s, %s or %s", o.DeviceFilter, DeviceFilterBPF, DeviceFilterV1, DeviceFilterOff)
+	}
+	switch o.GPUMode {
+	case GPUModeToolkit, GPUModeDevices:
+	default:
+		return fmt.Errorf("gpu mode %q: want %s or %s", o.GPUMode, GPUModeToolkit, GPUModeDevices)
+	}
+	if !filepath.IsAbs(o.DeviceDir) {
+		return fmt.Errorf("device dir %q: want an absolute path", o.DeviceDir)
+	}
+	return nil
 }
 
 // New returns the runtime called name: "process" (or ""), "docker" or
@@ -155,6 +220,9 @@ func (o Options) withDefaults() Options {
 // the binary is missing or "<bin> info" fails.
 func New(name string, o Options) (Runtime, error) {
 	o = o.withDefaults()
+	if err := o.check(); err != nil {
+		return nil, fmt.Errorf("runtime %q: %w", name, err)
+	}
 	switch name {
 	case "", "process":
 		return newProcessRuntime(o)
@@ -179,6 +247,7 @@ func validate(s *Spec) error {
 		checkEnv,
 		checkDirs,
 		checkGPUs,
+		checkGPUDevices,
 		checkHide,
 		checkLimits,
 	} {
@@ -265,6 +334,31 @@ func checkGPUs(s *Spec) error {
 		if g == "" || strings.ContainsAny(g, ",\x00\n\"") {
 			return invalid("gpu[%d] %q: want a device index or UUID", i, g)
 		}
+	}
+	return nil
+}
+
+// checkGPUDevices wants each GPU device an absolute path, a character
+// device, whose base name is neither a node every job has nor another
+// GPU's: each is bound at /dev/<base name>.
+func checkGPUDevices(s *Spec) error {
+	names := map[string]bool{}
+	for i, d := range s.GPUDevices {
+		if !filepath.IsAbs(d) || strings.ContainsAny(d, ":,\x00\n") {
+			return invalid("gpu device[%d] %q: want an absolute path", i, d)
+		}
+		fi, err := os.Stat(d)
+		if err != nil {
+			return invalid("gpu device[%d]: %v", i, err)
+		}
+		if fi.Mode().Type() != fs.ModeDevice|fs.ModeCharDevice {
+			return invalid("gpu device[%d] %s: not a character device", i, d)
+		}
+		name := filepath.Base(d)
+		if names[name] || standardDevName(name) || slices.Contains(controlNodes, name) {
+			return invalid("gpu device[%d] %s: /dev/%s is taken", i, d, name)
+		}
+		names[name] = true
 	}
 	return nil
 }

@@ -202,12 +202,26 @@ func setupMounts(cfg *shimConfig, warn func(string, ...any)) (string, error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return stageNamespace, fmt.Errorf("make / private: %w", err)
 	}
-	// Hold the dirs the job needs before anything covers them.
+	// Hold the dirs the job needs, and the nodes of its /dev, before
+	// anything covers them.
 	keep, err := holdDirs(cfg.Keep)
 	if err != nil {
 		return stageMounts, err
 	}
+	var devs *heldDevs
+	if cfg.PrivateDev {
+		if devs, err = holdDevs(cfg.DevBinds); err != nil {
+			return stageMounts, err
+		}
+	}
 	readOnlyAll(warn)
+	old := unix.Umask(0)
+	defer unix.Umask(old)
+	if devs != nil {
+		if err := mountPrivateDev(cfg.DevBinds, devs, warn); err != nil {
+			return stageMounts, err
+		}
+	}
 	if err := coverFiles(cfg, warn); err != nil {
 		return stageMounts, err
 	}
@@ -215,13 +229,121 @@ func setupMounts(cfg *shimConfig, warn func(string, ...any)) (string, error) {
 	if err != nil {
 		return stageMounts, err
 	}
-	old := unix.Umask(0)
-	defer unix.Umask(old)
 	if err := restoreKept(cfg.Keep, keep, warn); err != nil {
 		return stageMounts, err
 	}
 	relockCovers(relock, warn)
+	if devs != nil {
+		// Nothing more is made in the job's /dev: its nodes, pts and
+		// shm are mounts of their own and keep their flags.
+		if err := remount("/dev", true, unix.MS_NOSUID|unix.MS_NOEXEC); err != nil {
+			warn("make the job's /dev read-only: %v", err)
+		}
+	}
 	return "", nil
+}
+
+// heldDevs are O_PATH descriptors on the host's nodes that a job's
+// private /dev gets, held before /dev (and /tmp ...) are covered.
+type heldDevs struct {
+	binds []int // one per devBind
+	pts   int   // the host's /dev/pts, -1 when missing
+	ptmx  int   // the host's /dev/ptmx, -1 when missing
+}
+
+// holdDevs opens an O_PATH descriptor on each bind's source and on the
+// host's pts and ptmx (in case a devpts of the job's own cannot be
+// mounted).
+func holdDevs(binds []devBind) (*heldDevs, error) {
+	h := &heldDevs{pts: -1, ptmx: -1}
+	for _, b := range binds {
+		fd, err := unix.Open(b.Src, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("device %s: %w", b.Src, err)
+		}
+		h.binds = append(h.binds, fd)
+	}
+	if fd, err := unix.Open(hostDev+"/pts", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		h.pts = fd
+	}
+	if fd, err := unix.Open(hostDev+"/ptmx", unix.O_PATH|unix.O_CLOEXEC, 0); err == nil {
+		h.ptmx = fd
+	}
+	return h, nil
+}
+
+// mountPrivateDev mounts a tmpfs over /dev holding only the nodes of
+// binds (held by h), a devpts of the job's own (or the host's, bound, if
+// the kernel refuses a new instance) with its ptmx, an empty shm for
+// the scratch tmpfs, and the fd, stdin, stdout and stderr links. The
+// descriptors of h are closed.
+func mountPrivateDev(binds []devBind, h *heldDevs, warn func(string, ...any)) error {
+	defer func() {
+		for _, fd := range append(h.binds, h.pts, h.ptmx) {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	if err := unix.Mount("gpumesh-dev", hostDev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=1024"); err != nil {
+		return fmt.Errorf("private /dev: %w", err)
+	}
+	for _, d := range []struct {
+		name string
+		mode uint32
+	}{{"pts", 0o755}, {"shm", 0o1777}} {
+		if err := unix.Mkdir(hostDev+"/"+d.name, d.mode); err != nil {
+			return fmt.Errorf("private /dev: %s: %w", d.name, err)
+		}
+	}
+	for i, b := range binds {
+		if err := bindInto(hostDev+"/"+b.Dst, h.binds[i], b.Dir); err != nil {
+			return fmt.Errorf("private /dev: %s: %w", b.Src, err)
+		}
+	}
+	ptmx := "pts/ptmx"
+	if err := unix.Mount("devpts", hostDev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		if h.pts < 0 {
+			return fmt.Errorf("private /dev: devpts: %w, and the host has no /dev/pts", err)
+		}
+		warn("a devpts of the job's own: %v; the host's is bound", err)
+		if err := bindInto(hostDev+"/pts", h.pts, true); err != nil {
+			return fmt.Errorf("private /dev: pts: %w", err)
+		}
+		ptmx = ""
+		if h.ptmx >= 0 {
+			if err := bindInto(hostDev+"/ptmx", h.ptmx, false); err != nil {
+				return fmt.Errorf("private /dev: ptmx: %w", err)
+			}
+		}
+	}
+	links := [][2]string{{"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}}
+	if ptmx != "" {
+		links = append(links, [2]string{"ptmx", ptmx})
+	}
+	for _, l := range links {
+		if err := unix.Symlink(l[1], hostDev+"/"+l[0]); err != nil {
+			return fmt.Errorf("private /dev: %s: %w", l[0], err)
+		}
+	}
+	return nil
+}
+
+// bindInto makes an empty file (or directory) at dst and binds the node
+// (or directory) held by fd on it.
+func bindInto(dst string, fd int, dir bool) error {
+	if dir {
+		if err := unix.Mkdir(dst, 0o755); err != nil {
+			return err
+		}
+	} else {
+		f, err := unix.Open(dst, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		unix.Close(f)
+	}
+	return unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), dst, "", unix.MS_BIND|unix.MS_REC, "")
 }
 
 // holdDirs opens an O_PATH descriptor on each of paths.
