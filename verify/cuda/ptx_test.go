@@ -1,0 +1,206 @@
+package cuda
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// ptxCode is kernelPTX without its comments.
+func ptxCode(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for line := range strings.SplitSeq(kernelPTX, "\n") {
+		if i := strings.Index(line, "//"); i >= 0 {
+			line = line[:i]
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// ptxEntry is one entry point parsed from the text.
+type ptxEntry struct {
+	name   string
+	params []string // "u64 name"
+	body   string
+}
+
+// parseEntries returns the entries of code in order. It fails the test on
+// unbalanced braces.
+func parseEntries(t *testing.T, code string) []ptxEntry {
+	t.Helper()
+	head := regexp.MustCompile(`\.visible\s+\.entry\s+(\w+)\s*\(([^)]*)\)\s*\{`)
+	depth := 0
+	for i, c := range code {
+		switch c {
+		case '{':
+			depth++
+		case '}':
+			depth--
+			if depth < 0 {
+				t.Fatalf("unbalanced '}' at byte %d", i)
+			}
+		}
+	}
+	if depth != 0 {
+		t.Fatalf("%d braces left open", depth)
+	}
+	var out []ptxEntry
+	for _, m := range head.FindAllStringSubmatchIndex(code, -1) {
+		e := ptxEntry{name: code[m[2]:m[3]]}
+		for p := range strings.SplitSeq(code[m[4]:m[5]], ",") {
+			if f := strings.Fields(p); len(f) > 0 {
+				e.params = append(e.params, strings.Join(f, " "))
+			}
+		}
+		// The body: from the opening brace to its match (no nested
+		// braces but the mma operand lists, which balance).
+		start, d := m[1]-1, 0
+		for i := start; i < len(code); i++ {
+			if code[i] == '{' {
+				d++
+			} else if code[i] == '}' {
+				d--
+				if d == 0 {
+					e.body = code[start+1 : i]
+					break
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// TestPTXText checks kernels.ptx as text: the header, every kernel of the
+// host's table with exactly its parameters (each loaded with its type),
+// declared registers, defined branch targets, and the one mma form. It
+// does not prove the kernels compute the right thing: that needs a GPU
+// (make gpu-check).
+func TestPTXText(t *testing.T) {
+	code := ptxCode(t)
+	var directives []string
+	for line := range strings.SplitSeq(code, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], ".") {
+			directives = append(directives, strings.Join(f, " "))
+		}
+		if len(directives) == 3 {
+			break
+		}
+	}
+	if len(directives) < 3 {
+		t.Fatalf("header directives %q", directives)
+	}
+	if v := strings.TrimPrefix(directives[0], ".version "); v == directives[0] || v < "7.0" || len(v) != 3 {
+		t.Errorf("first directive %q, want .version 7.0 or later (7.x)", directives[0])
+	}
+	if directives[1] != ".target sm_80" || directives[2] != ".address_size 64" {
+		t.Errorf("header %q, want .target sm_80, .address_size 64", directives)
+	}
+
+	entries := parseEntries(t, code)
+	if len(entries) != len(kernels) {
+		t.Errorf("%d entries in the PTX, %d kernels on the host", len(entries), len(kernels))
+	}
+	byName := map[string]ptxEntry{}
+	for _, e := range entries {
+		if _, dup := byName[e.name]; dup {
+			t.Errorf("entry %s twice", e.name)
+		}
+		byName[e.name] = e
+	}
+	regDecl := regexp.MustCompile(`\.reg\s+\.\w+\s+%(\w+?)<(\d+)>;`)
+	regUse := regexp.MustCompile(`%([a-z]+)(\d*)\b`)
+	special := map[string]bool{"tid": true, "ntid": true, "ctaid": true, "nctaid": true}
+	for _, k := range kernels {
+		e, ok := byName[k.name]
+		if !ok {
+			t.Errorf("kernel %s: no .visible .entry in the PTX", k.name)
+			continue
+		}
+		if len(e.params) != len(k.params) {
+			t.Errorf("kernel %s: %d parameters in the PTX, the host passes %d", k.name, len(e.params), len(k.params))
+			continue
+		}
+		for i, p := range e.params {
+			f := strings.Fields(p)
+			if len(f) != 3 || f[0] != ".param" || f[1] != k.params[i].String() || !strings.HasPrefix(f[2], k.name+"_") {
+				t.Errorf("kernel %s parameter %d: %q, want .param %v %s_…", k.name, i, p, k.params[i], k.name)
+				continue
+			}
+			load := "ld.param" + k.params[i].String()
+			if !regexp.MustCompile(regexp.QuoteMeta(load) + `\s+%\w+,\s*\[` + f[2] + `\]`).MatchString(e.body) {
+				t.Errorf("kernel %s: parameter %s is never loaded with %s", k.name, f[2], load)
+			}
+		}
+		declared := map[string]int{}
+		for _, m := range regDecl.FindAllStringSubmatch(e.body, -1) {
+			n, _ := strconv.Atoi(m[2])
+			declared[m[1]] = n
+		}
+		for _, m := range regUse.FindAllStringSubmatch(regDecl.ReplaceAllString(e.body, ""), -1) {
+			if special[m[1]] && m[2] == "" {
+				continue
+			}
+			n, ok := declared[m[1]]
+			idx, err := strconv.Atoi(m[2])
+			if !ok || err != nil || idx >= n {
+				t.Errorf("kernel %s: register %%%s%s not declared", k.name, m[1], m[2])
+			}
+		}
+	}
+
+	labels := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*(\$\w+):`).FindAllStringSubmatch(code, -1) {
+		labels[m[1]]++
+	}
+	for l, n := range labels {
+		if n != 1 {
+			t.Errorf("label %s defined %d times", l, n)
+		}
+	}
+	for _, m := range regexp.MustCompile(`bra(?:\.uni)?\s+(\$\w+);`).FindAllStringSubmatch(code, -1) {
+		if labels[m[1]] == 0 {
+			t.Errorf("branch to undefined label %s", m[1])
+		}
+	}
+
+	mmas := regexp.MustCompile(`\bmma\.[\w.]+`).FindAllString(code, -1)
+	if len(mmas) != 4 {
+		t.Errorf("%d mma instructions, want 4 (one per n8 tile of a warp)", len(mmas))
+	}
+	for _, m := range mmas {
+		if m != "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" {
+			t.Errorf("mma form %q, want mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 (no .satfinite)", m)
+		}
+	}
+}
+
+// TestPTXAssembles runs NVIDIA's ptxas on kernels.ptx for sm_80 and sm_90
+// where one is on PATH (or named by GPUMESH_PTXAS); CI has none and skips.
+func TestPTXAssembles(t *testing.T) {
+	ptxas := os.Getenv("GPUMESH_PTXAS")
+	if ptxas == "" {
+		var err error
+		if ptxas, err = exec.LookPath("ptxas"); err != nil {
+			t.Skip("no ptxas on PATH (set GPUMESH_PTXAS to check the PTX with one)")
+		}
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "kernels.ptx")
+	if err := os.WriteFile(src, []byte(kernelPTX), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, arch := range []string{"sm_80", "sm_90"} {
+		out, err := exec.Command(ptxas, "-arch="+arch, "-o", filepath.Join(dir, arch+".cubin"), src).CombinedOutput()
+		if err != nil {
+			t.Errorf("ptxas -arch=%s: %v\n%s", arch, err, out)
+		}
+	}
+}
