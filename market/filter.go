@@ -156,6 +156,10 @@ func AnyModel() FilterOption {
 //	simulated  true, false, yes, no, 1 or 0 (= and != only)
 //	reach      how the supplier is reached, as its profile states it:
 //	           public, punchable, relay-only or unknown (= and != only)
+//	pcie       PCIe link generation of the GPUs (whole number)
+//	nvlink     NVLink links active per GPU (whole number)
+//	cuda       CUDA version the supplier's driver supports, "N.M" or "N"
+//	membw      memory bandwidth of the model's spec, GB/s (number)
 //
 // Numbers are non-negative decimals such as 80 or 0.95. Errors are
 // *FilterError values naming the bad term.
@@ -437,6 +441,22 @@ var filterKeys = [...]keySpec{
 		attr: func(o Offer) (value, bool) { return value{b: o.Simulated}, true }},
 	{name: "reach", kind: kindString, example: "punchable", absent: "reach unknown",
 		attr: func(o Offer) (value, bool) { return value{str: o.Reach}, o.Reach != "" }},
+	{name: "pcie", kind: kindInt, example: "4", absent: "pcie generation unknown",
+		attr: func(o Offer) (value, bool) { return value{n: int64(o.PCIeGen)}, o.PCIeGen > 0 }},
+	{name: "nvlink", kind: kindInt, example: "1", absent: "nvlink unknown",
+		attr: func(o Offer) (value, bool) {
+			if o.NVLinks == nil {
+				return value{}, false
+			}
+			return value{n: int64(*o.NVLinks)}, true
+		}},
+	{name: "cuda", kind: kindCC, example: "12.4", absent: "cuda version unknown",
+		attr: func(o Offer) (value, bool) {
+			v, err := parseCC(o.CUDAVersion)
+			return value{cc: v}, err == nil
+		}},
+	{name: "membw", kind: kindNumber, example: "2000", absent: "memory bandwidth unknown",
+		attr: func(o Offer) (value, bool) { return value{num: float64(o.MemBandwidthGBps)}, o.MemBandwidthGBps > 0 }},
 }
 
 func offerCC(o Offer) (value, bool) {
@@ -503,6 +523,9 @@ func (k *keySpec) parse(s string) (value, error) {
 		return value{m: m}, nil
 	case kindCC:
 		cc, err := parseCC(s)
+		if err != nil && k.name != "cc" {
+			err = fmt.Errorf("bad %s version %q (want N.M or N, e.g. %s)", k.name, s, k.example)
+		}
 		return value{cc: cc}, err
 	case kindBool:
 		b, err := parseBool(k.name, s)

@@ -370,3 +370,45 @@ func TestFilterRealOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterHardwareKeys: pcie, nvlink, cuda and membw match what the
+// profile says of the GPUs, and an offer that does not say fails them.
+func TestFilterHardwareKeys(t *testing.T) {
+	links := func(n int) *int { return &n }
+	h100 := Offer{Model: "h100-sxm", PCIeGen: 5, PCIeWidth: 16, NVLinks: links(18), CUDAVersion: "12.8", MemBandwidthGBps: 3350}
+	l40s := Offer{Model: "l40s", PCIeGen: 4, PCIeWidth: 16, NVLinks: links(0), CUDAVersion: "12.4", MemBandwidthGBps: 864}
+	unknown := Offer{Model: "h100-sxm"}
+	for _, tc := range []struct {
+		filter                 string
+		h100, l40s, unknownOK bool
+	}{
+		{"pcie>=5", true, false, false},
+		{"pcie>=4", true, true, false},
+		{"nvlink>=1", true, false, false},
+		{"nvlink=0", false, true, false},
+		{"cuda>=12.4", true, true, false},
+		{"cuda>=12.5", true, false, false},
+		{"cuda>=13", false, false, false},
+		{"membw>=2000", true, false, false},
+		{"membw<1000 pcie=4", false, true, false},
+	} {
+		f := mustParseFilter(t, tc.filter)
+		for _, c := range []struct {
+			name string
+			o    Offer
+			want bool
+		}{{"h100", h100, tc.h100}, {"l40s", l40s, tc.l40s}, {"unknown", unknown, tc.unknownOK}} {
+			if ok, why := f.Match(c.o); ok != c.want {
+				t.Errorf("%q on %s: %v (%s), want %v", tc.filter, c.name, ok, why, c.want)
+			}
+		}
+	}
+	for _, bad := range []string{"cuda>=twelve", "pcie>=4.5", "nvlink>=-1", "membw>=fast"} {
+		if _, err := ParseFilter(bad); err == nil {
+			t.Errorf("ParseFilter(%q) = nil error", bad)
+		}
+	}
+	if _, err := ParseFilter("cuda>=x"); err == nil || !strings.Contains(err.Error(), "bad cuda version") {
+		t.Errorf("cuda>=x: %v, want a bad cuda version error", err)
+	}
+}

@@ -32,6 +32,19 @@ type Offer struct {
 	Reach     string `json:"reach"`
 	Simulated bool   `json:"simulated"`
 	Verified  bool   `json:"verified"`
+	// What decides whether the hardware suits a job, from the profile:
+	// the least over the supplier's GPUs of the model; 0, "" or nil when
+	// unknown (older suppliers, simulated GPUs).
+	PCIeGen       int    `json:"pcie_gen,omitempty"`
+	PCIeWidth     int    `json:"pcie_width,omitempty"`
+	NVLinks       *int   `json:"nvlink_links,omitempty"`
+	DriverVersion string `json:"driver_version,omitempty"`
+	CUDAVersion   string `json:"cuda_version,omitempty"`
+	// MemBandwidthGBps is the model's spec (the memory proof holds the
+	// supplier to it); MemBandwidthMeasuredGBps what its last passed
+	// memory proof reached by its own clock (0: not measured).
+	MemBandwidthGBps         int `json:"mem_bandwidth_gbps,omitempty"`
+	MemBandwidthMeasuredGBps int `json:"mem_bandwidth_measured_gbps,omitempty"`
 	// PriceMicros is the price per GPU-hour; 0 = not advertised. In JSON
 	// it is a plain integer of micro-units.
 	PriceMicros money.Micros `json:"price_micros,omitempty"`
@@ -102,6 +115,9 @@ func OffersFromProfile(p *p2p.Profile) []Offer {
 			}
 			byModel[g.Model] = o
 			order = append(order, g.Model)
+			o.hardwareOf(g)
+		} else {
+			o.leastHardware(g)
 		}
 		o.Count++
 		o.Free++
@@ -114,6 +130,61 @@ func OffersFromProfile(p *p2p.Profile) []Offer {
 		out = append(out, *byModel[m])
 	}
 	return out
+}
+
+// SetHardware sets o's hardware fields (PCIe, NVLink, driver, CUDA,
+// memory bandwidth) from gpus, the supplier's GPUs of o's model, as
+// OffersFromProfile does: the least of them.
+func (o *Offer) SetHardware(gpus []*pb.GPU) {
+	for i, g := range gpus {
+		if i == 0 {
+			o.hardwareOf(g)
+		} else {
+			o.leastHardware(g)
+		}
+	}
+}
+
+// hardwareOf sets o's hardware fields from GPU g.
+func (o *Offer) hardwareOf(g *pb.GPU) {
+	o.PCIeGen, o.PCIeWidth = int(g.PcieGen), int(g.PcieWidth)
+	if g.NvlinkLinks != nil {
+		n := int(*g.NvlinkLinks)
+		o.NVLinks = &n
+	}
+	o.DriverVersion, o.CUDAVersion = g.DriverVersion, g.CudaVersion
+	o.MemBandwidthGBps, o.MemBandwidthMeasuredGBps = int(g.MemBandwidthGbps), int(g.MemBandwidthMeasuredGbps)
+}
+
+// leastHardware lowers o's hardware fields to GPU g's where g has less,
+// so that a filter term holds for every GPU a lease may get; a field g
+// does not know makes it unknown.
+func (o *Offer) leastHardware(g *pb.GPU) {
+	var h Offer
+	h.hardwareOf(g)
+	least := func(a, b int) int {
+		if a == 0 || b == 0 {
+			return 0
+		}
+		return min(a, b)
+	}
+	o.PCIeGen, o.PCIeWidth = least(o.PCIeGen, h.PCIeGen), least(o.PCIeWidth, h.PCIeWidth)
+	o.MemBandwidthGBps = least(o.MemBandwidthGBps, h.MemBandwidthGBps)
+	o.MemBandwidthMeasuredGBps = least(o.MemBandwidthMeasuredGBps, h.MemBandwidthMeasuredGBps)
+	switch {
+	case o.NVLinks == nil || h.NVLinks == nil:
+		o.NVLinks = nil
+	case *h.NVLinks < *o.NVLinks:
+		o.NVLinks = h.NVLinks
+	}
+	if h.DriverVersion != o.DriverVersion {
+		o.DriverVersion = ""
+	}
+	if oc, err := parseCC(o.CUDAVersion); err == nil {
+		if hc, err := parseCC(h.CUDAVersion); err != nil || hc.compare(oc) < 0 {
+			o.CUDAVersion = h.CUDAVersion
+		}
+	}
 }
 
 // offerLimits are the job limits a profile states, nil when none.

@@ -109,3 +109,24 @@ func TestMatchOffers(t *testing.T) {
 		}
 	}
 }
+
+// TestOffersFromProfileHardware: an offer states the least of its GPUs'
+// PCIe, NVLink, CUDA and bandwidth, and a GPU that does not say makes the
+// field unknown, so that a filter term holds for any GPU a lease gets.
+func TestOffersFromProfileHardware(t *testing.T) {
+	id := peerOf(t, newTestKey(t))
+	p := testProfile(t, id, "eu-west", "h100-sxm", "h100-sxm", "a100-80gb", "a100-80gb")
+	links := func(n uint32) *uint32 { return &n }
+	p.Gpus[0].PcieGen, p.Gpus[0].PcieWidth, p.Gpus[0].NvlinkLinks, p.Gpus[0].CudaVersion, p.Gpus[0].DriverVersion, p.Gpus[0].MemBandwidthGbps = 5, 16, links(18), "12.10", "580.1", 3350
+	p.Gpus[1].PcieGen, p.Gpus[1].PcieWidth, p.Gpus[1].NvlinkLinks, p.Gpus[1].CudaVersion, p.Gpus[1].DriverVersion, p.Gpus[1].MemBandwidthGbps = 4, 8, links(12), "12.9", "580.1", 3350
+	p.Gpus[2].PcieGen, p.Gpus[2].NvlinkLinks, p.Gpus[2].CudaVersion = 4, links(12), "12.4"
+	got := OffersFromProfile(p)
+	h := got[0]
+	if h.PCIeGen != 4 || h.PCIeWidth != 8 || h.NVLinks == nil || *h.NVLinks != 12 || h.CUDAVersion != "12.9" || h.DriverVersion != "580.1" || h.MemBandwidthGBps != 3350 {
+		t.Errorf("h100 offer's hardware = %+v, want the least of its two GPUs", h)
+	}
+	a := got[1]
+	if a.PCIeGen != 0 || a.NVLinks != nil || a.CUDAVersion != "" || a.MemBandwidthGBps != 0 {
+		t.Errorf("a100 offer's hardware = %+v, want unknown where one GPU does not say", a)
+	}
+}

@@ -52,6 +52,8 @@ const (
 	MaxHeartbeatAge = 2 * time.Minute
 	// MaxTextField bounds free-form strings (region, software, names).
 	MaxTextField = 128
+	// MaxNVLinks bounds a GPU's NVLink links (NVML's NVLINK_MAX_LINKS).
+	MaxNVLinks = 36
 )
 
 // Multicodec-style payload types written into each envelope.

@@ -247,6 +247,12 @@ func checkProfile(p *pb.Profile, now time.Time) error {
 		if g.MemoryBytes == 0 {
 			return fmt.Errorf("%w: gpus[%d].memory_bytes is 0", ErrMalformed, i)
 		}
+		if g.PcieGen > 16 || g.PcieWidth > 64 || g.GetNvlinkLinks() > MaxNVLinks {
+			return fmt.Errorf("%w: gpus[%d]: pcie gen %d, width %d or nvlink links %d out of range (16, 64, %d)", ErrMalformed, i, g.PcieGen, g.PcieWidth, g.GetNvlinkLinks(), MaxNVLinks)
+		}
+		if len(g.DriverVersion) > 32 || len(g.CudaVersion) > 32 {
+			return fmt.Errorf("%w: gpus[%d]: driver or cuda version longer than 32 bytes", ErrMalformed, i)
+		}
 	}
 	return nil
 }

@@ -58,6 +58,9 @@ func TestOpenProfile(t *testing.T) {
 		{"bad slug", seal(testProfile(1, now, time.Hour, testGPU("H100 SXM", "GPU-1")), key), ErrMalformed},
 		{"repeated uuid", seal(testProfile(1, now, time.Hour, testGPU("h100-sxm", "GPU-1"), testGPU("h100-sxm", "GPU-1")), key), ErrMalformed},
 		{"long region", seal(&pb.Profile{Seq: 1, IssuedAtMs: now.UnixMilli(), ExpiresAtMs: now.Add(time.Hour).UnixMilli(), Region: strings.Repeat("x", MaxTextField+1)}, key), ErrMalformed},
+		{"pcie generation out of range", seal(testProfile(1, now, time.Hour, withGPU(testGPU("h100-sxm", "GPU-1"), func(g *pb.GPU) { g.PcieGen = 17 })), key), ErrMalformed},
+		{"too many nvlinks", seal(testProfile(1, now, time.Hour, withGPU(testGPU("h100-sxm", "GPU-1"), func(g *pb.GPU) { n := uint32(MaxNVLinks + 1); g.NvlinkLinks = &n })), key), ErrMalformed},
+		{"long cuda version", seal(testProfile(1, now, time.Hour, withGPU(testGPU("h100-sxm", "GPU-1"), func(g *pb.GPU) { g.CudaVersion = strings.Repeat("1", 33) })), key), ErrMalformed},
 		{"unknown reach", seal(&pb.Profile{Seq: 1, IssuedAtMs: now.UnixMilli(), ExpiresAtMs: now.Add(time.Hour).UnixMilli(), Reach: "behind-nat"}, key), ErrMalformed},
 	}
 	for _, tt := range tests {
@@ -233,4 +236,10 @@ func TestOpenRefusesNonCanonicalEnvelopes(t *testing.T) {
 	if _, err := OpenHeartbeat(padded, now); !errors.Is(err, ErrBadEnvelope) {
 		t.Fatalf("re-wrapped envelope: err = %v, want ErrBadEnvelope", err)
 	}
+}
+
+// withGPU is g changed by f.
+func withGPU(g *pb.GPU, f func(*pb.GPU)) *pb.GPU {
+	f(g)
+	return g
 }

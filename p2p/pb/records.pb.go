@@ -27,16 +27,28 @@ const (
 
 // GPU is one device a supplier offers.
 type GPU struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`                                 // canonical slug, e.g. "h100-sxm"
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`                                   // device name as NVML reports it
-	Uuid          string                 `protobuf:"bytes,3,opt,name=uuid,proto3" json:"uuid,omitempty"`                                   // GPU UUID ("GPU-..."), unique per device
-	MemoryBytes   uint64                 `protobuf:"varint,4,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"` // total device memory
-	CcMajor       uint32                 `protobuf:"varint,5,opt,name=cc_major,json=ccMajor,proto3" json:"cc_major,omitempty"`             // CUDA compute capability, major
-	CcMinor       uint32                 `protobuf:"varint,6,opt,name=cc_minor,json=ccMinor,proto3" json:"cc_minor,omitempty"`             // CUDA compute capability, minor
-	Simulated     bool                   `protobuf:"varint,7,opt,name=simulated,proto3" json:"simulated,omitempty"`                        // true for --gpus sim:... devices
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Model       string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`                                 // canonical slug, e.g. "h100-sxm"
+	Name        string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`                                   // device name as NVML reports it
+	Uuid        string                 `protobuf:"bytes,3,opt,name=uuid,proto3" json:"uuid,omitempty"`                                   // GPU UUID ("GPU-..."), unique per device
+	MemoryBytes uint64                 `protobuf:"varint,4,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"` // total device memory
+	CcMajor     uint32                 `protobuf:"varint,5,opt,name=cc_major,json=ccMajor,proto3" json:"cc_major,omitempty"`             // CUDA compute capability, major
+	CcMinor     uint32                 `protobuf:"varint,6,opt,name=cc_minor,json=ccMinor,proto3" json:"cc_minor,omitempty"`             // CUDA compute capability, minor
+	Simulated   bool                   `protobuf:"varint,7,opt,name=simulated,proto3" json:"simulated,omitempty"`                        // true for --gpus sim:... devices
+	// Optional (absent from older suppliers and, but for the bandwidth of
+	// the model's spec, from simulated GPUs): what decides whether the
+	// hardware suits a job.
+	PcieGen          uint32  `protobuf:"varint,8,opt,name=pcie_gen,json=pcieGen,proto3" json:"pcie_gen,omitempty"`                               // maximum PCIe link generation of device and system; 0 unknown
+	PcieWidth        uint32  `protobuf:"varint,9,opt,name=pcie_width,json=pcieWidth,proto3" json:"pcie_width,omitempty"`                         // maximum PCIe link width (lanes); 0 unknown
+	NvlinkLinks      *uint32 `protobuf:"varint,10,opt,name=nvlink_links,json=nvlinkLinks,proto3,oneof" json:"nvlink_links,omitempty"`            // NVLink links active; absent unknown
+	DriverVersion    string  `protobuf:"bytes,11,opt,name=driver_version,json=driverVersion,proto3" json:"driver_version,omitempty"`             // NVIDIA driver, e.g. "580.65.06"; "" unknown
+	CudaVersion      string  `protobuf:"bytes,12,opt,name=cuda_version,json=cudaVersion,proto3" json:"cuda_version,omitempty"`                   // CUDA the driver supports, "major.minor"; "" unknown
+	MemBandwidthGbps uint32  `protobuf:"varint,13,opt,name=mem_bandwidth_gbps,json=memBandwidthGbps,proto3" json:"mem_bandwidth_gbps,omitempty"` // peak memory bandwidth of the model's spec, GB/s; 0 unknown
+	// Memory bandwidth the supplier's last passed memory proof reached,
+	// GB/s, by its own clock; 0 not measured.
+	MemBandwidthMeasuredGbps uint32 `protobuf:"varint,14,opt,name=mem_bandwidth_measured_gbps,json=memBandwidthMeasuredGbps,proto3" json:"mem_bandwidth_measured_gbps,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *GPU) Reset() {
@@ -116,6 +128,55 @@ func (x *GPU) GetSimulated() bool {
 		return x.Simulated
 	}
 	return false
+}
+
+func (x *GPU) GetPcieGen() uint32 {
+	if x != nil {
+		return x.PcieGen
+	}
+	return 0
+}
+
+func (x *GPU) GetPcieWidth() uint32 {
+	if x != nil {
+		return x.PcieWidth
+	}
+	return 0
+}
+
+func (x *GPU) GetNvlinkLinks() uint32 {
+	if x != nil && x.NvlinkLinks != nil {
+		return *x.NvlinkLinks
+	}
+	return 0
+}
+
+func (x *GPU) GetDriverVersion() string {
+	if x != nil {
+		return x.DriverVersion
+	}
+	return ""
+}
+
+func (x *GPU) GetCudaVersion() string {
+	if x != nil {
+		return x.CudaVersion
+	}
+	return ""
+}
+
+func (x *GPU) GetMemBandwidthGbps() uint32 {
+	if x != nil {
+		return x.MemBandwidthGbps
+	}
+	return 0
+}
+
+func (x *GPU) GetMemBandwidthMeasuredGbps() uint32 {
+	if x != nil {
+		return x.MemBandwidthMeasuredGbps
+	}
+	return 0
 }
 
 // Profile is a supplier's advertisement, stored in the DHT under
@@ -554,7 +615,7 @@ var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x0egpumesh.p2p.v1\"\xba\x01\n" +
+	"\rrecords.proto\x12\x0egpumesh.p2p.v1\"\xe4\x03\n" +
 	"\x03GPU\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -562,7 +623,17 @@ const file_records_proto_rawDesc = "" +
 	"\fmemory_bytes\x18\x04 \x01(\x04R\vmemoryBytes\x12\x19\n" +
 	"\bcc_major\x18\x05 \x01(\rR\accMajor\x12\x19\n" +
 	"\bcc_minor\x18\x06 \x01(\rR\accMinor\x12\x1c\n" +
-	"\tsimulated\x18\a \x01(\bR\tsimulated\"\xa7\x03\n" +
+	"\tsimulated\x18\a \x01(\bR\tsimulated\x12\x19\n" +
+	"\bpcie_gen\x18\b \x01(\rR\apcieGen\x12\x1d\n" +
+	"\n" +
+	"pcie_width\x18\t \x01(\rR\tpcieWidth\x12&\n" +
+	"\fnvlink_links\x18\n" +
+	" \x01(\rH\x00R\vnvlinkLinks\x88\x01\x01\x12%\n" +
+	"\x0edriver_version\x18\v \x01(\tR\rdriverVersion\x12!\n" +
+	"\fcuda_version\x18\f \x01(\tR\vcudaVersion\x12,\n" +
+	"\x12mem_bandwidth_gbps\x18\r \x01(\rR\x10memBandwidthGbps\x12=\n" +
+	"\x1bmem_bandwidth_measured_gbps\x18\x0e \x01(\rR\x18memBandwidthMeasuredGbpsB\x0f\n" +
+	"\r_nvlink_links\"\xa7\x03\n" +
 	"\aProfile\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x17\n" +
 	"\apeer_id\x18\x02 \x01(\fR\x06peerId\x12\x10\n" +
@@ -641,6 +712,7 @@ func file_records_proto_init() {
 	if File_records_proto != nil {
 		return
 	}
+	file_records_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -22,8 +22,11 @@ type GPU struct {
 	CUDAVersion       string `json:"cuda_version,omitempty"` // e.g. "12.4", from SystemGetCudaDriverVersion
 	PCIeGen           int    `json:"pcie_gen,omitempty"`     // maximum link generation of device and system
 	PCIeWidth         int    `json:"pcie_width,omitempty"`   // maximum link width of device and system
-	PowerLimitWatts   int    `json:"power_limit_watts,omitempty"`
-	MIGEnabled        bool   `json:"mig_enabled"`
+	// NVLinks is how many NVLink links are active; nil when unknown (no
+	// NVML reading, simulated GPUs).
+	NVLinks         *int `json:"nvlink_links,omitempty"`
+	PowerLimitWatts int  `json:"power_limit_watts,omitempty"`
+	MIGEnabled      bool `json:"mig_enabled"`
 	// DeviceMinor is the minor number of the GPU's device node
 	// (/dev/nvidia<minor>, major 195), which is not always its index:
 	// the job sandbox opens exactly that node. -1 when unknown, and for

@@ -147,6 +147,7 @@ func (d *nvmlDetector) device(i int) (GPU, error) {
 
 	g.PCIeGen = optional(d, i, "max pcie link generation", dev.GetMaxPcieLinkGeneration)
 	g.PCIeWidth = optional(d, i, "max pcie link width", dev.GetMaxPcieLinkWidth)
+	g.NVLinks = d.nvlinks(dev, i)
 	g.PowerLimitWatts = int(optional(d, i, "enforced power limit", dev.GetEnforcedPowerLimit) / 1000) // mW
 	g.MIGEnabled = optional(d, i, "mig mode", func() (bool, nvml.Return) {
 		current, _, r := dev.GetMigMode()
@@ -187,6 +188,41 @@ func optional[T any](d *nvmlDetector, device int, field string, get func() (T, n
 		return zero
 	}
 	return v
+}
+
+// nvlinks counts device i's active NVLink links: links are probed in
+// order until NVML says a link index is invalid or not supported (a
+// device without NVLink answers so for link 0: 0 links). Any other
+// failure of the first probe means unknown (nil).
+func (d *nvmlDetector) nvlinks(dev nvml.Device, i int) *int {
+	n := 0
+	for link := range nvml.NVLINK_MAX_LINKS {
+		state, r := optionalReturnCode(d, i, "nvlink state", func() (nvml.EnableState, nvml.Return) { return dev.GetNvLinkState(link) })
+		switch {
+		case r == nvml.SUCCESS:
+			if state == nvml.FEATURE_ENABLED {
+				n++
+			}
+			continue
+		case r == nvml.ERROR_NOT_SUPPORTED || r == nvml.ERROR_INVALID_ARGUMENT:
+		case link == 0:
+			return nil
+		}
+		break
+	}
+	return &n
+}
+
+// optionalReturnCode is optional that also returns NVML's code; a
+// recovered panic reads as ERROR_UNKNOWN.
+func optionalReturnCode[T any](d *nvmlDetector, device int, field string, get func() (T, nvml.Return)) (T, nvml.Return) {
+	code := nvml.ERROR_UNKNOWN
+	v := optional(d, device, field, func() (T, nvml.Return) {
+		v, r := get()
+		code = r
+		return v, r
+	})
+	return v, code
 }
 
 // optionalReturn is optional that also reports whether the field was

@@ -144,11 +144,25 @@ func TestNVMLOptionalFields(t *testing.T) {
 			dev.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 0, nvml.ERROR_GPU_IS_LOST }
 			dev.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
 			dev.GetMinorNumberFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+			dev.GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) { return 0, nvml.ERROR_NO_PERMISSION }
 			continue
 		}
 		dev.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return 5, nvml.SUCCESS }
 		// Minor numbers need not follow the index: device i is /dev/nvidia<7-i>.
 		dev.GetMinorNumberFunc = func() (int, nvml.Return) { return 7 - i, nvml.SUCCESS }
+		// Device i has 18 links, of which the first 18-i are up; device 3
+		// has no NVLink at all.
+		dev.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
+			switch {
+			case i == 3:
+				return 0, nvml.ERROR_NOT_SUPPORTED
+			case link >= 18:
+				return 0, nvml.ERROR_INVALID_ARGUMENT
+			case link < 18-i:
+				return nvml.FEATURE_ENABLED, nvml.SUCCESS
+			}
+			return nvml.FEATURE_DISABLED, nvml.SUCCESS
+		}
 		dev.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return 16, nvml.SUCCESS }
 		dev.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return 700000, nvml.SUCCESS } // mW
 		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
@@ -174,6 +188,13 @@ func TestNVMLOptionalFields(t *testing.T) {
 		have := GPU{PCIeGen: g.PCIeGen, PCIeWidth: g.PCIeWidth, PowerLimitWatts: g.PowerLimitWatts, UtilizationPct: g.UtilizationPct, TemperatureC: g.TemperatureC, MIGEnabled: g.MIGEnabled, DeviceMinor: g.DeviceMinor}
 		if have != want {
 			t.Errorf("gpu %d: optional fields %+v, want %+v", i, have, want)
+		}
+		wantLinks := map[int]int{0: 18, 2: 16, 3: 0, 4: 14}[i]
+		switch {
+		case i == 1 && g.NVLinks != nil:
+			t.Errorf("gpu 1: NVLinks = %d, want unknown", *g.NVLinks)
+		case i != 1 && i <= 4 && (g.NVLinks == nil || *g.NVLinks != wantLinks):
+			t.Errorf("gpu %d: NVLinks = %v, want %d", i, g.NVLinks, wantLinks)
 		}
 	}
 }
