@@ -61,6 +61,11 @@ type ExecutorConfig struct {
 	RunAs string
 	// Limits are the supplier's per-job defaults and maxima (zero: none).
 	Limits Limits
+	// GPUDevices gives the device nodes of a lease's GPUs, by UUID, which
+	// the runtime confines the job to (runtime.Spec.GPUDevices): see
+	// DeviceNodes. An error fails the start. nil: no GPU has a node (a
+	// supplier of simulated GPUs).
+	GPUDevices func(uuids []string) ([]string, error)
 	// Lease gives a lease the market confirmed, by ID.
 	Lease func(id market.ID) (*market.Lease, error)
 	// Release gives a lease's GPUs back once its job is over (optional).
@@ -206,7 +211,7 @@ func (e *Executor) recover() error {
 			continue
 		}
 		now := e.cfg.Now()
-		if _, err := m.Issue(rec.Attempt, now, now, 0, 0, nil, true, StateInterrupted); err != nil {
+		if _, err := m.Issue(rec.Attempt, now, now, 0, settle.Usage{}, nil, true, StateInterrupted); err != nil {
 			e.log.Warn("final receipt of interrupted job", "lease", id.Short(), "err", err)
 		}
 		if e.cfg.Release != nil {
@@ -495,6 +500,12 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 	if err != nil {
 		return nil, err
 	}
+	var devices []string
+	if e.cfg.GPUDevices != nil {
+		if devices, err = e.cfg.GPUDevices(l.GpuUuids); err != nil {
+			return nil, fmt.Errorf("lease %s: %w", l.ID.Short(), err)
+		}
+	}
 	// The folder is named by the lease, which this supplier confirmed to
 	// this renter, not by the job ID, which any renter can pick: a renter
 	// must not be able to empty or share another renter's attempt.
@@ -537,7 +548,7 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 	hide := append([]string{filepath.Join(e.cfg.DataDir, "jobs")}, e.cfg.Hide...)
 	rs := runtime.Spec{
 		JobID: spec.ID(), Attempt: int(attempt), Argv: spec.Argv, Env: envList(spec.Env),
-		WorkDir: work, CheckpointDir: cpDir, GPUs: l.GpuUuids, Limits: limits,
+		WorkDir: work, CheckpointDir: cpDir, GPUs: l.GpuUuids, GPUDevices: devices, Limits: limits,
 		RunAs: e.cfg.RunAs, Hide: hide, Image: spec.Image, Stdout: lf, Stderr: lf,
 	}
 	rec := runRecord{
