@@ -85,7 +85,7 @@ type CommitTiming struct {
 // on device g mod the number of devices; devices run at once. It is safe
 // for concurrent use; it does not own the Driver.
 type Prover struct {
-	drv  *Driver
+	devs []*Device
 	opts ProverOptions
 	host *challenge.CPUProver
 
@@ -95,9 +95,12 @@ type Prover struct {
 
 var _ challenge.Prover = (*Prover)(nil)
 
-// NewProver returns a Prover on drv's devices.
-func NewProver(drv *Driver, opts ProverOptions) *Prover {
-	return &Prover{drv: drv, opts: opts, host: challenge.NewCPUProver(challenge.CPUOptions{Workers: opts.Workers})}
+// NewProver returns a Prover on all of drv's devices.
+func NewProver(drv *Driver, opts ProverOptions) *Prover { return NewProverOn(drv.Devices(), opts) }
+
+// NewProverOn returns a Prover on devs, some devices of a Driver.
+func NewProverOn(devs []*Device, opts ProverOptions) *Prover {
+	return &Prover{devs: devs, opts: opts, host: challenge.NewCPUProver(challenge.CPUOptions{Workers: opts.Workers})}
 }
 
 // LastTiming returns the phases of the last successful Commit.
@@ -116,7 +119,7 @@ func (pr *Prover) Commit(ctx context.Context, seeds [][32]byte, p challenge.Para
 	if len(seeds) < 1 || len(seeds) > challenge.MaxGPUs {
 		return nil, fmt.Errorf("cuda: commit: %d gpus, want 1 to %d: %w", len(seeds), challenge.MaxGPUs, challenge.ErrMalformed)
 	}
-	devs := pr.drv.Devices()
+	devs := pr.devs
 	if len(devs) == 0 {
 		return nil, fmt.Errorf("cuda: commit: %w", ErrNoDevice)
 	}
