@@ -21,6 +21,7 @@
 //
 //   - makes every mount private, so nothing it does reaches the node;
 //   - makes every mount read-only (per mount, never the filesystem itself);
+//   - mounts a private /dev (see "The job's devices");
 //   - covers each [Spec.Hide] path: a directory with an empty read-only
 //     tmpfs of mode 000, anything else with an empty read-only file of
 //     mode 000. Reading fails with "permission denied", listing shows
@@ -29,7 +30,8 @@
 //   - covers every ancestor of WorkDir or CheckpointDir that the job's user
 //     could not search anyway, the same way;
 //   - mounts a private writable tmpfs on /tmp and /dev/shm (sized
-//     MemoryBytes when set), instead of the host's shared ones;
+//     MemoryBytes when set), instead of the host's shared ones, and makes
+//     the job's /dev read-only;
 //   - puts WorkDir and CheckpointDir back, writable, where the job expects
 //     them: both were opened before anything was covered, and a hidden
 //     directory above them (the jobs directory) gets the way down to them
@@ -81,6 +83,53 @@
 // logging a warning, Hide protects nothing, the job sees every process,
 // and (without cgroup v2) a process that leaves the job's process group
 // survives the job; Pause, Resume and Stop then signal the group.
+//
+// # The job's devices
+//
+// A job sees and can open only the device nodes of the GPUs its lease
+// names, whatever its environment says (CUDA_VISIBLE_DEVICES only picks
+// among them). In its mount namespace /dev is a small tmpfs, read-only
+// once made, holding nothing of the host's but binds of:
+//
+//   - null, zero, full, random, urandom and tty;
+//   - each of Spec.GPUDevices (the executor's /dev/nvidia<minor> of each
+//     leased GPU, see job.DeviceNodes) at /dev/<base name>, and, for a job
+//     with any, the driver's control nodes that Options.DeviceDir (default
+//     /dev) has: nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-modeset,
+//     and the nvidia-caps directory. A job without GPUDevices (no GPU, or
+//     simulated ones) gets no NVIDIA node at all;
+//
+// with a devpts of its own on /dev/pts (newinstance; the host's, bound,
+// where the kernel refuses one) and ptmx linked to pts/ptmx, an empty
+// shm for the private /dev/shm, and fd, stdin, stdout and stderr linked
+// to /proc/self/fd. The shim opens every source before anything is
+// covered, so a node under /tmp or a hidden path binds too.
+//
+// A device filter then refuses every other device node, wherever the job
+// finds one (a node planted in a directory it reaches, a bind the
+// sandbox missed): the job may read and write only the character devices
+// of its /dev, by major:minor as the node saw them when it planned the
+// job, plus ptmx (5:2) and the pts (136:*); nothing else opens (EPERM),
+// block devices and mknod included. The filters, all that the machine
+// has unless Options.DeviceFilter picks one ("bpf", "v1") or none
+// ("off"):
+//
+//   - cgroup v2: a BPF_PROG_TYPE_CGROUP_DEVICE program (built with
+//     cilium/ebpf's asm, as runc builds its own) attached with
+//     BPF_F_ALLOW_MULTI to the job's cgroup before the shim is started
+//     into it; it stays as long as the cgroup, and programs of ancestor
+//     cgroups still run (each can refuse). Jobs without a cgroup v2 cgroup
+//     have none;
+//   - cgroup v1: a cgroup of the job's own in the devices hierarchy
+//     (gpumesh/job-<id>-<attempt> below the node's own), with devices.deny
+//     "a" and a devices.allow line per rule; the node moves the shim into
+//     it before the shim reads its config, so before anything of the job
+//     runs, and removes it when the job has ended.
+//
+// New logs which filters jobs get, or that they get none and why (not
+// root, no cgroup v2 for jobs and no v1 devices controller): then the
+// private /dev still holds only the job's own nodes, and the job, without
+// CAP_MKNOD, cannot make others.
 //
 // # The job's network
 //
@@ -181,6 +230,14 @@
 //
 //   - The kernel and the GPU driver are shared: a kernel or driver exploit
 //     is an escape. GPU memory is not cleared by this package.
+//   - A job opens only its own GPUs' nodes (see "The job's devices"), but
+//     without a device filter (no cgroup v2 cgroup for jobs and no cgroup
+//     v1 devices controller, or a node that is not root) a device node
+//     that it reaches by a path outside its /dev still opens: one another
+//     user with CAP_MKNOD made in a directory the job can read, on a file
+//     system that allows devices. New logs when jobs have no filter. An
+//     unsandboxed job (no namespaces) sees the host's whole /dev and
+//     every GPU; only a device filter, where there is one, confines it.
 //   - Without Options.Net the network is the host's: jobs reach localhost
 //     services, the local network and any cloud metadata endpoint. With
 //     it, see "The job's network" for what a job can still reach: the
@@ -215,8 +272,13 @@
 // CheckpointDir on /checkpoint, all capabilities dropped,
 // no-new-privileges, the limits as --memory, --pids-limit and --ulimit,
 // the GPUs as --gpus device=... (docker) or CDI devices nvidia.com/gpu=...
-// (podman; a simulated GPU, "GPU-sim-...", is no device), RunAs as
-// --user. The environment goes through an env file readable by the node
+// (podman; a simulated GPU, "GPU-sim-...", is no device) through the
+// NVIDIA container toolkit, or with Options.GPUMode "devices" (an engine
+// without the toolkit) as a --device of each of Spec.GPUDevices and of
+// the control nodes of Options.DeviceDir, at the same places below /dev
+// as the process runtime puts them, RunAs as --user. Either way the
+// engine gives the container a /dev of its own holding only those GPUs
+// and a device cgroup that lets it open only its own nodes. The environment goes through an env file readable by the node
 // only, not through argv. The Process is the client:
 // Pause and Resume are "pause"/"unpause", Stop is "stop -t grace" then
 // "kill"; CPU time and memory in the Result are the client's. Hide does
