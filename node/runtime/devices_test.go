@@ -5,6 +5,7 @@ package runtime_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -343,4 +344,16 @@ func randomJobID() string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// TestDeviceOptionsChecked: New refuses a device filter, GPU mode or
+// device dir it does not know, for every runtime.
+func TestDeviceOptionsChecked(t *testing.T) {
+	for _, o := range []runtime.Options{{DeviceFilter: "none"}, {GPUMode: "cdi"}, {DeviceDir: "dev"}} {
+		for _, name := range []string{"process", "docker", "podman"} {
+			if _, err := runtime.New(name, o); err == nil || errors.Is(err, runtime.ErrUnavailable) {
+				t.Errorf("New(%q, %+v) = %v, want it refused", name, o, err)
+			}
+		}
+	}
 }

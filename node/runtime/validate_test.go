@@ -39,6 +39,10 @@ func TestValidateMessages(t *testing.T) {
 		{"checkpoint dir a file", func(s *Spec) { s.CheckpointDir = file }, "checkpoint dir " + file + ": not a directory"},
 		{"gpu with comma", func(s *Spec) { s.GPUs = []string{"0,1"} }, `gpu[0] "0,1": want a device index or UUID`},
 		{"empty gpu", func(s *Spec) { s.GPUs = []string{"0", ""} }, `gpu[1] "": want a device index or UUID`},
+		{"relative gpu device", func(s *Spec) { s.GPUDevices = []string{"nvidia0"} }, `gpu device[0] "nvidia0": want an absolute path`},
+		{"missing gpu device", func(s *Spec) { s.GPUDevices = []string{filepath.Join(dir, "nvidia0")} }, "gpu device[0]: stat "},
+		{"gpu device a file", func(s *Spec) { s.GPUDevices = []string{file} }, "gpu device[0] " + file + ": not a character device"},
+		{"gpu device named like a standard node", func(s *Spec) { s.GPUDevices = []string{"/dev/null"} }, "gpu device[0] /dev/null: /dev/null is taken"},
 		{"relative hide", func(s *Spec) { s.Hide = []string{"secret"} }, `hide "secret": want an absolute path`},
 		{"hide root", func(s *Spec) { s.Hide = []string{"/a/.."} }, "hide /: would hide everything"},
 		{"negative limit", func(s *Spec) { s.Limits.Procs = -1 }, "negative limit in"},
@@ -47,7 +51,8 @@ func TestValidateMessages(t *testing.T) {
 		{"argv before env", func(s *Spec) { s.Argv[1] = "\x00"; s.Env = []string{"C"} }, "argv[1]"},
 		{"env before dirs", func(s *Spec) { s.Env = []string{"C"}; s.WorkDir = "w" }, "env[0]"},
 		{"dirs before gpus", func(s *Spec) { s.WorkDir = "w"; s.GPUs = []string{""} }, "work dir"},
-		{"gpus before hide", func(s *Spec) { s.GPUs = []string{""}; s.Hide = []string{"/"} }, "gpu[0]"},
+		{"gpus before gpu devices", func(s *Spec) { s.GPUs = []string{""}; s.GPUDevices = []string{"x"} }, "gpu[0]"},
+		{"gpu devices before hide", func(s *Spec) { s.GPUDevices = []string{"x"}; s.Hide = []string{"/"} }, "gpu device[0]"},
 		{"hide before limits", func(s *Spec) { s.Hide = []string{"/"}; s.Limits.OpenFiles = -1 }, "hide /"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
