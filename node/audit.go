@@ -42,7 +42,12 @@ func (n *Node) startAudit(ctx context.Context) error {
 		n.log.Warn("this node is a simulated impostor", "cheat", cheat.String())
 	}
 	if len(gpus) > 0 {
-		audit.Serve(audit.ProverConfig{Host: n.net.Host, GPUs: gpus, Cheat: cheat, Now: n.now, Log: n.log})
+		dev := n.gpuProver()
+		if dev == nil && !allSim {
+			n.log.Warn("renters will not lease these GPUs by default: no GPU prover; challenges of the real GPUs are refused with no-prover")
+		}
+		audit.Serve(audit.ProverConfig{Host: n.net.Host, GPUs: gpus, Device: dev, Priority: n.challengePriority(),
+			Cheat: cheat, Now: n.now, Log: n.log})
 	}
 	n.verify.chal = audit.NewChallenger(n.net.Host, 0, n.log)
 	n.verify.last = map[peer.ID]time.Time{}
@@ -50,6 +55,22 @@ func (n *Node) startAudit(ctx context.Context) error {
 		n.goLoop(func() { n.auditLoop(ctx) })
 	}
 	return nil
+}
+
+// gpuProver is the prover of the node's real GPUs: none yet (the CUDA
+// prover, package verify/cuda, plugs in here), so their challenges are
+// refused with no-prover; simulated GPUs are proven by the CPU.
+func (n *Node) gpuProver() audit.DeviceProver { return nil }
+
+// challengePriority reports whether a challenger goes before strangers,
+// who share a tenth of the prover's time: the node's pre-trusted peers
+// (itself, its bootstrap peers, those the configuration names).
+func (n *Node) challengePriority() func(peer.ID) bool {
+	trusted := map[peer.ID]bool{}
+	for _, p := range n.trustedPeers() {
+		trusted[p] = true
+	}
+	return func(p peer.ID) bool { return trusted[p] }
 }
 
 // auditLoop challenges one supplier at a random time in every interval,

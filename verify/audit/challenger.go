@@ -30,6 +30,28 @@ var ErrUnreachable = errors.New("prover unreachable")
 // way, or this challenger came too soon): neither a failure nor a pass.
 var ErrBusy = errors.New("prover busy")
 
+// BusyError is ErrBusy with the prover's reason and when it said to try
+// again (0 when it did not say).
+type BusyError struct {
+	Reason     string
+	RetryAfter time.Duration
+}
+
+func (e *BusyError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("%v: %s (retry after %v)", ErrBusy, e.Reason, e.RetryAfter)
+	}
+	return fmt.Sprintf("%v: %s", ErrBusy, e.Reason)
+}
+
+// Is makes a BusyError ErrBusy.
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// ErrNoProver means the prover has real GPUs of the model and no GPU
+// prover to answer for them: a Result with OutcomeNoProver, neither a
+// failure nor down.
+var ErrNoProver = errors.New("no GPU prover")
+
 // ErrVersion means the prover speaks only the retired challenge protocol
 // (ChallengeProtocolV1): a Result with OutcomeVersion, neither a failure
 // nor a sign that it is down.
@@ -42,6 +64,9 @@ const (
 	// OutcomeVersion: the prover speaks only a retired protocol version;
 	// nothing was proven or disproven.
 	OutcomeVersion = "version"
+	// OutcomeNoProver: the prover has no GPU prover for its real GPUs and
+	// refused at once; nothing was proven or disproven.
+	OutcomeNoProver = "no-prover"
 )
 
 // Result is a challenge's outcome. JSON names are a contract of
@@ -65,7 +90,7 @@ type Result struct {
 	DurationMs        int64    `json:"duration_ms"`
 	Simulated         bool     `json:"simulated"`
 	ChallengeID       string   `json:"challenge_id"`
-	Outcome           string   `json:"outcome"` // OutcomePassed, OutcomeFailed, or one that judges nothing (Judged)
+	Outcome           string   `json:"outcome"` // OutcomePassed, OutcomeFailed, or one that judges nothing (OutcomeNoProver, OutcomeVersion)
 	N, T, K           int      `json:"-"`
 	id                [32]byte
 	// commitLate is set when the commit came after commitAllowed.
@@ -250,6 +275,9 @@ func (c *Challenger) challengeOnce(ctx context.Context, subject peer.ID, model s
 	case errors.Is(err, ErrVersion):
 		res.Outcome, res.Reason = OutcomeVersion, err.Error()
 		return res, nil
+	case errors.Is(err, ErrNoProver):
+		res.Outcome, res.Reason = OutcomeNoProver, err.Error()
+		return res, nil
 	case errors.Is(err, ErrUnreachable) || errors.Is(err, ErrBusy):
 		return res, err
 	case err != nil:
@@ -408,8 +436,10 @@ func (x *exchange) commit(ctx context.Context, bound *challenge.TimeBound) ([][]
 // checkCommit checks that the prover committed, to one root per GPU.
 func (x *exchange) checkCommit(commit *pb.Commit) error {
 	switch {
+	case commit.Refused != "" && commit.Code == CodeNoProver:
+		return fmt.Errorf("%w: %s", ErrNoProver, commit.Refused)
 	case commit.Refused != "" && commit.Busy:
-		return fmt.Errorf("%w: %s", ErrBusy, commit.Refused)
+		return &BusyError{Reason: commit.Refused, RetryAfter: time.Duration(commit.RetryAfterMs) * time.Millisecond}
 	case commit.Refused != "":
 		return fmt.Errorf("prover refused: %s", commit.Refused)
 	case len(commit.Roots) != x.gpus:

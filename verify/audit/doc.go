@@ -31,8 +31,20 @@
 // claimed model (real GPUs) or against its own run of the same work made
 // at the same time (simulated GPUs, so that both meet the same load),
 // checks every opened row by recomputing it, and checks the memory
-// proof's digests and deadline. The prover refuses sizes other than those
-// its own profile implies, more than one challenge at a time, and peers
-// that challenge it too often (those two refusals are "busy": neither a
-// pass nor a failure). The verdict is signed and gossiped by the caller.
+// proof's digests and deadline. The verdict is signed and gossiped by the
+// caller.
+//
+// The prover answers simulated GPUs with the CPU prover and real ones
+// with a DeviceProver (package verify/cuda); without one it refuses a
+// challenge of real GPUs at once with the code "no-prover", which the
+// challenger records as OutcomeNoProver: neither a failure nor down. It
+// refuses sizes other than those its own profile implies, and, as "busy"
+// with a retry-after (BusyError: neither a pass nor a failure), more than
+// one challenge at a time, a peer that challenges it again within its
+// PeerGap, and strangers once their challenges took StrangerShare (a
+// tenth) of its time over the last StrangerWindow (10 minutes); the
+// challengers ProverConfig.Priority names (trusted peers, renters about
+// to lease) are not held to that share. The work runs on a context that
+// ends with the stream: a challenger that resets or closes it, or goes
+// away, stops it.
 package audit

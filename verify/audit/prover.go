@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,10 +30,36 @@ type GPU struct {
 	Simulated bool
 }
 
+// DeviceProver proves real GPUs on the devices themselves (package
+// verify/cuda): the matrix chain, whose Commit places seed g on its own
+// device, and the memory proof's buffers in device memory.
+type DeviceProver interface {
+	challenge.Prover
+	// Memory fills, for the g-th GPU of the last Commit (on the device
+	// that Commit placed seed g on), the memory proof's buffers of size p
+	// for seed (challenge.FillMemBuffer) and returns them.
+	Memory(ctx context.Context, g int, seed [32]byte, p challenge.MemParams) (challenge.MemBackend, error)
+}
+
 // ProverConfig configures the prover side.
 type ProverConfig struct {
 	Host host.Host
 	GPUs []GPU
+	// Device proves the real GPUs among GPUs. Nil means there is no GPU
+	// prover: a challenge of real GPUs is refused at once with
+	// CodeNoProver, never answered by the CPU, which no real deadline
+	// allows. Simulated GPUs are always proven by the CPU prover.
+	Device DeviceProver
+	// Priority reports whether a challenger goes first: a trusted peer,
+	// or a renter about to lease. Others are strangers, who share at most
+	// StrangerShare of the prover's time over any StrangerWindow. Nil:
+	// every challenger is a stranger.
+	Priority func(peer.ID) bool
+	// StrangerShare (DefaultStrangerShare when 0) and StrangerWindow
+	// (DefaultStrangerWindow when 0) bound the time strangers' challenges
+	// take.
+	StrangerShare  float64
+	StrangerWindow time.Duration
 	// Cheat makes an impostor, for testnets: it must be zero unless every
 	// GPU is simulated (the node refuses it otherwise).
 	Cheat challenge.Cheat
@@ -51,6 +78,9 @@ type ProverConfig struct {
 	// holds back the commit of the run-th challenge admitted (0-based).
 	memLate    func(attempt int) time.Duration
 	commitLate func(run int) time.Duration
+	// held, in tests, is told of every challenge admitted, when it ends:
+	// from admission to release.
+	held func(from, to time.Time, stranger bool)
 }
 
 // Prover serves ChallengeProtocol for a supplier's GPUs.
@@ -58,9 +88,11 @@ type Prover struct {
 	cfg    ProverConfig
 	prover challenge.Prover // one, so that a replaying impostor replays
 
-	mu   sync.Mutex
-	busy bool
-	last map[peer.ID]time.Time
+	mu        sync.Mutex
+	busy      bool
+	busySince time.Time
+	last      map[peer.ID]time.Time
+	strangers budget // the time strangers' challenges took
 
 	commits atomic.Int64 // commits computed (for ProverConfig.commitLate)
 }
@@ -82,7 +114,17 @@ func Serve(cfg ProverConfig) *Prover {
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = p2p.StreamTimeout
 	}
-	p := &Prover{cfg: cfg, prover: challenge.NewCheatProver(cfg.Cheat, challenge.CPUOptions{}), last: map[peer.ID]time.Time{}}
+	if cfg.StrangerShare <= 0 {
+		cfg.StrangerShare = DefaultStrangerShare
+	}
+	if cfg.StrangerWindow <= 0 {
+		cfg.StrangerWindow = DefaultStrangerWindow
+	}
+	if cfg.Priority == nil {
+		cfg.Priority = func(peer.ID) bool { return false }
+	}
+	p := &Prover{cfg: cfg, prover: challenge.NewCheatProver(cfg.Cheat, challenge.CPUOptions{}), last: map[peer.ID]time.Time{},
+		strangers: budget{window: cfg.StrangerWindow, share: cfg.StrangerShare}}
 	cfg.Host.SetStreamHandler(ChallengeProtocol, func(s network.Stream) {
 		if err := p.handle(s); err != nil {
 			cfg.Log.Debug("challenge stream", "from", s.Conn().RemotePeer(), "err", err)
@@ -112,26 +154,62 @@ func (p *Prover) refuseV1(s network.Stream) {
 	s.Close()
 }
 
-// admit enforces one challenge at a time and a gap per challenger.
-func (p *Prover) admit(from peer.ID) (func(), error) {
+// refusal is a busy refusal: its reason and when to try again.
+type refusal struct {
+	reason     string
+	retryAfter time.Duration
+}
+
+// admit enforces, in order, one challenge at a time, a gap per
+// challenger, and the strangers' share of the prover's time (priority
+// challengers are not held to it). The function it returns ends the
+// challenge and accounts its time.
+func (p *Prover) admit(from peer.ID) (func(), *refusal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Now()
-	switch {
-	case p.busy:
-		return nil, errors.New("busy with another challenge")
-	case now.Sub(p.last[from]) < p.cfg.PeerGap:
-		return nil, fmt.Errorf("challenged by you less than %s ago", p.cfg.PeerGap)
+	stranger := !p.cfg.Priority(from)
+	if p.busy {
+		// The running challenge may take as long as the longest yet.
+		left := p.strangers.estimate() - now.Sub(p.busySince)
+		return nil, &refusal{"busy with another challenge", max(time.Second, left)}
+	}
+	if since := now.Sub(p.last[from]); since < p.cfg.PeerGap {
+		return nil, &refusal{fmt.Sprintf("challenged by you less than %s ago", p.cfg.PeerGap), p.cfg.PeerGap - since}
+	}
+	if stranger {
+		if wait := p.strangers.wait(now); wait > 0 {
+			return nil, &refusal{fmt.Sprintf("challenges by peers it does not trust took their share (%.0f%%) of the last %s", 100*p.cfg.StrangerShare, p.cfg.StrangerWindow), wait}
+		}
 	}
 	if len(p.last) > 10000 {
 		clear(p.last)
 	}
-	p.busy, p.last[from] = true, now
+	p.busy, p.busySince, p.last[from] = true, now, now
 	return func() {
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		p.busy = false
-		p.mu.Unlock()
+		end := p.cfg.Now()
+		p.strangers.took(p.busySince, end, stranger)
+		if p.cfg.held != nil {
+			p.cfg.held(p.busySince, end, stranger)
+		}
 	}, nil
+}
+
+// realWithoutProver reports whether model's GPUs here are real (any of
+// them) and no GPU prover answers for them.
+func (p *Prover) realWithoutProver(model string) bool {
+	if p.cfg.Device != nil {
+		return false
+	}
+	for _, g := range p.cfg.GPUs {
+		if g.Model == model && !g.Simulated {
+			return true
+		}
+	}
+	return false
 }
 
 // sizes are what a request implies for the prover: the challenge's sizes
@@ -186,6 +264,8 @@ func sameSet(a, b []string) bool {
 
 // handle serves one challenge: the request and its admission, then the
 // phases the challenger drives, commit, sweep, open, and the memory proof.
+// The work runs on a context that ends with the stream: a challenger that
+// resets or closes it, or whose connection is lost, stops the work.
 func (p *Prover) handle(s network.Stream) error {
 	// The challenger writes its request at once: a peer that has not
 	// done so within RequestTimeout does not hold the stream for a step.
@@ -195,9 +275,13 @@ func (p *Prover) handle(s network.Stream) error {
 		return err
 	}
 	step(s)
-	done, err := p.admit(s.Conn().RemotePeer())
-	if err != nil {
-		return p2p.WriteMsg(s, &pb.Commit{Refused: err.Error(), Busy: true})
+	if p.realWithoutProver(req.Model) {
+		return p2p.WriteMsg(s, &pb.Commit{Refused: noProverRefusal(req.Model), Code: CodeNoProver})
+	}
+	done, no := p.admit(s.Conn().RemotePeer())
+	if no != nil {
+		return p2p.WriteMsg(s, &pb.Commit{Refused: no.reason, Busy: true, Code: CodeBusy,
+			RetryAfterMs: uint32(min(no.retryAfter.Milliseconds()+1, math.MaxUint32))})
 	}
 	var once sync.Once
 	release := func() { once.Do(done) }
@@ -206,20 +290,31 @@ func (p *Prover) handle(s network.Stream) error {
 	if err != nil {
 		return p2p.WriteMsg(s, &pb.Commit{Refused: err.Error()})
 	}
-	params := sz.params
 	ctx, cancel := context.WithTimeout(context.Background(), 4*stepTimeout)
 	defer cancel()
+	ws := watch(s, cancel)
+	defer ws.stop()
+	prover := p.prover
+	if !sz.simulated {
+		prover = p.cfg.Device
+	}
 	gpus := len(req.Seeds)
-	if err := p.commit(ctx, s, req.Seeds, params); err != nil {
+	if err := p.commit(ctx, ws, prover, req.Seeds, sz.params); err != nil {
 		return err
 	}
-	if err := p.sweep(ctx, s, gpus, params); err != nil {
+	if err := p.sweep(ctx, ws, prover, gpus, sz.params); err != nil {
 		return err
 	}
-	if err := p.open(ctx, s, gpus, params); err != nil {
+	if err := p.open(ctx, ws, prover, gpus, sz.params); err != nil {
 		return err
 	}
-	return p.memory(ctx, s, gpus, sz, release)
+	return p.memory(ctx, ws, gpus, sz, release)
+}
+
+// noProverRefusal is the refusal of a challenge of real GPUs without a
+// GPU prover.
+func noProverRefusal(model string) string {
+	return fmt.Sprintf("the real %s GPUs here have none, and renters will not lease them by default", model)
 }
 
 // step gives the next step of the exchange its time.
@@ -227,12 +322,12 @@ func step(s network.Stream) { _ = s.SetDeadline(time.Now().Add(stepTimeout)) }
 
 // commit computes every GPU's product of its seeded matrices and sends
 // their roots.
-func (p *Prover) commit(ctx context.Context, s network.Stream, rawSeeds [][]byte, params challenge.Params) error {
+func (p *Prover) commit(ctx context.Context, s network.Stream, prover challenge.Prover, rawSeeds [][]byte, params challenge.Params) error {
 	seeds := make([][32]byte, len(rawSeeds))
 	for i, b := range rawSeeds {
 		copy(seeds[i][:], b)
 	}
-	roots, err := p.prover.Commit(ctx, seeds, params)
+	roots, err := prover.Commit(ctx, seeds, params)
 	if err != nil {
 		return err
 	}
@@ -248,7 +343,7 @@ func (p *Prover) commit(ctx context.Context, s network.Stream, rawSeeds [][]byte
 
 // sweep answers the sweep request: each GPU's product times the vector
 // its seed draws.
-func (p *Prover) sweep(ctx context.Context, s network.Stream, gpus int, params challenge.Params) error {
+func (p *Prover) sweep(ctx context.Context, s network.Stream, prover challenge.Prover, gpus int, params challenge.Params) error {
 	step(s)
 	var sw pb.SweepRequest
 	if err := p2p.ReadMsg(s, maxSmallMsg, &sw); err != nil {
@@ -257,7 +352,7 @@ func (p *Prover) sweep(ctx context.Context, s network.Stream, gpus int, params c
 	r := challenge.DrawVector(seed32(sw.RSeed), params.N)
 	sweeps := &pb.SweepResponse{}
 	for g := range gpus {
-		v, err := p.prover.Sweep(ctx, g, r)
+		v, err := prover.Sweep(ctx, g, r)
 		if err != nil {
 			return err
 		}
@@ -268,7 +363,7 @@ func (p *Prover) sweep(ctx context.Context, s network.Stream, gpus int, params c
 
 // open answers the open request: each GPU's rows that its seed draws, with
 // their Merkle proofs.
-func (p *Prover) open(ctx context.Context, s network.Stream, gpus int, params challenge.Params) error {
+func (p *Prover) open(ctx context.Context, s network.Stream, prover challenge.Prover, gpus int, params challenge.Params) error {
 	step(s)
 	var or pb.OpenRequest
 	if err := p2p.ReadMsg(s, maxSmallMsg, &or); err != nil {
@@ -280,7 +375,7 @@ func (p *Prover) open(ctx context.Context, s network.Stream, gpus int, params ch
 		if err != nil {
 			return err
 		}
-		os, err := p.prover.Open(ctx, g, rows)
+		os, err := prover.Open(ctx, g, rows)
 		if err != nil {
 			return err
 		}
@@ -309,7 +404,7 @@ func (p *Prover) memory(ctx context.Context, s network.Stream, gpus int, sz size
 		}
 	}()
 	for g := range gpus {
-		m, err := challenge.NewMemProver(ctx, MemSeed(seed32(prep.Seed), g), sz.mem, p.cfg.Cheat.MemKept())
+		m, err := p.memProver(ctx, g, MemSeed(seed32(prep.Seed), g), sz)
 		if err != nil {
 			return p2p.WriteMsg(s, &pb.MemReady{Refused: err.Error()})
 		}
@@ -348,6 +443,24 @@ func (p *Prover) memory(ctx context.Context, s network.Stream, gpus int, sz size
 		}
 	}
 	return nil
+}
+
+// memProver fills GPU g's memory for seed: in host memory for simulated
+// GPUs, on the device for real ones.
+func (p *Prover) memProver(ctx context.Context, g int, seed [32]byte, sz sizes) (*challenge.MemProver, error) {
+	if sz.simulated {
+		return challenge.NewMemProver(ctx, seed, sz.mem, p.cfg.Cheat.MemKept())
+	}
+	b, err := p.cfg.Device.Memory(ctx, g, seed, sz.mem)
+	if err != nil {
+		return nil, err
+	}
+	m, err := challenge.NewMemProverOn(b, sz.mem)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return m, nil
 }
 
 // answerMem walks every GPU's memory from sigma0 and returns the digests
