@@ -5,6 +5,7 @@
 #   make explorer  rebuild the Explorer web page (npm) into node/explorer/dist
 #   make sim       the market simulation, 100 and 1000 nodes, into bench/SIM.md
 #   make chaos     20 nodes through a flood, kills and skewed clocks, into bench/CHAOS.md
+#   make gpu-check the CUDA prover on this machine's NVIDIA GPU (at most 7 min), into bench/GPU.md
 SHELL := /bin/bash
 GO    ?= go
 # go-nvml's cgo bindings warn about NVML functions NVIDIA deprecated.
@@ -16,7 +17,7 @@ TESTNET  := bin/testnet
 NODES    ?= 5
 FUZZTIME ?= 10s
 
-.PHONY: all build test vet fuzz testnet testnet-netns testnet-down testnet-status bench sim chaos clean explorer
+.PHONY: all build test vet fuzz testnet testnet-netns testnet-down testnet-status bench sim chaos gpu-check clean explorer
 
 all: build
 
@@ -95,6 +96,15 @@ sim:
 chaos: build
 	$(GO) run ./testnet/cmd/chaos --bin $(BIN) --out bench/CHAOS.md; \
 	status=$$?; $(GO) run ./testnet/cmd/bench -carry-only && exit $$status
+
+# The CUDA prover (verify/cuda) on this machine's NVIDIA GPU, in at most 7
+# minutes: `gpumesh gpus` through NVML, self-tests of both chain kernels
+# and of the memory fold against the CPU reference, a full-size challenge
+# timed by phase (verifier's cost, efficiency η) and a full-size memory
+# proof; one JSON line per result, written to bench/GPU.md. Without an
+# NVIDIA GPU and driver it stops at once saying so, and fails.
+gpu-check: build
+	bash scripts/gpu-check.sh
 
 clean:
 	rm -rf bin

@@ -203,7 +203,23 @@ func check(ctx context.Context, cfg config, rep *report, stderr io.Writer) int {
 		return exitCode(rep)
 	}
 	if cfg.full {
-		cr, err := cuda.RunChallenge(ctx, dev, profile, challenge.RealParams(profile), cfg.kernel)
+		// A probe of one step and one row sizes the full run: a slow
+		// kernel or a slow CPU verifier gets a shorter chain (marked
+		// real_t in the result) rather than overrunning the check's time.
+		real := challenge.RealParams(profile)
+		probe, err := cuda.RunChallenge(ctx, dev, profile, challenge.Params{N: real.N, T: 1, K: 1}, cfg.kernel)
+		if err != nil {
+			rep.add(errorResult{Check: "challenge", Error: "probe: " + err.Error()}, false)
+			return exitCode(rep)
+		}
+		probe.Check = "challenge-probe"
+		rep.add(probe, probe.Verified)
+		p := real
+		if deadline, ok := ctx.Deadline(); ok {
+			budget := time.Until(deadline) - memReserve(cfg)
+			p.T = cuda.PlanT(probe, real.T, real.K, budget)
+		}
+		cr, err := cuda.RunChallenge(ctx, dev, profile, p, cfg.kernel)
 		if err != nil {
 			rep.add(errorResult{Check: "challenge", Error: err.Error()}, false)
 		} else {
@@ -219,6 +235,15 @@ func check(ctx context.Context, cfg config, rep *report, stderr io.Writer) int {
 		}
 	}
 	return exitCode(rep)
+}
+
+// memReserve is the time kept for the memory proof after the challenge:
+// filling up to 0.9 of the device's memory on the host and copying it.
+func memReserve(cfg config) time.Duration {
+	if !cfg.mem {
+		return 10 * time.Second
+	}
+	return 90 * time.Second
 }
 
 func exitCode(rep *report) int {

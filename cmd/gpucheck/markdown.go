@@ -31,7 +31,14 @@ func markdown(now time.Time, results []any, gpus json.RawMessage) string {
 			fmt.Fprintf(&b, "## Fold self-test (device %d, %d buffers, %d-byte windows, %d rounds)\n\n%s in %.2f s.%s\n\n",
 				v.Device, v.Buffers, v.WindowBytes, v.Rounds, verdict(v.Match, "identical to the CPU memory prover", "DIFFERS from the CPU memory prover"), v.Seconds, detail(v.Detail))
 		case cuda.ChallengeResult:
-			fmt.Fprintf(&b, "## Full-size challenge (%s, device %d: N = %d, T = %d, K = %d, kernel %s)\n\n", v.Model, v.Device, v.N, v.T, v.K, v.Kernel)
+			title := "Full-size challenge"
+			switch {
+			case v.Check == "challenge-probe":
+				title = "Probe (one step, one row)"
+			case v.RealT != 0:
+				title = fmt.Sprintf("Challenge, chain shortened to fit the check (real T = %d)", v.RealT)
+			}
+			fmt.Fprintf(&b, "## %s (%s, device %d: N = %d, T = %d, K = %d, kernel %s)\n\n", title, v.Model, v.Device, v.N, v.T, v.K, v.Kernel)
 			b.WriteString("| Phase | Seconds |\n| --- | --- |\n")
 			for _, p := range []struct {
 				name string
