@@ -255,6 +255,14 @@ func (pr *Prover) compute(ctx context.Context, dev *Device, seed [32]byte, p cha
 				return fmt.Errorf("step %d: %w", step, err)
 			}
 			cur, next = next, cur
+			// Launches return at once: wait now and then, so that a
+			// cancelled challenge stops within a few steps, not after
+			// the whole queue (a bubble of microseconds each time).
+			if step%syncEvery == syncEvery-1 {
+				if err := s.sync(); err != nil {
+					return err
+				}
+			}
 		}
 		secs, err := s.elapsed()
 		if err != nil {
@@ -273,6 +281,10 @@ func (pr *Prover) compute(ctx context.Context, dev *Device, seed [32]byte, p cha
 	}
 	return x, tm, nil
 }
+
+// syncEvery is how many chain steps the host queues before it waits for
+// them and checks its context.
+const syncEvery = 4
 
 func ceilDiv(a, b uint32) uint32 { return (a + b - 1) / b }
 

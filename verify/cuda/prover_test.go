@@ -153,14 +153,30 @@ func TestProverOutOfMemory(t *testing.T) {
 	}
 }
 
-// TestProverCancel: a cancelled context stops the chain between steps.
-func TestProverCancel(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	d := openFake(t, Options{})
-	_, err := NewProver(d, ProverOptions{}).Commit(ctx, testSeeds(1, 0), challenge.Params{N: 64, T: 4, K: 1})
-	if !errors.Is(err, context.Canceled) {
-		t.Errorf("Commit with a cancelled context: %v", err)
+// countdownCtx is a context whose Err turns to Canceled after some calls:
+// cancelled in the middle of a chain, deterministically.
+type countdownCtx struct {
+	context.Context
+	left int
+}
+
+func (c *countdownCtx) Err() error {
+	if c.left--; c.left < 0 {
+		return context.Canceled
 	}
-	checkNoLeak(t, d)
+	return nil
+}
+
+// TestProverCancel: a cancelled context stops the chain between steps,
+// before or during it, and the device memory is freed.
+func TestProverCancel(t *testing.T) {
+	d := openFake(t, Options{})
+	for _, calls := range []int{0, 1, 3} {
+		ctx := &countdownCtx{Context: context.Background(), left: calls}
+		_, err := NewProver(d, ProverOptions{}).Commit(ctx, testSeeds(1, 0), challenge.Params{N: 64, T: 16, K: 1})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Commit cancelled after %d checks: %v", calls, err)
+		}
+		checkNoLeak(t, d)
+	}
 }
