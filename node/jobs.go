@@ -90,8 +90,8 @@ func (n *Node) startJobs(ctx context.Context) error {
 		j.exec, err = job.NewExecutor(job.ExecutorConfig{
 			Host: n.net.Host, Key: n.key, Store: n.store, Ledger: j.ledger, Runtimes: rts,
 			DataDir: n.cfg.DataDir, RunAs: n.jobUser(), HaltGrace: n.cfg.HaltGrace, Limits: limits,
-			GPUDevices: job.DeviceNodes(n.gpus, "/dev"),
-			Hide:       []string{filepath.Join(n.cfg.DataDir, KeyFile), filepath.Join(n.cfg.DataDir, api.TokenFile), storeDir(n.cfg.DataDir), filepath.Join(n.cfg.DataDir, "renter-jobs")},
+			GPUDevices: job.DeviceNodes(n.gpus, "/dev"), Usage: n.usage,
+			Hide: []string{filepath.Join(n.cfg.DataDir, KeyFile), filepath.Join(n.cfg.DataDir, api.TokenFile), storeDir(n.cfg.DataDir), filepath.Join(n.cfg.DataDir, "renter-jobs")},
 			Lease: func(id market.ID) (*market.Lease, error) {
 				sl, err := market.GetLease(n.store, id, n.now())
 				switch {

@@ -108,12 +108,16 @@ func (n *Node) startMarket(ctx context.Context) error {
 func (n *Node) describe(model string) market.Offer {
 	o := market.Offer{PeerID: n.id.String(), Model: model, Region: n.cfg.Region, Version: Software(),
 		Reach: string(n.net.Reach().Reach)}
+	var mine []inventory.GPU
 	for _, g := range n.gpus {
 		if g.Model == model {
 			o.Name, o.VRAMGiB, o.ComputeCapability = g.Name, g.VRAMGiB, g.ComputeCapability
 			o.Simulated = o.Simulated || g.Simulated
+			mine = append(mine, g)
 		}
 	}
+	wire, _ := profileGPUs(mine)
+	o.SetHardware(wire)
 	o.TFLOPS = catalog.TFLOPS(model)
 	return o
 }

@@ -16,6 +16,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/clock"
 	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/market"
@@ -69,6 +70,7 @@ type Node struct {
 	net     *p2p.Network
 	hbs     *p2p.Heartbeats
 	gpus    []inventory.GPU
+	usage   inventory.UsageReader // samples the GPUs jobs lease, for receipts
 	reg     *prometheus.Registry
 	metrics *metrics.Metrics // the node's own, in reg
 	api     *http.Server
@@ -121,6 +123,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: detect gpus: %w", err)
 	}
+	n.usage = inventory.NewUsageReader(det)
 
 	n.store = o.store
 	if n.store == nil {
@@ -301,10 +304,20 @@ func profileGPUs(gpus []inventory.GPU) ([]*pb.GPU, []string) {
 		// profile table) is advertised as 0.0 rather than dropped.
 		var major, minor uint32
 		_, _ = fmt.Sscanf(g.ComputeCapability, "%d.%d", &major, &minor)
-		out = append(out, &pb.GPU{
+		w := &pb.GPU{
 			Model: g.Model, Name: g.Name, Uuid: g.UUID, MemoryBytes: g.MemoryBytes,
 			CcMajor: major, CcMinor: minor, Simulated: g.Simulated,
-		})
+			PcieGen: uint32(max(g.PCIeGen, 0)), PcieWidth: uint32(max(g.PCIeWidth, 0)),
+			DriverVersion: g.DriverVersion, CudaVersion: g.CUDAVersion,
+		}
+		if g.NVLinks != nil {
+			n := uint32(*g.NVLinks)
+			w.NvlinkLinks = &n
+		}
+		if p, ok := catalog.Lookup(g.Model); ok {
+			w.MemBandwidthGbps = uint32(p.MemoryBandwidthGBps)
+		}
+		out = append(out, w)
 		if !seen[g.Model] && g.Model != inventory.UnknownModel {
 			seen[g.Model] = true
 			models = append(models, g.Model)

@@ -376,9 +376,13 @@ settlement statement. With --verify the command exits 1 when any lease has a pro
 				if !r.Valid {
 					valid = "INVALID"
 				}
-				rows = append(rows, []string{short(r.LeaseID), r.Role.String(), strconv.Itoa(r.Receipts), fmt.Sprintf("%.1f", r.GPUSeconds), money.Micros(r.AmountMicros).String(), money.Micros(r.PaidMicros).String(), strconv.FormatBool(r.Settled), valid})
+				util := "not measured"
+				if r.UtilPct != nil && r.MemUsedBytes != nil {
+					util = fmt.Sprintf("%.0f%% %.1f GiB", *r.UtilPct, float64(*r.MemUsedBytes)/(1<<30))
+				}
+				rows = append(rows, []string{short(r.LeaseID), r.Role.String(), strconv.Itoa(r.Receipts), fmt.Sprintf("%.1f", r.GPUSeconds), util, money.Micros(r.AmountMicros).String(), money.Micros(r.PaidMicros).String(), strconv.FormatBool(r.Settled), valid})
 			}
-			a.table([]string{"LEASE", "ROLE", "RECEIPTS", "GPU-SECONDS", "BILLED", "PAID", "SETTLED", "CHECK"}, rows)
+			a.table([]string{"LEASE", "ROLE", "RECEIPTS", "GPU-SECONDS", "GPU USE", "BILLED", "PAID", "SETTLED", "CHECK"}, rows)
 			for _, r := range reps {
 				for _, p := range r.Problems {
 					fmt.Fprintf(a.stdout, "  %s: %s\n", short(r.LeaseID), p)

@@ -38,7 +38,7 @@ func issued(b *testing.B, n int) (*Payer, []*Receipt) {
 	rs := make([]*Receipt, n)
 	at := terms.Start
 	for i := range rs {
-		r, err := m.Issue(1, at, at.Add(terms.Interval), terms.Interval.Milliseconds()*2, 900, nil, false, StateRunning)
+		r, err := m.Issue(1, at, at.Add(terms.Interval), terms.Interval.Milliseconds()*2, Usage{Measured: true, UtilPermille: 900}, nil, false, StateRunning)
 		if err != nil {
 			b.Fatal(err)
 		}

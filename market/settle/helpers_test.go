@@ -165,7 +165,7 @@ func (x *pair) issue(t testing.TB) *Receipt {
 	t.Helper()
 	start := x.now
 	x.now = x.now.Add(testInterval)
-	r, err := x.m.Issue(x.attempt, start, x.now, testInterval.Milliseconds()*int64(x.terms.GPUs), 900, nil, false, StateRunning)
+	r, err := x.m.Issue(x.attempt, start, x.now, testInterval.Milliseconds()*int64(x.terms.GPUs), Usage{Measured: true, UtilPermille: 900}, nil, false, StateRunning)
 	if err != nil {
 		t.Fatalf("Issue: %v", err)
 	}

@@ -95,7 +95,7 @@ func TestHelperProcessMeterPayer(t *testing.T) {
 			start = last.End()
 		}
 		end := start.Add(time.Second)
-		r, err := m.Issue(1, start, end, 1000*int64(terms.GPUs), 500, nil, false, StateRunning)
+		r, err := m.Issue(1, start, end, 1000*int64(terms.GPUs), Usage{Measured: true, UtilPermille: 500}, nil, false, StateRunning)
 		if err != nil {
 			fail("issue: %v", err)
 		}

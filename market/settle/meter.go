@@ -129,10 +129,10 @@ func (m *Meter) Terms() Terms { return m.t }
 // receipt that adds usage while OverCredit (ErrOverCredit: pause the
 // job). final marks the last receipt of the attempt; state is "running"
 // or how the job ended.
-func (m *Meter) Issue(attempt uint32, start, end time.Time, gpuMs int64, utilPermille uint32, checkpointHash []byte, final bool, state string) (*Receipt, error) {
+func (m *Meter) Issue(attempt uint32, start, end time.Time, gpuMs int64, usage Usage, checkpointHash []byte, final bool, state string) (*Receipt, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, err := m.issue(attempt, start, end, gpuMs, utilPermille, checkpointHash, final, state)
+	r, err := m.issue(attempt, start, end, gpuMs, usage, checkpointHash, final, state)
 	if err != nil {
 		m.led.metrics.Receipt(metrics.Supplier, metrics.Withheld)
 		return nil, fmt.Errorf("settle: lease %s: issue receipt: %w", m.t.LeaseID.Short(), err)
@@ -141,10 +141,20 @@ func (m *Meter) Issue(attempt uint32, start, end time.Time, gpuMs int64, utilPer
 	return r, nil
 }
 
+// Usage is what a receipt says the GPUs did in its interval: utilisation
+// and memory in use, averaged over the interval's samples and the lease's
+// GPUs, when Measured (NVML on real GPUs); a receipt of GPUs nothing
+// measures (simulated ones) says "not measured", with both 0.
+type Usage struct {
+	Measured     bool
+	UtilPermille uint32 // 0..1000
+	MemUsedBytes uint64
+}
+
 // issue checks the usage (checkIssue), then signs and keeps the next
 // receipt. Only called with m.mu held.
-func (m *Meter) issue(attempt uint32, start, end time.Time, gpuMs int64, util uint32, cp []byte, final bool, state string) (*Receipt, error) {
-	if err := m.checkIssue(attempt, start, end, gpuMs, util, cp, final, state); err != nil {
+func (m *Meter) issue(attempt uint32, start, end time.Time, gpuMs int64, usage Usage, cp []byte, final bool, state string) (*Receipt, error) {
+	if err := m.checkIssue(attempt, start, end, gpuMs, usage.UtilPermille, cp, final, state); err != nil {
 		return nil, err
 	}
 	seq, prevCum, prevHash := uint64(1), int64(0), []byte(nil)
@@ -164,7 +174,9 @@ func (m *Meter) issue(attempt uint32, start, end time.Time, gpuMs int64, util ui
 		EndMs:           end.UnixMilli(),
 		Gpus:            uint32(m.t.GPUs),
 		GpuMs:           gpuMs,
-		UtilPermille:    util,
+		UtilPermille:    usage.UtilPermille,
+		UsageMeasured:   usage.Measured,
+		MemUsedBytes:    usage.MemUsedBytes,
 		CumGpuMs:        prevCum + gpuMs,
 		PriceMicros:     m.t.PriceMicros,
 		CumAmountMicros: market.AmountMicros(m.t.PriceMicros, prevCum+gpuMs),

@@ -44,7 +44,7 @@ func TestLedgerMetrics(t *testing.T) {
 		t.Helper()
 		start := now
 		now = now.Add(testInterval)
-		r, err := meter.Issue(1, start, now, full, 900, nil, false, StateRunning)
+		r, err := meter.Issue(1, start, now, full, Usage{Measured: true, UtilPermille: 900}, nil, false, StateRunning)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestLedgerMetrics(t *testing.T) {
 	if _, err := meter.Accept([]byte("garbage"), now); err == nil {
 		t.Fatal("garbage accepted as a voucher")
 	}
-	if _, err := meter.Issue(1, now, now.Add(time.Second), 10*full, 900, nil, false, StateRunning); err == nil {
+	if _, err := meter.Issue(1, now, now.Add(time.Second), 10*full, Usage{Measured: true, UtilPermille: 900}, nil, false, StateRunning); err == nil {
 		t.Fatal("inflated usage issued")
 	}
 

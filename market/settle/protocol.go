@@ -47,6 +47,9 @@ const (
 	MaxGPUMs = int64(market.MaxDuration/time.Millisecond) * market.MaxCount
 	// MaxAmountMicros bounds every amount: MaxGPUMs at market.MaxPriceMicros.
 	MaxAmountMicros = MaxGPUMs / 3_600_000 * market.MaxPriceMicros
+	// MaxMemUsedBytes bounds a receipt's mem_used_bytes: 16 TiB, far
+	// above any GPU's memory.
+	MaxMemUsedBytes = 1 << 44
 
 	// MaxOverlap is how far a receipt may start before the previous one
 	// ended, for the renter (clock jitter between intervals); the supplier

@@ -151,6 +151,10 @@ func checkReceipt(r *Receipt) error {
 		return p2p.Errf(p2p.ErrMalformed, "gpu_ms %d, cum_gpu_ms %d: want 0 <= gpu_ms <= cum_gpu_ms <= %d", m.GpuMs, m.CumGpuMs, MaxGPUMs)
 	case m.UtilPermille > 1000:
 		return p2p.Errf(p2p.ErrMalformed, "util_permille %d over 1000", m.UtilPermille)
+	case !m.UsageMeasured && (m.UtilPermille != 0 || m.MemUsedBytes != 0):
+		return p2p.Errf(p2p.ErrMalformed, "usage not measured, yet util_permille %d and mem_used_bytes %d", m.UtilPermille, m.MemUsedBytes)
+	case m.MemUsedBytes > MaxMemUsedBytes:
+		return p2p.Errf(p2p.ErrMalformed, "mem_used_bytes %d over %d", m.MemUsedBytes, uint64(MaxMemUsedBytes))
 	case m.PriceMicros <= 0 || m.PriceMicros > market.MaxPriceMicros:
 		return p2p.Errf(p2p.ErrMalformed, "price_micros %d not in 1..%d", m.PriceMicros, int64(market.MaxPriceMicros))
 	case m.CumAmountMicros < 0 || m.CumAmountMicros > MaxAmountMicros:

@@ -65,6 +65,10 @@ func TestHappyPath(t *testing.T) {
 		if !rep.Valid || rep.Receipts != 20 || rep.AmountMicros != want || rep.PaidMicros != want || rep.GPUSeconds != 400 || len(rep.Attempts) != 1 || rep.Settled {
 			t.Fatalf("%s report %+v", rep.Role, rep)
 		}
+		// Every receipt of the exchange measured 90% and no memory.
+		if rep.UtilPct == nil || *rep.UtilPct != 90 || rep.MemUsedBytes == nil || *rep.MemUsedBytes != 0 {
+			t.Fatalf("%s report's usage: %v %%, %v bytes; want 90 %%, 0", rep.Role, rep.UtilPct, rep.MemUsedBytes)
+		}
 	}
 
 	stmt, err := x.p.Statement(OutcomeSucceeded, x.now)
@@ -114,7 +118,7 @@ func TestHappyPath(t *testing.T) {
 	}
 
 	// Settled: no more receipts or vouchers.
-	_, err = x.m.Issue(1, x.now, x.now.Add(time.Second), 0, 0, nil, false, StateRunning)
+	_, err = x.m.Issue(1, x.now, x.now.Add(time.Second), 0, Usage{}, nil, false, StateRunning)
 	wantErr(t, "Issue after settling", err, ErrSettled)
 }
 
@@ -160,7 +164,7 @@ func TestReceiptOtherLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := m.Issue(1, testStart, testStart.Add(testInterval), 1000, 0, nil, false, StateRunning)
+	r, err := m.Issue(1, testStart, testStart.Add(testInterval), 1000, Usage{}, nil, false, StateRunning)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -593,13 +597,13 @@ func TestCredit(t *testing.T) {
 	if owed <= x.terms.CreditLimit || owed > x.terms.CreditLimit+market.AmountMicros(x.terms.PriceMicros, testInterval.Milliseconds()*2) {
 		t.Fatalf("owed %d with a credit limit of %d", owed, x.terms.CreditLimit)
 	}
-	_, err := x.m.Issue(1, x.now, x.now.Add(testInterval), 1, 0, nil, false, StateRunning)
+	_, err := x.m.Issue(1, x.now, x.now.Add(testInterval), 1, Usage{}, nil, false, StateRunning)
 	wantErr(t, "usage over credit", err, ErrOverCredit)
-	if _, err := x.m.Issue(1, x.now, x.now.Add(testInterval), 0, 0, nil, false, StateRunning); err != nil {
+	if _, err := x.m.Issue(1, x.now, x.now.Add(testInterval), 0, Usage{}, nil, false, StateRunning); err != nil {
 		t.Fatalf("a paused interval over credit: %v", err)
 	}
 	x.now = x.now.Add(testInterval)
-	if _, err := x.m.Issue(1, x.now, x.now.Add(time.Second), 2000, 0, nil, true, "halted"); err != nil {
+	if _, err := x.m.Issue(1, x.now, x.now.Add(time.Second), 2000, Usage{}, nil, true, "halted"); err != nil {
 		t.Fatalf("the final receipt over credit: %v", err)
 	}
 	// Paying for everything catches up.
@@ -632,27 +636,27 @@ func TestIssueChecks(t *testing.T) {
 		{"final while running", 1, s, 0, true, StateRunning, p2p.ErrMalformed},
 		{"bad state", 1, s, 0, false, "Running!", p2p.ErrMalformed},
 	} {
-		_, err := x.m.Issue(c.attempt, c.start, s.Add(testInterval), c.gpuMs, 0, nil, c.final, c.state)
+		_, err := x.m.Issue(c.attempt, c.start, s.Add(testInterval), c.gpuMs, Usage{}, nil, c.final, c.state)
 		wantErr(t, c.name, err, c.want)
 	}
-	_, err := x.m.Issue(1, s, x.terms.End.Add(2*testInterval), 0, 0, nil, false, StateRunning)
+	_, err := x.m.Issue(1, s, x.terms.End.Add(2*testInterval), 0, Usage{}, nil, false, StateRunning)
 	wantErr(t, "after the lease", err, market.ErrMismatch)
 
 	// Attempt 1 ends; attempt 2 continues the lease's seqs.
 	x.now = s.Add(testInterval)
-	r, err := x.m.Issue(1, s, x.now, 1000, 0, nil, true, "failed")
+	r, err := x.m.Issue(1, s, x.now, 1000, Usage{}, nil, true, "failed")
 	if err != nil {
 		t.Fatal(err)
 	}
 	x.pay(t, r)
-	_, err = x.m.Issue(1, x.now, x.now.Add(time.Second), 0, 0, nil, false, StateRunning)
+	_, err = x.m.Issue(1, x.now, x.now.Add(time.Second), 0, Usage{}, nil, false, StateRunning)
 	wantErr(t, "attempt 1 after its final receipt", err, ErrStaleAttempt)
 	x.attempt = 2
 	r3, _ := x.step(t)
 	if r3.Seq != 3 || r3.Attempt != 2 {
 		t.Fatalf("attempt 2's receipt is seq %d attempt %d", r3.Seq, r3.Attempt)
 	}
-	_, err = x.m.Issue(1, x.now, x.now.Add(time.Second), 0, 0, nil, false, StateRunning)
+	_, err = x.m.Issue(1, x.now, x.now.Add(time.Second), 0, Usage{}, nil, false, StateRunning)
 	wantErr(t, "attempt 1 after attempt 2", err, ErrStaleAttempt)
 	rep, err := x.rled.Verify(x.terms.LeaseID, x.now)
 	if err != nil || !rep.Valid || len(rep.Attempts) != 2 {
@@ -826,7 +830,7 @@ func TestFirstReceiptFromLeaseStart(t *testing.T) {
 	// The job starts 30 s into the lease; its first receipt covers the
 	// lease from its start.
 	x.now = testStart.Add(30 * time.Second)
-	r, err := x.m.Issue(x.attempt, testStart, x.now, 30_000*int64(x.terms.GPUs), 0, nil, false, StateRunning)
+	r, err := x.m.Issue(x.attempt, testStart, x.now, 30_000*int64(x.terms.GPUs), Usage{}, nil, false, StateRunning)
 	if err != nil {
 		t.Fatalf("Issue from the lease's start: %v", err)
 	}
@@ -853,5 +857,48 @@ func TestFirstReceiptFromLeaseStart(t *testing.T) {
 	}
 	if rep.Valid || !strings.Contains(strings.Join(rep.Problems, "; "), "before the lease's start") {
 		t.Fatalf("audit of a receipt billing before the lease: valid %v, problems %v", rep.Valid, rep.Problems)
+	}
+}
+
+// TestReceiptUsageFields: a receipt says whether its usage was measured;
+// one that says not, yet carries a utilisation or memory figure, or one
+// that claims more memory than any GPU has, is malformed.
+func TestReceiptUsageFields(t *testing.T) {
+	x := newPair(t)
+	r1, _ := x.step(t)
+	if !r1.UsageMeasured || r1.UtilPermille != 900 {
+		t.Fatalf("issued receipt: measured %v, util %d; want measured 900", r1.UsageMeasured, r1.UtilPermille)
+	}
+	if _, err := OpenReceipt(sealReceipt(t, receiptMsg(r1, func(m *pb.Receipt) { m.MemUsedBytes = 40 << 30 }), x.sup)); err != nil {
+		t.Errorf("measured receipt with 40 GiB in use: %v", err)
+	}
+	for name, fn := range map[string]func(m *pb.Receipt){
+		"util without measuring":   func(m *pb.Receipt) { m.UsageMeasured = false },
+		"memory without measuring": func(m *pb.Receipt) { m.UsageMeasured, m.UtilPermille, m.MemUsedBytes = false, 0, 1 },
+		"memory out of range":      func(m *pb.Receipt) { m.MemUsedBytes = MaxMemUsedBytes + 1 },
+	} {
+		_, err := OpenReceipt(sealReceipt(t, receiptMsg(r1, fn), x.sup))
+		wantErr(t, name, err, p2p.ErrMalformed)
+	}
+	unmeasured := sealReceipt(t, receiptMsg(r1, func(m *pb.Receipt) { m.UsageMeasured, m.UtilPermille = false, 0 }), x.sup)
+	if _, err := OpenReceipt(unmeasured); err != nil {
+		t.Errorf("receipt of unmeasured usage: %v", err)
+	}
+}
+
+func TestMeasuredUsage(t *testing.T) {
+	r := func(measured bool, gpuMs int64, permille uint32, mem uint64) *Receipt {
+		return &Receipt{Receipt: &pb.Receipt{UsageMeasured: measured, GpuMs: gpuMs, UtilPermille: permille, MemUsedBytes: mem}}
+	}
+	if u, m := measuredUsage([]*Receipt{r(false, 1000, 0, 0), nil}); u != nil || m != nil {
+		t.Errorf("nothing measured: %v, %v; want nil", u, m)
+	}
+	u, m := measuredUsage([]*Receipt{r(true, 3000, 1000, 4<<30), r(true, 1000, 200, 0), r(false, 5000, 0, 0)})
+	if u == nil || *u != 80 || m == nil || *m != 3<<30 {
+		t.Errorf("weighted: %v %%, %v bytes; want 80 %%, 3 GiB", u, m)
+	}
+	u, _ = measuredUsage([]*Receipt{r(true, 0, 100, 0), r(true, 0, 300, 0)})
+	if u == nil || *u != 20 {
+		t.Errorf("empty intervals: %v %%, want the even mean 20 %%", u)
 	}
 }

@@ -13,18 +13,23 @@ import (
 
 // Report is the audit of one lease's records (gpumesh receipts --verify).
 type Report struct {
-	LeaseID      string      `json:"lease_id"`
-	Role         market.Role `json:"role"`
-	Supplier     string      `json:"supplier"`
-	Renter       string      `json:"renter"`
-	Receipts     int         `json:"receipts"`
-	Attempts     []uint32    `json:"attempts"`
-	GPUSeconds   float64     `json:"gpu_seconds"`
-	AmountMicros int64       `json:"amount_micros"` // the last receipt's cum_amount_micros
-	PaidMicros   int64       `json:"paid_micros"`   // the best voucher's
-	Settled      bool        `json:"settled"`       // a valid settlement is kept
-	Valid        bool        `json:"valid"`         // no problems
-	Problems     []string    `json:"problems"`
+	LeaseID    string      `json:"lease_id"`
+	Role       market.Role `json:"role"`
+	Supplier   string      `json:"supplier"`
+	Renter     string      `json:"renter"`
+	Receipts   int         `json:"receipts"`
+	Attempts   []uint32    `json:"attempts"`
+	GPUSeconds float64     `json:"gpu_seconds"`
+	// UtilPct and MemUsedBytes are the GPUs' utilisation and memory in
+	// use over the receipts whose usage was measured, weighted by their
+	// gpu_ms; null when no receipt's was (simulated GPUs).
+	UtilPct      *float64 `json:"util_pct"`
+	MemUsedBytes *uint64  `json:"mem_used_bytes"`
+	AmountMicros int64    `json:"amount_micros"` // the last receipt's cum_amount_micros
+	PaidMicros   int64    `json:"paid_micros"`   // the best voucher's
+	Settled      bool     `json:"settled"`       // a valid settlement is kept
+	Valid        bool     `json:"valid"`         // no problems
+	Problems     []string `json:"problems"`
 }
 
 // Verify audits what the ledger keeps of lease as of now. It opens every
@@ -135,6 +140,7 @@ func (l *Ledger) auditReceipts(lease market.ID, a *audit) error {
 		a.rep.GPUSeconds = float64(last.CumGpuMs) / 1000
 		a.rep.AmountMicros = last.CumAmountMicros
 	}
+	a.rep.UtilPct, a.rep.MemUsedBytes = measuredUsage(a.receipts)
 	a.seqOf = make(map[[32]byte]int, len(a.hashes))
 	for i, h := range a.hashes {
 		a.seqOf[h] = i + 1
@@ -390,4 +396,36 @@ func checkSettlementOf(t Terms, raw, stmtRaw []byte, problem func(string, ...any
 	case !bytes.Equal(s.Statement.Raw, stmtRaw):
 		problem("settlement countersigns statement %s, not the one kept", market.ID(s.Statement.Hash).Short())
 	}
+}
+
+// measuredUsage averages the utilisation (in %) and memory in use of the
+// receipts whose usage was measured, weighted by gpu_ms (evenly when
+// none has any); nil when none was measured.
+func measuredUsage(rs []*Receipt) (*float64, *uint64) {
+	var n int
+	var w, util, mem float64
+	for _, r := range rs {
+		if r == nil || !r.UsageMeasured {
+			continue
+		}
+		n++
+		wt := float64(r.GpuMs)
+		w += wt
+		util += wt * float64(r.UtilPermille) / 10
+		mem += wt * float64(r.MemUsedBytes)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	if w == 0 { // every measured interval was empty: an even mean
+		for _, r := range rs {
+			if r != nil && r.UsageMeasured {
+				util += float64(r.UtilPermille) / 10
+				mem += float64(r.MemUsedBytes)
+			}
+		}
+		w = float64(n)
+	}
+	u, m := util/w, uint64(mem/w)
+	return &u, &m
 }

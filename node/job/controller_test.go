@@ -839,7 +839,7 @@ func TestControllerRefusesStaleAttemptReceipts(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return meter.Issue(attempt, l.Start(), now, now.Sub(l.Start()).Milliseconds(), 0, nil, false, StateRunning)
+			return meter.Issue(attempt, l.Start(), now, now.Sub(l.Start()).Milliseconds(), settle.Usage{}, nil, false, StateRunning)
 		}
 		stale, err := issue(out.stale)
 		if out.err = err; err != nil {

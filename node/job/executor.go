@@ -24,6 +24,7 @@ import (
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
+	"github.com/gpumesh/gpumesh/verify/inventory"
 )
 
 var ksRuns = store.MustKeyspace("job-runs") // lease ID -> runRecord (JSON)
@@ -66,6 +67,13 @@ type ExecutorConfig struct {
 	// DeviceNodes. An error fails the start. nil: no GPU has a node (a
 	// supplier of simulated GPUs).
 	GPUDevices func(uuids []string) ([]string, error)
+	// Usage samples the leased GPUs' utilisation and memory in use for
+	// the receipts (inventory.NewUsageReader: NVML on real GPUs); nil, or
+	// one that fails with inventory.ErrNotMeasured, makes the receipts
+	// say "not measured". UsageEvery is how often it is sampled between
+	// receipts (default UsageEvery); each receipt also takes one sample.
+	Usage      inventory.UsageReader
+	UsageEvery time.Duration
 	// Lease gives a lease the market confirmed, by ID.
 	Lease func(id market.ID) (*market.Lease, error)
 	// Release gives a lease's GPUs back once its job is over (optional).

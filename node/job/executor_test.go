@@ -13,6 +13,7 @@ import (
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify/inventory"
 )
 
 // The supplier side on its own: a renter that speaks the session
@@ -239,4 +240,64 @@ func prevAmount(r *settle.Receipt) int64 {
 		return 0
 	}
 	return r.CumAmountMicros
+}
+
+// usageReader is a GPU usage reader for the executor's tests: NVML's
+// readings are tested in verify/inventory; here, what a receipt makes of
+// them.
+type usageReader struct {
+	readings []inventory.Reading
+	err      error
+	asked    chan []string
+}
+
+func (u *usageReader) Usage(_ context.Context, uuids []string) ([]inventory.Reading, error) {
+	select {
+	case u.asked <- uuids:
+	default:
+	}
+	if u.err != nil {
+		return nil, u.err
+	}
+	return u.readings[:len(uuids)], nil
+}
+
+// TestReceiptsCarryGPUUsage: the receipts of a job on measured GPUs carry
+// their utilisation and memory in use, averaged; on GPUs nothing measures
+// (simulated ones) they say "not measured".
+func TestReceiptsCarryGPUUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reader *usageReader
+		want   settle.Usage
+	}{
+		{"measured", &usageReader{readings: []inventory.Reading{{UtilPct: 37, MemUsedBytes: 3 << 30}}}, settle.Usage{Measured: true, UtilPermille: 370, MemUsedBytes: 3 << 30}},
+		{"simulated", &usageReader{err: inventory.ErrNotMeasured}, settle.Usage{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.reader.asked = make(chan []string, 1)
+			m := newMeshWith(t, 1, nil, func(c *ExecutorConfig) { c.Usage, c.UsageEvery = tc.reader, 100*time.Millisecond })
+			s := m.sups[0]
+			spec, l := m.sleeper(s, 1)
+			st, w := m.rawSession(m.renter, s, startHello(l, spec, 1), spec.Raw)
+			if w.Refused != "" {
+				t.Fatalf("start refused: %s", w.Refused)
+			}
+			ch := frames(st)
+			for seen := 0; seen < 2; {
+				r := receiptIn(t, next(t, ch))
+				if r == nil {
+					continue
+				}
+				seen++
+				got := settle.Usage{Measured: r.UsageMeasured, UtilPermille: r.UtilPermille, MemUsedBytes: r.MemUsedBytes}
+				if got != tc.want {
+					t.Fatalf("receipt seq %d: usage %+v, want %+v", r.Seq, got, tc.want)
+				}
+			}
+			if uuids := <-tc.reader.asked; len(uuids) != 1 || uuids[0] != l.GpuUuids[0] {
+				t.Errorf("sampled %v, want the lease's GPUs %v", uuids, l.GpuUuids)
+			}
+		})
+	}
 }

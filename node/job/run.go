@@ -1,8 +1,10 @@
 package job
 
 import (
+	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify/inventory"
 )
 
 // run is one attempt on the supplier.
@@ -56,6 +59,7 @@ type run struct {
 	cpHash    [32]byte
 	cpFinger  [32]byte
 	cut       chan struct{} // closed to cut the open tunnels (cutTunnels)
+	usage     usageAcc      // GPU usage sampled since the last receipt
 }
 
 // State is the attempt's state now.
@@ -147,6 +151,7 @@ func (r *run) meterLoop() {
 	clk := r.e.cfg.Clock
 	t := clk.NewTicker(interval)
 	defer t.Stop()
+	go r.sampleLoop()
 	// A lease is paid for from its start, whatever ran on it: the time
 	// the renter held the GPUs before the job started is billed at once.
 	last := r.lease.Start()
@@ -220,7 +225,8 @@ func (r *run) receipt(from, to time.Time, final bool, state string) bool {
 		from = to
 	}
 	cp := r.refreshCheckpoint()
-	rc, err := r.meter.Issue(r.attempt, from, to, r.gpuMs(from, to), r.util(), cp, final, state)
+	r.sampleUsage()
+	rc, err := r.meter.Issue(r.attempt, from, to, r.gpuMs(from, to), r.usage.take(), cp, final, state)
 	if err != nil {
 		r.logger.Error("receipt not issued", "err", err)
 		return false
@@ -234,8 +240,94 @@ func (r *run) receipt(from, to time.Time, final bool, state string) bool {
 	return true
 }
 
-// util is a stand-in for GPU utilisation where NVML gives none: 0.
-func (r *run) util() uint32 { return 0 }
+// UsageEvery is how often a job's GPUs are sampled between receipts,
+// unless ExecutorConfig.UsageEvery says otherwise.
+const UsageEvery = 5 * time.Second
+
+// usageTimeout bounds one sample.
+const usageTimeout = 2 * time.Second
+
+// sampleUsage reads the lease's GPUs once into r.usage. A lease of no GPU
+// the reader can measure (simulated ones, no reader) counts as not
+// measured.
+func (r *run) sampleUsage() {
+	rd := r.e.cfg.Usage
+	if rd == nil || len(r.lease.GpuUuids) == 0 {
+		r.usage.add(nil, inventory.ErrNotMeasured)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), usageTimeout)
+	defer cancel()
+	readings, err := rd.Usage(ctx, r.lease.GpuUuids)
+	if err != nil && !errors.Is(err, inventory.ErrNotMeasured) {
+		r.logger.Warn("gpu usage not measured", "err", err)
+	}
+	r.usage.add(readings, err)
+}
+
+// sampleLoop samples the GPUs every UsageEvery until the attempt ends.
+func (r *run) sampleLoop() {
+	if r.e.cfg.Usage == nil {
+		return
+	}
+	every := r.e.cfg.UsageEvery
+	if every <= 0 {
+		every = UsageEvery
+	}
+	t := r.e.cfg.Clock.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.proc.Done():
+			return
+		case <-t.C():
+			r.sampleUsage()
+		}
+	}
+}
+
+// usageAcc averages the samples of one receipt interval.
+type usageAcc struct {
+	mu     sync.Mutex
+	n      int
+	util   float64 // sum over samples of the GPUs' mean utilisation, %
+	mem    float64 // sum over samples of the GPUs' mean memory in use
+	failed bool    // a sample failed: the interval is not measured
+}
+
+// add counts one sample: readings of every leased GPU, or err.
+func (u *usageAcc) add(readings []inventory.Reading, err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if err != nil || len(readings) == 0 {
+		u.failed = true
+		return
+	}
+	var util, mem float64
+	for _, g := range readings {
+		util += float64(g.UtilPct)
+		mem += float64(g.MemUsedBytes)
+	}
+	u.util += util / float64(len(readings))
+	u.mem += mem / float64(len(readings))
+	u.n++
+}
+
+// take returns the interval's usage and starts the next interval.
+func (u *usageAcc) take() settle.Usage {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out settle.Usage
+	if !u.failed && u.n > 0 {
+		out = settle.Usage{
+			Measured:     true,
+			UtilPermille: uint32(min(math.Round(u.util/float64(u.n)*10), 1000)),
+			MemUsedBytes: uint64(math.Round(u.mem / float64(u.n))),
+		}
+	}
+	u.n, u.util, u.mem, u.failed = 0, 0, 0, false
+	return out
+}
 
 // enforceCredit pauses the job while the renter owes more than the credit
 // limit, and stops it when the pause outlasts the halt grace.

@@ -53,8 +53,13 @@ type Receipt struct {
 	CheckpointHash  []byte                 `protobuf:"bytes,17,opt,name=checkpoint_hash,json=checkpointHash,proto3" json:"checkpoint_hash,omitempty"`       // empty or sha-256 of the latest checkpoint archive
 	Final           bool                   `protobuf:"varint,18,opt,name=final,proto3" json:"final,omitempty"`                                              // the attempt ended: last receipt of this attempt
 	State           string                 `protobuf:"bytes,19,opt,name=state,proto3" json:"state,omitempty"`                                               // the job's state: "running", or how it ended
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// util_permille and mem_used_bytes were measured on the lease's GPUs
+	// (NVML, sampled through the interval); false: not measured (simulated
+	// GPUs, older suppliers), and both are 0.
+	UsageMeasured bool   `protobuf:"varint,20,opt,name=usage_measured,json=usageMeasured,proto3" json:"usage_measured,omitempty"`
+	MemUsedBytes  uint64 `protobuf:"varint,21,opt,name=mem_used_bytes,json=memUsedBytes,proto3" json:"mem_used_bytes,omitempty"` // average GPU memory in use per GPU, bytes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Receipt) Reset() {
@@ -218,6 +223,20 @@ func (x *Receipt) GetState() string {
 		return x.State
 	}
 	return ""
+}
+
+func (x *Receipt) GetUsageMeasured() bool {
+	if x != nil {
+		return x.UsageMeasured
+	}
+	return false
+}
+
+func (x *Receipt) GetMemUsedBytes() uint64 {
+	if x != nil {
+		return x.MemUsedBytes
+	}
+	return 0
 }
 
 // Voucher acknowledges a receipt and pays up to it; the renter signs it.
@@ -626,7 +645,7 @@ var File_settle_proto protoreflect.FileDescriptor
 
 const file_settle_proto_rawDesc = "" +
 	"\n" +
-	"\fsettle.proto\x12\x11gpumesh.settle.v1\"\x96\x04\n" +
+	"\fsettle.proto\x12\x11gpumesh.settle.v1\"\xe3\x04\n" +
 	"\aReceipt\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x1a\n" +
 	"\bsupplier\x18\x02 \x01(\fR\bsupplier\x12\x16\n" +
@@ -648,7 +667,9 @@ const file_settle_proto_rawDesc = "" +
 	"\tprev_hash\x18\x10 \x01(\fR\bprevHash\x12'\n" +
 	"\x0fcheckpoint_hash\x18\x11 \x01(\fR\x0echeckpointHash\x12\x14\n" +
 	"\x05final\x18\x12 \x01(\bR\x05final\x12\x14\n" +
-	"\x05state\x18\x13 \x01(\tR\x05state\"\xf6\x01\n" +
+	"\x05state\x18\x13 \x01(\tR\x05state\x12%\n" +
+	"\x0eusage_measured\x18\x14 \x01(\bR\rusageMeasured\x12$\n" +
+	"\x0emem_used_bytes\x18\x15 \x01(\x04R\fmemUsedBytes\"\xf6\x01\n" +
 	"\aVoucher\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06renter\x18\x02 \x01(\fR\x06renter\x12\x1a\n" +
