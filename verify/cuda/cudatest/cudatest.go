@@ -31,7 +31,7 @@ func source() string {
 // fakecuda.c: FAKE_DEVICES, FAKE_VERSION, FAKE_MEM_LIMIT,
 // FAKE_OMIT_LAUNCH, FAKE_CC_MAJOR), once per set of defines in a test
 // binary, and returns the .so's path. It skips the test when there is no
-// C compiler ($CC, else cc). The libraries stay in a temporary directory
+// C compiler ($CC, cc or gcc). The libraries stay in a temporary directory
 // until Cleanup.
 func FakeLib(t testing.TB, defines ...string) string {
 	t.Helper()
@@ -41,12 +41,9 @@ func FakeLib(t testing.TB, defines ...string) string {
 	if p, ok := built[key]; ok {
 		return p
 	}
-	cc := os.Getenv("CC")
+	cc := compiler()
 	if cc == "" {
-		cc = "cc"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("no C compiler (%s) to build the fake CUDA driver: %v", cc, err)
+		t.Skip("no C compiler ($CC, cc or gcc) to build the fake CUDA driver")
 	}
 	if dir == "" {
 		d, err := os.MkdirTemp("", "fakecuda-")
@@ -66,6 +63,19 @@ func FakeLib(t testing.TB, defines ...string) string {
 	}
 	built[key] = out
 	return out
+}
+
+// compiler returns $CC, else cc, else gcc, whichever is found first.
+func compiler() string {
+	for _, c := range []string{os.Getenv("CC"), "cc", "gcc"} {
+		if c == "" {
+			continue
+		}
+		if _, err := exec.LookPath(c); err == nil {
+			return c
+		}
+	}
+	return ""
 }
 
 // Cleanup removes the libraries built so far; a TestMain calls it after
