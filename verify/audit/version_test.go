@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -79,5 +80,18 @@ func TestV2ChallengerMeetsV1Prover(t *testing.T) {
 	}
 	if _, err := c.Challenge(ctx, none.ID(), "t4", uuids, true); !errors.Is(err, ErrUnreachable) {
 		t.Errorf("a peer without the protocol: err = %v, want ErrUnreachable", err)
+	}
+}
+
+// TestRowSeedVector pins RowSeed of docs/PROTOCOL.md §19.9 (it has no
+// domain prefix, and is the same under both versions).
+func TestRowSeedVector(t *testing.T) {
+	var seed [32]byte
+	for i := range seed {
+		seed[i] = byte(i)
+	}
+	const want = "04a6950a06d3e3308ad7d3606ef810eb124e3943404ca746a12c51c7bf776839"
+	if got := RowSeed(seed, 1); hex.EncodeToString(got[:]) != want {
+		t.Errorf("RowSeed(seed, 1) = %x, PROTOCOL §19.9 says %s", got, want)
 	}
 }
