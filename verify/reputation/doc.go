@@ -72,8 +72,17 @@
 // its old failures then weigh less as they age.
 //
 // Verified. V_j holds when at least Config.MinAttesters (3) distinct
-// trusted attesters' latest challenge of j passed, j is not failing, and
-// no GPU UUID of j is in conflict.
+// trusted attesters' latest challenge of j passed, j is not failing, no
+// GPU UUID of j is in conflict, and j is not proven on simulated GPUs
+// alone while it claims real ones.
+//
+// Simulated GPUs. A pass whose attestation says simulated (the GPUs were
+// simulated, challenged at simulated sizes) proves nothing about
+// hardware. When j's latest pass by a trusted attester is one
+// (Score.SimulatedOnly), j is neither verified nor proven unless its
+// profile claims simulated GPUs only (ObserveGPUs with onlySimulated); a
+// book that has not seen j's profile (a light client) takes it as
+// claiming real GPUs.
 //
 // Conflicts. The GPU UUIDs j claims are those of its profile (ObserveGPUs)
 // and those of its latest passed challenge by a trusted attester. A UUID
@@ -95,7 +104,8 @@
 //
 // Proven. A renter leases by default only from proven suppliers
 // (Score.Proven): verified, or passed by a trusted attester and above
-// DefaultFloor, and in no conflict. Book.Standing gives a supplier's
+// DefaultFloor, in no conflict, and not proven on simulated GPUs alone
+// while claiming real ones. Book.Standing gives a supplier's
 // reputation, verified status and uptime in the shape market takes.
 //
 // Known limits: a trusted attester that turns hostile can fail an honest
