@@ -3,9 +3,11 @@
 package runtime_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -355,5 +357,49 @@ func TestDeviceOptionsChecked(t *testing.T) {
 				t.Errorf("New(%q, %+v) = %v, want it refused", name, o, err)
 			}
 		}
+	}
+}
+
+// BenchmarkJobDevices is the cost of a job's devices: a job leased GPU 2
+// of the fake GPUs runs "true", start to end, with the private /dev and
+// each device filter set-up, and with the filter off.
+func BenchmarkJobDevices(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root, to make device nodes")
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "gpumesh-bench-")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := unix.Mknod(filepath.Join(dir, "nvidia2"), unix.S_IFCHR|0o666, int(unix.Mkdev(nvidiaMajor, 2))); err != nil {
+		b.Fatal(err)
+	}
+	cg2 := writableCgroup2Root()
+	for _, tc := range []filterCase{
+		{"off", runtime.Options{DeviceFilter: runtime.DeviceFilterOff}},
+		{"bpf", runtime.Options{CgroupRoot: cg2, DeviceFilter: runtime.DeviceFilterBPF}},
+		{"v1", runtime.Options{DeviceFilter: runtime.DeviceFilterV1}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			o := tc.opts
+			o.Log, o.DeviceDir = slog.New(slog.DiscardHandler), dir
+			rt, err := runtime.New("process", o)
+			if err != nil {
+				b.Skip(err)
+			}
+			work := b.TempDir()
+			for b.Loop() {
+				p, err := rt.Start(context.Background(), runtime.Spec{JobID: randomJobID(), Argv: []string{"true"},
+					WorkDir: work, CheckpointDir: work, GPUs: []string{"2"}, GPUDevices: []string{filepath.Join(dir, "nvidia2")}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				<-p.Done()
+				if res := p.Result(); res.ExitCode != 0 {
+					b.Fatalf("result %+v", res)
+				}
+			}
+		})
 	}
 }
