@@ -126,10 +126,10 @@ func TestStrangersTakeATenth(t *testing.T) {
 	// still admitted (after the challenge under way, if any).
 	tc := connect(trusted)
 	time.Sleep(window / 2)
-	trustedPassed := false
-	for !trustedPassed && time.Now().Before(end) {
-		res, err := tc.Challenge(ctx, ph.ID(), "t4", uuids, true)
-		trustedPassed = err == nil && res.Passed
+	trustedAdmitted := false
+	for !trustedAdmitted && time.Now().Before(end) {
+		_, err := tc.Challenge(ctx, ph.ID(), "t4", uuids, true)
+		trustedAdmitted = err == nil // run, whatever its verdict under this load
 		time.Sleep(50 * time.Millisecond)
 	}
 	wg.Wait()
@@ -147,7 +147,7 @@ func TestStrangersTakeATenth(t *testing.T) {
 	if admitted == 0 || refused == 0 || noRetryAfter > 0 || other > 0 {
 		t.Errorf("%d admitted, %d refused (%d without a retry-after), %d other errors: want some of each and every refusal with a retry-after", admitted, refused, noRetryAfter, other)
 	}
-	if !trustedPassed {
+	if !trustedAdmitted {
 		t.Error("the trusted challenger was not admitted once the strangers had taken their share")
 	}
 }
