@@ -171,7 +171,7 @@ func (p *Prover) admit(from peer.ID) (func(), *refusal) {
 	stranger := !p.cfg.Priority(from)
 	if p.busy {
 		// The running challenge may take as long as the longest yet.
-		left := p.strangers.estimate() - now.Sub(p.busySince)
+		left := p.strangers.longest - now.Sub(p.busySince)
 		return nil, &refusal{"busy with another challenge", max(time.Second, left)}
 	}
 	if since := now.Sub(p.last[from]); since < p.cfg.PeerGap {
