@@ -53,11 +53,14 @@
 // every call above on the CPU and runs a C reference of each kernel by
 // name: loading, errors, memory, contexts per thread, and answers
 // byte-identical to challenge.CPUProver and challenge.MemFold. The PTX
-// itself is checked only as text (entry points, parameters, and, where a
-// ptxas is on PATH, assembly for sm_80 and sm_90). UNVERIFIED ON
-// HARDWARE: that the driver JITs this PTX, that the kernels compute what
-// their references do (the mma fragment layout above all), and how fast
-// they are. The mma kernel reads its operands straight from global
+// itself is checked as text (entry points, parameters, registers, and,
+// where a ptxas is on PATH, assembly for sm_80 and sm_90), and run: a
+// test-only interpreter of the PTX subset it uses (ptxsim_test.go)
+// executes every kernel's text over the host's grids, mma.sync computed
+// from the PTX ISA manual's fragment layout, against the chain's
+// definition and challenge.MemFold. UNVERIFIED ON HARDWARE: that the
+// driver JITs this PTX, that the hardware's mma agrees with that reading
+// of the manual, and how fast the kernels are. The mma kernel reads its operands straight from global
 // memory (no shared-memory tiling, no cp.async or ldmatrix), so its
 // efficiency is a floor, not what a tuned kernel reaches. `make
 // gpu-check` (scripts/gpu-check.sh, cmd/gpucheck) checks all of it on a
