@@ -238,6 +238,10 @@
 //     system that allows devices. New logs when jobs have no filter. An
 //     unsandboxed job (no namespaces) sees the host's whole /dev and
 //     every GPU; only a device filter, where there is one, confines it.
+//     A GPU job gets every node of nvidia-caps: the MIG instances of its
+//     GPUs are not told apart (leases are of whole GPUs). A control node
+//     the driver makes on first use (nvidia-uvm) is bound only if it
+//     exists when the job starts: the job cannot make it.
 //   - Without Options.Net the network is the host's: jobs reach localhost
 //     services, the local network and any cloud metadata endpoint. With
 //     it, see "The job's network" for what a job can still reach: the
