@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/gpumesh/gpumesh/internal/metrics"
+	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/audit"
@@ -64,13 +66,31 @@ func (n *Node) gpuProver() audit.DeviceProver { return nil }
 
 // challengePriority reports whether a challenger goes before strangers,
 // who share a tenth of the prover's time: the node's pre-trusted peers
-// (itself, its bootstrap peers, those the configuration names).
+// (itself, its bootstrap peers, those the configuration names), and the
+// renters that hold a live lease of this node's GPUs (pending or
+// confirmed, not yet ended): they signed for it and pay for it from its
+// start, so a challenge before the job starts is theirs to ask. A bid
+// alone, which costs nothing, earns no priority.
 func (n *Node) challengePriority() func(peer.ID) bool {
 	trusted := map[peer.ID]bool{}
 	for _, p := range n.trustedPeers() {
 		trusted[p] = true
 	}
-	return func(p peer.ID) bool { return trusted[p] }
+	return func(p peer.ID) bool { return trusted[p] || n.leasesTo(p) }
+}
+
+// leasesTo reports whether this node, as supplier, holds a live lease
+// whose renter is p.
+func (n *Node) leasesTo(p peer.ID) bool {
+	now := n.now()
+	ls, err := market.Leases(n.store, now)
+	if err != nil {
+		n.log.Debug("leases not read for a challenger's priority", "err", err)
+	}
+	return slices.ContainsFunc(ls, func(l market.StoredLease) bool {
+		return l.Role == market.RoleSupplier && l.Renter == p && now.Before(l.End()) &&
+			(l.State == market.LeasePending || l.State == market.LeaseConfirmed)
+	})
 }
 
 // auditLoop challenges one supplier at a random time in every interval,

@@ -2,9 +2,13 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
@@ -70,5 +74,35 @@ func TestAuditCatchesImpostor(t *testing.T) {
 	l, err := m.rent(t, "model=t4", 1, "1")
 	if err != nil || l.Supplier != honest.ID() {
 		t.Fatalf("rent: lease from %s, err %v; want the honest supplier", supplierOf(l), err)
+	}
+}
+
+// TestChallengePriority: a renter holding a live lease of a supplier's
+// GPUs challenges it ahead of strangers; a stranger, even one that bid,
+// does not.
+func TestChallengePriority(t *testing.T) {
+	t.Parallel() // its own nodes; it waits on the network, not the CPU
+	m := startMarketNet(t, []Config{
+		sellerConfig(t, "unset", "sim:h100-sxm:2", "eu-west", "fixed", []string{"h100-sxm=2.10"}, nil),
+		testConfig(t, "unset", "none", "eu-west", nil),
+	})
+	sup, renter := m.nodes[0], m.rc.Network().Host.ID()
+	prio := sup.challengePriority()
+	if prio(renter) {
+		t.Fatal("a renter with no lease goes before strangers")
+	}
+	if !prio(sup.ID()) {
+		t.Error("the node itself, pre-trusted, is a stranger")
+	}
+	if _, err := m.rent(t, "model=h100-sxm", 1, "2.50"); err != nil {
+		t.Fatalf("rent: %v", err)
+	}
+	eventually(t, 5*time.Second, "the renter with a lease goes first", func() bool { return prio(renter) })
+	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stranger, _ := peer.IDFromPrivateKey(k); prio(stranger) {
+		t.Error("a stranger goes before strangers")
 	}
 }
