@@ -48,7 +48,7 @@ func TestFakeDriver(t *testing.T) {
 		}
 		checks = append(checks, line.Check+line.Used)
 	}
-	if got, want := strings.Join(checks, " "), "driver selftestsimple selftestmma foldtest foldtest"; got != want {
+	if got, want := strings.Join(checks, " "), "driver selftestsimple selftestmma selftesttiled foldtest foldtest"; got != want {
 		t.Errorf("checks %q, want %q", got, want)
 	}
 	b, err := os.ReadFile(md)

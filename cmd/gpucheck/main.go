@@ -57,7 +57,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.model, "model", "", "the catalog model of that device (default: from its name)")
 	fs.IntVar(&c.smallN, "small-n", 256, "matrix size of the self-test")
 	fs.IntVar(&c.smallT, "small-t", 4, "chain length of the self-test")
-	fs.StringVar(&kernel, "kernel", "auto", "chain kernel: auto, simple or mma")
+	fs.StringVar(&kernel, "kernel", "auto", "chain kernel: auto, simple, mma or tiled")
 	fs.BoolVar(&c.full, "full", true, "run the full-size challenge")
 	fs.BoolVar(&c.mem, "mem", true, "run the full-size memory proof")
 	fs.StringVar(&c.md, "md", "", "write the results as a Markdown report to this file")
@@ -165,7 +165,11 @@ func check(ctx context.Context, cfg config, rep *report, stderr io.Writer) int {
 	small := challenge.Params{N: cfg.smallN, T: cfg.smallT, K: min(cfg.smallN, challenge.RealK)}
 	kernels := []cuda.Kernel{cfg.kernel}
 	if cfg.kernel == cuda.KernelAuto {
-		kernels = []cuda.Kernel{cuda.KernelSimple, cuda.KernelAuto}
+		// Every kernel this device can run, the one auto picks last.
+		kernels = []cuda.Kernel{cuda.KernelSimple, cuda.KernelMMA, cuda.KernelAuto}
+		if small.N%128 != 0 || !tensorCores(drv) {
+			kernels = []cuda.Kernel{cuda.KernelSimple}
+		}
 	}
 	for _, k := range kernels {
 		st, err := cuda.SelfTest(ctx, drv, small, k)
@@ -235,6 +239,16 @@ func check(ctx context.Context, cfg config, rep *report, stderr io.Writer) int {
 		}
 	}
 	return exitCode(rep)
+}
+
+// tensorCores reports whether every device runs the tensor-core kernels.
+func tensorCores(drv *cuda.Driver) bool {
+	for _, d := range drv.Devices() {
+		if !d.Info.TensorCoreInt8() {
+			return false
+		}
+	}
+	return true
 }
 
 // memReserve is the time kept for the memory proof after the challenge:

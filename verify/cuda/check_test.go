@@ -17,8 +17,8 @@ func TestChecks(t *testing.T) {
 	ctx := context.Background()
 	d := openFake(t, Options{})
 	st, err := SelfTest(ctx, d, challenge.Params{N: 256, T: 2, K: 8}, KernelAuto)
-	if err != nil || !st.Match || st.GPUs != 2 || st.Used != "mma" {
-		t.Errorf("SelfTest = %+v, %v; want a match on 2 gpus with the mma kernel", st, err)
+	if err != nil || !st.Match || st.GPUs != 2 || st.Used != "tiled" {
+		t.Errorf("SelfTest = %+v, %v; want a match on 2 gpus with the tiled kernel", st, err)
 	}
 	ft, err := FoldSelfTest(ctx, d.Devices()[1], challenge.MemParams{Buffers: 2, BufferBytes: 1 << 16, WindowBytes: 1 << 12, Rounds: 4, Checks: 2})
 	if err != nil || !ft.Match || ft.Device != 1 {

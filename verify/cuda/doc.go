@@ -37,14 +37,16 @@
 //
 // kernels.ptx, embedded, is hand-written PTX (ISA 7.0, sm_80) that the
 // driver's JIT compiles at Open: gm_chain_step (plain integer products,
-// any device and size), gm_chain_step_mma (int8 tensor cores, mma.sync
-// m16n8k32 s8·s8→s32, sm_80 and later, N a multiple of 128, reading Bᵀ
-// made by gm_transpose), both with the mix in the epilogue; and the
-// memory fold MemFold as gm_fold_partial (per block of 256 KiB of a
-// window, Σ (w_k mod P)·ρ^k at the block's own powers of ρ) and
-// gm_fold_reduce (the blocks' sum per buffer). The kernel names and
-// parameters (kernels.go) are a contract with the fake driver of the
-// tests.
+// any device and size) and, on sm_80 and later with N a multiple of 128,
+// the int8 tensor-core steps (mma.sync m16n8k32 s8·s8→s32, reading Bᵀ
+// made by gm_transpose): gm_chain_step_tiled, tiled 128×128 per block
+// through shared memory with the next stage's loads in flight (the one
+// KernelAuto picks), and gm_chain_step_mma, untiled, to compare with;
+// all with the mix in the epilogue; and the memory fold MemFold as
+// gm_fold_partial (per block of 256 KiB of a window, Σ (w_k mod P)·ρ^k at
+// the block's own powers of ρ) and gm_fold_reduce (the blocks' sum per
+// buffer). The kernel names and parameters (kernels.go) are a contract
+// with the fake driver of the tests.
 //
 // # What is proven, and what is not
 //
@@ -58,11 +60,11 @@
 // test-only interpreter of the PTX subset it uses (ptxsim_test.go)
 // executes every kernel's text over the host's grids, mma.sync computed
 // from the PTX ISA manual's fragment layout, against the chain's
-// definition and challenge.MemFold. UNVERIFIED ON HARDWARE: that the
-// driver JITs this PTX, that the hardware's mma agrees with that reading
-// of the manual, and how fast the kernels are. The mma kernel reads its operands straight from global
-// memory (no shared-memory tiling, no cp.async or ldmatrix), so its
-// efficiency is a floor, not what a tuned kernel reaches. `make
-// gpu-check` (scripts/gpu-check.sh, cmd/gpucheck) checks all of it on a
-// machine with an NVIDIA GPU and writes bench/GPU.md.
+// definition and challenge.MemFold (with a race detector on shared
+// memory between barriers). UNVERIFIED ON HARDWARE: that the driver JITs
+// this PTX, that the hardware's mma agrees with that reading of the
+// manual, and how fast the kernels are (the tiled kernel uses neither
+// cp.async nor ldmatrix nor wgmma; its efficiency is what gpu-check
+// measures). `make gpu-check` (scripts/gpu-check.sh, cmd/gpucheck) checks
+// all of it on a machine with an NVIDIA GPU and writes bench/GPU.md.
 package cuda

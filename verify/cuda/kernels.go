@@ -28,6 +28,10 @@ const (
 	// multiple of 128. Grid (n/16, n/128), block 128: block (rt, ct) writes
 	// rows rt·16 … +15, its warp w columns ct·128 + 32w … +31.
 	kStepMMA = "gm_chain_step_mma"
+	// kStepTiled: the tensor-core step tiled through shared memory, the
+	// fast one. n must be a multiple of 128. Grid (n/128, n/128), block
+	// 256: block (rt, ct) writes rows rt·128 … +127, columns ct·128 … +127.
+	kStepTiled = "gm_chain_step_tiled"
 	// kFoldPartial: the memory fold's partial sums. Grid (blocks, buffers),
 	// block 256 (a power of two): block (b, j) writes partials[j·blocks +
 	// b] = Σ_k (w_k mod P)·ρ_j^k mod P over words k of [b·wpb, (b+1)·wpb) ∩
@@ -65,6 +69,7 @@ var kernels = []kernel{
 	{kTranspose, []argKind{argU64, argU64, argU32}},                   // src, dst, n
 	{kStep, []argKind{argU64, argU64, argU64, argU32}},                // x, b, y, n
 	{kStepMMA, []argKind{argU64, argU64, argU64, argU32}},             // x, bt, y, n
+	{kStepTiled, []argKind{argU64, argU64, argU64, argU32}},           // x, bt, y, n
 	{kFoldPartial, []argKind{argU64, argU64, argU64, argU32, argU32}}, // wins, rhos, partials, words, wpb
 	{kFoldReduce, []argKind{argU64, argU64, argU32}},                  // partials, out, blocks
 }

@@ -14,34 +14,37 @@ import (
 type Kernel int
 
 const (
-	// KernelAuto uses the tensor-core kernel where the device has int8
-	// tensor cores (compute capability 8.0 or later) and N is a multiple
-	// of 128, the simple kernel otherwise.
+	// KernelAuto uses the tiled tensor-core kernel where the device has
+	// int8 tensor cores (compute capability 8.0 or later) and N is a
+	// multiple of 128, the simple kernel otherwise.
 	KernelAuto Kernel = iota
 	// KernelSimple is the plain integer kernel (any device, any N).
 	KernelSimple
-	// KernelMMA is the tensor-core kernel; Commit fails where it cannot run.
+	// KernelMMA is the untiled tensor-core kernel (operands straight from
+	// global memory): simpler, slower, a fallback to compare with.
 	KernelMMA
+	// KernelTiled is the tensor-core kernel tiled through shared memory.
+	KernelTiled
 )
 
+// kernelNames are the kernels' names, by Kernel.
+var kernelNames = []string{"auto", "simple", "mma", "tiled"}
+
 func (k Kernel) String() string {
-	switch k {
-	case KernelSimple:
-		return "simple"
-	case KernelMMA:
-		return "mma"
+	if k >= 0 && int(k) < len(kernelNames) {
+		return kernelNames[k]
 	}
-	return "auto"
+	return fmt.Sprintf("Kernel(%d)", int(k))
 }
 
-// ParseKernel reads "auto", "simple" or "mma".
+// ParseKernel reads "auto", "simple", "mma" or "tiled".
 func ParseKernel(s string) (Kernel, error) {
-	for _, k := range []Kernel{KernelAuto, KernelSimple, KernelMMA} {
-		if k.String() == s {
-			return k, nil
+	for k, name := range kernelNames {
+		if name == s {
+			return Kernel(k), nil
 		}
 	}
-	return 0, fmt.Errorf("cuda: kernel %q: want auto, simple or mma", s)
+	return 0, fmt.Errorf("cuda: kernel %q: want auto, simple, mma or tiled", s)
 }
 
 // ProverOptions configures a Prover.
@@ -57,7 +60,7 @@ type ProverOptions struct {
 type GPUTiming struct {
 	GPU    int    `json:"gpu"`    // the seed's index
 	Device int    `json:"device"` // the CUDA ordinal that computed it
-	Kernel string `json:"kernel"` // "simple" or "mma"
+	Kernel string `json:"kernel"` // "simple", "mma" or "tiled"
 	// Derive: A and B on the host (challenge.Derive).
 	Derive time.Duration `json:"derive_ns"`
 	// Upload: copying A and B to the device (and transposing B).
@@ -171,17 +174,17 @@ func (pr *Prover) Open(ctx context.Context, gpu int, rows []int) ([]challenge.Op
 // kernelFor picks the chain kernel for dev and n.
 func (pr *Prover) kernelFor(dev *Device, n int) (Kernel, error) {
 	fits := dev.Info.TensorCoreInt8() && n%128 == 0
-	switch pr.opts.Kernel {
+	switch k := pr.opts.Kernel; k {
 	case KernelSimple:
 		return KernelSimple, nil
-	case KernelMMA:
+	case KernelMMA, KernelTiled:
 		if !fits {
-			return 0, fmt.Errorf("cuda: the mma kernel needs compute capability 8.0 or later and n a multiple of 128 (device %s, n=%d)", ccString(dev.Info), n)
+			return 0, fmt.Errorf("cuda: the %s kernel needs compute capability 8.0 or later and n a multiple of 128 (device %s, n=%d)", k, ccString(dev.Info), n)
 		}
-		return KernelMMA, nil
+		return k, nil
 	}
 	if fits {
-		return KernelMMA, nil
+		return KernelTiled, nil
 	}
 	return KernelSimple, nil
 }
@@ -204,7 +207,7 @@ func (pr *Prover) compute(ctx context.Context, dev *Device, seed [32]byte, p cha
 	x := challenge.Matrix{N: n, Data: make([]byte, n*n)}
 	err = dev.do(func(s *devState) (err error) {
 		// Three n×n buffers: the chain's two rows of ping-pong and B (Bᵀ
-		// for the tensor-core kernel, transposed on the device through
+		// for the tensor-core kernels, transposed on the device through
 		// the second ping-pong buffer).
 		var bufs [3]devPtr
 		defer func() {
@@ -225,7 +228,7 @@ func (pr *Prover) compute(ctx context.Context, dev *Device, seed [32]byte, p cha
 		if err := s.htod(cur, a.Data); err != nil {
 			return err
 		}
-		if k == KernelMMA {
+		if k != KernelSimple {
 			if err := s.htod(next, b.Data); err != nil {
 				return err
 			}
@@ -246,9 +249,12 @@ func (pr *Prover) compute(ctx context.Context, dev *Device, seed [32]byte, p cha
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if k == KernelMMA {
+			switch k {
+			case KernelTiled:
+				err = s.launch(kStepTiled, [3]uint32{nn / 128, nn / 128, 1}, [3]uint32{256, 1, 1}, cur, bm, next, nn)
+			case KernelMMA:
 				err = s.launch(kStepMMA, [3]uint32{nn / 16, nn / 128, 1}, [3]uint32{128, 1, 1}, cur, bm, next, nn)
-			} else {
+			default:
 				err = s.launch(kStep, [3]uint32{nn, ceilDiv(nn, 256), 1}, [3]uint32{256, 1, 1}, cur, bm, next, nn)
 			}
 			if err != nil {

@@ -38,7 +38,8 @@ func TestProverMatchesCPU(t *testing.T) {
 		{64, 3, 3, KernelAuto, "simple"}, // 64 is not a multiple of 128
 		{128, 3, 2, KernelMMA, "mma"},
 		{136, 2, 2, KernelAuto, "simple"},
-		{256, 2, 3, KernelAuto, "mma"},
+		{256, 2, 3, KernelAuto, "tiled"},
+		{384, 1, 2, KernelTiled, "tiled"},
 		{256, 1, 2, KernelSimple, "simple"},
 	}
 	for _, tt := range tests {
@@ -109,10 +110,12 @@ func TestProverMatchesCPU(t *testing.T) {
 // TestProverKernelChoice: the mma kernel refuses what it cannot run.
 func TestProverKernelChoice(t *testing.T) {
 	ctx := context.Background()
-	gpu := NewProver(openFake(t, Options{}), ProverOptions{Kernel: KernelMMA})
-	_, err := gpu.Commit(ctx, testSeeds(1, 0), challenge.Params{N: 136, T: 1, K: 1})
-	if err == nil || !strings.Contains(err.Error(), "n a multiple of 128") {
-		t.Errorf("mma at n=136: %v", err)
+	for _, k := range []Kernel{KernelMMA, KernelTiled} {
+		gpu := NewProver(openFake(t, Options{}), ProverOptions{Kernel: k})
+		_, err := gpu.Commit(ctx, testSeeds(1, 0), challenge.Params{N: 136, T: 1, K: 1})
+		if err == nil || !strings.Contains(err.Error(), "the "+k.String()+" kernel needs compute capability 8.0 or later and n a multiple of 128") {
+			t.Errorf("%v at n=136: %v", k, err)
+		}
 	}
 	old := NewProver(openFake(t, Options{}, "FAKE_CC_MAJOR=7"), ProverOptions{})
 	if _, err := old.Commit(ctx, testSeeds(1, 0), challenge.Params{N: 128, T: 1, K: 1}); err != nil {
@@ -121,7 +124,7 @@ func TestProverKernelChoice(t *testing.T) {
 	if k := old.LastTiming().GPUs[0].Kernel; k != "simple" {
 		t.Errorf("auto on a 7.0 device chose %s, want simple", k)
 	}
-	for _, s := range []string{"auto", "simple", "mma"} {
+	for _, s := range []string{"auto", "simple", "mma", "tiled"} {
 		if k, err := ParseKernel(s); err != nil || k.String() != s {
 			t.Errorf("ParseKernel(%q) = %v, %v", s, k, err)
 		}

@@ -171,13 +171,20 @@ func TestPTXText(t *testing.T) {
 		}
 	}
 
-	mmas := regexp.MustCompile(`\bmma\.[\w.]+`).FindAllString(code, -1)
-	if len(mmas) != 4 {
-		t.Errorf("%d mma instructions, want 4 (one per n8 tile of a warp)", len(mmas))
-	}
-	for _, m := range mmas {
-		if m != "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" {
-			t.Errorf("mma form %q, want mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 (no .satfinite)", m)
+	// mma: 4 per k step in the untiled kernel (one per n8 tile of a
+	// warp), 2·16 per stage in the tiled one (4×4 tiles, two k steps),
+	// none elsewhere; always the one s8 form, without .satfinite.
+	wantMMA := map[string]int{kStepMMA: 4, kStepTiled: 32}
+	mmaRe := regexp.MustCompile(`\bmma\.[\w.]+`)
+	for _, e := range entries {
+		mmas := mmaRe.FindAllString(e.body, -1)
+		if len(mmas) != wantMMA[e.name] {
+			t.Errorf("kernel %s: %d mma instructions, want %d", e.name, len(mmas), wantMMA[e.name])
+		}
+		for _, m := range mmas {
+			if m != "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" {
+				t.Errorf("kernel %s: mma form %q, want mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 (no .satfinite)", e.name, m)
+			}
 		}
 	}
 }

@@ -55,6 +55,25 @@ type simKernel struct {
 	params []string
 	nregs  int
 	code   []simInstr
+	shared map[string]uint64 // the module's .shared variables: offsets
+	smem   int               // their total size
+}
+
+// sharedVars lays out the module's .shared variables in order.
+func sharedVars(t *testing.T) (map[string]uint64, int) {
+	t.Helper()
+	vars := map[string]uint64{}
+	off := 0
+	decl := regexp.MustCompile(`(?m)^\.shared\s+\.align\s+(\d+)\s+\.b(\d+)\s+(\w+)\[(\d+)\];`)
+	for _, m := range decl.FindAllStringSubmatch(ptxCode(t), -1) {
+		align, _ := strconv.Atoi(m[1])
+		bits, _ := strconv.Atoi(m[2])
+		count, _ := strconv.Atoi(m[4])
+		off = (off + align - 1) / align * align
+		vars[m[3]] = uint64(off)
+		off += bits / 8 * count
+	}
+	return vars, off
 }
 
 // parseSimKernel compiles the entry name of kernelPTX for the interpreter.
@@ -70,6 +89,7 @@ func parseSimKernel(t *testing.T, name string) *simKernel {
 		t.Fatalf("no entry %s", name)
 	}
 	k := &simKernel{name: name}
+	k.shared, k.smem = sharedVars(t)
 	for _, p := range e.params {
 		f := strings.Fields(p)
 		k.params = append(k.params, f[2])
@@ -123,7 +143,7 @@ func parseSimKernel(t *testing.T, name string) *simKernel {
 		}
 		in.op = op
 		for _, a := range splitTop(rest) {
-			in.args = append(in.args, parseOperand(t, name, a, regs, k.params))
+			in.args = append(in.args, parseOperand(t, name, a, regs, k.params, k.shared))
 		}
 		if strings.HasPrefix(op, "bra") {
 			jumps = append(jumps, pending{len(k.code), in.args[0].name})
@@ -164,7 +184,7 @@ func splitTop(s string) []string {
 	return out
 }
 
-func parseOperand(t *testing.T, kernel, a string, regs map[string]int, params []string) simOperand {
+func parseOperand(t *testing.T, kernel, a string, regs map[string]int, params []string, shared map[string]uint64) simOperand {
 	t.Helper()
 	a = strings.Join(strings.Fields(a), "")
 	switch {
@@ -209,8 +229,9 @@ func parseOperand(t *testing.T, kernel, a string, regs map[string]int, params []
 			return simOperand{kind: 's', name: a}
 		}
 		t.Fatalf("%s: register %s not declared", kernel, a)
-	case a == "gm_fold_sh":
-		return simOperand{kind: 'y', name: a}
+	}
+	if off, ok := shared[a]; ok {
+		return simOperand{kind: 'y', name: a, imm: off}
 	}
 	v, err := strconv.ParseUint(a, 0, 64)
 	if err != nil {
@@ -277,8 +298,50 @@ func (k *simKernel) launch(t *testing.T, mem *simMem, grid [2]int, block int, pa
 	}
 }
 
+// simShared is a block's shared memory with a race detector: between two
+// barriers (an epoch), a byte written by one thread must not be read or
+// written by another, nor a byte read by one thread written by another.
+type simShared struct {
+	b      []byte
+	epoch  int
+	wEpoch []int // per byte: epoch+1 of the last write, 0 for none
+	writer []int
+	rEpoch []int
+	reader []int // -1 when several threads read it in rEpoch
+}
+
+func newSimShared(n int) *simShared {
+	return &simShared{b: make([]byte, n), wEpoch: make([]int, n), writer: make([]int, n), rEpoch: make([]int, n), reader: make([]int, n)}
+}
+
+// access checks and records thread tid's access of [a, a+n).
+func (sh *simShared) access(tid int, a uint64, n int, write bool) ([]byte, error) {
+	if a%uint64(n) != 0 || a+uint64(n) > uint64(len(sh.b)) {
+		return nil, fmt.Errorf("shared access of %d bytes at %d", n, a)
+	}
+	e := sh.epoch + 1
+	for i := a; i < a+uint64(n); i++ {
+		if sh.wEpoch[i] == e && sh.writer[i] != tid {
+			return nil, fmt.Errorf("race on shared byte %d: thread %d and thread %d (which wrote it) between two barriers", i, tid, sh.writer[i])
+		}
+		if write {
+			if sh.rEpoch[i] == e && sh.reader[i] != tid {
+				return nil, fmt.Errorf("race on shared byte %d: thread %d writes what another thread read between two barriers", i, tid)
+			}
+			sh.wEpoch[i], sh.writer[i] = e, tid
+		} else {
+			if sh.rEpoch[i] == e && sh.reader[i] != tid {
+				sh.reader[i] = -1
+			} else if sh.rEpoch[i] != e {
+				sh.rEpoch[i], sh.reader[i] = e, tid
+			}
+		}
+	}
+	return sh.b[a : a+uint64(n)], nil
+}
+
 func (k *simKernel) runBlock(mem *simMem, pv map[string]uint64, grid, cta [2]int, block int) error {
-	shared := make([]byte, 8*1024)
+	shared := newSimShared(k.smem)
 	threads := make([]*simThread, block)
 	for i := range threads {
 		threads[i] = &simThread{regs: make([]uint64, k.nregs), tid: i}
@@ -347,6 +410,7 @@ func (k *simKernel) runBlock(mem *simMem, pv map[string]uint64, grid, cta [2]int
 				th.pc++
 				th.state = 0
 			}
+			shared.epoch++
 			continue
 		}
 		return fmt.Errorf("deadlock: %d at a barrier, %d done of %d", atBar, done, block)
@@ -405,7 +469,7 @@ func (k *simKernel) mma(lanes []*simThread, in simInstr) {
 }
 
 // run executes th until it exits or reaches a collective.
-func (k *simKernel) run(th *simThread, mem *simMem, shared []byte, pv map[string]uint64, grid, cta [2]int, block int) error {
+func (k *simKernel) run(th *simThread, mem *simMem, shared *simShared, pv map[string]uint64, grid, cta [2]int, block int) error {
 	for steps := 0; ; steps++ {
 		if steps > 1<<26 {
 			return fmt.Errorf("runaway at pc %d", th.pc)
@@ -422,7 +486,7 @@ func (k *simKernel) run(th *simThread, mem *simMem, shared []byte, pv map[string
 			case 'i':
 				return o.imm
 			case 'y':
-				return 0 // gm_fold_sh: the start of the block's shared memory
+				return o.imm // a .shared variable's offset in the block's shared memory
 			case 's':
 				switch o.name {
 				case "%tid.x":
@@ -510,38 +574,48 @@ func (k *simKernel) run(th *simThread, mem *simMem, shared []byte, pv map[string
 			if r {
 				th.regs[in.args[0].reg] = 1
 			}
-		case strings.HasPrefix(op, "ld.global."), strings.HasPrefix(op, "ld.shared."):
-			n := map[string]int{"u8": 1, "u32": 4, "u64": 8}[op[strings.LastIndex(op, ".")+1:]]
-			var b []byte
-			var err error
-			if strings.HasPrefix(op, "ld.shared.") {
-				a := addr(in.args[1])
-				if a+uint64(n) > uint64(len(shared)) {
-					return fmt.Errorf("shared read at %d", a)
-				}
-				b = shared[a : a+uint64(n)]
-			} else if b, err = mem.slice(addr(in.args[1]), n); err != nil {
-				return fmt.Errorf("pc %d %s: %w", th.pc, op, err)
+		case strings.HasPrefix(op, "ld.global."), strings.HasPrefix(op, "ld.shared."),
+			strings.HasPrefix(op, "st.global."), strings.HasPrefix(op, "st.shared."):
+			load := strings.HasPrefix(op, "ld.")
+			size := map[string]int{"u8": 1, "u16": 2, "u32": 4, "u64": 8}[op[strings.LastIndex(op, ".")+1:]]
+			memArg, valArg := in.args[0], in.args[1]
+			if load {
+				memArg, valArg = in.args[1], in.args[0]
 			}
-			var v [8]byte
-			copy(v[:], b)
-			th.regs[in.args[0].reg] = binary.LittleEndian.Uint64(v[:])
-		case strings.HasPrefix(op, "st.global."), strings.HasPrefix(op, "st.shared."):
-			n := map[string]int{"u8": 1, "u32": 4, "u64": 8}[op[strings.LastIndex(op, ".")+1:]]
-			var b []byte
-			var err error
-			if strings.HasPrefix(op, "st.shared.") {
-				a := addr(in.args[0])
-				if a+uint64(n) > uint64(len(shared)) {
-					return fmt.Errorf("shared write at %d", a)
-				}
-				b = shared[a : a+uint64(n)]
-			} else if b, err = mem.slice(addr(in.args[0]), n); err != nil {
-				return fmt.Errorf("pc %d %s: %w", th.pc, op, err)
+			regs := []int{valArg.reg}
+			if valArg.kind == 'v' {
+				regs = valArg.regs
 			}
-			var v [8]byte
-			binary.LittleEndian.PutUint64(v[:], val(in.args[1]))
-			copy(b, v[:n])
+			if size == 0 || (valArg.kind != 'r' && valArg.kind != 'v') {
+				return fmt.Errorf("pc %d: %s not simulated", th.pc, op)
+			}
+			n := size * len(regs)
+			a := addr(memArg)
+			var b []byte
+			if strings.Contains(op, ".shared.") {
+				var err error
+				if b, err = shared.access(th.tid, a, n, !load); err != nil {
+					return fmt.Errorf("pc %d %s: %w", th.pc, op, err)
+				}
+			} else {
+				if a%uint64(n) != 0 {
+					return fmt.Errorf("pc %d %s: global access of %d bytes at %#x misaligned", th.pc, op, n, a)
+				}
+				var err error
+				if b, err = mem.slice(a, n); err != nil {
+					return fmt.Errorf("pc %d %s: %w", th.pc, op, err)
+				}
+			}
+			for i, r := range regs {
+				var v [8]byte
+				if load {
+					copy(v[:], b[i*size:(i+1)*size])
+					th.regs[r] = binary.LittleEndian.Uint64(v[:])
+				} else {
+					binary.LittleEndian.PutUint64(v[:], th.regs[r])
+					copy(b[i*size:(i+1)*size], v[:size])
+				}
+			}
 		case op == "bra", op == "bra.uni":
 			th.pc = in.target
 			continue
@@ -601,13 +675,14 @@ func randBytes(n int, seed uint64) []byte {
 	return b
 }
 
-// TestPTXSimChain runs gm_transpose, gm_chain_step and gm_chain_step_mma
-// from kernels.ptx in the interpreter, with the host's grids, and
+// TestPTXSimChain runs gm_transpose, gm_chain_step, gm_chain_step_mma and
+// gm_chain_step_tiled from kernels.ptx in the interpreter, with the host's grids, and
 // compares with the step's definition.
 func TestPTXSimChain(t *testing.T) {
 	tr := parseSimKernel(t, kTranspose)
 	step := parseSimKernel(t, kStep)
 	mma := parseSimKernel(t, kStepMMA)
+	tiled := parseSimKernel(t, kStepTiled)
 	for _, n := range []int{128, 256} {
 		x, b := randBytes(n*n, uint64(n)), randBytes(n*n, uint64(n)+1)
 		want := refStep(x, b, n)
@@ -642,6 +717,18 @@ func TestPTXSimChain(t *testing.T) {
 				}
 			}
 			t.Fatalf("n=%d: gm_chain_step_mma differs from the definition first at row %d column %d", n, bad/n, bad%n)
+		}
+		py3 := mem.alloc(randBytes(n*n, 97))
+		tiled.launch(t, mem, [2]int{n / 128, n / 128}, 256, px, pbt, py3, nn)
+		if got, _ := mem.slice(py3, n*n); !slices.Equal(got, want) {
+			bad := 0
+			for i := range got {
+				if got[i] != want[i] {
+					bad = i
+					break
+				}
+			}
+			t.Fatalf("n=%d: gm_chain_step_tiled differs from the definition first at row %d column %d", n, bad/n, bad%n)
 		}
 	}
 }

@@ -80,6 +80,7 @@ static struct CUfunc_st functions[] = {
 	{"gm_transpose"},
 	{"gm_chain_step"},
 	{"gm_chain_step_mma"},
+	{"gm_chain_step_tiled"},
 	{"gm_fold_partial"},
 	{"gm_fold_reduce"},
 };
@@ -472,20 +473,21 @@ static CUresult k_step(unsigned gx, unsigned gy, unsigned bx, void **params) {
 	return CUDA_SUCCESS;
 }
 
-/* gm_chain_step_mma(x, bt, y, n): grid (n/16, n/128), block 128; bt = bᵀ. */
-static CUresult k_step_mma(unsigned gx, unsigned gy, unsigned bx, void **params) {
+/* tensor_step is the tensor-core kernels' step over a grid of tiles of
+ * rows × cols (block threads required): bt = bᵀ. */
+static CUresult tensor_step(unsigned gx, unsigned gy, unsigned bx, void **params, unsigned rows, unsigned cols, unsigned threads) {
 	const uint8_t *x = (const uint8_t *)(uintptr_t)u64arg(params, 0);
 	const uint8_t *bt = (const uint8_t *)(uintptr_t)u64arg(params, 1);
 	uint8_t *y = (uint8_t *)(uintptr_t)u64arg(params, 2);
 	uint32_t n = u32arg(params, 3);
-	if (bx != 128 || n % 128 != 0) return CUDA_ERROR_LAUNCH_FAILED;
+	if (bx != threads || n % 128 != 0) return CUDA_ERROR_LAUNCH_FAILED;
 	if (!inside((CUdeviceptr)(uintptr_t)x, (size_t)n * n) || !inside((CUdeviceptr)(uintptr_t)bt, (size_t)n * n) ||
 	    !inside((CUdeviceptr)(uintptr_t)y, (size_t)n * n))
 		return CUDA_ERROR_LAUNCH_FAILED;
 	for (unsigned rt = 0; rt < gx; rt++)
 		for (unsigned ct = 0; ct < gy; ct++)
-			for (unsigned r = rt * 16; r < rt * 16 + 16 && r < n; r++)
-				for (unsigned c = ct * 128; c < ct * 128 + 128 && c < n; c++) {
+			for (unsigned r = rt * rows; r < rt * rows + rows && r < n; r++)
+				for (unsigned c = ct * cols; c < ct * cols + cols && c < n; c++) {
 					/* as the tensor cores do: signed bytes, s32 sums */
 					int32_t acc = 0;
 					for (uint32_t k = 0; k < n; k++)
@@ -493,6 +495,16 @@ static CUresult k_step_mma(unsigned gx, unsigned gy, unsigned bx, void **params)
 					y[(size_t)r * n + c] = mix((uint32_t)acc);
 				}
 	return CUDA_SUCCESS;
+}
+
+/* gm_chain_step_mma(x, bt, y, n): grid (n/16, n/128), block 128. */
+static CUresult k_step_mma(unsigned gx, unsigned gy, unsigned bx, void **params) {
+	return tensor_step(gx, gy, bx, params, 16, 128, 128);
+}
+
+/* gm_chain_step_tiled(x, bt, y, n): grid (n/128, n/128), block 256. */
+static CUresult k_step_tiled(unsigned gx, unsigned gy, unsigned bx, void **params) {
+	return tensor_step(gx, gy, bx, params, 128, 128, 256);
 }
 
 /* gm_fold_partial(wins, rhos, partials, words, wpb): grid (blocks, buffers). */
@@ -565,6 +577,7 @@ LAUNCH_DECL(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, uns
 	if (strcmp(name, "gm_transpose") == 0) return k_transpose(gx, gy, bx, params);
 	if (strcmp(name, "gm_chain_step") == 0) return k_step(gx, gy, bx, params);
 	if (strcmp(name, "gm_chain_step_mma") == 0) return k_step_mma(gx, gy, bx, params);
+	if (strcmp(name, "gm_chain_step_tiled") == 0) return k_step_tiled(gx, gy, bx, params);
 	if (strcmp(name, "gm_fold_partial") == 0) return k_fold_partial(gx, gy, bx, params);
 	if (strcmp(name, "gm_fold_reduce") == 0) return k_fold_reduce(gx, gy, bx, params);
 	return CUDA_ERROR_INVALID_HANDLE;
