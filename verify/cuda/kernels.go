@@ -16,8 +16,9 @@ var kernelPTX string
 // Kernel names: the contract between the host code, kernels.ptx and the
 // fake driver (testdata/fakecuda).
 const (
-	// kTranspose: dst = srcᵀ for n×n bytes. Grid (n, ⌈n/256⌉), block 256:
-	// block (r, cb) writes dst[c·n + r] = src[r·n + c] for its columns c.
+	// kTranspose: dst = srcᵀ for n×n bytes, n a multiple of 32. Grid
+	// (n/32, n/32), block 256: block (bx, by) writes dst[c·n + r] =
+	// src[r·n + c] for the 32×32 tile of rows 32·bx …, columns 32·by ….
 	kTranspose = "gm_transpose"
 	// kStep: one chain step with plain integer arithmetic, any device and
 	// any n: y[i][c] = mix(Σ_k x[i][k]·b[k][c] mod 256). Grid (n, ⌈n/256⌉),

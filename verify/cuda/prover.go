@@ -232,7 +232,7 @@ func (pr *Prover) compute(ctx context.Context, dev *Device, seed [32]byte, p cha
 			if err := s.htod(next, b.Data); err != nil {
 				return err
 			}
-			if err := s.launch(kTranspose, [3]uint32{nn, ceilDiv(nn, 256), 1}, [3]uint32{256, 1, 1}, next, bm, nn); err != nil {
+			if err := s.launch(kTranspose, [3]uint32{nn / 32, nn / 32, 1}, [3]uint32{256, 1, 1}, next, bm, nn); err != nil {
 				return err
 			}
 		} else if err := s.htod(bm, b.Data); err != nil {

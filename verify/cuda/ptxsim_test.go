@@ -697,7 +697,7 @@ func TestPTXSimChain(t *testing.T) {
 			}
 		}
 		pbt := mem.alloc(make([]byte, n*n))
-		tr.launch(t, mem, [2]int{n, cb}, 256, pb, pbt, nn)
+		tr.launch(t, mem, [2]int{n / 32, n / 32}, 256, pb, pbt, nn)
 		bt, _ := mem.slice(pbt, n*n)
 		for k := range n {
 			for c := range n {

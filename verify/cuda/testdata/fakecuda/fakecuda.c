@@ -437,16 +437,16 @@ static uint8_t mix(uint32_t acc) {
 static uint64_t u64arg(void **params, int i) { return *(uint64_t *)params[i]; }
 static uint32_t u32arg(void **params, int i) { return *(uint32_t *)params[i]; }
 
-/* gm_transpose(src, dst, n): grid (n, ceil(n/ntid)). */
+/* gm_transpose(src, dst, n): grid (n/32, n/32) of 32×32 tiles, block 256. */
 static CUresult k_transpose(unsigned gx, unsigned gy, unsigned bx, void **params) {
 	const uint8_t *src = (const uint8_t *)(uintptr_t)u64arg(params, 0);
 	uint8_t *dst = (uint8_t *)(uintptr_t)u64arg(params, 1);
 	uint32_t n = u32arg(params, 2);
+	if (bx != 256 || n % 32 != 0) return CUDA_ERROR_LAUNCH_FAILED;
 	if (!inside((CUdeviceptr)(uintptr_t)src, (size_t)n * n) || !inside((CUdeviceptr)(uintptr_t)dst, (size_t)n * n))
 		return CUDA_ERROR_LAUNCH_FAILED;
-	for (unsigned r = 0; r < gx; r++)
-		for (unsigned c = 0; c < gy * bx; c++)
-			if (r < n && c < n) dst[(size_t)c * n + r] = src[(size_t)r * n + c];
+	for (unsigned r = 0; r < 32 * gx && r < n; r++)
+		for (unsigned c = 0; c < 32 * gy && c < n; c++) dst[(size_t)c * n + r] = src[(size_t)r * n + c];
 	return CUDA_SUCCESS;
 }
 
