@@ -56,3 +56,23 @@ func TestFakeDriver(t *testing.T) {
 		t.Errorf("report:\n%s\n%v", b, err)
 	}
 }
+
+// TestFakeDriverTensorRefused: a driver whose JIT refuses the tensor-core
+// kernels fails the check, saying so, and the simple kernel and the fold
+// are still tested.
+func TestFakeDriverTensorRefused(t *testing.T) {
+	var out, errb bytes.Buffer
+	md := filepath.Join(t.TempDir(), "GPU.md")
+	args := []string{"-lib", cudatest.FakeLib(t, "FAKE_REJECT_MMA"), "-small-n", "128", "-small-t", "1", "-full=false", "-mem=false", "-md", md}
+	if code := run(context.Background(), args, &out, &errb); code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, out.String())
+	}
+	for _, s := range []string{`"tensor_errors":["module tensor (sm_80): cuda: cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX`, `"check":"selftest"`, `"used":"simple","match":true`, `"check":"foldtest"`} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("output lacks %s:\n%s", s, out.String())
+		}
+	}
+	if b, _ := os.ReadFile(md); !strings.Contains(string(b), "the tensor-core kernels did not load") {
+		t.Errorf("report:\n%s", b)
+	}
+}

@@ -112,6 +112,9 @@ type driverResult struct {
 	Version string            `json:"version"`
 	Devices []cuda.DeviceInfo `json:"devices"`
 	Models  []string          `json:"models"` // catalog slug per device, "" when unknown
+	// TensorErrors is, per device, why the tensor-core kernels did not
+	// load ("" when they did or the device has none).
+	TensorErrors []string `json:"tensor_errors,omitempty"`
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -155,12 +158,24 @@ func check(ctx context.Context, cfg config, rep *report, stderr io.Writer) int {
 	}
 	defer drv.Close()
 	dr := driverResult{Check: "driver", OK: true, Library: drv.Library(), Version: drv.VersionString()}
+	var tensorErrs []string
 	for _, d := range drv.Devices() {
 		dr.Devices = append(dr.Devices, d.Info)
 		slug, _ := catalog.SlugForNVMLName(d.Info.Name)
 		dr.Models = append(dr.Models, slug)
+		msg := ""
+		if d.TensorErr != nil {
+			msg = d.TensorErr.Error()
+			dr.OK = false
+		}
+		tensorErrs = append(tensorErrs, msg)
 	}
-	rep.add(dr, true)
+	if !dr.OK {
+		dr.TensorErrors = tensorErrs
+	}
+	// A tensor-core module the JIT refused fails the check, and the rest
+	// still runs (on the simple kernel).
+	rep.add(dr, dr.OK)
 
 	small := challenge.Params{N: cfg.smallN, T: cfg.smallT, K: min(cfg.smallN, challenge.RealK)}
 	kernels := []cuda.Kernel{cfg.kernel}
@@ -187,9 +202,14 @@ func check(ctx context.Context, cfg config, rep *report, stderr io.Writer) int {
 		}
 		rep.add(ft, ft.Match)
 	}
-	if rep.failed || (!cfg.full && !cfg.mem) {
-		// A prover that disagrees with the reference is not worth timing.
+	if !cfg.full && !cfg.mem {
 		return exitCode(rep)
+	}
+	for _, r := range rep.results {
+		if st, ok := r.(cuda.SelfTestResult); ok && !st.Match {
+			// A prover that disagrees with the reference is not worth timing.
+			return exitCode(rep)
+		}
 	}
 
 	if cfg.device < 0 || cfg.device >= len(drv.Devices()) {
@@ -244,7 +264,7 @@ func check(ctx context.Context, cfg config, rep *report, stderr io.Writer) int {
 // tensorCores reports whether every device runs the tensor-core kernels.
 func tensorCores(drv *cuda.Driver) bool {
 	for _, d := range drv.Devices() {
-		if !d.Info.TensorCoreInt8() {
+		if !d.Info.TensorCoreInt8() || d.TensorErr != nil {
 			return false
 		}
 	}

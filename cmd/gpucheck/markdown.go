@@ -24,6 +24,11 @@ func markdown(now time.Time, results []any, gpus json.RawMessage) string {
 				fmt.Fprintf(&b, "| %d | %s | %s | %d.%d | %d | %d | %.1f |\n", d.Ordinal, d.Name, orDash(v.Models[i]), d.Major, d.Minor, d.SMs, d.ClockKHz/1000, float64(d.MemoryBytes)/(1<<30))
 			}
 			b.WriteString("\n")
+			for i, e := range v.TensorErrors {
+				if e != "" {
+					fmt.Fprintf(&b, "**Device %d: the tensor-core kernels did not load**: %s\n\n", i, e)
+				}
+			}
 		case cuda.SelfTestResult:
 			fmt.Fprintf(&b, "## Self-test (N = %d, T = %d, %d GPU(s), kernel %s → %s)\n\n%s in %.2f s.%s\n\n",
 				v.N, v.T, v.GPUs, v.Kernel, v.Used, verdict(v.Match, "byte-identical to the CPU prover", "DIFFERS from the CPU prover"), v.Seconds, detail(v.Detail))

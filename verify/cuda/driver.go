@@ -90,9 +90,12 @@ type DeviceInfo struct {
 	MemBusWidth int    `json:"mem_bus_bits"`
 }
 
-// TensorCoreInt8 reports whether the device runs the mma.sync
-// m16n8k32 s8 kernel: compute capability 8.0 or later.
+// TensorCoreInt8 reports whether the device has the int8 tensor cores of
+// the mma.sync m16n8k32 s8 kernels: compute capability 8.0 or later.
 func (i DeviceInfo) TensorCoreInt8() bool { return i.Major >= 8 }
+
+// tensorKernels reports whether the tensor-core kernels are loaded.
+func (dev *Device) tensorKernels() bool { return dev.Info.TensorCoreInt8() && dev.TensorErr == nil }
 
 // Driver is an opened CUDA driver and the devices it serves. Each device
 // has its own goroutine locked to one OS thread, on which the device's
@@ -110,6 +113,11 @@ type Driver struct {
 // Device is one CUDA device of a Driver.
 type Device struct {
 	Info DeviceInfo
+	// TensorErr is why the tensor-core kernels did not load on a device
+	// of compute capability 8.0 or later (the JIT refused them); nil when
+	// they did, or the device is older. Without them the Prover runs the
+	// simple kernel.
+	TensorErr error
 
 	state *devState
 	calls chan func()
@@ -176,7 +184,7 @@ func (d *Driver) startDevice(ordinal int) (*Device, error) {
 	}
 	dev := &Device{
 		Info:  info,
-		state: &devState{l: d.lib, dev: cdev},
+		state: &devState{l: d.lib, dev: cdev, major: info.Major},
 		calls: make(chan func()),
 		done:  make(chan struct{}),
 	}
@@ -194,10 +202,11 @@ func (d *Driver) startDevice(ordinal int) (*Device, error) {
 func (dev *Device) loop(ready chan<- error) {
 	lockThread()
 	defer close(dev.done)
-	if err := dev.state.setup(kernelPTX); err != nil {
+	if err := dev.state.setup(modules); err != nil {
 		ready <- err
 		return
 	}
+	dev.TensorErr = dev.state.tensorErr
 	ready <- nil
 	for f := range dev.calls {
 		f()

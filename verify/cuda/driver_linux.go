@@ -246,6 +246,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"strings"
 	"unsafe"
@@ -366,18 +367,23 @@ func (l *lib) hasElapsedV2() bool { return C.gm_has(l.c, C.GM_cuEventElapsedTime
 type devState struct {
 	l      *lib
 	dev    C.CUdevice
+	major  int // compute capability
 	ctx    C.CUcontext
-	mod    C.CUmodule
+	mods   []C.CUmodule
 	fns    map[string]C.CUfunction
 	stream C.CUstream
 	start  C.CUevent
 	stop   C.CUevent
+	// tensorErr is why the tensor-core module did not load.
+	tensorErr error
 }
 
 // setup runs on the device's locked OS thread: it retains the primary
 // context (never cuCtxCreate, whose signature CUDA 13 changed), makes it
-// current, JIT-compiles the PTX and looks every kernel up.
-func (s *devState) setup(ptx string) error {
+// current, JIT-compiles the modules the device's compute capability
+// allows and looks their kernels up. A module that is not required and
+// fails to load leaves its kernels out, its error in tensorErr.
+func (s *devState) setup(mods []module) error {
 	if r := C.gm_cuDevicePrimaryCtxRetain(s.l.c, &s.ctx, s.dev); r != C.CUDA_SUCCESS {
 		return s.l.errorf("cuDevicePrimaryCtxRetain", r)
 	}
@@ -386,30 +392,19 @@ func (s *devState) setup(ptx string) error {
 		s.ctx = nil
 		return s.l.errorf("cuCtxSetCurrent", r)
 	}
-	image := C.CString(ptx)
-	defer C.free(unsafe.Pointer(image))
-	const logLen = 8192
-	log := (*C.char)(C.calloc(logLen, 1))
-	defer C.free(unsafe.Pointer(log))
-	if r := C.gm_load_module(s.l.c, &s.mod, image, log, logLen); r != C.CUDA_SUCCESS {
-		err := s.l.errorf("cuModuleLoadDataEx", r)
-		if msg := strings.TrimSpace(C.GoString(log)); msg != "" {
-			err = fmt.Errorf("%w: JIT log: %s", err, msg)
-		}
-		s.teardown()
-		return err
-	}
 	s.fns = make(map[string]C.CUfunction, len(kernels))
-	for _, k := range kernels {
-		name := C.CString(k.name)
-		var f C.CUfunction
-		r := C.gm_cuModuleGetFunction(s.l.c, &f, s.mod, name)
-		C.free(unsafe.Pointer(name))
-		if r != C.CUDA_SUCCESS {
-			s.teardown()
-			return fmt.Errorf("kernel %s: %w", k.name, s.l.errorf("cuModuleGetFunction", r))
+	for _, m := range mods {
+		if s.major < m.minMajor {
+			continue
 		}
-		s.fns[k.name] = f
+		if err := s.loadModule(m); err != nil {
+			err = fmt.Errorf("module %s (%s): %w", m.name, m.target, err)
+			if m.required {
+				s.teardown()
+				return err
+			}
+			s.tensorErr = err
+		}
 	}
 	// A blocking stream (flags 0) is ordered with the synchronous copies,
 	// which run on the legacy default stream.
@@ -428,6 +423,42 @@ func (s *devState) setup(ptx string) error {
 	return nil
 }
 
+// loadModule JIT-compiles m and looks its kernels up; on failure it
+// unloads it again.
+func (s *devState) loadModule(m module) error {
+	image := C.CString(m.ptx)
+	defer C.free(unsafe.Pointer(image))
+	const logLen = 8192
+	log := (*C.char)(C.calloc(logLen, 1))
+	defer C.free(unsafe.Pointer(log))
+	var mod C.CUmodule
+	if r := C.gm_load_module(s.l.c, &mod, image, log, logLen); r != C.CUDA_SUCCESS {
+		err := s.l.errorf("cuModuleLoadDataEx", r)
+		if msg := strings.TrimSpace(C.GoString(log)); msg != "" {
+			err = fmt.Errorf("%w: JIT log: %s", err, msg)
+		}
+		return err
+	}
+	fns := map[string]C.CUfunction{}
+	for _, k := range kernels {
+		if k.module != m.name {
+			continue
+		}
+		name := C.CString(k.name)
+		var f C.CUfunction
+		r := C.gm_cuModuleGetFunction(s.l.c, &f, mod, name)
+		C.free(unsafe.Pointer(name))
+		if r != C.CUDA_SUCCESS {
+			C.gm_cuModuleUnload(s.l.c, mod)
+			return fmt.Errorf("kernel %s: %w", k.name, s.l.errorf("cuModuleGetFunction", r))
+		}
+		fns[k.name] = f
+	}
+	s.mods = append(s.mods, mod)
+	maps.Copy(s.fns, fns)
+	return nil
+}
+
 // teardown releases what setup made, in reverse order; it runs on the
 // device's thread and ignores errors (the context is going away).
 func (s *devState) teardown() {
@@ -441,10 +472,10 @@ func (s *devState) teardown() {
 		C.gm_cuStreamDestroy_v2(s.l.c, s.stream)
 		s.stream = nil
 	}
-	if s.mod != nil {
-		C.gm_cuModuleUnload(s.l.c, s.mod)
-		s.mod = nil
+	for _, m := range s.mods {
+		C.gm_cuModuleUnload(s.l.c, m)
 	}
+	s.mods = nil
 	if s.ctx != nil {
 		C.gm_cuCtxSetCurrent(s.l.c, nil)
 		C.gm_cuDevicePrimaryCtxRelease_v2(s.l.c, s.dev)
@@ -516,7 +547,13 @@ func (s *devState) launch(name string, grid, block [3]uint32, args ...any) error
 	if err := k.check(args); err != nil {
 		return err
 	}
-	f := s.fns[name]
+	f, ok := s.fns[name]
+	if !ok {
+		if s.tensorErr != nil {
+			return fmt.Errorf("cuda: kernel %s not loaded: %w", name, s.tensorErr)
+		}
+		return fmt.Errorf("cuda: kernel %s not loaded on a device of compute capability %d.x", name, s.major)
+	}
 	n := len(args)
 	// One C block: n 8-byte slots for the values, then n pointers to them.
 	mem := C.calloc(C.size_t(n), C.size_t(8+unsafe.Sizeof(uintptr(0))))

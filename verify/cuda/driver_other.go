@@ -14,7 +14,7 @@ func openLib(string) (*lib, int, error)                             { return nil
 func (*lib) deviceCount() (int, error)                              { return 0, errPlatform }
 func (*lib) deviceInfo(int) (int, DeviceInfo, error)                { return 0, DeviceInfo{}, errPlatform }
 func lockThread()                                                   {}
-func (*devState) setup(string) error                                { return errPlatform }
+func (*devState) setup([]module) error                              { return errPlatform }
 func (*devState) teardown()                                         {}
 func (*devState) alloc(int) (devPtr, error)                         { return 0, errPlatform }
 func (*devState) free(devPtr) error                                 { return errPlatform }
@@ -28,6 +28,8 @@ func (*devState) elapsed() (float64, error)                         { return 0, 
 
 // devState is a device's state; nothing here.
 type devState struct {
-	l   *lib
-	dev int
+	l         *lib
+	dev       int
+	major     int
+	tensorErr error
 }

@@ -3,11 +3,15 @@
 package cuda
 
 import (
+	"context"
 	"errors"
 	"os"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/gpumesh/gpumesh/verify/challenge"
 )
 
 func TestOpenFake(t *testing.T) {
@@ -121,8 +125,9 @@ func TestJITError(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		s := &devState{l: l, dev: cdev}
-		err := s.setup(".version 7.0\n.target sm_80\n.visible .entry gm_transpose(")
+		s := &devState{l: l, dev: cdev, major: 9}
+		err := s.setup([]module{{name: "base", target: "sm_80", required: true,
+			ptx: ".version 7.0\n.target sm_80\n.visible .entry gm_nothing("}})
 		if err == nil {
 			s.teardown()
 		}
@@ -133,8 +138,46 @@ func TestJITError(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Name != "CUDA_ERROR_INVALID_PTX" || ce.Call != "cuModuleLoadDataEx" {
 		t.Fatalf("setup with a truncated module: %v, want cuModuleLoadDataEx: CUDA_ERROR_INVALID_PTX", err)
 	}
-	if !strings.Contains(err.Error(), "JIT log: fakecuda: ptx lacks gm_chain_step") {
+	if !strings.Contains(err.Error(), "module base (sm_80)") || !strings.Contains(err.Error(), "JIT log: fakecuda: unknown kernel gm_nothing") {
 		t.Errorf("error %q lacks the JIT log", err)
+	}
+}
+
+// TestTensorModuleRefused: a device whose JIT refuses the tensor-core
+// module still opens, says why, and proves with the simple kernel.
+func TestTensorModuleRefused(t *testing.T) {
+	d := openFake(t, Options{}, "FAKE_REJECT_MMA")
+	for _, dev := range d.Devices() {
+		err := dev.TensorErr
+		if err == nil || !strings.Contains(err.Error(), "module tensor (sm_80)") || !strings.Contains(err.Error(), "CUDA_ERROR_INVALID_PTX") ||
+			!strings.Contains(err.Error(), "mma.sync refused") {
+			t.Errorf("device %d: TensorErr = %v", dev.Info.Ordinal, err)
+		}
+	}
+	ctx := context.Background()
+	p := challenge.Params{N: 256, T: 2, K: 4}
+	seeds := [][32]byte{{1}, {2}}
+	gpu := NewProver(d, ProverOptions{})
+	got, err := gpu.Commit(ctx, seeds, p)
+	if err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	want, err := challenge.NewCPUProver(challenge.CPUOptions{}).Commit(ctx, seeds, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) || gpu.LastTiming().GPUs[0].Kernel != "simple" {
+		t.Errorf("roots %x with kernel %s, want %x with simple", got, gpu.LastTiming().GPUs[0].Kernel, want)
+	}
+	_, err = NewProver(d, ProverOptions{Kernel: KernelTiled}).Commit(ctx, seeds, p)
+	if err == nil || !strings.Contains(err.Error(), "the tiled kernel did not load") {
+		t.Errorf("Commit with the tiled kernel: %v", err)
+	}
+	err = d.Devices()[0].do(func(s *devState) error {
+		return s.launch(kStepTiled, [3]uint32{1, 1, 1}, [3]uint32{256, 1, 1}, devPtr(0), devPtr(0), devPtr(0), uint32(128))
+	})
+	if err == nil || !strings.Contains(err.Error(), "kernel gm_chain_step_tiled not loaded") {
+		t.Errorf("launch of an unloaded kernel: %v", err)
 	}
 }
 

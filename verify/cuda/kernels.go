@@ -5,13 +5,32 @@ import (
 	"fmt"
 )
 
-// kernelPTX is the module every device loads: hand-written PTX (ISA 7.0,
-// target sm_80) that the driver's JIT compiles for the device at Open.
-// See kernels.ptx for each kernel's definition; the fake driver of the
-// tests runs a C reference of each, by name, with the same parameters.
-//
-//go:embed kernels.ptx
-var kernelPTX string
+// The kernels are hand-written PTX (ISA 7.0) in two modules, embedded,
+// that the driver's JIT compiles for each device at Open. See the .ptx
+// files for each kernel's definition; the fake driver of the tests runs a
+// C reference of each, by name, with the same parameters.
+var (
+	//go:embed kernels_base.ptx
+	basePTX string
+	//go:embed kernels_tc.ptx
+	tensorPTX string
+)
+
+// module is one PTX module: a device whose compute capability is below
+// minMajor does not load it. A device that fails to load the tensor
+// module still runs the base one (Device.TensorErr says why).
+type module struct {
+	name     string
+	ptx      string
+	target   string // its .target
+	minMajor int
+	required bool
+}
+
+var modules = []module{
+	{name: "base", ptx: basePTX, target: "sm_70", required: true},
+	{name: "tensor", ptx: tensorPTX, target: "sm_80", minMajor: 8},
+}
 
 // Kernel names: the contract between the host code, kernels.ptx and the
 // fake driver (testdata/fakecuda).
@@ -58,21 +77,22 @@ func (k argKind) String() string {
 	return ".u64"
 }
 
-// kernel is a kernel's name and parameter types, in order.
+// kernel is a kernel's module, name and parameter types, in order.
 type kernel struct {
+	module string
 	name   string
 	params []argKind
 }
 
-// kernels is every entry point of kernelPTX. The PTX test checks that
-// each is there with exactly these parameters.
+// kernels is every entry point of the modules. The PTX test checks that
+// each is in its module with exactly these parameters.
 var kernels = []kernel{
-	{kTranspose, []argKind{argU64, argU64, argU32}},                   // src, dst, n
-	{kStep, []argKind{argU64, argU64, argU64, argU32}},                // x, b, y, n
-	{kStepMMA, []argKind{argU64, argU64, argU64, argU32}},             // x, bt, y, n
-	{kStepTiled, []argKind{argU64, argU64, argU64, argU32}},           // x, bt, y, n
-	{kFoldPartial, []argKind{argU64, argU64, argU64, argU32, argU32}}, // wins, rhos, partials, words, wpb
-	{kFoldReduce, []argKind{argU64, argU64, argU32}},                  // partials, out, blocks
+	{"base", kStep, []argKind{argU64, argU64, argU64, argU32}},                // x, b, y, n
+	{"base", kFoldPartial, []argKind{argU64, argU64, argU64, argU32, argU32}}, // wins, rhos, partials, words, wpb
+	{"base", kFoldReduce, []argKind{argU64, argU64, argU32}},                  // partials, out, blocks
+	{"tensor", kTranspose, []argKind{argU64, argU64, argU32}},                 // src, dst, n
+	{"tensor", kStepMMA, []argKind{argU64, argU64, argU64, argU32}},           // x, bt, y, n
+	{"tensor", kStepTiled, []argKind{argU64, argU64, argU64, argU32}},         // x, bt, y, n
 }
 
 func kernelByName(name string) (kernel, bool) {

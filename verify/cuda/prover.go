@@ -173,11 +173,14 @@ func (pr *Prover) Open(ctx context.Context, gpu int, rows []int) ([]challenge.Op
 
 // kernelFor picks the chain kernel for dev and n.
 func (pr *Prover) kernelFor(dev *Device, n int) (Kernel, error) {
-	fits := dev.Info.TensorCoreInt8() && n%128 == 0
+	fits := dev.tensorKernels() && n%128 == 0
 	switch k := pr.opts.Kernel; k {
 	case KernelSimple:
 		return KernelSimple, nil
 	case KernelMMA, KernelTiled:
+		if dev.TensorErr != nil {
+			return 0, fmt.Errorf("cuda: the %s kernel did not load: %w", k, dev.TensorErr)
+		}
 		if !fits {
 			return 0, fmt.Errorf("cuda: the %s kernel needs compute capability 8.0 or later and n a multiple of 128 (device %s, n=%d)", k, ccString(dev.Info), n)
 		}

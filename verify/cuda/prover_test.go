@@ -117,7 +117,11 @@ func TestProverKernelChoice(t *testing.T) {
 			t.Errorf("%v at n=136: %v", k, err)
 		}
 	}
-	old := NewProver(openFake(t, Options{}, "FAKE_CC_MAJOR=7"), ProverOptions{})
+	d7 := openFake(t, Options{}, "FAKE_CC_MAJOR=7")
+	if err := d7.Devices()[0].TensorErr; err != nil {
+		t.Errorf("a 7.0 device tried the tensor module: %v", err)
+	}
+	old := NewProver(d7, ProverOptions{})
 	if _, err := old.Commit(ctx, testSeeds(1, 0), challenge.Params{N: 128, T: 1, K: 1}); err != nil {
 		t.Fatalf("auto on a 7.0 device: %v", err)
 	}

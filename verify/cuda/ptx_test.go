@@ -10,11 +10,11 @@ import (
 	"testing"
 )
 
-// ptxCode is kernelPTX without its comments.
-func ptxCode(t *testing.T) string {
+// ptxCode is a module's PTX without its comments.
+func ptxCode(t *testing.T, ptx string) string {
 	t.Helper()
 	var b strings.Builder
-	for line := range strings.SplitSeq(kernelPTX, "\n") {
+	for line := range strings.SplitSeq(ptx, "\n") {
 		if i := strings.Index(line, "//"); i >= 0 {
 			line = line[:i]
 		}
@@ -78,13 +78,20 @@ func parseEntries(t *testing.T, code string) []ptxEntry {
 	return out
 }
 
-// TestPTXText checks kernels.ptx as text: the header, every kernel of the
-// host's table with exactly its parameters (each loaded with its type),
-// declared registers, defined branch targets, and the one mma form. It
-// does not prove the kernels compute the right thing: that needs a GPU
-// (make gpu-check).
+// TestPTXText checks each module's PTX as text: the header, every kernel
+// of the host's table in its module with exactly its parameters (each
+// loaded with its type), declared registers, defined branch targets, and
+// the one mma form. It does not prove the kernels compute the right
+// thing: TestPTXSim* runs them, and only a GPU runs them for real (make
+// gpu-check).
 func TestPTXText(t *testing.T) {
-	code := ptxCode(t)
+	for _, m := range modules {
+		t.Run(m.name, func(t *testing.T) { checkModuleText(t, m) })
+	}
+}
+
+func checkModuleText(t *testing.T, m module) {
+	code := ptxCode(t, m.ptx)
 	var directives []string
 	for line := range strings.SplitSeq(code, "\n") {
 		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], ".") {
@@ -100,13 +107,19 @@ func TestPTXText(t *testing.T) {
 	if v := strings.TrimPrefix(directives[0], ".version "); v == directives[0] || v < "7.0" || len(v) != 3 {
 		t.Errorf("first directive %q, want .version 7.0 or later (7.x)", directives[0])
 	}
-	if directives[1] != ".target sm_80" || directives[2] != ".address_size 64" {
-		t.Errorf("header %q, want .target sm_80, .address_size 64", directives)
+	if directives[1] != ".target "+m.target || directives[2] != ".address_size 64" {
+		t.Errorf("header %q, want .target %s, .address_size 64", directives, m.target)
 	}
 
 	entries := parseEntries(t, code)
-	if len(entries) != len(kernels) {
-		t.Errorf("%d entries in the PTX, %d kernels on the host", len(entries), len(kernels))
+	var mine []kernel
+	for _, k := range kernels {
+		if k.module == m.name {
+			mine = append(mine, k)
+		}
+	}
+	if len(entries) != len(mine) {
+		t.Errorf("%d entries in the PTX, %d kernels of this module on the host", len(entries), len(mine))
 	}
 	byName := map[string]ptxEntry{}
 	for _, e := range entries {
@@ -118,7 +131,7 @@ func TestPTXText(t *testing.T) {
 	regDecl := regexp.MustCompile(`\.reg\s+\.\w+\s+%(\w+?)<(\d+)>;`)
 	regUse := regexp.MustCompile(`%([a-z]+)(\d*)\b`)
 	special := map[string]bool{"tid": true, "ntid": true, "ctaid": true, "nctaid": true}
-	for _, k := range kernels {
+	for _, k := range mine {
 		e, ok := byName[k.name]
 		if !ok {
 			t.Errorf("kernel %s: no .visible .entry in the PTX", k.name)
@@ -189,8 +202,9 @@ func TestPTXText(t *testing.T) {
 	}
 }
 
-// TestPTXAssembles runs NVIDIA's ptxas on kernels.ptx for sm_80 and sm_90
-// where one is on PATH (or named by GPUMESH_PTXAS); CI has none and skips.
+// TestPTXAssembles runs NVIDIA's ptxas on each module, for its own target
+// and sm_90 (and sm_80 for the base module), where one is on PATH (or
+// named by GPUMESH_PTXAS); CI has none and skips.
 func TestPTXAssembles(t *testing.T) {
 	ptxas := os.Getenv("GPUMESH_PTXAS")
 	if ptxas == "" {
@@ -200,14 +214,16 @@ func TestPTXAssembles(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	src := filepath.Join(dir, "kernels.ptx")
-	if err := os.WriteFile(src, []byte(kernelPTX), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, arch := range []string{"sm_80", "sm_90"} {
-		out, err := exec.Command(ptxas, "-arch="+arch, "-o", filepath.Join(dir, arch+".cubin"), src).CombinedOutput()
-		if err != nil {
-			t.Errorf("ptxas -arch=%s: %v\n%s", arch, err, out)
+	for _, m := range modules {
+		src := filepath.Join(dir, m.name+".ptx")
+		if err := os.WriteFile(src, []byte(m.ptx), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, arch := range []string{m.target, "sm_80", "sm_90"} {
+			out, err := exec.Command(ptxas, "-arch="+arch, "-o", filepath.Join(dir, m.name+arch+".cubin"), src).CombinedOutput()
+			if err != nil {
+				t.Errorf("ptxas -arch=%s %s: %v\n%s", arch, m.name, err, out)
+			}
 		}
 	}
 }

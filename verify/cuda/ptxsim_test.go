@@ -60,12 +60,12 @@ type simKernel struct {
 }
 
 // sharedVars lays out the module's .shared variables in order.
-func sharedVars(t *testing.T) (map[string]uint64, int) {
+func sharedVars(t *testing.T, code string) (map[string]uint64, int) {
 	t.Helper()
 	vars := map[string]uint64{}
 	off := 0
 	decl := regexp.MustCompile(`(?m)^\.shared\s+\.align\s+(\d+)\s+\.b(\d+)\s+(\w+)\[(\d+)\];`)
-	for _, m := range decl.FindAllStringSubmatch(ptxCode(t), -1) {
+	for _, m := range decl.FindAllStringSubmatch(code, -1) {
 		align, _ := strconv.Atoi(m[1])
 		bits, _ := strconv.Atoi(m[2])
 		count, _ := strconv.Atoi(m[4])
@@ -76,11 +76,22 @@ func sharedVars(t *testing.T) (map[string]uint64, int) {
 	return vars, off
 }
 
-// parseSimKernel compiles the entry name of kernelPTX for the interpreter.
+// parseSimKernel compiles the entry name of its module for the
+// interpreter.
 func parseSimKernel(t *testing.T, name string) *simKernel {
 	t.Helper()
+	kd, ok := kernelByName(name)
+	if !ok {
+		t.Fatalf("no kernel %s", name)
+	}
+	var code string
+	for _, m := range modules {
+		if m.name == kd.module {
+			code = ptxCode(t, m.ptx)
+		}
+	}
 	var e *ptxEntry
-	for _, x := range parseEntries(t, ptxCode(t)) {
+	for _, x := range parseEntries(t, code) {
 		if x.name == name {
 			e = &x
 		}
@@ -89,7 +100,7 @@ func parseSimKernel(t *testing.T, name string) *simKernel {
 		t.Fatalf("no entry %s", name)
 	}
 	k := &simKernel{name: name}
-	k.shared, k.smem = sharedVars(t)
+	k.shared, k.smem = sharedVars(t, code)
 	for _, p := range e.params {
 		f := strings.Fields(p)
 		k.params = append(k.params, f[2])

@@ -3,7 +3,8 @@
  * verify/cuda. It implements, on the CPU, every driver function the
  * package calls: device memory is host memory, streams and events are
  * trivial (every call is synchronous), cuModuleLoadDataEx accepts a PTX
- * image that declares every kernel below, and cuLaunchKernel runs a C
+ * image that declares kernels of the table below for a .target the device
+ * can run, and cuLaunchKernel runs a C
  * reference of the kernel named by the function handle, over the grid
  * and block it is given, reading kernelParams in the kernel's layout.
  *
@@ -14,6 +15,7 @@
  *                            cuMemAlloc beyond it is CUDA_ERROR_OUT_OF_MEMORY
  *   -DFAKE_OMIT_LAUNCH       leaves cuLaunchKernel out (a missing symbol)
  *   -DFAKE_CC_MAJOR=m        compute capability major (default 9)
+ *   -DFAKE_REJECT_MMA        cuModuleLoadDataEx refuses PTX with mma.sync
  * It checks what a real driver would refuse: a call before cuInit, a
  * memory or launch call on a thread with no current context, a free of
  * an address it did not allocate, a copy outside an allocation.
@@ -64,6 +66,7 @@ static long long used[FAKE_DEVICES];
 
 struct CUmod_st {
 	int device;
+	unsigned functions; /* bit i: functions[i] is in the module */
 };
 struct CUfunc_st {
 	const char *name;
@@ -239,7 +242,9 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
 	return CUDA_SUCCESS;
 }
 
-/* A module: the image must be PTX declaring every kernel. */
+/* A module: PTX whose .target the device can run, declaring kernels of
+ * the table below and no other. FAKE_REJECT_MMA refuses one that uses
+ * mma.sync, as a JIT that cannot compile it would. */
 EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int n, CUjit_option *opts, void **vals) {
 	CHECK_CTX();
 	char *log = NULL;
@@ -249,19 +254,36 @@ EXPORT CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned int 
 		if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) loglen = (size_t)(uintptr_t)vals[i];
 	}
 	const char *ptx = image;
-	const char *missing = NULL;
-	if (strstr(ptx, ".version") == NULL || strstr(ptx, ".target") == NULL) missing = ".version/.target";
-	for (int i = 0; i < NFUNCTIONS && missing == NULL; i++) {
-		char want[128];
-		snprintf(want, sizeof want, ".entry %s(", functions[i].name);
-		if (strstr(ptx, want) == NULL) missing = functions[i].name;
+	char why[160] = "";
+	unsigned mask = 0;
+	const char *target = strstr(ptx, ".target sm_");
+	if (strstr(ptx, ".version") == NULL || target == NULL) {
+		snprintf(why, sizeof why, "no .version or .target");
+	} else if (atoi(target + strlen(".target sm_")) > FAKE_CC_MAJOR * 10) {
+		snprintf(why, sizeof why, "%.14s is above the device's sm_%d0", target, FAKE_CC_MAJOR);
 	}
-	if (missing != NULL) {
-		if (log != NULL && loglen > 0) snprintf(log, loglen, "fakecuda: ptx lacks %s", missing);
+#ifdef FAKE_REJECT_MMA
+	if (why[0] == 0 && strstr(ptx, "mma.sync.aligned") != NULL) snprintf(why, sizeof why, "mma.sync refused");
+#endif
+	for (const char *e = strstr(ptx, ".entry "); why[0] == 0 && e != NULL; e = strstr(e + 1, ".entry ")) {
+		const char *name = e + strlen(".entry ");
+		size_t len = strcspn(name, "( \t\n");
+		int found = -1;
+		for (int i = 0; i < NFUNCTIONS; i++)
+			if (strlen(functions[i].name) == len && strncmp(functions[i].name, name, len) == 0) found = i;
+		if (found < 0)
+			snprintf(why, sizeof why, "unknown kernel %.*s", (int)(len < 64 ? len : 64), name);
+		else
+			mask |= 1u << found;
+	}
+	if (why[0] == 0 && mask == 0) snprintf(why, sizeof why, "no kernel");
+	if (why[0] != 0) {
+		if (log != NULL && loglen > 0) snprintf(log, loglen, "fakecuda: %s", why);
 		return CUDA_ERROR_INVALID_PTX;
 	}
 	struct CUmod_st *mod = malloc(sizeof *mod);
 	mod->device = current->device;
+	mod->functions = mask;
 	*m = mod;
 	return CUDA_SUCCESS;
 }
@@ -276,7 +298,7 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 	CHECK_CTX();
 	if (m == NULL) return CUDA_ERROR_INVALID_HANDLE;
 	for (int i = 0; i < NFUNCTIONS; i++) {
-		if (strcmp(functions[i].name, name) == 0) {
+		if (strcmp(functions[i].name, name) == 0 && (m->functions & (1u << i)) != 0) {
 			*f = &functions[i];
 			return CUDA_SUCCESS;
 		}
