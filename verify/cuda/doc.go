@@ -35,18 +35,21 @@
 //
 // # The kernels
 //
-// kernels.ptx, embedded, is hand-written PTX (ISA 7.0, sm_80) that the
-// driver's JIT compiles at Open: gm_chain_step (plain integer products,
-// any device and size) and, on sm_80 and later with N a multiple of 128,
-// the int8 tensor-core steps (mma.sync m16n8k32 s8·s8→s32, reading Bᵀ
-// made by gm_transpose): gm_chain_step_tiled, tiled 128×128 per block
-// through shared memory with the next stage's loads in flight (the one
-// KernelAuto picks), and gm_chain_step_mma, untiled, to compare with;
-// all with the mix in the epilogue; and the memory fold MemFold as
-// gm_fold_partial (per block of 256 KiB of a window, Σ (w_k mod P)·ρ^k at
-// the block's own powers of ρ) and gm_fold_reduce (the blocks' sum per
-// buffer). The kernel names and parameters (kernels.go) are a contract
-// with the fake driver of the tests.
+// The kernels are hand-written PTX (ISA 7.0) in two embedded modules that
+// the driver's JIT compiles at Open. kernels_base.ptx (sm_70, every
+// device): gm_chain_step, plain integer products, any size, and the
+// memory fold. kernels_tc.ptx (sm_80 and later, N a multiple of 128): the
+// int8 tensor-core steps (mma.sync m16n8k32 s8·s8→s32, reading Bᵀ made by
+// gm_transpose), gm_chain_step_tiled, tiled 128×128 per block through
+// shared memory with the next stage's loads in flight (the one KernelAuto
+// picks), and gm_chain_step_mma, untiled, to compare with. A device whose
+// JIT refuses the tensor module still runs the base one
+// (Device.TensorErr says why). Every chain step has the mix in its
+// epilogue. The memory fold MemFold is gm_fold_partial (per block of 256
+// KiB of a window, Σ (w_k mod P)·ρ^k at the block's own powers of ρ) and
+// gm_fold_reduce (the blocks' sum per buffer). The kernel names and
+// parameters (kernels.go) are a contract with the fake driver of the
+// tests.
 //
 // # What is proven, and what is not
 //
@@ -56,7 +59,7 @@
 // name: loading, errors, memory, contexts per thread, and answers
 // byte-identical to challenge.CPUProver and challenge.MemFold. The PTX
 // itself is checked as text (entry points, parameters, registers, and,
-// where a ptxas is on PATH, assembly for sm_80 and sm_90), and run: a
+// where a ptxas is on PATH, assembly for sm_70 to sm_90), and run: a
 // test-only interpreter of the PTX subset it uses (ptxsim_test.go)
 // executes every kernel's text over the host's grids, mma.sync computed
 // from the PTX ISA manual's fragment layout, against the chain's

@@ -32,7 +32,7 @@ var modules = []module{
 	{name: "tensor", ptx: tensorPTX, target: "sm_80", minMajor: 8},
 }
 
-// Kernel names: the contract between the host code, kernels.ptx and the
+// Kernel names: the contract between the host code, the .ptx modules and the
 // fake driver (testdata/fakecuda).
 const (
 	// kTranspose: dst = srcᵀ for n×n bytes, n a multiple of 32. Grid

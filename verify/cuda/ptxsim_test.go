@@ -13,7 +13,7 @@ import (
 	"github.com/gpumesh/gpumesh/verify/challenge"
 )
 
-// A small interpreter of the PTX subset kernels.ptx uses, so that the
+// A small interpreter of the PTX subset the modules use, so that the
 // tests run the kernels' actual text (not the fake driver's C
 // references) on the CPU: every thread of every block of a grid, with
 // bar.sync as a block barrier and mma.sync as a warp-collective computed
@@ -687,7 +687,7 @@ func randBytes(n int, seed uint64) []byte {
 }
 
 // TestPTXSimChain runs gm_transpose, gm_chain_step, gm_chain_step_mma and
-// gm_chain_step_tiled from kernels.ptx in the interpreter, with the host's grids, and
+// gm_chain_step_tiled from their modules in the interpreter, with the host's grids, and
 // compares with the step's definition.
 func TestPTXSimChain(t *testing.T) {
 	tr := parseSimKernel(t, kTranspose)
@@ -744,7 +744,7 @@ func TestPTXSimChain(t *testing.T) {
 	}
 }
 
-// TestPTXSimFold runs gm_fold_partial and gm_fold_reduce from kernels.ptx
+// TestPTXSimFold runs gm_fold_partial and gm_fold_reduce from their module
 // in the interpreter over windows of several buffers, several blocks and
 // block sizes, and compares with challenge.MemFold.
 func TestPTXSimFold(t *testing.T) {
