@@ -226,6 +226,14 @@ func check(ctx context.Context, cfg config, rep *report, stderr io.Writer) int {
 		rep.add(errorResult{Check: "challenge", Error: fmt.Sprintf("device %q has no catalog model (pass -model)", dev.Info.Name)}, false)
 		return exitCode(rep)
 	}
+	if dev.Info.TensorCoreInt8() && dev.TensorErr == nil {
+		pk, err := cuda.MMAPeak(ctx, dev, profile)
+		if err != nil {
+			rep.add(errorResult{Check: "mma_peak", Error: err.Error()}, false)
+		} else {
+			rep.add(pk, pk.Match)
+		}
+	}
 	if cfg.full {
 		// A probe of one step and one row sizes the full run: a slow
 		// kernel or a slow CPU verifier gets a shorter chain (marked

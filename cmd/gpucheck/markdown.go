@@ -15,8 +15,17 @@ func markdown(now time.Time, results []any, gpus json.RawMessage) string {
 	var b strings.Builder
 	b.WriteString("# GPU check\n\n")
 	fmt.Fprintf(&b, "Written by `make gpu-check` (cmd/gpucheck) on %s. Every figure below was measured by that run.\n\n", now.Format("2006-01-02 15:04 MST"))
+	var ceiling float64 // mma.sync's TOPS, when measured
+	for _, r := range results {
+		if v, ok := r.(cuda.PeakResult); ok && v.Match {
+			ceiling = v.TOPS
+		}
+	}
 	for _, r := range results {
 		switch v := r.(type) {
+		case cuda.PeakResult:
+			fmt.Fprintf(&b, "## mma.sync ceiling (%s, device %d)\n\n%.0f TOPS, %.3f of the %.0f TOPS datasheet peak (registers only, best of %d runs)%s.\n\n",
+				v.Model, v.Device, v.TOPS, v.Fraction, v.PeakTOPS, v.Runs, verdict(v.Match, "", "; its sums are WRONG"))
 		case driverResult:
 			fmt.Fprintf(&b, "## Driver\n\n`%s`, CUDA %s, %d device(s).\n\n", v.Library, v.Version, len(v.Devices))
 			b.WriteString("| # | Name | Model | CC | SMs | Clock (MHz) | Memory (GiB) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
@@ -50,6 +59,9 @@ func markdown(now time.Time, results []any, gpus json.RawMessage) string {
 				s    float64
 			}{{"derive A, B (host)", v.DeriveS}, {"upload", v.UploadS}, {"chain (device)", v.ChainS}, {"download X_T", v.DownloadS}, {"Merkle tree (host)", v.TreeS}, {"**commit (timed window)**", v.CommitS}, {"sweep", v.SweepS}, {"open", v.OpenS}, {"verifier (CPU challenger)", v.VerifyS}} {
 				fmt.Fprintf(&b, "| %s | %.3f |\n", p.name, p.s)
+			}
+			if ceiling > 0 && v.TOPS > 0 {
+				fmt.Fprintf(&b, "\nThe chain kernel runs at %.2f of the mma.sync ceiling.\n", v.TOPS/ceiling)
 			}
 			fmt.Fprintf(&b, "\nChain: %.0f TOPS of %.0f peak, **η = %.3f** (commit as a whole: %.3f). Verifier's cost: %.4f of the prover's time (%.4f in operations). Time bound [%.2f s, %.2f s]: %s. Openings %s.\n\n",
 				v.TOPS, v.PeakTOPS, v.Eta, v.CommitEta, v.VerifierFraction, v.CostRatio, v.BoundMinS, v.BoundMaxS, v.Verdict, verdict(v.Verified, "verified", "REJECTED"))

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"reflect"
 	"time"
@@ -148,6 +149,77 @@ func FoldSelfTest(ctx context.Context, dev *Device, p challenge.MemParams) (Fold
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
+	return res, nil
+}
+
+// PeakResult is what mma.sync alone reaches on one device: the ceiling of
+// the tensor-core chain kernels, against which their rate is judged.
+type PeakResult struct {
+	Check    string  `json:"check"` // "mma_peak"
+	Model    string  `json:"model"`
+	Device   int     `json:"device"`
+	TOPS     float64 `json:"tops"`      // the best of the runs
+	PeakTOPS float64 `json:"peak_tops"` // the profile's dense INT8 peak
+	Fraction float64 `json:"fraction"`  // TOPS / PeakTOPS
+	Runs     int     `json:"runs"`
+	Match    bool    `json:"match"` // every thread wrote 1024·iters
+}
+
+// MMAPeak times gm_mma_peak on dev: 4 blocks of 256 threads per SM,
+// 2048 rounds of 8 mma.sync m16n8k32 per warp, the best of 3 runs.
+func MMAPeak(ctx context.Context, dev *Device, profile catalog.Profile) (PeakResult, error) {
+	const threads, iters, runs = 256, 2048, 3
+	res := PeakResult{Check: "mma_peak", Model: profile.Slug, Device: dev.Info.Ordinal, PeakTOPS: float64(profile.INT8GOPS) / 1e3, Runs: runs}
+	if !dev.tensorKernels() {
+		return res, fmt.Errorf("cuda: mma peak: no tensor-core kernels on device %d (compute capability %s): %v", dev.Info.Ordinal, ccString(dev.Info), dev.TensorErr)
+	}
+	blocks := max(1, 4*dev.Info.SMs)
+	total := blocks * threads
+	ops := float64(total/32) * iters * 8 * (16 * 8 * 32 * 2)
+	out := make([]byte, 4*total)
+	err := dev.do(func(s *devState) (err error) {
+		buf, err := s.alloc(len(out))
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if e := s.free(buf); e != nil && err == nil {
+				err = e
+			}
+		}()
+		for range runs {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := s.recordStart(); err != nil {
+				return err
+			}
+			if err := s.launch(kMMAPeak, [3]uint32{uint32(blocks), 1, 1}, [3]uint32{threads, 1, 1}, buf, uint32(iters)); err != nil {
+				return err
+			}
+			secs, err := s.elapsed()
+			if err != nil {
+				return err
+			}
+			if secs > 0 {
+				res.TOPS = max(res.TOPS, ops/secs/1e12)
+			}
+		}
+		return s.dtoh(out, buf)
+	})
+	if err != nil {
+		return res, err
+	}
+	res.Match = true
+	for i := 0; i < len(out); i += 4 {
+		if binary.LittleEndian.Uint32(out[i:]) != 1024*iters {
+			res.Match = false
+			break
+		}
+	}
+	if res.PeakTOPS > 0 {
+		res.Fraction = res.TOPS / res.PeakTOPS
+	}
 	return res, nil
 }
 

@@ -47,5 +47,9 @@ func TestChecks(t *testing.T) {
 	if !mr.Verified || mr.RespondS <= 0 || mr.DeadlineS <= 0 || mr.GBps <= 0 || mr.DatasheetGBs != 3350 {
 		t.Errorf("RunMemProof = %+v; want a verified answer and every figure", mr)
 	}
+	pk, err := MMAPeak(ctx, d.Devices()[1], profile)
+	if err != nil || !pk.Match || pk.TOPS <= 0 || pk.Fraction != pk.TOPS/1978.9 {
+		t.Errorf("MMAPeak = %+v, %v; want every thread's sum and a rate", pk, err)
+	}
 	checkNoLeak(t, d)
 }

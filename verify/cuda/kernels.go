@@ -52,6 +52,10 @@ const (
 	// fast one. n must be a multiple of 128. Grid (n/128, n/128), block
 	// 256: block (rt, ct) writes rows rt·128 … +127, columns ct·128 … +127.
 	kStepTiled = "gm_chain_step_tiled"
+	// kMMAPeak: the tensor cores' ceiling, registers only: out[gid] =
+	// 1024·iters mod 2^32 for every thread. Any grid; blocks of whole
+	// warps.
+	kMMAPeak = "gm_mma_peak"
 	// kFoldPartial: the memory fold's partial sums. Grid (blocks, buffers),
 	// block 256 (a power of two): block (b, j) writes partials[j·blocks +
 	// b] = Σ_k (w_k mod P)·ρ_j^k mod P over words k of [b·wpb, (b+1)·wpb) ∩
@@ -93,6 +97,7 @@ var kernels = []kernel{
 	{"tensor", kTranspose, []argKind{argU64, argU64, argU32}},                 // src, dst, n
 	{"tensor", kStepMMA, []argKind{argU64, argU64, argU64, argU32}},           // x, bt, y, n
 	{"tensor", kStepTiled, []argKind{argU64, argU64, argU64, argU32}},         // x, bt, y, n
+	{"tensor", kMMAPeak, []argKind{argU64, argU32}},                           // out, iters
 }
 
 func kernelByName(name string) (kernel, bool) {

@@ -185,9 +185,9 @@ func checkModuleText(t *testing.T, m module) {
 	}
 
 	// mma: 4 per k step in the untiled kernel (one per n8 tile of a
-	// warp), 2·16 per stage in the tiled one (4×4 tiles, two k steps),
-	// none elsewhere; always the one s8 form, without .satfinite.
-	wantMMA := map[string]int{kStepMMA: 4, kStepTiled: 32}
+	// warp), 2·16 per stage in the tiled one (4×4 tiles, two k steps), 8
+	// chains in the peak loop, none elsewhere; always the one s8 form, without .satfinite.
+	wantMMA := map[string]int{kStepMMA: 4, kStepTiled: 32, kMMAPeak: 8}
 	mmaRe := regexp.MustCompile(`\bmma\.[\w.]+`)
 	for _, e := range entries {
 		mmas := mmaRe.FindAllString(e.body, -1)

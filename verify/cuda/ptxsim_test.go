@@ -790,3 +790,18 @@ func TestPTXSimFold(t *testing.T) {
 		}
 	}
 }
+
+// TestPTXSimMMAPeak runs gm_mma_peak: every thread writes 1024·iters.
+func TestPTXSimMMAPeak(t *testing.T) {
+	k := parseSimKernel(t, kMMAPeak)
+	mem := newSimMem()
+	const blocks, threads, iters = 2, 64, 3
+	out := mem.alloc(make([]byte, 4*blocks*threads))
+	k.launch(t, mem, [2]int{blocks, 1}, threads, out, iters)
+	got, _ := mem.slice(out, 4*blocks*threads)
+	for i := range blocks * threads {
+		if v := binary.LittleEndian.Uint32(got[4*i:]); v != 1024*iters {
+			t.Fatalf("thread %d wrote %d, want %d", i, v, 1024*iters)
+		}
+	}
+}

@@ -84,6 +84,7 @@ static struct CUfunc_st functions[] = {
 	{"gm_chain_step"},
 	{"gm_chain_step_mma"},
 	{"gm_chain_step_tiled"},
+	{"gm_mma_peak"},
 	{"gm_fold_partial"},
 	{"gm_fold_reduce"},
 };
@@ -529,6 +530,16 @@ static CUresult k_step_tiled(unsigned gx, unsigned gy, unsigned bx, void **param
 	return tensor_step(gx, gy, bx, params, 128, 128, 256);
 }
 
+/* gm_mma_peak(out, iters): out[gid] = 1024*iters for every thread. */
+static CUresult k_mma_peak(unsigned gx, unsigned gy, unsigned bx, void **params) {
+	uint32_t *out = (uint32_t *)(uintptr_t)u64arg(params, 0);
+	uint32_t iters = u32arg(params, 1);
+	size_t threads = (size_t)gx * gy * bx;
+	if (bx % 32 != 0 || gy != 1 || !inside((CUdeviceptr)(uintptr_t)out, 4 * threads)) return CUDA_ERROR_LAUNCH_FAILED;
+	for (size_t i = 0; i < threads; i++) out[i] = 1024u * iters;
+	return CUDA_SUCCESS;
+}
+
 /* gm_fold_partial(wins, rhos, partials, words, wpb): grid (blocks, buffers). */
 static CUresult k_fold_partial(unsigned gx, unsigned gy, unsigned bx, void **params) {
 	const uint64_t *wins = (const uint64_t *)(uintptr_t)u64arg(params, 0);
@@ -600,6 +611,7 @@ LAUNCH_DECL(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, uns
 	if (strcmp(name, "gm_chain_step") == 0) return k_step(gx, gy, bx, params);
 	if (strcmp(name, "gm_chain_step_mma") == 0) return k_step_mma(gx, gy, bx, params);
 	if (strcmp(name, "gm_chain_step_tiled") == 0) return k_step_tiled(gx, gy, bx, params);
+	if (strcmp(name, "gm_mma_peak") == 0) return k_mma_peak(gx, gy, bx, params);
 	if (strcmp(name, "gm_fold_partial") == 0) return k_fold_partial(gx, gy, bx, params);
 	if (strcmp(name, "gm_fold_reduce") == 0) return k_fold_reduce(gx, gy, bx, params);
 	return CUDA_ERROR_INVALID_HANDLE;
