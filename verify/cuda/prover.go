@@ -209,7 +209,7 @@ func (pr *Prover) compute(ctx context.Context, dev *Device, seed [32]byte, p cha
 	}
 	x := challenge.Matrix{N: n, Data: make([]byte, n*n)}
 	err = dev.do(func(s *devState) (err error) {
-		// Three n×n buffers: the chain's two rows of ping-pong and B (Bᵀ
+		// Three n×n buffers: X_t and X_{t+1}, swapped each step, and B (Bᵀ
 		// for the tensor-core kernels, transposed on the device through
 		// the second ping-pong buffer).
 		var bufs [3]devPtr
