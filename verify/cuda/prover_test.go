@@ -107,7 +107,8 @@ func TestProverMatchesCPU(t *testing.T) {
 	}
 }
 
-// TestProverKernelChoice: the mma kernel refuses what it cannot run.
+// TestProverKernelChoice: the tensor-core kernels refuse what they cannot
+// run, and auto picks the simple kernel on a device without them.
 func TestProverKernelChoice(t *testing.T) {
 	ctx := context.Background()
 	for _, k := range []Kernel{KernelMMA, KernelTiled} {
