@@ -694,7 +694,7 @@ func TestPTXSimChain(t *testing.T) {
 	step := parseSimKernel(t, kStep)
 	mma := parseSimKernel(t, kStepMMA)
 	tiled := parseSimKernel(t, kStepTiled)
-	for _, n := range []int{128, 256} {
+	for _, n := range []int{128, 256, 384} {
 		x, b := randBytes(n*n, uint64(n)), randBytes(n*n, uint64(n)+1)
 		want := refStep(x, b, n)
 		mem := newSimMem()
