@@ -20,6 +20,8 @@ import (
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/audit"
 	"github.com/gpumesh/gpumesh/verify/challenge"
+	"github.com/gpumesh/gpumesh/verify/cuda"
+	"github.com/gpumesh/gpumesh/verify/inventory"
 	"github.com/gpumesh/gpumesh/verify/pb"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
@@ -44,9 +46,12 @@ func (n *Node) startAudit(ctx context.Context) error {
 		n.log.Warn("this node is a simulated impostor", "cheat", cheat.String())
 	}
 	if len(gpus) > 0 {
-		dev := n.gpuProver()
-		if dev == nil && !allSim {
-			n.log.Warn("renters will not lease these GPUs by default: no GPU prover; challenges of the real GPUs are refused with no-prover")
+		var dev audit.DeviceProver
+		if !allSim {
+			dev, n.verify.proverErr = n.gpuProver()
+			if n.verify.proverErr != nil {
+				n.log.Warn("renters will not lease these GPUs by default: no GPU prover; challenges of the real GPUs are refused with no-prover", "err", n.verify.proverErr)
+			}
 		}
 		audit.Serve(audit.ProverConfig{Host: n.net.Host, GPUs: gpus, Device: dev, Priority: n.challengePriority(),
 			Cheat: cheat, Now: n.now, Log: n.log})
@@ -59,10 +64,47 @@ func (n *Node) startAudit(ctx context.Context) error {
 	return nil
 }
 
-// gpuProver is the prover of the node's real GPUs: none yet (the CUDA
-// prover, package verify/cuda, plugs in here), so their challenges are
-// refused with no-prover; simulated GPUs are proven by the CPU.
-func (n *Node) gpuProver() audit.DeviceProver { return nil }
+// gpuProver opens the CUDA driver and returns the prover of the node's
+// real GPUs (package verify/cuda) on their devices, matched by UUID in the
+// node's order; the node closes the driver when it closes. Without one (no
+// driver, a driver too old, a device the driver does not show) the error
+// says why, and challenges of the real GPUs are refused with no-prover;
+// simulated GPUs are proven by the CPU either way.
+func (n *Node) gpuProver() (audit.DeviceProver, error) {
+	drv, err := cuda.Open(cuda.Options{Library: n.cudaLib, Logger: n.log.With("sub", "cuda")})
+	if err != nil {
+		return nil, fmt.Errorf("gpu prover: %w", err)
+	}
+	devs, err := devicesOf(n.gpus, drv.Devices())
+	if err != nil {
+		_ = drv.Close()
+		return nil, fmt.Errorf("gpu prover: %w", err)
+	}
+	n.verify.cuda = drv
+	n.log.Info("gpu prover ready: challenges of the real GPUs run on them", "devices", len(devs))
+	return cuda.NewProverOn(devs, cuda.ProverOptions{}), nil
+}
+
+// devicesOf is the CUDA device of each real GPU of gpus, in gpus' order,
+// matched by UUID; a real GPU the driver does not show is an error.
+func devicesOf(gpus []inventory.GPU, devs []*cuda.Device) ([]*cuda.Device, error) {
+	byUUID := make(map[string]*cuda.Device, len(devs))
+	for _, d := range devs {
+		byUUID[d.Info.UUID] = d
+	}
+	var out []*cuda.Device
+	for _, g := range gpus {
+		if g.Simulated {
+			continue
+		}
+		d, ok := byUUID[g.UUID]
+		if !ok {
+			return nil, fmt.Errorf("the CUDA driver shows no device %s (NVML's GPU %d); is CUDA_VISIBLE_DEVICES set for the node?", g.UUID, g.Index)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
 
 // challengePriority reports whether a challenger goes before strangers,
 // who share a tenth of the prover's time: the node's pre-trusted peers

@@ -3,13 +3,20 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/node/api"
+	"github.com/gpumesh/gpumesh/verify/audit"
+	"github.com/gpumesh/gpumesh/verify/cuda"
+	"github.com/gpumesh/gpumesh/verify/inventory"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
@@ -104,5 +111,72 @@ func TestChallengePriority(t *testing.T) {
 	}
 	if stranger, _ := peer.IDFromPrivateKey(k); prio(stranger) {
 		t.Error("a stranger goes before strangers")
+	}
+}
+
+// TestRealGPUsWithoutProver: a supplier whose GPUs are real (NVML) but
+// whose CUDA driver cannot be loaded refuses their challenges with
+// no-prover, which the challenger neither passes nor fails nor counts as
+// down, and its doctor says renters will not lease them.
+func TestRealGPUsWithoutProver(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	auditor := startNode(t, testConfig(t, filepath.Join(root, "a"), "none", "eu-west", nil))
+	sup := startNode(t, testConfig(t, filepath.Join(root, "s"), "none", "eu-west", bootstrapOf(auditor)),
+		WithDetector(inventory.NewNVML(dgxh100.New(), nil)), WithCUDALibrary(filepath.Join(root, "no-libcuda.so.1")))
+	if len(sup.GPUs()) != 8 || sup.GPUs()[0].Simulated {
+		t.Fatalf("supplier's GPUs: %+v, want 8 real ones", sup.GPUs())
+	}
+	waitAdvertised(t, sup)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := auditor.ChallengePeer(ctx, sup.ID(), "h100-sxm")
+	if err != nil {
+		t.Fatalf("challenge: %v (%+v)", err, rep)
+	}
+	if len(rep.Models) != 1 || rep.Models[0].Outcome != audit.OutcomeNoProver || rep.Attested || rep.Passed {
+		t.Fatalf("challenge of real GPUs without a prover: %+v", rep)
+	}
+	if s := auditor.verify.rep.Score(sup.ID()); s.Fails != 0 || s.Passes != 0 {
+		t.Errorf("a no-prover answer was scored: %+v", s)
+	}
+	doc := sup.Doctor(ctx)
+	c, ok := doc.Check(CheckProver)
+	if !ok || c.Status != api.StatusWarn || !strings.Contains(c.Detail, "renters will not lease these GPUs by default: no GPU prover") || !strings.Contains(c.Detail, "no-libcuda.so.1") {
+		t.Errorf("doctor's prover check: %+v", c)
+	}
+}
+
+func TestCheckProver(t *testing.T) {
+	real := []inventory.GPU{{Model: "h100-sxm"}, {Model: "h100-sxm"}}
+	sim := []inventory.GPU{{Model: "h100-sxm", Simulated: true}}
+	for _, tt := range []struct {
+		name          string
+		gpus          []inventory.GPU
+		err           error
+		uvm           bool
+		status, words string
+	}{
+		{"no gpus", nil, nil, false, api.StatusOK, "no GPUs to prove"},
+		{"simulated", sim, nil, false, api.StatusOK, "CPU prover"},
+		{"no prover", real, errors.New("cuda: no CUDA driver"), true, api.StatusWarn, "renters will not lease these GPUs by default: no GPU prover (cuda: no CUDA driver)"},
+		{"no uvm", real, nil, false, api.StatusWarn, "/dev/nvidia-uvm is missing"},
+		{"prover", real, nil, true, api.StatusOK, "CUDA prover on 2 GPUs"},
+	} {
+		c := checkProver(tt.gpus, tt.err, tt.uvm)
+		if c.Name != CheckProver || c.Status != tt.status || !strings.Contains(c.Detail, tt.words) {
+			t.Errorf("%s: %+v, want %s with %q", tt.name, c, tt.status, tt.words)
+		}
+	}
+}
+
+func TestDevicesOf(t *testing.T) {
+	devs := []*cuda.Device{{Info: cuda.DeviceInfo{Ordinal: 0, UUID: "GPU-b"}}, {Info: cuda.DeviceInfo{Ordinal: 1, UUID: "GPU-a"}}}
+	got, err := devicesOf([]inventory.GPU{{UUID: "GPU-a"}, {UUID: "GPU-sim-1", Simulated: true}, {UUID: "GPU-b"}}, devs)
+	if err != nil || len(got) != 2 || got[0] != devs[1] || got[1] != devs[0] {
+		t.Fatalf("devicesOf = %v, %v; want the devices of GPU-a then GPU-b", got, err)
+	}
+	if _, err := devicesOf([]inventory.GPU{{UUID: "GPU-c"}}, devs); err == nil || !strings.Contains(err.Error(), "GPU-c") {
+		t.Errorf("a GPU the driver does not show: %v", err)
 	}
 }

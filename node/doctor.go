@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify/cuda"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 )
 
@@ -36,6 +40,7 @@ const (
 	CheckAPIBind      = "api-bind"
 	CheckListen       = "listen"
 	CheckServices     = "services"
+	CheckProver       = "gpu-prover"
 )
 
 // Thresholds of the disk and clock checks.
@@ -68,6 +73,11 @@ type DoctorFacts struct {
 	// may serve ports).
 	RunsJobs  bool
 	JobNetErr error
+	// ProverErr is why the node's real GPUs have no GPU prover (nil: they
+	// have one, or there are none); UVM reports whether /dev/nvidia-uvm,
+	// which CUDA jobs need, exists.
+	ProverErr error
+	UVM       bool
 }
 
 // DiskSpace is the free space of the file system that holds a directory.
@@ -91,7 +101,34 @@ func EvaluateDoctor(f DoctorFacts) []api.Check {
 		checkAPIBind(f.APIAddr),
 		checkListen(f.Listen),
 		checkServices(f.RunsJobs, f.JobNetErr),
+		checkProver(f.GPUs, f.ProverErr, f.UVM),
 	}
+}
+
+// checkProver says whether the node's real GPUs can be proven: without a
+// GPU prover their challenges are refused with no-prover, so no trusted
+// challenger ever passes them, and renters, who lease from proven
+// suppliers by default, do not lease them.
+func checkProver(gpus []inventory.GPU, proverErr error, uvm bool) api.Check {
+	real := 0
+	for _, g := range gpus {
+		if !g.Simulated {
+			real++
+		}
+	}
+	switch {
+	case real == 0 && len(gpus) > 0:
+		return ok(CheckProver, "simulated GPUs only: the CPU prover answers their challenges")
+	case real == 0:
+		return ok(CheckProver, "no GPUs to prove")
+	case proverErr != nil:
+		return warn(CheckProver, "renters will not lease these GPUs by default: no GPU prover ("+proverErr.Error()+"); challenges of them are refused with no-prover",
+			"install the NVIDIA driver's CUDA library (libcuda.so.1; Debian: libcuda1 and libnvidia-ptxjitcompiler1), check it with make gpu-check, and restart the node")
+	case !uvm:
+		return warn(CheckProver, fmt.Sprintf("CUDA prover on %d %s, but /dev/nvidia-uvm is missing: renters' CUDA jobs will fail", real, plural(real, "GPU")),
+			"load the nvidia-uvm module (nvidia-modprobe -u -c=0) and restart the node")
+	}
+	return ok(CheckProver, fmt.Sprintf("CUDA prover on %d %s: challenges of them run on the devices", real, plural(real, "GPU")))
 }
 
 func ok(name, detail string) api.Check {
@@ -353,6 +390,8 @@ func (n *Node) Doctor(ctx context.Context) api.DoctorReport {
 
 		RunsJobs:  n.jobs.exec != nil,
 		JobNetErr: n.jobs.netErr,
+		ProverErr: n.verify.proverErr,
+		UVM:       fileExists("/dev/nvidia-uvm"),
 	}
 	for _, a := range n.net.Host.Network().ListenAddresses() {
 		// The relay transport "listens" on /p2p-circuit: no address
@@ -385,6 +424,7 @@ func OfflineDoctor(ctx context.Context, cfg Config, seed string, now time.Time) 
 			checkLocalClock(kernelClockSynced()),
 			checkDisk(cfg.DataDir, measureDisk(cfg.DataDir)),
 			checkAPIBind(cfg.API),
+			checkProver(gpus, offlineProver(gpus), fileExists("/dev/nvidia-uvm")),
 		},
 		Time: now.UTC(),
 	}
@@ -416,4 +456,24 @@ func kernelClockSynced() *bool {
 	}
 	synced := state != unix.TIME_ERROR && tx.Status&unix.STA_UNSYNC == 0
 	return &synced
+}
+
+// offlineProver is why the GPU prover could not serve gpus' real GPUs,
+// tried here without a node: the CUDA driver opened (its kernels
+// compiled) and closed again; nil when it opens or there are no real GPUs.
+func offlineProver(gpus []inventory.GPU) error {
+	if !slices.ContainsFunc(gpus, func(g inventory.GPU) bool { return !g.Simulated }) {
+		return nil
+	}
+	drv, err := cuda.Open(cuda.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	_, err = devicesOf(gpus, drv.Devices())
+	return errors.Join(err, drv.Close())
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

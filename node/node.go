@@ -42,6 +42,7 @@ type options struct {
 	clock    clock.Clock
 	detector inventory.Detector
 	store    store.Store
+	cudaLib  string
 }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -53,6 +54,10 @@ func WithClock(c clock.Clock) Option { return func(o *options) { o.clock = c } }
 
 // WithDetector replaces the GPU detector chosen by Config.GPUs.
 func WithDetector(d inventory.Detector) Option { return func(o *options) { o.detector = d } }
+
+// WithCUDALibrary sets the CUDA driver library the GPU prover of real
+// GPUs loads (default libcuda.so.1, see verify/cuda).
+func WithCUDALibrary(path string) Option { return func(o *options) { o.cudaLib = path } }
 
 // WithStore makes the node use s (e.g. an in-memory store) instead of
 // opening Badger in the data dir. The node closes it.
@@ -71,6 +76,7 @@ type Node struct {
 	hbs     *p2p.Heartbeats
 	gpus    []inventory.GPU
 	usage   inventory.UsageReader // samples the GPUs jobs lease, for receipts
+	cudaLib string                // the CUDA driver library (WithCUDALibrary)
 	reg     *prometheus.Registry
 	metrics *metrics.Metrics // the node's own, in reg
 	api     *http.Server
@@ -124,6 +130,7 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 		return nil, fmt.Errorf("node: detect gpus: %w", err)
 	}
 	n.usage = inventory.NewUsageReader(det)
+	n.cudaLib = o.cudaLib
 
 	n.store = o.store
 	if n.store == nil {
@@ -284,6 +291,9 @@ func (n *Node) Close() error {
 			errs = append(errs, n.net.Close())
 		}
 		n.wg.Wait()
+		if n.verify.cuda != nil {
+			errs = append(errs, n.verify.cuda.Close())
+		}
 		if n.store != nil {
 			errs = append(errs, n.store.Close())
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/audit"
+	"github.com/gpumesh/gpumesh/verify/cuda"
 	"github.com/gpumesh/gpumesh/verify/pb"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
@@ -20,6 +21,10 @@ type verifyParts struct {
 	rep  *reputation.Book
 	atts *p2p.Topic
 	chal *audit.Challenger
+	// cuda is the CUDA driver of the GPU prover of the node's real GPUs
+	// (nil when it has none); proverErr says why there is none.
+	cuda      *cuda.Driver
+	proverErr error
 
 	mu   sync.Mutex
 	last map[peer.ID]time.Time // when each supplier was last challenged

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/gpumesh/gpumesh/verify/audit"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 )
 
@@ -122,6 +123,44 @@ func TestMemBackendOutOfMemory(t *testing.T) {
 	_, err := NewMemBackend(context.Background(), d.Devices()[0], [32]byte{}, p)
 	if !errors.Is(err, ErrOutOfMemory) {
 		t.Fatalf("NewMemBackend of 320 KiB on 300 kB: %v, want ErrOutOfMemory", err)
+	}
+	checkNoLeak(t, d)
+}
+
+// The Prover is what a supplier's audit prover takes for real GPUs.
+var _ audit.DeviceProver = (*Prover)(nil)
+
+// TestProverMemory: Prover.Memory fills GPU g's buffers on the device
+// Commit places seed g on, and they answer as the CPU's do.
+func TestProverMemory(t *testing.T) {
+	ctx := context.Background()
+	d := openFake(t, Options{})
+	pr := NewProver(d, ProverOptions{})
+	seed := [32]byte{7}
+	p := challenge.MemParams{Buffers: 2, BufferBytes: 32 << 10, WindowBytes: 2 << 10, Rounds: 4, Checks: 2}
+	for g := range 3 {
+		b, err := pr.Memory(ctx, g, seed, p)
+		if err != nil {
+			t.Fatalf("Memory(%d): %v", g, err)
+		}
+		if mb := b.(*MemBackend); mb.dev != d.Devices()[g%len(d.Devices())] {
+			t.Errorf("gpu %d's buffers on device %d, want %d", g, mb.dev.Info.Ordinal, g%len(d.Devices()))
+		}
+		m, err := challenge.NewMemProverOn(b, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := m.Respond(ctx, [32]byte{1})
+		m.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := challenge.MemVerify(seed, p, [32]byte{1}, [32]byte{2}, got, 0, 0); err != nil {
+			t.Errorf("gpu %d: MemVerify: %v", g, err)
+		}
+	}
+	if _, err := pr.Memory(ctx, -1, seed, p); err == nil {
+		t.Error("Memory(-1): nil error")
 	}
 	checkNoLeak(t, d)
 }

@@ -160,6 +160,21 @@ func (pr *Prover) Commit(ctx context.Context, seeds [][32]byte, p challenge.Para
 	return roots, nil
 }
 
+// Memory fills the memory proof's buffers of size p for seed
+// (challenge.FillMemBuffer) in the memory of the device that Commit
+// places seed g on (device g mod the number of devices), for the g-th GPU
+// of a challenge. With Commit, Sweep and Open it makes the Prover the
+// audit.DeviceProver of a supplier's real GPUs.
+func (pr *Prover) Memory(ctx context.Context, g int, seed [32]byte, p challenge.MemParams) (challenge.MemBackend, error) {
+	if len(pr.devs) == 0 {
+		return nil, fmt.Errorf("cuda: memory proof: %w", ErrNoDevice)
+	}
+	if g < 0 {
+		return nil, fmt.Errorf("cuda: memory proof of gpu %d: %w", g, challenge.ErrMalformed)
+	}
+	return NewMemBackend(ctx, pr.devs[g%len(pr.devs)], seed, p)
+}
+
 // Sweep implements challenge.Prover (on the host, over the X_T the last
 // Commit copied back).
 func (pr *Prover) Sweep(ctx context.Context, gpu int, r []uint64) ([]uint64, error) {
