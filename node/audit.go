@@ -235,6 +235,10 @@ func (n *Node) ChallengePeer(ctx context.Context, id peer.ID, model string) (api
 func countChallenges(m *metrics.Audit, rep api.ChallengeReport, err error) {
 	for _, r := range rep.Models {
 		switch {
+		case r.Outcome == audit.OutcomeNoProver:
+			m.Challenge(metrics.NoProver)
+		case r.Outcome == audit.OutcomeVersion:
+			m.Challenge(metrics.Version)
 		case !r.Judged():
 		case r.Passed:
 			m.Challenge(metrics.Passed)

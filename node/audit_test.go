@@ -140,6 +140,9 @@ func TestRealGPUsWithoutProver(t *testing.T) {
 	if s := auditor.verify.rep.Score(sup.ID()); s.Fails != 0 || s.Passes != 0 {
 		t.Errorf("a no-prover answer was scored: %+v", s)
 	}
+	if got := gathered(t, auditor.reg)[key("gpumesh_challenges_total", "verdict", "no-prover")]; got != 1 {
+		t.Errorf(`gpumesh_challenges_total{verdict="no-prover"} = %v, want 1`, got)
+	}
 	doc := sup.Doctor(ctx)
 	c, ok := doc.Check(CheckProver)
 	if !ok || c.Status != api.StatusWarn || !strings.Contains(c.Detail, "renters will not lease these GPUs by default: no GPU prover") || !strings.Contains(c.Detail, "no-libcuda.so.1") {

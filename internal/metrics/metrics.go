@@ -274,10 +274,14 @@ const (
 	Unreachable Verdict = "unreachable" // the prover could not be reached
 	Busy        Verdict = "busy"        // the prover was busy with another challenge
 	Error       Verdict = "error"       // any other failure to challenge
+	// NoProver and Version judge nothing: the supplier's GPUs are real
+	// and it has no GPU prover, or it speaks only a retired protocol.
+	NoProver Verdict = "no-prover"
+	Version  Verdict = "version"
 )
 
 // Verdicts are all the verdicts.
-var Verdicts = []Verdict{Passed, Failed, Unreachable, Busy, Error}
+var Verdicts = []Verdict{Passed, Failed, Unreachable, Busy, Error, NoProver, Version}
 
 // Audit counts the challenges this node ran.
 type Audit struct {
