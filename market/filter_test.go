@@ -379,7 +379,7 @@ func TestFilterHardwareKeys(t *testing.T) {
 	l40s := Offer{Model: "l40s", PCIeGen: 4, PCIeWidth: 16, NVLinks: links(0), CUDAVersion: "12.4", MemBandwidthGBps: 864}
 	unknown := Offer{Model: "h100-sxm"}
 	for _, tc := range []struct {
-		filter                 string
+		filter                string
 		h100, l40s, unknownOK bool
 	}{
 		{"pcie>=5", true, false, false},
