@@ -222,7 +222,7 @@ func TestCheckServices(t *testing.T) {
 // TestEvaluateDoctorOrder: a report lists every check once, in order.
 func TestEvaluateDoctorOrder(t *testing.T) {
 	got := EvaluateDoctor(DoctorFacts{})
-	want := []string{CheckReachability, CheckObserved, CheckRelays, CheckPeers, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckListen, CheckServices}
+	want := []string{CheckReachability, CheckObserved, CheckRelays, CheckPeers, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckListen, CheckServices, CheckProver}
 	if len(got) != len(want) {
 		t.Fatalf("%d checks, want %d", len(got), len(want))
 	}
@@ -281,7 +281,7 @@ func TestOfflineDoctor(t *testing.T) {
 	if !rep.Failed() || rep.Reach != nil || !rep.Time.Equal(now) {
 		t.Fatalf("report %+v: want failed, without reach, at %s", rep, now)
 	}
-	names := []string{CheckNode, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind}
+	names := []string{CheckNode, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckProver}
 	if len(rep.Checks) != len(names) {
 		t.Fatalf("checks %+v, want %v", rep.Checks, names)
 	}
