@@ -30,6 +30,15 @@ func TestExplainNoMatch(t *testing.T) {
 		return &Quote{Quote: &pb.Quote{Model: model, Decline: string(d), PriceMicros: price, MinPriceMicros: min}, Supplier: s}
 	}
 	quotes := func(q ...*Quote) []*Quote { return q }
+	// realReq is req as Rent makes it when simulated GPUs are not allowed.
+	realReq := req
+	realReq.asked = req.Filter
+	realReq.Filter, realReq.realOnly = req.Filter.RealOnly(false)
+	simAsk := func(s peer.ID) *Ask {
+		a := ask(s, "h100-sxm", 1_000_000)
+		a.Simulated = true
+		return a
+	}
 	for _, tc := range []struct {
 		name  string
 		req   RentRequest
@@ -129,6 +138,20 @@ func TestExplainNoMatch(t *testing.T) {
 			req:   req,
 			facts: noMatchFacts{declines: quotes(quote(sa, "h100-sxm", DeclineMismatch, 0, 0), quote(sb, "h100-sxm", DeclineMismatch, 0, 0))},
 			want:  []string{"2 suppliers have h100-sxm; 2 fail other terms of the filter"},
+		},
+		{
+			name: "only simulated suppliers, one of which got the bid and declined it",
+			req:  realReq,
+			facts: noMatchFacts{asks: []*Ask{simAsk(sa), simAsk(sb)},
+				declines: quotes(quote(sa, "h100-sxm", DeclineMismatch, 0, 0))},
+			want: []string{"no supplier has real h100-sxm GPUs: 2 offer only simulated ones, left out by default (add simulated=true to the filter, or --allow-simulated, to rent simulated GPUs)"},
+		},
+		{
+			name: "a real supplier beside a simulated one",
+			req:  realReq,
+			facts: noMatchFacts{asks: []*Ask{simAsk(sa), ask(sc, "h100-sxm", 1_000_000)},
+				declines: quotes(quote(sc, "h100-sxm", DeclineBusy, 0, 0))},
+			want: []string{"1 supplier has h100-sxm; 1 more offers only simulated GPUs, left out by default (simulated=true or --allow-simulated to rent them); 1 is fully booked (fewer than 2 free)"},
 		},
 		{
 			name: "proposal refused",

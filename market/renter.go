@@ -902,10 +902,16 @@ func viewByModel(filter Filter, relaxed *Filter, f noMatchFacts) map[string]*mod
 		}
 		return v
 	}
+	type supplierModel struct {
+		s peer.ID
+		m string
+	}
+	simAsk := map[supplierModel]bool{} // asks left out only for being simulated
 	for _, a := range f.asks {
 		if !askMatches(filter, a) {
 			if relaxed != nil && a.Simulated && askMatches(*relaxed, a) {
 				get(a.Model).simulated[a.Supplier] = true
+				simAsk[supplierModel{a.Supplier, a.Model}] = true
 			}
 			continue
 		}
@@ -921,6 +927,12 @@ func viewByModel(filter Filter, relaxed *Filter, f noMatchFacts) map[string]*mod
 		return v
 	}
 	for _, q := range f.declines {
+		// A supplier of simulated GPUs that got the bid anyway (it was
+		// connected) declines simulated=false as a mismatch: it is left
+		// out for being simulated, not for other terms.
+		if Decline(q.Decline) == DeclineMismatch && simAsk[supplierModel{q.Supplier, q.Model}] {
+			continue
+		}
 		answer(q).decline(q)
 	}
 	for _, q := range f.offers {
