@@ -75,24 +75,15 @@ func (c *CPUProver) Commit(ctx context.Context, seeds [][32]byte, p Params) ([][
 	if len(seeds) < 1 || len(seeds) > MaxGPUs {
 		return nil, fmt.Errorf("challenge: commit: %d gpus, want 1 to %d: %w", len(seeds), MaxGPUs, ErrMalformed)
 	}
-	results := make([]*gpuResult, len(seeds))
-	roots := make([][32]byte, len(seeds))
+	xs := make([]Matrix, len(seeds))
 	for g, seed := range seeds {
 		x, err := c.compute(ctx, seed, p)
 		if err != nil {
 			return nil, fmt.Errorf("challenge: commit gpu %d: %w", g, err)
 		}
-		tree, err := buildTree(ctx, x, c.workers)
-		if err != nil {
-			return nil, fmt.Errorf("challenge: commit gpu %d: merkle tree: %w", g, err)
-		}
-		results[g] = &gpuResult{p: p, x: x, tree: tree}
-		roots[g] = tree.Root()
+		xs[g] = x
 	}
-	c.mu.Lock()
-	c.gpus = results
-	c.mu.Unlock()
-	return roots, nil
+	return c.CommitComputed(ctx, xs, p)
 }
 
 // compute returns X_T for seed. A cheating prover leaves the skip
