@@ -46,14 +46,14 @@ func (n *Node) startAudit(ctx context.Context) error {
 		n.log.Warn("this node is a simulated impostor", "cheat", cheat.String())
 	}
 	if len(gpus) > 0 {
-		var dev audit.DeviceProver
+		var devices func([]audit.GPU) (audit.DeviceProver, error)
 		if !allSim {
-			dev, n.verify.proverErr = n.gpuProver()
+			devices, n.verify.proverErr = n.gpuProver()
 			if n.verify.proverErr != nil {
 				n.log.Warn("renters will not lease these GPUs by default: no GPU prover; challenges of the real GPUs are refused with no-prover", "err", n.verify.proverErr)
 			}
 		}
-		audit.Serve(audit.ProverConfig{Host: n.net.Host, GPUs: gpus, Device: dev, Priority: n.challengePriority(),
+		audit.Serve(audit.ProverConfig{Host: n.net.Host, GPUs: gpus, Devices: devices, Priority: n.challengePriority(),
 			Cheat: cheat, Now: n.now, Log: n.log})
 	}
 	n.verify.chal = audit.NewChallenger(n.net.Host, 0, n.log)
@@ -64,25 +64,50 @@ func (n *Node) startAudit(ctx context.Context) error {
 	return nil
 }
 
-// gpuProver opens the CUDA driver and returns the prover of the node's
-// real GPUs (package verify/cuda) on their devices, matched by UUID in the
-// node's order; the node closes the driver when it closes. Without one (no
-// driver, a driver too old, a device the driver does not show) the error
-// says why, and challenges of the real GPUs are refused with no-prover;
-// simulated GPUs are proven by the CPU either way.
-func (n *Node) gpuProver() (audit.DeviceProver, error) {
+// gpuProver opens the CUDA driver, checks that it shows every real GPU
+// of the node (matched by UUID), and returns audit.ProverConfig.Devices:
+// each challenge gets a prover (package verify/cuda) on exactly the
+// devices of the GPUs it names, in its order, so that a challenge of one
+// model never runs on another model's devices. The node closes the driver
+// when it closes. Without one (no driver, a driver too old, a device the
+// driver does not show) the error says why, and challenges of the real
+// GPUs are refused with no-prover; simulated GPUs are proven by the CPU
+// either way.
+func (n *Node) gpuProver() (func([]audit.GPU) (audit.DeviceProver, error), error) {
 	drv, err := cuda.Open(cuda.Options{Library: n.cudaLib, Logger: n.log.With("sub", "cuda")})
 	if err != nil {
 		return nil, fmt.Errorf("gpu prover: %w", err)
 	}
-	devs, err := devicesOf(n.gpus, drv.Devices())
+	all := drv.Devices()
+	devs, err := devicesOf(n.gpus, all)
 	if err != nil {
 		_ = drv.Close()
 		return nil, fmt.Errorf("gpu prover: %w", err)
 	}
 	n.verify.cuda = drv
 	n.log.Info("gpu prover ready: challenges of the real GPUs run on them", "devices", len(devs))
-	return cuda.NewProverOn(devs, cuda.ProverOptions{}), nil
+	return func(gpus []audit.GPU) (audit.DeviceProver, error) { return proverOn(gpus, all) }, nil
+}
+
+// proverOn is the CUDA prover of exactly gpus, on their devices among
+// devs (devicesFor).
+func proverOn(gpus []audit.GPU, devs []*cuda.Device) (audit.DeviceProver, error) {
+	on, err := devicesFor(gpus, devs)
+	if err != nil {
+		return nil, err
+	}
+	return cuda.NewProverOn(on, cuda.ProverOptions{}), nil
+}
+
+// devicesFor is the CUDA device of each of gpus, the real GPUs a
+// challenge names, matched by UUID, in gpus' order: seed g of the
+// challenge runs on gpus[g]'s device and on no other.
+func devicesFor(gpus []audit.GPU, devs []*cuda.Device) ([]*cuda.Device, error) {
+	inv := make([]inventory.GPU, len(gpus))
+	for i, g := range gpus {
+		inv[i] = inventory.GPU{UUID: g.UUID, Model: g.Model, Index: i}
+	}
+	return devicesOf(inv, devs)
 }
 
 // devicesOf is the CUDA device of each real GPU of gpus, in gpus' order,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -180,6 +181,26 @@ func TestDevicesOf(t *testing.T) {
 		t.Fatalf("devicesOf = %v, %v; want the devices of GPU-a then GPU-b", got, err)
 	}
 	if _, err := devicesOf([]inventory.GPU{{UUID: "GPU-c"}}, devs); err == nil || !strings.Contains(err.Error(), "GPU-c") {
+		t.Errorf("a GPU the driver does not show: %v", err)
+	}
+}
+
+// TestDevicesFor: on a supplier with A100s then H100s, a challenge of its
+// H100s gets the devices of exactly those, in the order it names them,
+// not the first devices of the node.
+func TestDevicesFor(t *testing.T) {
+	var devs []*cuda.Device
+	var gpus []audit.GPU
+	for i, m := range []string{"a100-80gb", "a100-80gb", "a100-80gb", "a100-80gb", "h100-sxm", "h100-sxm"} {
+		uuid := fmt.Sprintf("GPU-%d", i)
+		devs = append(devs, &cuda.Device{Info: cuda.DeviceInfo{Ordinal: i, UUID: uuid}})
+		gpus = append(gpus, audit.GPU{UUID: uuid, Model: m})
+	}
+	got, err := devicesFor([]audit.GPU{gpus[5], gpus[4]}, devs)
+	if err != nil || len(got) != 2 || got[0] != devs[5] || got[1] != devs[4] {
+		t.Fatalf("devicesFor(the H100s) = %v, %v; want devices 5 then 4", got, err)
+	}
+	if _, err := devicesFor([]audit.GPU{{UUID: "GPU-x", Model: "h100-sxm"}}, devs); err == nil || !strings.Contains(err.Error(), "GPU-x") {
 		t.Errorf("a GPU the driver does not show: %v", err)
 	}
 }

@@ -205,7 +205,7 @@ func TestWorkEndsWithTheStream(t *testing.T) {
 	ph, ch := newHost(t), newHost(t)
 	dev := &blockingDevice{started: make(chan struct{}), stopped: make(chan struct{})}
 	gpus := []GPU{{UUID: "GPU-real-a", Model: "h100-sxm"}}
-	Serve(ProverConfig{Host: ph, GPUs: gpus, Device: dev, Log: quiet()})
+	Serve(ProverConfig{Host: ph, GPUs: gpus, Devices: func([]GPU) (DeviceProver, error) { return dev, nil }, Log: quiet()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {

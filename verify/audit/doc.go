@@ -35,7 +35,8 @@
 // caller.
 //
 // The prover answers simulated GPUs with the CPU prover and real ones
-// with a DeviceProver (package verify/cuda); without one it refuses a
+// with a DeviceProver (package verify/cuda) made, per challenge, for
+// exactly the GPUs it names, on their own devices; without one it refuses a
 // challenge of real GPUs at once with the code "no-prover", which the
 // challenger records as OutcomeNoProver: neither a failure nor down. It
 // refuses sizes other than those its own profile implies, and, as "busy"

@@ -31,8 +31,9 @@ type GPU struct {
 }
 
 // DeviceProver proves real GPUs on the devices themselves (package
-// verify/cuda): the matrix chain, whose Commit places seed g on its own
-// device, and the memory proof's buffers in device memory.
+// verify/cuda): the matrix chain, whose Commit places seed g on the
+// device of the g-th GPU it was made for (ProverConfig.Devices), and the
+// memory proof's buffers in device memory.
 type DeviceProver interface {
 	challenge.Prover
 	// Memory fills, for the g-th GPU of the last Commit (on the device
@@ -45,11 +46,16 @@ type DeviceProver interface {
 type ProverConfig struct {
 	Host host.Host
 	GPUs []GPU
-	// Device proves the real GPUs among GPUs. Nil means there is no GPU
-	// prover: a challenge of real GPUs is refused at once with
+	// Devices returns the prover of exactly gpus, real GPUs of one model
+	// among GPUs, in the order the challenge names them: seed g on the
+	// device of gpus[g], and nothing on any other device (a supplier with
+	// A100s and H100s proves its H100s on the H100s). It is called once
+	// per challenge admitted, and its prover serves the whole challenge.
+	// An error refuses the challenge with CodeNoProver. Nil means there
+	// is no GPU prover: a challenge of real GPUs is refused at once with
 	// CodeNoProver, never answered by the CPU, which no real deadline
 	// allows. Simulated GPUs are always proven by the CPU prover.
-	Device DeviceProver
+	Devices func(gpus []GPU) (DeviceProver, error)
 	// Priority reports whether a challenger goes first: a trusted peer,
 	// or a renter about to lease. Others are strangers, who share at most
 	// StrangerShare of the prover's time over any StrangerWindow. Nil:
@@ -201,7 +207,7 @@ func (p *Prover) admit(from peer.ID) (func(), *refusal) {
 // realWithoutProver reports whether model's GPUs here are real (any of
 // them) and no GPU prover answers for them.
 func (p *Prover) realWithoutProver(model string) bool {
-	if p.cfg.Device != nil {
+	if p.cfg.Devices != nil {
 		return false
 	}
 	for _, g := range p.cfg.GPUs {
@@ -218,6 +224,7 @@ type sizes struct {
 	params    challenge.Params
 	mem       challenge.MemParams
 	simulated bool
+	gpus      []GPU // the GPUs the request names, in its order
 }
 
 // expect checks a request against the prover's own GPUs and profile and
@@ -225,10 +232,12 @@ type sizes struct {
 func (p *Prover) expect(req *pb.ChallengeRequest) (sizes, error) {
 	var uuids []string
 	simulated := true
+	byUUID := map[string]GPU{}
 	for _, g := range p.cfg.GPUs {
 		if g.Model == req.Model {
 			uuids = append(uuids, g.UUID)
 			simulated = simulated && g.Simulated
+			byUUID[g.UUID] = g
 		}
 	}
 	prof, ok := catalog.Lookup(req.Model)
@@ -244,6 +253,9 @@ func (p *Prover) expect(req *pb.ChallengeRequest) (sizes, error) {
 	}
 	params, mem := Sizes(prof, simulated, p.cfg.Scale)
 	sz := sizes{params: params, mem: mem, simulated: simulated}
+	for _, u := range req.GpuUuids {
+		sz.gpus = append(sz.gpus, byUUID[u])
+	}
 	if int(req.N) != params.N || int(req.T) != params.T || int(req.K) != params.K {
 		return sz, fmt.Errorf("sizes n=%d T=%d k=%d, want n=%d T=%d k=%d", req.N, req.T, req.K, params.N, params.T, params.K)
 	}
@@ -294,9 +306,13 @@ func (p *Prover) handle(s network.Stream) error {
 	defer cancel()
 	ws := watch(s, cancel)
 	defer ws.stop()
-	prover := p.prover
+	var prover challenge.Prover = p.prover
+	var dev DeviceProver
 	if !sz.simulated {
-		prover = p.cfg.Device
+		if dev, err = p.cfg.Devices(sz.gpus); err != nil {
+			return p2p.WriteMsg(s, &pb.Commit{Refused: fmt.Sprintf("no GPU prover for the %s GPUs named: %v", req.Model, err), Code: CodeNoProver})
+		}
+		prover = dev
 	}
 	gpus := len(req.Seeds)
 	if err := p.commit(ctx, ws, prover, req.Seeds, sz.params); err != nil {
@@ -308,7 +324,7 @@ func (p *Prover) handle(s network.Stream) error {
 	if err := p.open(ctx, ws, prover, gpus, sz.params); err != nil {
 		return err
 	}
-	return p.memory(ctx, ws, gpus, sz, release)
+	return p.memory(ctx, ws, dev, gpus, sz, release)
 }
 
 // noProverRefusal is the refusal of a challenge of real GPUs without a
@@ -389,9 +405,10 @@ func (p *Prover) open(ctx context.Context, s network.Stream, prover challenge.Pr
 // the challenger's clock), the digests after. A challenger whose clock
 // ran past its deadline may ask again with a fresh sigma0, up to
 // MemAttempts requests in all; the challenge is over when it closes the
-// stream, or sends nothing within memRetryWait. release lets the next
-// challenge start once this one is over.
-func (p *Prover) memory(ctx context.Context, s network.Stream, gpus int, sz sizes, release func()) error {
+// stream, or sends nothing within memRetryWait. dev fills real GPUs'
+// memory (nil for simulated ones). release lets the next challenge start
+// once this one is over.
+func (p *Prover) memory(ctx context.Context, s network.Stream, dev DeviceProver, gpus int, sz sizes, release func()) error {
 	step(s)
 	var prep pb.MemPrepare
 	if err := p2p.ReadMsg(s, maxSmallMsg, &prep); err != nil {
@@ -404,7 +421,7 @@ func (p *Prover) memory(ctx context.Context, s network.Stream, gpus int, sz size
 		}
 	}()
 	for g := range gpus {
-		m, err := p.memProver(ctx, g, MemSeed(seed32(prep.Seed), g), sz)
+		m, err := p.memProver(ctx, dev, g, MemSeed(seed32(prep.Seed), g), sz)
 		if err != nil {
 			return p2p.WriteMsg(s, &pb.MemReady{Refused: err.Error()})
 		}
@@ -446,12 +463,12 @@ func (p *Prover) memory(ctx context.Context, s network.Stream, gpus int, sz size
 }
 
 // memProver fills GPU g's memory for seed: in host memory for simulated
-// GPUs, on the device for real ones.
-func (p *Prover) memProver(ctx context.Context, g int, seed [32]byte, sz sizes) (*challenge.MemProver, error) {
+// GPUs, on dev's device for real ones.
+func (p *Prover) memProver(ctx context.Context, dev DeviceProver, g int, seed [32]byte, sz sizes) (*challenge.MemProver, error) {
 	if sz.simulated {
 		return challenge.NewMemProver(ctx, seed, sz.mem, p.cfg.Cheat.MemKept())
 	}
-	b, err := p.cfg.Device.Memory(ctx, g, seed, sz.mem)
+	b, err := dev.Memory(ctx, g, seed, sz.mem)
 	if err != nil {
 		return nil, err
 	}
