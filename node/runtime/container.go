@@ -103,7 +103,7 @@ func (c *containerRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 		return nil, fmt.Errorf("%s: client dir: %w", prefix, err)
 	}
 	envFile := filepath.Join(dir, "env")
-	if err := os.WriteFile(envFile, []byte(strings.Join(containerEnv(s), "\n")+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(envFile, []byte(strings.Join(containerEnv(c.name, c.gpuMode, s), "\n")+"\n"), 0o600); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%s: env file: %w", prefix, err)
 	}
@@ -179,11 +179,23 @@ func containerName(s Spec) string {
 	return fmt.Sprintf("gpumesh-%s-%d", strings.ToLower(s.JobID), s.Attempt)
 }
 
-// containerEnv is the job's environment in the container. The image's
-// PATH stays unless the renter sets one. CUDA_VISIBLE_DEVICES is set to
-// GPU UUIDs (which mean the same inside); plain indices are left to the
+// containerEnv is the job's environment in the container, for the
+// engine runtime ("docker", "podman") in GPU mode mode. The image's PATH
+// stays unless the renter sets one. CUDA_VISIBLE_DEVICES is set to GPU
+// UUIDs (which mean the same inside); plain indices are left to the
 // container, which renumbers its GPUs from 0.
-func containerEnv(s Spec) []string {
+//
+// The NVIDIA container toolkit gives a container the GPUs its
+// environment names, the image's ENV included (every nvidia/cuda image
+// has NVIDIA_VISIBLE_DEVICES=all), wherever the toolkit runs: as docker's
+// default runtime, or as a hook. So the env file always sets
+// NVIDIA_VISIBLE_DEVICES, over the image's: to the devices of docker's
+// --gpus (which appends the same value to the container's environment
+// itself), else "void", which the toolkit takes as no GPU at all: podman's
+// GPUs come by CDI, whose NVIDIA spec (nvidia-ctk cdi generate) also sets
+// "void", and GPUMode "devices" gives them by --device. It also empties
+// toolkitDeviceEnv.
+func containerEnv(runtime, mode string, s Spec) []string {
 	fixed := [][2]string{{"HOME", containerWork}}
 	switch {
 	case len(s.GPUs) == 0:
@@ -191,11 +203,32 @@ func containerEnv(s Spec) []string {
 	case allUUIDs(s.GPUs):
 		fixed = append(fixed, [2]string{"CUDA_VISIBLE_DEVICES", strings.Join(s.GPUs, ",")})
 	}
+	visible := "void"
+	if devices := toolkitDevices(mode, s); runtime == "docker" && len(devices) > 0 {
+		visible = strings.Join(devices, ",")
+	}
+	fixed = append(fixed, [2]string{nvidiaVisibleDevices, visible})
+	for _, k := range toolkitDeviceEnv {
+		fixed = append(fixed, [2]string{k, ""})
+	}
 	fixed = append(fixed,
 		[2]string{"CHECKPOINT_DIR", containerCheckpoint},
 		[2]string{"JOB_ATTEMPT", strconv.Itoa(s.Attempt)},
 		[2]string{"GPUMESH_JOB_ID", s.JobID})
 	return jobEnv([][2]string{{"TMPDIR", containerWork + "/tmp"}}, s.Env, fixed)
+}
+
+// nvidiaVisibleDevices is the variable by which the NVIDIA container
+// toolkit picks a container's GPUs.
+const nvidiaVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
+
+// toolkitDeviceEnv are the NVIDIA container toolkit's other variables
+// that add device nodes to a container (MIG configuration and monitoring,
+// IMEX channels, GPUDirect Storage, MOFED, NVSwitch, GDRCopy): the node
+// sets each empty, which the toolkit takes as none.
+var toolkitDeviceEnv = []string{
+	"NVIDIA_MIG_CONFIG_DEVICES", "NVIDIA_MIG_MONITOR_DEVICES", "NVIDIA_IMEX_CHANNELS",
+	"NVIDIA_GDS", "NVIDIA_MOFED", "NVIDIA_NVSWITCH", "NVIDIA_GDRCOPY",
 }
 
 func allUUIDs(gpus []string) bool {
@@ -256,7 +289,7 @@ func gpuArgs(runtime, mode, devDir string, s Spec) []string {
 	if mode == GPUModeDevices {
 		return deviceArgs(s, devDir)
 	}
-	devices := slices.DeleteFunc(slices.Clone(s.GPUs), simulatedGPU)
+	devices := toolkitDevices(mode, s)
 	if len(devices) == 0 {
 		return nil
 	}
@@ -269,6 +302,16 @@ func gpuArgs(runtime, mode, devDir string, s Spec) []string {
 	}
 	// The value is CSV: quote it so the commas stay inside.
 	return append(a, "--gpus", `"device=`+strings.Join(devices, ",")+`"`)
+}
+
+// toolkitDevices are the GPUs of s that the NVIDIA container toolkit
+// gives the container in GPU mode mode: none in GPUModeDevices, else
+// every GPU that is not simulated.
+func toolkitDevices(mode string, s Spec) []string {
+	if mode == GPUModeDevices {
+		return nil
+	}
+	return slices.DeleteFunc(slices.Clone(s.GPUs), simulatedGPU)
 }
 
 // simulatedGPU reports whether uuid names a simulated GPU (the

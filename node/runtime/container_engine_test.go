@@ -3,6 +3,7 @@
 package runtime_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -78,6 +79,45 @@ func TestContainerRuntimes(t *testing.T) {
 			}
 			if res := p.Result(); res.ExitCode == 0 {
 				t.Errorf("stopped container: result %+v, want a failure", res)
+			}
+		})
+	}
+}
+
+// TestContainerNvidiaEnv runs, in docker and podman, an image whose ENV
+// asks the NVIDIA container toolkit for every GPU (as every nvidia/cuda
+// image does) and for NVSwitch nodes: inside, NVIDIA_VISIBLE_DEVICES is
+// what the node set ("void" for a job without GPUs) and the others are
+// empty. A job that sets one itself is refused before anything runs.
+func TestContainerNvidiaEnv(t *testing.T) {
+	for _, name := range []string{"docker", "podman"} {
+		t.Run(name, func(t *testing.T) {
+			image := runtimetest.ImageWithEnv(t, name, runtimetest.Engine(t, name), "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_NVSWITCH=enabled")
+			rt, err := runtime.New(name, runtime.Options{Log: testLogger(t)})
+			if err != nil {
+				t.Fatalf("New(%q): %v", name, err)
+			}
+			var out syncBuffer
+			s := spec(t, &out, "env")
+			s.Image = image
+			res := runJob(t, rt, s)
+			if res.ExitCode != 0 {
+				t.Fatalf("result %+v: %s", res, out.String())
+			}
+			env := envOf(out.String())
+			for k, want := range map[string]string{"NVIDIA_VISIBLE_DEVICES": "void", "NVIDIA_NVSWITCH": "", "CUDA_VISIBLE_DEVICES": ""} {
+				if got, ok := env[k]; !ok || got != want {
+					t.Errorf("%s = %q (set %v) in the container, want %q, which the node set over the image's", k, got, ok, want)
+				}
+			}
+			s = spec(t, &out, "env")
+			s.Image = image
+			s.Env = []string{"NVIDIA_VISIBLE_DEVICES=all"}
+			if p, err := rt.Start(context.Background(), s); !errors.Is(err, runtime.ErrInvalidSpec) {
+				if err == nil {
+					p.Stop(0)
+				}
+				t.Errorf("Start with NVIDIA_VISIBLE_DEVICES in the job's env = %v, want ErrInvalidSpec", err)
 			}
 		})
 	}

@@ -59,19 +59,59 @@ func TestContainerArgs(t *testing.T) {
 
 func TestContainerEnv(t *testing.T) {
 	s := Spec{JobID: "ab", Attempt: 3, Env: []string{"PATH=/opt/bin", "CHECKPOINT_DIR=/evil", "A=1"}}
-	got := containerEnv(s)
+	got := containerEnv("docker", GPUModeToolkit, s)
 	want := []string{"TMPDIR=/work/tmp", "PATH=/opt/bin", "CHECKPOINT_DIR=/checkpoint", "A=1", "HOME=/work",
-		"CUDA_VISIBLE_DEVICES=", "JOB_ATTEMPT=3", "GPUMESH_JOB_ID=ab"}
+		"CUDA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=void",
+		"NVIDIA_MIG_CONFIG_DEVICES=", "NVIDIA_MIG_MONITOR_DEVICES=", "NVIDIA_IMEX_CHANNELS=",
+		"NVIDIA_GDS=", "NVIDIA_MOFED=", "NVIDIA_NVSWITCH=", "NVIDIA_GDRCOPY=",
+		"JOB_ATTEMPT=3", "GPUMESH_JOB_ID=ab"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("env:\n got %q\nwant %q", got, want)
 	}
 	s.GPUs = []string{"GPU-x"}
-	if env := strings.Join(containerEnv(s), " "); !strings.Contains(env, "CUDA_VISIBLE_DEVICES=GPU-x") {
+	if env := strings.Join(containerEnv("docker", GPUModeToolkit, s), " "); !strings.Contains(env, "CUDA_VISIBLE_DEVICES=GPU-x") {
 		t.Errorf("env %s: want the GPU UUID", env)
 	}
 	s.GPUs = []string{"0"}
-	if env := strings.Join(containerEnv(s), " "); strings.Contains(env, "CUDA_VISIBLE_DEVICES") {
+	if env := strings.Join(containerEnv("docker", GPUModeToolkit, s), " "); strings.Contains(env, "CUDA_VISIBLE_DEVICES") {
 		t.Errorf("env %s: a host index means nothing in the container", env)
+	}
+}
+
+// TestContainerNvidiaVisibleDevices: the env file always sets
+// NVIDIA_VISIBLE_DEVICES, so that neither the image's ENV nor anything
+// else makes the NVIDIA toolkit give the container GPUs it did not
+// lease: docker's --gpus devices in toolkit mode, "void" otherwise.
+func TestContainerNvidiaVisibleDevices(t *testing.T) {
+	for _, c := range []struct {
+		runtime, mode string
+		gpus          []string
+		want          string
+	}{
+		{"docker", GPUModeToolkit, []string{"GPU-a", "GPU-b"}, "GPU-a,GPU-b"},
+		{"docker", GPUModeToolkit, []string{"GPU-sim-0011223344556677", "GPU-a"}, "GPU-a"},
+		{"docker", GPUModeToolkit, []string{"GPU-sim-0011223344556677"}, "void"},
+		{"docker", GPUModeToolkit, nil, "void"},
+		{"docker", GPUModeDevices, []string{"GPU-a"}, "void"},
+		{"podman", GPUModeToolkit, []string{"GPU-a"}, "void"}, // CDI, whose spec sets void too
+		{"podman", GPUModeToolkit, nil, "void"},
+		{"podman", GPUModeDevices, []string{"GPU-a"}, "void"},
+	} {
+		s := Spec{JobID: "ab", GPUs: c.gpus}
+		env := containerEnv(c.runtime, c.mode, s)
+		var got []string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "NVIDIA_VISIBLE_DEVICES="); ok {
+				got = append(got, v)
+			}
+		}
+		if len(got) != 1 || got[0] != c.want {
+			t.Errorf("%s %s gpus %q: NVIDIA_VISIBLE_DEVICES %q, want %q once", c.runtime, c.mode, c.gpus, got, c.want)
+		}
+		// docker's --gpus names the same devices as the env file.
+		if args := strings.Join(gpuArgs(c.runtime, c.mode, t.TempDir(), s), " "); c.want != "void" && args != `--gpus "device=`+c.want+`"` {
+			t.Errorf("%s %s gpus %q: gpu args %q, want the devices of NVIDIA_VISIBLE_DEVICES", c.runtime, c.mode, c.gpus, args)
+		}
 	}
 }
 

@@ -194,7 +194,6 @@ echo x >/dev/null && echo NULL-OK
 			s.JobID = randomJobID()
 			s.GPUs = []string{"GPU-00000000-0000-0000-0000-000000000002"}
 			s.GPUDevices = []string{filepath.Join(gpus, "nvidia2")}
-			s.Env = []string{"CUDA_VISIBLE_DEVICES=0,1,2,3"}
 			res := runJob(t, rt, s)
 			got := out.String()
 			t.Logf("job output:\n%s", got)

@@ -61,7 +61,14 @@
 // replace PATH, LANG and TMPDIR), then HOME again, CUDA_VISIBLE_DEVICES
 // (the GPUs, comma-joined; "" for none), CHECKPOINT_DIR, JOB_ATTEMPT and
 // GPUMESH_JOB_ID, which the renter cannot change. Nothing of the node's
-// environment reaches the job.
+// environment reaches the job. The GPU variables are the node's in every
+// runtime: Start refuses (ErrInvalidSpec) an Env that sets
+// CUDA_VISIBLE_DEVICES (the job's command may still narrow it) or an
+// NVIDIA_* variable, which the NVIDIA container toolkit reads to choose a
+// container's GPUs and device nodes (see Containers), but for three that
+// add no device: NVIDIA_DRIVER_CAPABILITIES (a comma list of all,
+// compute, compat32, display, graphics, ngx, utility and video),
+// NVIDIA_REQUIRE_* and NVIDIA_DISABLE_REQUIRE.
 //
 // The job's stdout and stderr go through pipes to Spec.Stdout and
 // Spec.Stderr (one pipe when they are the same writer, so the order
@@ -283,7 +290,25 @@
 // as the process runtime puts them, RunAs as --user. Either way the
 // engine gives the container a /dev of its own holding only those GPUs
 // and a device cgroup that lets it open only its own nodes. The environment goes through an env file readable by the node
-// only, not through argv. The Process is the client:
+// only, not through argv.
+//
+// The NVIDIA toolkit gives a container the GPUs that NVIDIA_VISIBLE_DEVICES
+// names in its environment, the image's ENV included (every nvidia/cuda
+// image has NVIDIA_VISIBLE_DEVICES=all), wherever the toolkit runs: as
+// docker's default runtime ("nvidia"), or as a hook of either engine. So
+// the env file always sets it, over the image's: in GPUMode "toolkit" on
+// docker, to the GPUs of --gpus (for which docker itself appends the same
+// NVIDIA_VISIBLE_DEVICES to the container's environment); everywhere else
+// to "void", which the toolkit takes as no GPU at all: a job without real
+// GPUs, podman (its GPUs come by CDI, whose NVIDIA spec, from nvidia-ctk
+// cdi generate, sets "void" too) and GPUMode "devices" (its --device
+// flags). The toolkit's variables that add other nodes
+// (NVIDIA_MIG_CONFIG_DEVICES, NVIDIA_MIG_MONITOR_DEVICES,
+// NVIDIA_IMEX_CHANNELS, NVIDIA_GDS, NVIDIA_MOFED, NVIDIA_NVSWITCH,
+// NVIDIA_GDRCOPY) are set empty, which it takes as none; the renter may
+// set none of them (see the job's environment above).
+//
+// The Process is the client:
 // Pause and Resume are "pause"/"unpause", Stop is "stop -t grace" then
 // "kill"; CPU time and memory in the Result are the client's. Hide does
 // not apply (the container sees only its image and the two volumes). New

@@ -223,7 +223,7 @@ func TestEnvironment(t *testing.T) {
 			s := spec(t, &out, "env")
 			s.GPUs = tc.gpus
 			s.Env = []string{"FOO=bar=baz", "LANG=de_DE.UTF-8", "CHECKPOINT_DIR=/evil", "HOME=/evil", "JOB_ATTEMPT=99",
-				"GPUMESH_JOB_ID=evil", "CUDA_VISIBLE_DEVICES=7", "EMPTY="}
+				"GPUMESH_JOB_ID=evil", "EMPTY="}
 			res := runJob(t, rt, s)
 			if res.ExitCode != 0 {
 				t.Fatalf("result = %+v, output %q", res, out.String())

@@ -54,7 +54,11 @@ type Spec struct {
 	JobID   string   // hex id, used in names (cgroup, container)
 	Attempt int      // 1, 2, ... exported as JOB_ATTEMPT
 	Argv    []string // argv[0] is looked up in the job's PATH
-	Env     []string // the renter's KEY=VALUE pairs: no '=' in KEY, no NUL
+	// Env are the renter's KEY=VALUE pairs: no '=' in KEY, no NUL, and
+	// none of the GPU variables the node sets (CUDA_VISIBLE_DEVICES, and
+	// NVIDIA_* but NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_* and
+	// NVIDIA_DISABLE_REQUIRE): Start refuses those (ErrInvalidSpec).
+	Env []string
 	// WorkDir is absolute and exists: the job's cwd and HOME. TMPDIR is
 	// WorkDir/tmp, created by Start.
 	WorkDir string
@@ -293,10 +297,11 @@ func checkArgv(s *Spec) error {
 	return nil
 }
 
-// checkEnv wants each env entry KEY=VALUE, with a name and without NUL.
+// checkEnv wants each env entry KEY=VALUE, with a name and without NUL,
+// and none of the GPU variables the node owns (gpuEnv).
 func checkEnv(s *Spec) error {
 	for i, kv := range s.Env {
-		k, _, ok := strings.Cut(kv, "=")
+		k, v, ok := strings.Cut(kv, "=")
 		switch {
 		case !ok:
 			return invalid("env[%d]: want KEY=VALUE, got no '='", i)
@@ -305,8 +310,42 @@ func checkEnv(s *Spec) error {
 		case strings.IndexByte(kv, 0) >= 0:
 			return invalid("env[%d] %s: contains NUL", i, k)
 		}
+		if err := gpuEnv(k, v); err != nil {
+			return invalid("env[%d] %s: %v", i, k, err)
+		}
 	}
 	return nil
+}
+
+// driverCapabilities are the values NVIDIA_DRIVER_CAPABILITIES may list.
+var driverCapabilities = []string{"all", "compute", "compat32", "display", "graphics", "ngx", "utility", "video"}
+
+// gpuEnv refuses a renter's variable that would choose GPUs or device
+// nodes, which only the lease does: CUDA_VISIBLE_DEVICES, which the node
+// sets to the leased GPUs, and NVIDIA_*, which the NVIDIA container
+// toolkit reads to give a container GPUs and device nodes (the node sets
+// NVIDIA_VISIBLE_DEVICES and the others that add devices; see
+// containerEnv). Three add none and stay the renter's: NVIDIA_REQUIRE_*
+// and NVIDIA_DISABLE_REQUIRE (the driver and CUDA versions an image
+// wants), and NVIDIA_DRIVER_CAPABILITIES (which driver libraries and
+// tools come with the GPUs), a comma list of driverCapabilities.
+func gpuEnv(k, v string) error {
+	switch {
+	case k == "CUDA_VISIBLE_DEVICES":
+		return errors.New("set by the node to the leased GPUs; a job may not set it (its command may narrow it)")
+	case !strings.HasPrefix(k, "NVIDIA_"):
+		return nil
+	case k == "NVIDIA_DRIVER_CAPABILITIES":
+		for _, c := range strings.Split(v, ",") {
+			if c != "" && !slices.Contains(driverCapabilities, c) {
+				return fmt.Errorf("capability %q: want a comma list of %s", c, strings.Join(driverCapabilities, ", "))
+			}
+		}
+		return nil
+	case strings.HasPrefix(k, "NVIDIA_REQUIRE_"), k == "NVIDIA_DISABLE_REQUIRE":
+		return nil
+	}
+	return errors.New("NVIDIA_* variables choose a container's GPUs and device nodes, which the node sets from the lease; a job may set only NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_* and NVIDIA_DISABLE_REQUIRE")
 }
 
 // checkDirs wants the work and checkpoint dirs to be absolute paths of

@@ -34,6 +34,10 @@ func TestValidateMessages(t *testing.T) {
 		{"env without =", func(s *Spec) { s.Env = []string{"A=b", "C"} }, "env[1]: want KEY=VALUE, got no '='"},
 		{"env empty name", func(s *Spec) { s.Env = []string{"=x"} }, "env[0]: empty name"},
 		{"env NUL", func(s *Spec) { s.Env = []string{"A=b\x00"} }, "env[0] A: contains NUL"},
+		{"env CUDA_VISIBLE_DEVICES", func(s *Spec) { s.Env = []string{"A=b", "CUDA_VISIBLE_DEVICES=0,1"} }, "env[1] CUDA_VISIBLE_DEVICES: set by the node to the leased GPUs"},
+		{"env NVIDIA_VISIBLE_DEVICES", func(s *Spec) { s.Env = []string{"NVIDIA_VISIBLE_DEVICES=all"} }, "env[0] NVIDIA_VISIBLE_DEVICES: NVIDIA_* variables choose a container's GPUs"},
+		{"env NVIDIA_NVSWITCH", func(s *Spec) { s.Env = []string{"NVIDIA_NVSWITCH=enabled"} }, "env[0] NVIDIA_NVSWITCH: NVIDIA_* variables"},
+		{"env unknown capability", func(s *Spec) { s.Env = []string{"NVIDIA_DRIVER_CAPABILITIES=compute,gpus"} }, `env[0] NVIDIA_DRIVER_CAPABILITIES: capability "gpus": want a comma list of all, compute`},
 		{"relative work dir", func(s *Spec) { s.WorkDir = "work" }, `work dir "work": want an absolute path`},
 		{"missing checkpoint dir", func(s *Spec) { s.CheckpointDir = filepath.Join(dir, "no") }, "checkpoint dir: stat "},
 		{"checkpoint dir a file", func(s *Spec) { s.CheckpointDir = file }, "checkpoint dir " + file + ": not a directory"},
@@ -65,6 +69,7 @@ func TestValidateMessages(t *testing.T) {
 		})
 	}
 	s := valid()
+	s.Env = append(s.Env, "NVIDIA_DRIVER_CAPABILITIES=compute,utility,video", "NVIDIA_REQUIRE_CUDA=cuda>=12.4", "NVIDIA_DISABLE_REQUIRE=1", "NVIDIAX=1")
 	if err := validate(&s); err != nil {
 		t.Fatalf("valid spec: %v", err)
 	}

@@ -152,3 +152,25 @@ func lastLine(b []byte) string {
 	}
 	return s
 }
+
+// ImageWithEnv returns an image of engine name made from image with
+// each of env ("KEY=VALUE") set as an ENV of the image, as images set
+// variables the node must override; it is removed when t ends.
+func ImageWithEnv(t testing.TB, name, image string, env ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	dockerfile := "FROM " + image + "\n"
+	for _, kv := range env {
+		dockerfile += "ENV " + kv + "\n"
+	}
+	ctx := filepath.Join(dir, "context")
+	if err := errors.Join(os.Mkdir(ctx, 0o755), os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644)); err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprintf("localhost/gpumesh-test-env-%d:latest", os.Getpid())
+	if out, err := exec.Command(name, "build", "-q", "-t", tag, "-f", filepath.Join(dir, "Dockerfile"), ctx).CombinedOutput(); err != nil {
+		t.Fatalf("%s build: %v: %s", name, err, lastLine(out))
+	}
+	t.Cleanup(func() { _ = exec.Command(name, "rmi", "-f", tag).Run() })
+	return tag
+}
