@@ -53,7 +53,7 @@ func (n *Node) startAudit(ctx context.Context) error {
 				n.log.Warn("renters will not lease these GPUs by default: no GPU prover; challenges of the real GPUs are refused with no-prover", "err", n.verify.proverErr)
 			}
 		}
-		audit.Serve(audit.ProverConfig{Host: n.net.Host, GPUs: gpus, Devices: devices, Priority: n.challengePriority(),
+		audit.Serve(audit.ProverConfig{Host: n.net.Host, GPUs: gpus, Devices: devices, Leased: n.leasedGPUs, Priority: n.challengePriority(),
 			Cheat: cheat, Now: n.now, Log: n.log})
 	}
 	n.verify.chal = audit.NewChallenger(n.net.Host, 0, n.log)
@@ -96,7 +96,40 @@ func proverOn(gpus []audit.GPU, devs []*cuda.Device) (audit.DeviceProver, error)
 	if err != nil {
 		return nil, err
 	}
-	return cuda.NewProverOn(on, cuda.ProverOptions{}), nil
+	return cudaProver{cuda.NewProverOn(on, cuda.ProverOptions{})}, nil
+}
+
+// cudaProver is the audit.DeviceProver of a cuda.Prover: a device without
+// room for the memory proof (a renter's job holds it) is
+// audit.ErrDeviceMemory, which refuses the challenge as busy.
+type cudaProver struct{ *cuda.Prover }
+
+func (p cudaProver) Memory(ctx context.Context, g int, seed [32]byte, mp challenge.MemParams) (challenge.MemBackend, error) {
+	b, err := p.Prover.Memory(ctx, g, seed, mp)
+	if errors.Is(err, cuda.ErrOutOfMemory) {
+		return nil, fmt.Errorf("%w: %w", audit.ErrDeviceMemory, err)
+	}
+	return b, err
+}
+
+// leasedGPUs is audit.ProverConfig.Leased: how long until none of uuids
+// is held by a lease in the supplier's capacity ledger (a reservation,
+// pending or confirmed, lapses at its Until); 0 when none is.
+func (n *Node) leasedGPUs(uuids []string) time.Duration {
+	sup := n.market.supplier
+	if sup == nil {
+		return 0
+	}
+	var until time.Time
+	for _, r := range sup.Ledger().Reservations() {
+		if slices.ContainsFunc(r.GPUs, func(u string) bool { return slices.Contains(uuids, u) }) && r.Until.After(until) {
+			until = r.Until
+		}
+	}
+	if until.IsZero() {
+		return 0
+	}
+	return max(time.Second, until.Sub(n.now()))
 }
 
 // devicesFor is the CUDA device of each of gpus, the real GPUs a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,23 @@ func TestChallengePriority(t *testing.T) {
 		t.Fatalf("rent: %v", err)
 	}
 	eventually(t, 5*time.Second, "the renter with a lease goes first", func() bool { return prio(renter) })
+	// The leased GPU is not challenged (audit.ProverConfig.Leased) until
+	// its lease lapses; the other one is.
+	res := sup.Supplier().Ledger().Reservations()
+	if len(res) != 1 || len(res[0].GPUs) != 1 {
+		t.Fatalf("reservations: %+v, want one of one GPU", res)
+	}
+	var all []string
+	for _, g := range sup.GPUs() {
+		all = append(all, g.UUID)
+	}
+	free := slices.DeleteFunc(slices.Clone(all), func(u string) bool { return u == res[0].GPUs[0] })
+	if got, want := sup.leasedGPUs(all), res[0].Until.Sub(sup.now()); got <= 0 || got > want+time.Second {
+		t.Errorf("leasedGPUs(all) = %v, want the time until the lease lapses (%v)", got, want)
+	}
+	if got := sup.leasedGPUs(free); len(free) != 1 || got != 0 {
+		t.Errorf("leasedGPUs(%v) = %v, want 0: not leased", free, got)
+	}
 	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
 		t.Fatal(err)

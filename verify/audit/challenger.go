@@ -584,6 +584,10 @@ func (x *exchange) memPrepare(ctx context.Context, memSeed [32]byte, own bool) (
 	if err := x.recv(maxSmallMsg, &ready); err != nil {
 		return nil, 0, err
 	}
+	if ready.Refused != "" && ready.Busy {
+		// A device without room (a renter's job holds it) judges nothing.
+		return nil, 0, &BusyError{Reason: "memory proof: " + ready.Refused, RetryAfter: time.Duration(ready.RetryAfterMs) * time.Millisecond}
+	}
 	rtt := x.c.roundTrip(ctx, x.subject)
 	if ready.Refused != "" {
 		return nil, 0, fmt.Errorf("memory proof refused: %s", ready.Refused)

@@ -2,7 +2,10 @@ package audit
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,8 +13,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/verify/challenge"
 	"github.com/gpumesh/gpumesh/verify/pb"
 )
 
@@ -85,5 +90,147 @@ func TestChallengeRunsOnItsModelsDevices(t *testing.T) {
 	want := [][]GPU{{mixed[5], mixed[4]}}
 	if !slices.EqualFunc(rec.got, want, slices.Equal) {
 		t.Fatalf("the challenge of the H100s was given a prover of %v, want %v", rec.got, want)
+	}
+}
+
+// TestLeasedGPUsRefusedAsBusy: a challenge of real GPUs a lease holds is
+// refused at once as busy, with the retry-after ProverConfig.Leased
+// gives, before any work (no prover is made for it): the challenger
+// records neither a pass nor a failure. The supplier's other model, not
+// leased, is still taken.
+func TestLeasedGPUsRefusedAsBusy(t *testing.T) {
+	ph, ch := newHost(t), newHost(t)
+	rec := newRecordingDevices()
+	var asked [][]string
+	Serve(ProverConfig{Host: ph, GPUs: mixed, Devices: rec.devices, Log: quiet(),
+		Leased: func(uuids []string) time.Duration {
+			asked = append(asked, slices.Clone(uuids))
+			if slices.Contains(uuids, "GPU-h100-1") {
+				return 5 * time.Minute
+			}
+			return 0
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	c := NewChallenger(ch, 0, quiet())
+	_, err := c.Challenge(ctx, ph.ID(), "h100-sxm", []string{"GPU-h100-0", "GPU-h100-1"}, false)
+	var busy *BusyError
+	if !errors.As(err, &busy) || busy.RetryAfter < 5*time.Minute || busy.RetryAfter > 5*time.Minute+time.Second || !strings.Contains(busy.Reason, "leased") {
+		t.Fatalf("a challenge of leased GPUs: err = %v, want busy, leased, retry after 5m", err)
+	}
+	rec.mu.Lock()
+	made := len(rec.got)
+	rec.mu.Unlock()
+	if made != 0 {
+		t.Errorf("a prover was made for leased GPUs: %v", rec.got)
+	}
+	// The A100s are not leased: that challenge is taken (and works).
+	s := rawChallenge(t, ctx, ch, ph, "a100-80gb", []string{"GPU-a100-0", "GPU-a100-1", "GPU-a100-2", "GPU-a100-3"})
+	defer s.Reset()
+	select {
+	case <-rec.dev.started:
+	case <-ctx.Done():
+		t.Fatal("the challenge of GPUs not leased did not start")
+	}
+	if len(asked) != 2 || !slices.Equal(asked[0], []string{"GPU-h100-0", "GPU-h100-1"}) {
+		t.Errorf("Leased was asked about %v", asked)
+	}
+}
+
+// fillingDevice is a DeviceProver whose Commit, Sweep and Open answer
+// at once (nothing checks them here) and whose Memory fails with err.
+type fillingDevice struct {
+	err    error
+	filled chan struct{}
+}
+
+func (d *fillingDevice) Commit(_ context.Context, seeds [][32]byte, _ challenge.Params) ([][32]byte, error) {
+	return make([][32]byte, len(seeds)), nil
+}
+func (d *fillingDevice) Sweep(context.Context, int, []uint64) ([]uint64, error) { return nil, nil }
+func (d *fillingDevice) Open(context.Context, int, []int) ([]challenge.Opening, error) {
+	return nil, nil
+}
+func (d *fillingDevice) Memory(context.Context, int, [32]byte, challenge.MemParams) (challenge.MemBackend, error) {
+	return nil, d.err
+}
+
+// memReadyFor runs a challenge of the H100s of mixed, whose device
+// prover fails to fill memory with err, up to the prover's MemReady.
+func memReadyFor(t *testing.T, err error) *pb.MemReady {
+	t.Helper()
+	ph, ch := newHost(t), newHost(t)
+	dev := &fillingDevice{err: err}
+	Serve(ProverConfig{Host: ph, GPUs: mixed, Devices: func([]GPU) (DeviceProver, error) { return dev, nil }, Log: quiet()})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := rawChallenge(t, ctx, ch, ph, "h100-sxm", []string{"GPU-h100-0", "GPU-h100-1"})
+	defer s.Reset()
+	_ = s.SetDeadline(time.Now().Add(30 * time.Second))
+	ready := &pb.MemReady{}
+	for _, step := range []struct{ send, recv proto.Message }{
+		{nil, &pb.Commit{}},
+		{&pb.SweepRequest{RSeed: make([]byte, 32)}, &pb.SweepResponse{}},
+		{&pb.OpenRequest{RowsSeed: make([]byte, 32)}, &pb.OpenResponse{}},
+		{&pb.MemPrepare{Seed: make([]byte, 32)}, ready},
+	} {
+		if step.send != nil {
+			if err := p2p.WriteMsg(s, step.send); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p2p.ReadMsg(s, 1<<20, step.recv); err != nil {
+			t.Fatalf("reading %T: %v", step.recv, err)
+		}
+		if c, ok := step.recv.(*pb.Commit); ok && c.Refused != "" {
+			t.Fatalf("commit refused: %s", c.Refused)
+		}
+	}
+	return ready
+}
+
+// TestOutOfDeviceMemoryIsBusy: a device without room for the memory
+// proof (a renter's job holds its memory) refuses it as busy, with a
+// code and a retry-after, which judges nothing; any other failure to
+// fill is a refusal that fails the challenge.
+func TestOutOfDeviceMemoryIsBusy(t *testing.T) {
+	ready := memReadyFor(t, fmt.Errorf("cuda: memory proof: buffer 3 of 8: %w", ErrDeviceMemory))
+	if ready.Refused == "" || !ready.Busy || ready.Code != CodeNoMemory || ready.RetryAfterMs == 0 {
+		t.Errorf("out of device memory: %+v, want refused, busy, code %q, a retry-after", ready, CodeNoMemory)
+	}
+	ready = memReadyFor(t, errors.New("cuda: memory proof: fill: launch failed"))
+	if ready.Refused == "" || ready.Busy || ready.Code != "" {
+		t.Errorf("a broken device: %+v, want a refusal that is not busy", ready)
+	}
+}
+
+// TestChallengerTakesNoMemoryAsBusy: the challenger reads a busy
+// MemReady as ErrBusy, with the prover's retry-after: not a failure.
+func TestChallengerTakesNoMemoryAsBusy(t *testing.T) {
+	ph, ch := newHost(t), newHost(t)
+	ph.SetStreamHandler(ChallengeProtocol, func(s network.Stream) {
+		var prep pb.MemPrepare
+		_ = p2p.ReadMsg(s, maxSmallMsg, &prep)
+		_ = p2p.WriteMsg(s, &pb.MemReady{Refused: "no room", Busy: true, Code: CodeNoMemory, RetryAfterMs: 60000})
+		s.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ch.NewStream(ctx, ph.ID(), ChallengeProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := &exchange{c: NewChallenger(ch, 0, quiet()), s: s, subject: ph.ID(), res: &Result{}, gpus: 1}
+	_, _, err = x.memPrepare(ctx, [32]byte{}, false)
+	var busy *BusyError
+	if !errors.As(err, &busy) || busy.RetryAfter != time.Minute {
+		t.Fatalf("a busy MemReady: %v, want ErrBusy retrying after 1m", err)
 	}
 }

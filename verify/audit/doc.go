@@ -38,8 +38,12 @@
 // with a DeviceProver (package verify/cuda) made, per challenge, for
 // exactly the GPUs it names, on their own devices; without one it refuses a
 // challenge of real GPUs at once with the code "no-prover", which the
-// challenger records as OutcomeNoProver: neither a failure nor down. It
-// refuses sizes other than those its own profile implies, and, as "busy"
+// challenger records as OutcomeNoProver: neither a failure nor down. A
+// challenge of real GPUs that a lease holds (ProverConfig.Leased) is
+// refused at once, before any work, as busy (CodeLeased) until the lease
+// lapses, and a device without room for the memory proof's buffers
+// (ErrDeviceMemory: a job holds its memory) refuses the memory proof as
+// busy (CodeNoMemory): neither judges the GPUs. It refuses sizes other than those its own profile implies, and, as "busy"
 // with a retry-after (BusyError: neither a pass nor a failure), more than
 // one challenge at a time, a peer that challenges it again within its
 // PeerGap, and strangers once their challenges took StrangerShare (a

@@ -24,9 +24,16 @@ const RetiredRefusal = "challenge protocol 1.0.0 is retired, use 2.0.0"
 // Refusal codes of pb.Commit.code.
 const (
 	CodeBusy     = "busy"      // try again later (retry_after_ms)
+	CodeLeased   = "leased"    // busy: the real GPUs named are leased (retry_after_ms: until the lease lapses)
+	CodeNoMemory = "no-memory" // busy, in MemReady: a device had no room for the memory proof's buffers
 	CodeNoProver = "no-prover" // real GPUs and no GPU prover to answer for them
 	CodeRetired  = "retired"   // a version-1 request
 )
+
+// NoMemoryRetry is the retry-after of a memory proof refused because a
+// device had no room for its buffers (CodeNoMemory): whatever holds the
+// memory (a job not yet in the ledger, another process) is given time.
+const NoMemoryRetry = 10 * time.Minute
 
 // Limits of the protocol.
 const (

@@ -39,8 +39,17 @@ type DeviceProver interface {
 	// Memory fills, for the g-th GPU of the last Commit (on the device
 	// that Commit placed seed g on), the memory proof's buffers of size p
 	// for seed (challenge.FillMemBuffer) and returns them.
+	//
+	// A device without room for the buffers (a renter's job holds its
+	// memory) is an error that matches ErrDeviceMemory: the challenge is
+	// then refused as busy (CodeNoMemory), judging nothing.
 	Memory(ctx context.Context, g int, seed [32]byte, p challenge.MemParams) (challenge.MemBackend, error)
 }
+
+// ErrDeviceMemory is what a DeviceProver's Memory returns (wrapped) when
+// a device has no room for the memory proof's buffers: the memory is
+// taken, which says nothing about the GPU.
+var ErrDeviceMemory = errors.New("no room in device memory for the memory proof")
 
 // ProverConfig configures the prover side.
 type ProverConfig struct {
@@ -56,6 +65,14 @@ type ProverConfig struct {
 	// CodeNoProver, never answered by the CPU, which no real deadline
 	// allows. Simulated GPUs are always proven by the CPU prover.
 	Devices func(gpus []GPU) (DeviceProver, error)
+	// Leased reports whether any of uuids, real GPUs a challenge names,
+	// is held by a lease (pending or confirmed): it returns how long
+	// until they are all free, 0 when none is leased. A challenge of
+	// leased GPUs is refused at once, before any work, as busy
+	// (CodeLeased) with that retry-after: its work would take the
+	// renter's GPUs and memory, and the memory proof could not be filled
+	// beside the renter's job. Nil: no GPU is ever leased.
+	Leased func(uuids []string) time.Duration
 	// Priority reports whether a challenger goes first: a trusted peer,
 	// or a renter about to lease. Others are strangers, who share at most
 	// StrangerShare of the prover's time over any StrangerWindow. Nil:
@@ -290,10 +307,13 @@ func (p *Prover) handle(s network.Stream) error {
 	if p.realWithoutProver(req.Model) {
 		return p2p.WriteMsg(s, &pb.Commit{Refused: noProverRefusal(req.Model), Code: CodeNoProver})
 	}
+	if wait := p.leased(&req); wait > 0 {
+		return p2p.WriteMsg(s, &pb.Commit{Refused: fmt.Sprintf("its %s GPUs are leased", req.Model), Busy: true, Code: CodeLeased,
+			RetryAfterMs: retryMs(wait)})
+	}
 	done, no := p.admit(s.Conn().RemotePeer())
 	if no != nil {
-		return p2p.WriteMsg(s, &pb.Commit{Refused: no.reason, Busy: true, Code: CodeBusy,
-			RetryAfterMs: uint32(min(no.retryAfter.Milliseconds()+1, math.MaxUint32))})
+		return p2p.WriteMsg(s, &pb.Commit{Refused: no.reason, Busy: true, Code: CodeBusy, RetryAfterMs: retryMs(no.retryAfter)})
 	}
 	var once sync.Once
 	release := func() { once.Do(done) }
@@ -325,6 +345,34 @@ func (p *Prover) handle(s network.Stream) error {
 		return err
 	}
 	return p.memory(ctx, ws, dev, gpus, sz, release)
+}
+
+// retryMs is a retry-after on the wire: at least 1 ms.
+func retryMs(d time.Duration) uint32 { return uint32(min(max(0, d.Milliseconds())+1, math.MaxUint32)) }
+
+// leased is how long until the real GPUs req names are free of leases
+// (ProverConfig.Leased): 0 when none of them is leased, or they are
+// simulated.
+func (p *Prover) leased(req *pb.ChallengeRequest) time.Duration {
+	if p.cfg.Leased == nil {
+		return 0
+	}
+	real := map[string]bool{}
+	for _, g := range p.cfg.GPUs {
+		if g.Model == req.Model && !g.Simulated {
+			real[g.UUID] = true
+		}
+	}
+	var uuids []string
+	for _, u := range req.GpuUuids {
+		if real[u] {
+			uuids = append(uuids, u)
+		}
+	}
+	if len(uuids) == 0 {
+		return 0
+	}
+	return p.cfg.Leased(uuids)
 }
 
 // noProverRefusal is the refusal of a challenge of real GPUs without a
@@ -422,6 +470,10 @@ func (p *Prover) memory(ctx context.Context, s network.Stream, dev DeviceProver,
 	}()
 	for g := range gpus {
 		m, err := p.memProver(ctx, dev, g, MemSeed(seed32(prep.Seed), g), sz)
+		if errors.Is(err, ErrDeviceMemory) {
+			// The memory is taken (a renter's job): that judges nothing.
+			return p2p.WriteMsg(s, &pb.MemReady{Refused: err.Error(), Busy: true, Code: CodeNoMemory, RetryAfterMs: retryMs(NoMemoryRetry)})
+		}
 		if err != nil {
 			return p2p.WriteMsg(s, &pb.MemReady{Refused: err.Error()})
 		}

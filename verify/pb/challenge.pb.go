@@ -143,7 +143,8 @@ type Commit struct {
 	Refused string                 `protobuf:"bytes,2,opt,name=refused,proto3" json:"refused,omitempty"` // set instead when the prover declines
 	Busy    bool                   `protobuf:"varint,3,opt,name=busy,proto3" json:"busy,omitempty"`      // the refusal is about admission (busy, too
 	// soon): try later; not a failed challenge
-	Code string `protobuf:"bytes,4,opt,name=code,proto3" json:"code,omitempty"` // with refused: "busy", "no-prover",
+	Code string `protobuf:"bytes,4,opt,name=code,proto3" json:"code,omitempty"` // with refused: "busy", "leased" (busy:
+	// its GPUs are leased), "no-prover",
 	// "retired" (a 1.0.0 request), or empty
 	// (a failed challenge: bad request)
 	RetryAfterMs  uint32 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"` // with "busy": try again no sooner
@@ -591,8 +592,13 @@ func (x *MemPrepare) GetSeed() []byte {
 }
 
 type MemReady struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Refused       string                 `protobuf:"bytes,1,opt,name=refused,proto3" json:"refused,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Refused string                 `protobuf:"bytes,1,opt,name=refused,proto3" json:"refused,omitempty"`
+	Busy    bool                   `protobuf:"varint,2,opt,name=busy,proto3" json:"busy,omitempty"` // the refusal judges nothing (a device
+	// without room for the buffers: a
+	// renter's job holds it): try later
+	Code          string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`                                        // with busy: "no-memory"
+	RetryAfterMs  uint32 `protobuf:"varint,4,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"` // with busy: try again no sooner
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -632,6 +638,27 @@ func (x *MemReady) GetRefused() string {
 		return x.Refused
 	}
 	return ""
+}
+
+func (x *MemReady) GetBusy() bool {
+	if x != nil {
+		return x.Busy
+	}
+	return false
+}
+
+func (x *MemReady) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *MemReady) GetRetryAfterMs() uint32 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
 }
 
 // MemRequest starts the timed memory proof of every GPU in turn. The
@@ -901,9 +928,12 @@ const file_challenge_proto_rawDesc = "" +
 	"\x05proof\x18\x03 \x03(\fR\x05proof\" \n" +
 	"\n" +
 	"MemPrepare\x12\x12\n" +
-	"\x04seed\x18\x01 \x01(\fR\x04seed\"$\n" +
+	"\x04seed\x18\x01 \x01(\fR\x04seed\"r\n" +
 	"\bMemReady\x12\x18\n" +
-	"\arefused\x18\x01 \x01(\tR\arefused\"$\n" +
+	"\arefused\x18\x01 \x01(\tR\arefused\x12\x12\n" +
+	"\x04busy\x18\x02 \x01(\bR\x04busy\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\tR\x04code\x12$\n" +
+	"\x0eretry_after_ms\x18\x04 \x01(\rR\fretryAfterMs\"$\n" +
 	"\n" +
 	"MemRequest\x12\x16\n" +
 	"\x06sigma0\x18\x01 \x01(\fR\x06sigma0\"+\n" +
