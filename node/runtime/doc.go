@@ -125,8 +125,9 @@
 //     cilium/ebpf's asm, as runc builds its own) attached with
 //     BPF_F_ALLOW_MULTI to the job's cgroup before the shim is started
 //     into it; it stays as long as the cgroup, and programs of ancestor
-//     cgroups still run (each can refuse). Jobs without a cgroup v2 cgroup
-//     have none;
+//     cgroups still run (each can refuse). Where jobs get it, a job whose
+//     cgroup cannot be made, or whose shim cannot be started in it, is
+//     refused (ErrUnavailable, saying so), never run without its filter;
 //   - cgroup v1: a cgroup of the job's own in the devices hierarchy
 //     (gpumesh/job-<id>-<attempt> below the node's own), with devices.deny
 //     "a" and a devices.allow line per rule; the node moves the shim into

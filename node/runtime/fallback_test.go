@@ -132,3 +132,27 @@ func TestFallBack(t *testing.T) {
 		})
 	}
 }
+
+// TestBPFFilterNeedsCgroup: where jobs get the BPF device filter, which
+// lives on the job's cgroup v2 cgroup, a job that cannot have one is
+// refused (ErrUnavailable, saying why), never run unfiltered: when the
+// cgroup cannot be made, and when the shim cannot be started in it.
+func TestBPFFilterNeedsCgroup(t *testing.T) {
+	work := t.TempDir()
+	r := &processRuntime{log: slog.New(slog.DiscardHandler), root: os.Geteuid() == 0, allowBare: true,
+		cg: &cgroupRoot{root: filepath.Join(t.TempDir(), "no", "cgroup")}, filters: deviceFilters{bpf: true}}
+	p, err := r.Start(context.Background(), Spec{JobID: "ab", Argv: []string{"true"}, WorkDir: work, CheckpointDir: work})
+	if err == nil {
+		<-p.Done()
+		t.Fatal("the job ran without its cgroup, so without the device filter")
+	}
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "device filter (cgroup v2 BPF) needs a cgroup of its own") {
+		t.Errorf("err = %v, want ErrUnavailable naming the device filter", err)
+	}
+
+	startErr := &shimError{stage: "start", err: errors.New("start shim: clone3: operation not permitted")}
+	m := launchMode{cgroup: true}
+	if got, err := r.fallBack(context.Background(), startErr, m, true, "job ab attempt 0", r.log); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "device filter") {
+		t.Errorf("fallBack after the shim could not start in its cgroup = %+v, %v; want ErrUnavailable naming the device filter", got, err)
+	}
+}

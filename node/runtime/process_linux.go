@@ -190,6 +190,9 @@ func (r *processRuntime) launchFallingBack(ctx context.Context, s *Spec, cfg shi
 			var err error
 			cg, err = r.cg.create(name, s.Limits, log)
 			if err != nil {
+				if r.filters.bpf {
+					return nil, fmt.Errorf("%s: %w: %w", prefix, ErrUnavailable, noBPFCgroup(err))
+				}
 				log.Warn("job runs without a cgroup", "err", err)
 			}
 		}
@@ -212,11 +215,15 @@ func (r *processRuntime) launchFallingBack(ctx context.Context, s *Spec, cfg shi
 }
 
 // filterDevices puts the device filters on one launch of a job: the BPF
-// program on its cgroup v2 cg (nil: none) and a cgroup v1 devices cgroup
-// of its own, which the shim is moved into before it reads its config.
-// On failure nothing of it is left.
+// program on its cgroup v2 cg (which it has whenever r.filters.bpf: the
+// launch is refused otherwise) and a cgroup v1 devices cgroup of its own,
+// which the shim is moved into before it reads its config. On failure
+// nothing of it is left.
 func (r *processRuntime) filterDevices(cg *jobCgroup, name string, rules []devRule, log *slog.Logger) (*v1Devices, error) {
-	if r.filters.bpf && cg != nil {
+	if r.filters.bpf {
+		if cg == nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, noBPFCgroup(errors.New("no cgroup v2")))
+		}
 		if err := attachDeviceProgram(cg.dir, rules); err != nil {
 			return nil, err
 		}
@@ -228,10 +235,15 @@ func (r *processRuntime) filterDevices(cg *jobCgroup, name string, rules []devRu
 			return nil, err
 		}
 	}
-	if r.filters.bpf && cg == nil && devs == nil {
-		log.Warn("job runs without a device filter: it has no cgroup v2 cgroup; its private /dev holds only its own GPUs")
-	}
 	return devs, nil
+}
+
+// noBPFCgroup is why a job that would have no cgroup v2 cgroup (for err)
+// is refused on a node whose jobs get the BPF device filter: the filter
+// lives on that cgroup, and a job must never run without a filter New
+// found.
+func noBPFCgroup(err error) error {
+	return fmt.Errorf("the job's device filter (cgroup v2 BPF) needs a cgroup of its own, and it has none: %w", err)
 }
 
 // launchMode is what a launch tries to start the job in.
@@ -242,7 +254,8 @@ type launchMode struct {
 
 // fallBack decides, after a launch in m failed with err, what to launch
 // in next: without the cgroup when the shim could not start in the one it
-// had (inCgroup), without a user namespace (only where unsandboxed jobs
+// had (inCgroup; never where jobs get the BPF device filter, which lives
+// on that cgroup), without a user namespace (only where unsandboxed jobs
 // are allowed) when the kernel refused one. Otherwise it returns the
 // error to give up with.
 func (r *processRuntime) fallBack(ctx context.Context, err error, m launchMode, inCgroup bool, prefix string, log *slog.Logger) (launchMode, error) {
@@ -250,6 +263,8 @@ func (r *processRuntime) fallBack(ctx context.Context, err error, m launchMode, 
 	switch {
 	case ctx.Err() != nil:
 		return m, fmt.Errorf("%s: %w", prefix, err)
+	case inCgroup && errors.As(err, &se) && se.stage == "start" && r.filters.bpf:
+		return m, fmt.Errorf("%s: %w: %w", prefix, ErrUnavailable, noBPFCgroup(err))
 	case inCgroup && errors.As(err, &se) && se.stage == "start":
 		log.Warn("cannot start the job in its cgroup; starting it without", "err", err)
 		m.cgroup = false
