@@ -29,12 +29,13 @@ const nvidiaMajor = 195
 
 // Error texts of the shells the probes run in (dash, bash, busybox ash),
 // compared without case: ENXIO, ENOENT ("No such file" in dash, "no such
-// file" in busybox, "... or directory" elsewhere) and EPERM, from the
-// device filter.
+// file" in busybox, "... or directory" elsewhere), EPERM, from the
+// device filter, and EACCES, from a nodev mount.
 const (
-	reachedDriver = "no such device or address"
-	noSuchFile    = "no such file"
-	notPermitted  = "operation not permitted"
+	reachedDriver    = "no such device or address"
+	noSuchFile       = "no such file"
+	notPermitted     = "operation not permitted"
+	permissionDenied = "permission denied"
 )
 
 // fakeGPUs makes, in a fresh directory that jobs can reach by path (see
@@ -168,9 +169,9 @@ func filterCases(t *testing.T) []filterCase {
 // /dev/nvidiactl pass every permission check (ENXIO: they reach the
 // absent driver), nvidia0, 1 and 3 are not in its /dev, and its /dev
 // holds nothing else of the host's. The fake nodes' own directory stands
-// for the host's /dev, which the job reaches by path: there the filter
-// refuses nvidia0, 1 and 3 (EPERM) and lets nvidia2 through; with the
-// filter off they reach the driver.
+// for the host's /dev, which the job reaches by path: there none opens
+// (EACCES), nvidia2 included, whatever the filter: the job's mounts are
+// nodev but for its /dev.
 func TestGPUConfinement(t *testing.T) {
 	gpus := fakeGPUs(t)
 	host := func(n string) string { return filepath.Join(gpus, n) }
@@ -200,13 +201,8 @@ echo x >/dev/null && echo NULL-OK
 			if res.ExitCode != 0 {
 				t.Errorf("result %+v, want exit 0", res)
 			}
-			wantOpens(t, got, []string{"/dev/nvidia2", "/dev/nvidiactl", host("nvidia2")}, []string{"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia3"}, noSuchFile)
-			others := []string{host("nvidia0"), host("nvidia1"), host("nvidia3")}
-			if tc.opts.DeviceFilter == runtime.DeviceFilterOff {
-				wantOpens(t, got, others, nil)
-			} else {
-				wantOpens(t, got, nil, others, notPermitted)
-			}
+			wantOpens(t, got, []string{"/dev/nvidia2", "/dev/nvidiactl"}, []string{"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia3"}, noSuchFile)
+			wantOpens(t, got, nil, []string{host("nvidia0"), host("nvidia1"), host("nvidia2"), host("nvidia3")}, permissionDenied)
 			for _, want := range []string{"CUDA_VISIBLE_DEVICES=unset\n", "NULL-OK\n", "PTMX-OK\n"} {
 				if !strings.Contains(got, want) {
 					t.Errorf("output lacks %q", want)
@@ -231,16 +227,39 @@ echo x >/dev/null && echo NULL-OK
 	}
 }
 
-// TestDeviceFilterPlantedNode plants a node of GPU 0 (195:0) under
-// another name, where a job leased GPU 2 reaches it by path, outside its
-// /dev, on a file system that allows device nodes: each device filter
-// refuses it (EPERM), and with the filter off the same open reaches the
-// driver (ENXIO), so the filter is what refuses it.
+// TestDeviceFilterPlantedNode gives a job leased GPU 2 three nodes of
+// GPU 0 (195:0) that it reaches by path, none of them bound by name in
+// its /dev:
+//   - planted in a directory on the host's root file system;
+//   - on a tmpfs the test mounts (another mount, that allows devices on
+//     the host, as a second devtmpfs or a chroot's /dev would);
+//   - in a directory below nvidia-caps, which the job's /dev binds whole:
+//     a node the sandbox missed, where devices open.
+//
+// The first two are on mounts the shim made nodev: they fail with EACCES
+// whatever the filter, filter off included. The third: each device filter
+// refuses it (EPERM), and with the filter off it reaches the driver
+// (ENXIO), so the filter is what refuses it.
 func TestDeviceFilterPlantedNode(t *testing.T) {
 	gpus := fakeGPUs(t)
 	plant := plantDir(t)
 	planted := filepath.Join(plant, "gpu0")
 	mknodChar(t, planted, nvidiaMajor, 0)
+	mnt := filepath.Join(plant, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("gpumesh-test-dev", mnt, "tmpfs", 0, "mode=0755"); err != nil {
+		t.Skipf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	onMount := filepath.Join(mnt, "nvidia0")
+	mknodChar(t, onMount, nvidiaMajor, 0)
+	if err := os.MkdirAll(filepath.Join(gpus, "nvidia-caps", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mknodChar(t, filepath.Join(gpus, "nvidia-caps", "sub", "gpu0"), nvidiaMajor, 0)
+	missed := "/dev/nvidia-caps/sub/gpu0"
 	cases := append(filterCases(t), filterCase{"filter off", runtime.Options{DeviceFilter: runtime.DeviceFilterOff}})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -251,7 +270,7 @@ func TestDeviceFilterPlantedNode(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out syncBuffer
-			s := spec(t, &out, "sh", "-c", openProbe, "sh", planted, "/dev/nvidia2")
+			s := spec(t, &out, "sh", "-c", openProbe, "sh", planted, onMount, missed, "/dev/nvidia2")
 			s.JobID = randomJobID()
 			s.GPUs = []string{"GPU-00000000-0000-0000-0000-000000000002"}
 			s.GPUDevices = []string{filepath.Join(gpus, "nvidia2")}
@@ -261,10 +280,11 @@ func TestDeviceFilterPlantedNode(t *testing.T) {
 			if res.ExitCode != 0 {
 				t.Errorf("result %+v, want exit 0", res)
 			}
+			wantOpens(t, got, []string{"/dev/nvidia2"}, []string{planted, onMount}, permissionDenied)
 			if tc.opts.DeviceFilter == runtime.DeviceFilterOff {
-				wantOpens(t, got, []string{planted, "/dev/nvidia2"}, nil)
+				wantOpens(t, got, []string{missed}, nil)
 			} else {
-				wantOpens(t, got, []string{"/dev/nvidia2"}, []string{planted}, notPermitted)
+				wantOpens(t, got, nil, []string{missed}, notPermitted)
 			}
 		})
 	}

@@ -20,7 +20,8 @@
 // order:
 //
 //   - makes every mount private, so nothing it does reaches the node;
-//   - makes every mount read-only (per mount, never the filesystem itself);
+//   - makes every mount read-only and nodev (per mount, never the
+//     filesystem itself);
 //   - mounts a private /dev (see "The job's devices");
 //   - covers each [Spec.Hide] path: a directory with an empty read-only
 //     tmpfs of mode 000, anything else with an empty read-only file of
@@ -110,11 +111,18 @@
 // where the kernel refuses one) and ptmx linked to pts/ptmx, an empty
 // shm for the private /dev/shm, and fd, stdin, stdout and stderr linked
 // to /proc/self/fd. The shim opens every source before anything is
-// covered, so a node under /tmp or a hidden path binds too.
+// covered, so a node under /tmp or a hidden path binds too. Those binds
+// (read-only, nosuid, noexec) and the devpts are the only mounts of the
+// job's namespace where a device opens: every other mount is nodev, the
+// tmpfs of /dev included, so a device node anywhere else fails to open
+// (EACCES), filter or not: the host's /dev reached by another path, a
+// second devtmpfs, a chroot's /dev, a node planted in a directory the
+// job reaches.
 //
-// A device filter then refuses every other device node, wherever the job
-// finds one (a node planted in a directory it reaches, a bind the
-// sandbox missed): the job may read and write only the character devices
+// A device filter then refuses every other device node where devices do
+// open (a node the sandbox missed in a directory the job's /dev binds
+// whole, nvidia-caps; a mount the shim could not make nodev, which it
+// warns of): the job may read and write only the character devices
 // of its /dev, by major:minor as the node saw them when it planned the
 // job, plus ptmx (5:2) and the pts (136:*); nothing else opens (EPERM),
 // block devices and mknod included. The filters, all that the machine
@@ -136,8 +144,8 @@
 //
 // New logs which filters jobs get, or that they get none and why (not
 // root, no cgroup v2 for jobs and no v1 devices controller): then the
-// private /dev still holds only the job's own nodes, and the job, without
-// CAP_MKNOD, cannot make others.
+// private /dev still holds only the job's own nodes, every other mount is
+// nodev, and the job, without CAP_MKNOD, cannot make nodes.
 //
 // # The job's network
 //
@@ -241,9 +249,10 @@
 //   - A job opens only its own GPUs' nodes (see "The job's devices"), but
 //     without a device filter (no cgroup v2 cgroup for jobs and no cgroup
 //     v1 devices controller, or a node that is not root) a device node
-//     that it reaches by a path outside its /dev still opens: one another
-//     user with CAP_MKNOD made in a directory the job can read, on a file
-//     system that allows devices. New logs when jobs have no filter. An
+//     where devices open in its namespace still does: one the host's
+//     driver (or a user with CAP_MKNOD) adds to a directory its /dev binds
+//     whole (nvidia-caps), or one on a mount the shim could not make nodev
+//     (it warns). New logs when jobs have no filter. An
 //     unsandboxed job (no namespaces) sees the host's whole /dev and
 //     every GPU; only a device filter, where there is one, confines it.
 //     A GPU job gets every node of nvidia-caps: the MIG instances of its

@@ -68,7 +68,7 @@ func newProcessRuntime(o Options) (Runtime, error) {
 	}
 	r.filters = f
 	if !f.any() {
-		r.log.Warn("no device filter: a job's private /dev holds only its own GPUs, but a device node it reaches by another path opens", "why", strings.Join(missing, "; "))
+		r.log.Warn("no device filter: a job's private /dev holds only its own GPUs and its other mounts are nodev, but a device node added to a directory its /dev binds whole (nvidia-caps) opens", "why", strings.Join(missing, "; "))
 	} else {
 		r.log.Info("device filter for jobs", "bpf", f.bpf, "v1", f.v1)
 	}

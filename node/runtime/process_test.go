@@ -1034,6 +1034,7 @@ for f in %[1]q %[2]q; do if cat "$f"; then echo "READ-OK $f"; else echo "READ-FA
 if ls %[3]q; then echo LS-OK; else echo LS-FAIL; fi
 if echo x > %[4]q; then echo ESCAPE-OK; else echo ESCAPE-FAIL; fi
 if echo w > "$HOME/w" && echo c > "$CHECKPOINT_DIR/c"; then echo WRITE-OK; fi
+if echo x > /dev/null; then echo NULL-OK; fi
 `, d.key, d.storeFile, d.store, filepath.Join(d.data, "escape"))
 	node := func(hide ...string) string {
 		t.Helper()
@@ -1063,7 +1064,7 @@ if echo w > "$HOME/w" && echo c > "$CHECKPOINT_DIR/c"; then echo WRITE-OK; fi
 			t.Errorf("a secret reached the job")
 		}
 	}
-	for _, want := range []string{"READ-FAIL " + d.key + "\n", "READ-FAIL " + d.storeFile + "\n", "LS-FAIL", "ESCAPE-FAIL", "WRITE-OK", "EXIT 0"} {
+	for _, want := range []string{"READ-FAIL " + d.key + "\n", "READ-FAIL " + d.storeFile + "\n", "LS-FAIL", "ESCAPE-FAIL", "WRITE-OK", "NULL-OK", "EXIT 0"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -285,7 +285,8 @@ func mountPrivateDev(binds []devBind, h *heldDevs, warn func(string, ...any)) er
 			}
 		}
 	}()
-	if err := unix.Mount("gpumesh-dev", hostDev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=1024"); err != nil {
+	// The tmpfs itself holds no device: each node is a bind of its own.
+	if err := unix.Mount("gpumesh-dev", hostDev, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=1024"); err != nil {
 		return fmt.Errorf("private /dev: %w", err)
 	}
 	for _, d := range []struct {
@@ -297,7 +298,7 @@ func mountPrivateDev(binds []devBind, h *heldDevs, warn func(string, ...any)) er
 		}
 	}
 	for i, b := range binds {
-		if err := bindInto(hostDev+"/"+b.Dst, h.binds[i], b.Dir); err != nil {
+		if err := bindDev(hostDev+"/"+b.Dst, h.binds[i], b.Dir); err != nil {
 			return fmt.Errorf("private /dev: %s: %w", b.Src, err)
 		}
 	}
@@ -307,12 +308,12 @@ func mountPrivateDev(binds []devBind, h *heldDevs, warn func(string, ...any)) er
 			return fmt.Errorf("private /dev: devpts: %w, and the host has no /dev/pts", err)
 		}
 		warn("a devpts of the job's own: %v; the host's is bound", err)
-		if err := bindInto(hostDev+"/pts", h.pts, true); err != nil {
+		if err := bindDev(hostDev+"/pts", h.pts, true); err != nil {
 			return fmt.Errorf("private /dev: pts: %w", err)
 		}
 		ptmx = ""
 		if h.ptmx >= 0 {
-			if err := bindInto(hostDev+"/ptmx", h.ptmx, false); err != nil {
+			if err := bindDev(hostDev+"/ptmx", h.ptmx, false); err != nil {
 				return fmt.Errorf("private /dev: ptmx: %w", err)
 			}
 		}
@@ -344,6 +345,25 @@ func bindInto(dst string, fd int, dir bool) error {
 		unix.Close(f)
 	}
 	return unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), dst, "", unix.MS_BIND|unix.MS_REC, "")
+}
+
+// bindDev binds the node (or directory of nodes) held by fd at dst, as
+// bindInto, and lets its devices open: the bind took the flags of its
+// source's mount, which readOnlyAll made nodev. It stays read-only,
+// nosuid and noexec (a device opens for writing on a read-only mount).
+func bindDev(dst string, fd int, dir bool) error {
+	if err := bindInto(dst, fd, dir); err != nil {
+		return err
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dst, &st); err != nil {
+		return err
+	}
+	flags := unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NOEXEC | mountFlags(st.Flags)&^unix.MS_NODEV
+	if err := unix.Mount("", dst, "", flags, ""); err != nil {
+		return fmt.Errorf("allow devices: %w", err)
+	}
+	return nil
 }
 
 // holdDirs opens an O_PATH descriptor on each of paths.
@@ -524,10 +544,13 @@ func emptyFile(dir string) (string, error) {
 	return empty, err
 }
 
-// readOnlyAll makes every mount of the namespace read-only. Per-mount
-// flags only (MS_BIND): the filesystems stay writable for everyone else.
-// Mounts the shim cannot reach are left alone: the job cannot reach them
-// either.
+// readOnlyAll makes every mount of the namespace read-only and nodev, so
+// that no device node opens but those the private /dev binds (bindDev):
+// not one on the host's /dev or another devtmpfs, a chroot's /dev, nor
+// one planted where the job reaches it. Per-mount flags only (MS_BIND):
+// the filesystems stay writable, and their devices usable, for everyone
+// else. Mounts the shim cannot reach are left alone: the job cannot reach
+// them either.
 func readOnlyAll(warn func(string, ...any)) {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -540,8 +563,8 @@ func readOnlyAll(warn func(string, ...any)) {
 			continue
 		}
 		mp := unescapeMount(f[4])
-		if err := remount(mp, true, 0); err != nil && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.ENOENT) {
-			warn("make %s read-only: %v", mp, err)
+		if err := remount(mp, true, unix.MS_NODEV); err != nil && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.ENOENT) {
+			warn("make %s read-only and nodev: %v", mp, err)
 		}
 	}
 }
@@ -553,10 +576,11 @@ func remount(p string, readOnly bool, extra uintptr) error {
 	if err := unix.Statfs(p, &st); err != nil {
 		return err
 	}
-	if readOnly && st.Flags&unix.ST_RDONLY != 0 && extra == 0 {
+	have := mountFlags(st.Flags)
+	if readOnly && st.Flags&unix.ST_RDONLY != 0 && have&extra == extra {
 		return nil
 	}
-	flags := unix.MS_BIND | unix.MS_REMOUNT | mountFlags(st.Flags) | extra
+	flags := unix.MS_BIND | unix.MS_REMOUNT | have | extra
 	if readOnly {
 		flags |= unix.MS_RDONLY
 	}
