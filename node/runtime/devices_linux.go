@@ -19,7 +19,7 @@ import (
 )
 
 // hostDev is where the shim finds the nodes every job gets (null, zero
-// ...), and the host's pts and ptmx.
+// ...), and where it mounts the job's private /dev.
 const hostDev = "/dev"
 
 // Character device numbers of a devpts instance: its ptmx and its pts.
@@ -56,9 +56,13 @@ func jobDevBinds(s Spec, devDir string) []devBind {
 
 // devRules are what a job's device filter allows: the nodes of binds, by
 // number as they are now (a node swapped for another after this is
-// refused), and the ptmx and pts of a devpts instance.
-func devRules(binds []devBind) ([]devRule, error) {
-	rules := []devRule{{major: ptmxMajor, minor: ptmxMinor}, {major: ptsMajor, anyMinor: true}}
+// refused), and with devpts the ptmx and pts of a devpts instance (the
+// job's own: a job without one has no pts at all).
+func devRules(binds []devBind, devpts bool) ([]devRule, error) {
+	var rules []devRule
+	if devpts {
+		rules = append(rules, devRule{major: ptmxMajor, minor: ptmxMinor}, devRule{major: ptsMajor, anyMinor: true})
+	}
 	for _, b := range binds {
 		nodes := []string{b.Src}
 		if b.Dir {

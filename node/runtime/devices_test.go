@@ -290,6 +290,51 @@ func TestDeviceFilterPlantedNode(t *testing.T) {
 	}
 }
 
+// TestWithoutDevpts runs a job leased GPU 2 as the process runtime does
+// once the kernel has refused one a devpts of its own: its /dev has no
+// pts and no ptmx (the host's are never bound in), and each device
+// filter refuses every pts (136:*): a node 136:0 below nvidia-caps, which
+// the job's /dev binds whole, does not open (EPERM).
+func TestWithoutDevpts(t *testing.T) {
+	gpus := fakeGPUs(t)
+	if err := os.MkdirAll(filepath.Join(gpus, "nvidia-caps", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mknodChar(t, filepath.Join(gpus, "nvidia-caps", "sub", "pts0"), 136, 0)
+	for _, tc := range filterCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.opts
+			o.Log, o.DeviceDir = testLogger(t), gpus
+			rt, err := runtime.New("process", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runtime.WithoutDevpts(rt)
+			var out syncBuffer
+			s := spec(t, &out, "sh", "-c", openProbe+`echo "DEV $(ls -A /dev | tr '\n' ' ')"`,
+				"sh", "/dev/nvidia2", "/dev/ptmx", "/dev/pts/ptmx", "/dev/nvidia-caps/sub/pts0")
+			s.JobID = randomJobID()
+			s.GPUs = []string{"GPU-00000000-0000-0000-0000-000000000002"}
+			s.GPUDevices = []string{filepath.Join(gpus, "nvidia2")}
+			res := runJob(t, rt, s)
+			got := out.String()
+			t.Logf("job output:\n%s", got)
+			if res.ExitCode != 0 {
+				t.Errorf("result %+v, want exit 0", res)
+			}
+			wantOpens(t, got, []string{"/dev/nvidia2"}, []string{"/dev/ptmx", "/dev/pts/ptmx"}, noSuchFile)
+			wantOpens(t, got, nil, []string{"/dev/nvidia-caps/sub/pts0"}, notPermitted)
+			for _, line := range strings.Split(got, "\n") {
+				if rest, ok := strings.CutPrefix(line, "DEV "); ok {
+					if dev := strings.Fields(rest); slices.Contains(dev, "pts") || slices.Contains(dev, "ptmx") {
+						t.Errorf("the job's /dev holds %q, want no pts or ptmx", dev)
+					}
+				}
+			}
+		})
+	}
+}
+
 // plantDir is a fresh directory a job can reach by path (not under /tmp,
 // of which jobs have a private one, nor a job's own dirs, which are
 // nodev) on a file system that is not nodev.

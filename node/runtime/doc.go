@@ -107,11 +107,11 @@
 //     and the nvidia-caps directory. A job without GPUDevices (no GPU, or
 //     simulated ones) gets no NVIDIA node at all;
 //
-// with a devpts of its own on /dev/pts (newinstance; the host's, bound,
-// where the kernel refuses one) and ptmx linked to pts/ptmx, an empty
-// shm for the private /dev/shm, and fd, stdin, stdout and stderr linked
-// to /proc/self/fd. The shim opens every source before anything is
-// covered, so a node under /tmp or a hidden path binds too. Those binds
+// with a devpts of its own on /dev/pts (newinstance) and ptmx linked to
+// pts/ptmx, an empty shm for the private /dev/shm, and fd, stdin, stdout
+// and stderr linked to /proc/self/fd. The shim opens every source before
+// anything is covered, so a node under /tmp or a hidden path binds too.
+// Those binds
 // (read-only, nosuid, noexec) and the devpts are the only mounts of the
 // job's namespace where a device opens: every other mount is nodev, the
 // tmpfs of /dev included, so a device node anywhere else fails to open
@@ -119,12 +119,18 @@
 // second devtmpfs, a chroot's /dev, a node planted in a directory the
 // job reaches.
 //
+// The host's /dev/pts is never given to a job: where the kernel refuses
+// a job a devpts of its own, the node logs so once and starts that job,
+// and every later one, without /dev/pts and ptmx (no terminals), and
+// their filter allows no pts (136:*) and no ptmx.
+//
 // A device filter then refuses every other device node where devices do
 // open (a node the sandbox missed in a directory the job's /dev binds
 // whole, nvidia-caps; a mount the shim could not make nodev, which it
 // warns of): the job may read and write only the character devices
 // of its /dev, by major:minor as the node saw them when it planned the
-// job, plus ptmx (5:2) and the pts (136:*); nothing else opens (EPERM),
+// job, plus ptmx (5:2) and the pts (136:*) of its devpts; nothing else
+// opens (EPERM),
 // block devices and mknod included. The filters, all that the machine
 // has unless Options.DeviceFilter picks one ("bpf", "v1") or none
 // ("off"):

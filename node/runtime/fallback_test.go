@@ -156,3 +156,24 @@ func TestBPFFilterNeedsCgroup(t *testing.T) {
 		t.Errorf("fallBack after the shim could not start in its cgroup = %+v, %v; want ErrUnavailable naming the device filter", got, err)
 	}
 }
+
+// TestFallBackWithoutDevpts: when the kernel refuses a job a devpts of
+// its own, the job is started again without /dev/pts (never with the
+// host's), later jobs start so at once, and the node says so once.
+func TestFallBackWithoutDevpts(t *testing.T) {
+	var logs lockedBuffer
+	r := &processRuntime{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	refused := &shimError{stage: stageDevpts, err: errors.New("private /dev: a devpts of the job's own: permission denied")}
+	for range 2 {
+		got, err := r.fallBack(context.Background(), refused, launchMode{cgroup: true, devpts: true}, true, "job ab attempt 0", r.log)
+		if err != nil || got != (launchMode{cgroup: true}) {
+			t.Fatalf("fallBack = %+v, %v; want a retry without devpts", got, err)
+		}
+	}
+	if !r.noDevpts.Load() {
+		t.Error("noDevpts not set: later jobs would try a devpts again")
+	}
+	if n := strings.Count(logs.String(), "jobs get no /dev/pts"); n != 1 {
+		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
+	}
+}

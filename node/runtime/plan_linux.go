@@ -31,10 +31,12 @@ type shimConfig struct {
 	// before sending this config.
 	NetNamespace bool `json:"net_namespace"`
 	// PrivateDev gives the job a /dev of its own (with Namespace): a
-	// tmpfs holding DevBinds (host nodes bound in), a new devpts, /dev/shm
-	// and the fd, stdin, stdout and stderr links.
+	// tmpfs holding DevBinds (host nodes bound in), with DevPTS a new
+	// devpts on /dev/pts (and ptmx), /dev/shm and the fd, stdin, stdout
+	// and stderr links.
 	PrivateDev bool      `json:"private_dev"`
 	DevBinds   []devBind `json:"dev_binds,omitempty"`
+	DevPTS     bool      `json:"dev_pts"`
 	// ResolvConf, when set, is mounted over /etc/resolv.conf.
 	ResolvConf string   `json:"resolv_conf,omitempty"`
 	Keep       []string `json:"keep"`   // dirs that stay reachable and writable, shallowest first

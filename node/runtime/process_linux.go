@@ -32,8 +32,11 @@ type processRuntime struct {
 	cg   *cgroupRoot // nil: no cgroup v2
 	root bool        // the node runs as root
 	// noUserNS is set once a user namespace has failed: later jobs start
-	// without a mount namespace at once.
+	// without a mount namespace at once. noDevpts is set once the kernel
+	// refused a job a devpts of its own: later jobs start without
+	// /dev/pts at once.
 	noUserNS  atomic.Bool
+	noDevpts  atomic.Bool
 	warnRoot  sync.Once
 	allowBare bool // Options.AllowUnsandboxed
 	// With Options.Net: ns is set, and jnet too on a root node (without
@@ -129,16 +132,12 @@ func (r *processRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 	for _, n := range notes {
 		log.Debug("sandbox", "note", n)
 	}
-	rules, err := devRules(cfg.DevBinds)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", prefix, err)
-	}
 
 	userns := !r.root && !r.noUserNS.Load()
 	if !r.root && r.noUserNS.Load() && !r.allowBare {
 		return nil, fmt.Errorf("%s: %w: user namespaces do not work here, and without one the job could read the node's key and store; run the node as root, enable user namespaces, or allow unsandboxed jobs", prefix, ErrUnavailable)
 	}
-	return r.launchFallingBack(ctx, &s, cfg, in, rules, userns, prefix, log)
+	return r.launchFallingBack(ctx, &s, cfg, in, userns, prefix, log)
 }
 
 // planUser is the planInput for the user s runs as: RunAs (which needs a
@@ -181,13 +180,17 @@ func prepareDirs(s Spec, in planInput) error {
 
 // launchFallingBack launches the job, and launches it again without what
 // this machine refused (see fallBack).
-func (r *processRuntime) launchFallingBack(ctx context.Context, s *Spec, cfg shimConfig, in planInput, rules []devRule, userns bool, prefix string, log *slog.Logger) (Process, error) {
-	m := launchMode{cgroup: r.cg != nil, userns: userns}
+func (r *processRuntime) launchFallingBack(ctx context.Context, s *Spec, cfg shimConfig, in planInput, userns bool, prefix string, log *slog.Logger) (Process, error) {
+	m := launchMode{cgroup: r.cg != nil, userns: userns, devpts: !r.noDevpts.Load()}
 	name := fmt.Sprintf("job-%s-%d", s.JobID, s.Attempt)
 	for {
+		cfg.DevPTS = m.devpts
+		rules, err := devRules(cfg.DevBinds, m.devpts)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", prefix, err)
+		}
 		var cg *jobCgroup
 		if m.cgroup {
-			var err error
 			cg, err = r.cg.create(name, s.Limits, log)
 			if err != nil {
 				if r.filters.bpf {
@@ -250,14 +253,17 @@ func noBPFCgroup(err error) error {
 type launchMode struct {
 	cgroup bool // a cgroup of its own
 	userns bool // a user namespace
+	devpts bool // a devpts of its own on /dev/pts
 }
 
 // fallBack decides, after a launch in m failed with err, what to launch
 // in next: without the cgroup when the shim could not start in the one it
 // had (inCgroup; never where jobs get the BPF device filter, which lives
 // on that cgroup), without a user namespace (only where unsandboxed jobs
-// are allowed) when the kernel refused one. Otherwise it returns the
-// error to give up with.
+// are allowed) when the kernel refused one, without /dev/pts (never with
+// the host's) when it refused a devpts of the job's own, which it logs
+// once: later jobs start without at once. Otherwise it returns the error
+// to give up with.
 func (r *processRuntime) fallBack(ctx context.Context, err error, m launchMode, inCgroup bool, prefix string, log *slog.Logger) (launchMode, error) {
 	var se *shimError
 	switch {
@@ -268,6 +274,11 @@ func (r *processRuntime) fallBack(ctx context.Context, err error, m launchMode, 
 	case inCgroup && errors.As(err, &se) && se.stage == "start":
 		log.Warn("cannot start the job in its cgroup; starting it without", "err", err)
 		m.cgroup = false
+	case m.devpts && errors.As(err, &se) && se.stage == stageDevpts:
+		if r.noDevpts.CompareAndSwap(false, true) {
+			r.log.Warn("jobs get no /dev/pts (no terminals): the kernel refused them a devpts of their own, and the host's is never given", "err", err)
+		}
+		m.devpts = false
 	case m.userns && errors.As(err, &se) && (se.stage == stageNamespace || se.stage == "start" && usernsRefused(err)):
 		r.noUserNS.Store(true)
 		if !r.allowBare {

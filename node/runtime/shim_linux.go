@@ -60,6 +60,9 @@ const (
 	stageUser      = "user"
 	stageExec      = "exec"
 	stageNetwork   = "network"
+	// stageDevpts: the kernel refused the job a devpts of its own; the
+	// node starts it again without /dev/pts.
+	stageDevpts = "devpts"
 )
 
 // MaybeShim must be the first thing main (and the TestMain of every package
@@ -208,7 +211,7 @@ func setupMounts(cfg *shimConfig, warn func(string, ...any)) (string, error) {
 	if err != nil {
 		return stageMounts, err
 	}
-	var devs *heldDevs
+	var devs []int
 	if cfg.PrivateDev {
 		if devs, err = holdDevs(cfg.DevBinds); err != nil {
 			return stageMounts, err
@@ -217,8 +220,10 @@ func setupMounts(cfg *shimConfig, warn func(string, ...any)) (string, error) {
 	readOnlyAll(warn)
 	old := unix.Umask(0)
 	defer unix.Umask(old)
-	if devs != nil {
-		if err := mountPrivateDev(cfg.DevBinds, devs, warn); err != nil {
+	if cfg.PrivateDev {
+		if err := mountPrivateDev(cfg.DevBinds, devs, cfg.DevPTS); errors.Is(err, errNoDevpts) {
+			return stageDevpts, err
+		} else if err != nil {
 			return stageMounts, err
 		}
 	}
@@ -233,7 +238,7 @@ func setupMounts(cfg *shimConfig, warn func(string, ...any)) (string, error) {
 		return stageMounts, err
 	}
 	relockCovers(relock, warn)
-	if devs != nil {
+	if cfg.PrivateDev {
 		// Nothing more is made in the job's /dev: its nodes, pts and
 		// shm are mounts of their own and keep their flags.
 		if err := remount("/dev", true, unix.MS_NOSUID|unix.MS_NOEXEC); err != nil {
@@ -243,84 +248,56 @@ func setupMounts(cfg *shimConfig, warn func(string, ...any)) (string, error) {
 	return "", nil
 }
 
-// heldDevs are O_PATH descriptors on the host's nodes that a job's
-// private /dev gets, held before /dev (and /tmp ...) are covered.
-type heldDevs struct {
-	binds []int // one per devBind
-	pts   int   // the host's /dev/pts, -1 when missing
-	ptmx  int   // the host's /dev/ptmx, -1 when missing
-}
-
-// holdDevs opens an O_PATH descriptor on each bind's source and on the
-// host's pts and ptmx (in case a devpts of the job's own cannot be
-// mounted).
-func holdDevs(binds []devBind) (*heldDevs, error) {
-	h := &heldDevs{pts: -1, ptmx: -1}
+// holdDevs opens an O_PATH descriptor on each bind's source, before
+// /dev (and /tmp ...) are covered: one per bind.
+func holdDevs(binds []devBind) ([]int, error) {
+	var fds []int
 	for _, b := range binds {
 		fd, err := unix.Open(b.Src, unix.O_PATH|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return nil, fmt.Errorf("device %s: %w", b.Src, err)
 		}
-		h.binds = append(h.binds, fd)
+		fds = append(fds, fd)
 	}
-	if fd, err := unix.Open(hostDev+"/pts", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
-		h.pts = fd
-	}
-	if fd, err := unix.Open(hostDev+"/ptmx", unix.O_PATH|unix.O_CLOEXEC, 0); err == nil {
-		h.ptmx = fd
-	}
-	return h, nil
+	return fds, nil
 }
 
+// errNoDevpts is mountPrivateDev's error when the kernel refuses the job
+// a devpts of its own.
+var errNoDevpts = errors.New("a devpts of the job's own")
+
 // mountPrivateDev mounts a tmpfs over /dev holding only the nodes of
-// binds (held by h), a devpts of the job's own (or the host's, bound, if
-// the kernel refuses a new instance) with its ptmx, an empty shm for
-// the scratch tmpfs, and the fd, stdin, stdout and stderr links. The
-// descriptors of h are closed.
-func mountPrivateDev(binds []devBind, h *heldDevs, warn func(string, ...any)) error {
+// binds (held by fds, which it closes), with devpts a devpts of the job's
+// own on /dev/pts and ptmx linked to its ptmx (never the host's: a job
+// the kernel refuses one fails with errNoDevpts), an empty shm for the
+// scratch tmpfs, and the fd, stdin, stdout and stderr links.
+func mountPrivateDev(binds []devBind, fds []int, devpts bool) error {
 	defer func() {
-		for _, fd := range append(h.binds, h.pts, h.ptmx) {
-			if fd >= 0 {
-				unix.Close(fd)
-			}
+		for _, fd := range fds {
+			unix.Close(fd)
 		}
 	}()
 	// The tmpfs itself holds no device: each node is a bind of its own.
 	if err := unix.Mount("gpumesh-dev", hostDev, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=1024"); err != nil {
 		return fmt.Errorf("private /dev: %w", err)
 	}
-	for _, d := range []struct {
-		name string
-		mode uint32
-	}{{"pts", 0o755}, {"shm", 0o1777}} {
-		if err := unix.Mkdir(hostDev+"/"+d.name, d.mode); err != nil {
-			return fmt.Errorf("private /dev: %s: %w", d.name, err)
-		}
+	if err := unix.Mkdir(hostDev+"/shm", 0o1777); err != nil {
+		return fmt.Errorf("private /dev: shm: %w", err)
 	}
 	for i, b := range binds {
-		if err := bindDev(hostDev+"/"+b.Dst, h.binds[i], b.Dir); err != nil {
+		if err := bindDev(hostDev+"/"+b.Dst, fds[i], b.Dir); err != nil {
 			return fmt.Errorf("private /dev: %s: %w", b.Src, err)
 		}
 	}
-	ptmx := "pts/ptmx"
-	if err := unix.Mount("devpts", hostDev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
-		if h.pts < 0 {
-			return fmt.Errorf("private /dev: devpts: %w, and the host has no /dev/pts", err)
-		}
-		warn("a devpts of the job's own: %v; the host's is bound", err)
-		if err := bindDev(hostDev+"/pts", h.pts, true); err != nil {
+	links := [][2]string{{"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}}
+	if devpts {
+		if err := unix.Mkdir(hostDev+"/pts", 0o755); err != nil {
 			return fmt.Errorf("private /dev: pts: %w", err)
 		}
-		ptmx = ""
-		if h.ptmx >= 0 {
-			if err := bindDev(hostDev+"/ptmx", h.ptmx, false); err != nil {
-				return fmt.Errorf("private /dev: ptmx: %w", err)
-			}
+		if err := unix.Mount("devpts", hostDev+"/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+			return fmt.Errorf("private /dev: %w: %w", errNoDevpts, err)
 		}
-	}
-	links := [][2]string{{"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"}, {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}}
-	if ptmx != "" {
-		links = append(links, [2]string{"ptmx", ptmx})
+		links = append(links, [2]string{"ptmx", "pts/ptmx"})
 	}
 	for _, l := range links {
 		if err := unix.Symlink(l[1], hostDev+"/"+l[0]); err != nil {
