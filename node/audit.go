@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -176,21 +177,51 @@ func (n *Node) challengePriority() func(peer.ID) bool {
 	for _, p := range n.trustedPeers() {
 		trusted[p] = true
 	}
-	return func(p peer.ID) bool { return trusted[p] || n.leasesTo(p) }
+	renters := &renterSet{read: n.liveRenters}
+	return func(p peer.ID) bool { return trusted[p] || renters.has(p, n.now()) }
 }
 
-// leasesTo reports whether this node, as supplier, holds a live lease
-// whose renter is p.
-func (n *Node) leasesTo(p peer.ID) bool {
-	now := n.now()
+// renterSetTTL is how long the renters of live leases read from the
+// lease store stand for them: a challenger's priority costs a scan of the
+// store at most this often, whatever the rate of challenges.
+const renterSetTTL = 2 * time.Second
+
+// renterSet is the renters of this supplier's live leases, read (read)
+// at most every renterSetTTL. It is safe for concurrent use.
+type renterSet struct {
+	read func(now time.Time) map[peer.ID]bool
+
+	mu  sync.Mutex
+	at  time.Time // when set was read; zero: never
+	set map[peer.ID]bool
+}
+
+// has reports whether p is a renter of a live lease, as read at most
+// renterSetTTL before now.
+func (r *renterSet) has(p peer.ID, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.at.IsZero() || now.Sub(r.at) >= renterSetTTL || now.Before(r.at) {
+		r.set, r.at = r.read(now), now
+	}
+	return r.set[p]
+}
+
+// liveRenters are the renters of the leases this node, as supplier,
+// holds live at now (pending or confirmed, not ended).
+func (n *Node) liveRenters(now time.Time) map[peer.ID]bool {
 	ls, err := market.Leases(n.store, now)
 	if err != nil {
 		n.log.Debug("leases not read for a challenger's priority", "err", err)
 	}
-	return slices.ContainsFunc(ls, func(l market.StoredLease) bool {
-		return l.Role == market.RoleSupplier && l.Renter == p && now.Before(l.End()) &&
-			(l.State == market.LeasePending || l.State == market.LeaseConfirmed)
-	})
+	out := map[peer.ID]bool{}
+	for _, l := range ls {
+		if l.Role == market.RoleSupplier && now.Before(l.End()) &&
+			(l.State == market.LeasePending || l.State == market.LeaseConfirmed) {
+			out[l.Renter] = true
+		}
+	}
+	return out
 }
 
 // auditLoop challenges one supplier at a random time in every interval,

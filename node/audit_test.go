@@ -222,3 +222,26 @@ func TestDevicesFor(t *testing.T) {
 		t.Errorf("a GPU the driver does not show: %v", err)
 	}
 }
+
+// TestRenterSetReadsAtMostEveryTTL: a challenger's priority reads the
+// lease store at most every renterSetTTL, however many streams come in.
+func TestRenterSetReadsAtMostEveryTTL(t *testing.T) {
+	renter := peer.ID("renter")
+	reads := 0
+	r := &renterSet{read: func(time.Time) map[peer.ID]bool {
+		reads++
+		return map[peer.ID]bool{renter: reads > 1}
+	}}
+	t0 := time.Unix(1_000_000, 0)
+	for i := range 1000 {
+		if r.has(renter, t0.Add(time.Duration(i)*time.Millisecond)) {
+			t.Fatal("a renter read before its lease counts")
+		}
+	}
+	if reads != 1 {
+		t.Fatalf("%d reads of the lease store in 1 s, want 1", reads)
+	}
+	if !r.has(renter, t0.Add(renterSetTTL)) || reads != 2 {
+		t.Fatalf("after %v: %d reads, want the set read again (2)", renterSetTTL, reads)
+	}
+}

@@ -186,19 +186,23 @@ type refusal struct {
 // admit enforces, in order, one challenge at a time, a gap per
 // challenger, and the strangers' share of the prover's time (priority
 // challengers are not held to it). The function it returns ends the
-// challenge and accounts its time.
+// challenge and accounts its time. ProverConfig.Priority, which may read
+// a store, is asked only once the cheap checks passed, and outside the
+// prover's mutex; they are made again after it, as another challenge may
+// have been admitted meanwhile.
 func (p *Prover) admit(from peer.ID) (func(), *refusal) {
+	p.mu.Lock()
+	no := p.cheapChecks(from, p.cfg.Now())
+	p.mu.Unlock()
+	if no != nil {
+		return nil, no
+	}
+	stranger := !p.cfg.Priority(from)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Now()
-	stranger := !p.cfg.Priority(from)
-	if p.busy {
-		// The running challenge may take as long as the longest yet.
-		left := p.strangers.longest - now.Sub(p.busySince)
-		return nil, &refusal{"busy with another challenge", max(time.Second, left)}
-	}
-	if since := now.Sub(p.last[from]); since < p.cfg.PeerGap {
-		return nil, &refusal{fmt.Sprintf("challenged by you less than %s ago", p.cfg.PeerGap), p.cfg.PeerGap - since}
+	if no := p.cheapChecks(from, now); no != nil {
+		return nil, no
 	}
 	if stranger {
 		if wait := p.strangers.wait(now); wait > 0 {
@@ -219,6 +223,20 @@ func (p *Prover) admit(from peer.ID) (func(), *refusal) {
 			p.cfg.held(p.busySince, end, stranger)
 		}
 	}, nil
+}
+
+// cheapChecks refuses a challenge while another runs, and a challenger
+// within its PeerGap. Only the holder of p.mu calls it.
+func (p *Prover) cheapChecks(from peer.ID, now time.Time) *refusal {
+	if p.busy {
+		// The running challenge may take as long as the longest yet.
+		left := p.strangers.longest - now.Sub(p.busySince)
+		return &refusal{"busy with another challenge", max(time.Second, left)}
+	}
+	if since := now.Sub(p.last[from]); since < p.cfg.PeerGap {
+		return &refusal{fmt.Sprintf("challenged by you less than %s ago", p.cfg.PeerGap), p.cfg.PeerGap - since}
+	}
+	return nil
 }
 
 // realWithoutProver reports whether model's GPUs here are real (any of
