@@ -125,6 +125,20 @@ func writableCgroup2Root() string {
 	return ""
 }
 
+// cgroupMounts are the mount points of the host's cgroup and cgroup2
+// hierarchies, shell-quoted and blank-separated.
+func cgroupMounts() string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if f := strings.Fields(pre); ok && len(f) > 4 && (strings.HasPrefix(post, "cgroup ") || strings.HasPrefix(post, "cgroup2 ")) && !strings.ContainsAny(f[4], `'\`) {
+			out = append(out, "'"+f[4]+"'")
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 // hasDevicesV1 reports whether the cgroup v1 devices controller is
 // mounted.
 func hasDevicesV1() bool {
@@ -168,7 +182,8 @@ func filterCases(t *testing.T) []filterCase {
 // /dev alone): whatever its environment says, /dev/nvidia2 and
 // /dev/nvidiactl pass every permission check (ENXIO: they reach the
 // absent driver), nvidia0, 1 and 3 are not in its /dev, and its /dev
-// holds nothing else of the host's. The fake nodes' own directory stands
+// holds nothing else of the host's, and it (uid 0) cannot move itself to
+// another cgroup. The fake nodes' own directory stands
 // for the host's /dev, which the job reaches by path: there none opens
 // (EACCES), nvidia2 included, whatever the filter: the job's mounts are
 // nodev but for its /dev.
@@ -190,6 +205,7 @@ echo "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}"
 echo "DEV $(ls -A /dev | tr '\n' ' ')"
 echo x >/dev/null && echo NULL-OK
 { exec 4<>/dev/ptmx; } && echo PTMX-OK
+for c in `+cgroupMounts()+`; do if (echo $$ >"$c/cgroup.procs") 2>/dev/null; then echo "LEFT-CGROUP $c"; fi; done
 `, "sh", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3", "/dev/nvidiactl",
 				host("nvidia0"), host("nvidia1"), host("nvidia2"), host("nvidia3"))
 			s.JobID = randomJobID()
@@ -203,6 +219,9 @@ echo x >/dev/null && echo NULL-OK
 			}
 			wantOpens(t, got, []string{"/dev/nvidia2", "/dev/nvidiactl"}, []string{"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia3"}, noSuchFile)
 			wantOpens(t, got, nil, []string{host("nvidia0"), host("nvidia1"), host("nvidia2"), host("nvidia3")}, permissionDenied)
+			if strings.Contains(got, "LEFT-CGROUP") {
+				t.Error("the job (uid 0) moved itself to another cgroup: a cgroup mount is writable in its view")
+			}
 			for _, want := range []string{"CUDA_VISIBLE_DEVICES=unset\n", "NULL-OK\n", "PTMX-OK\n"} {
 				if !strings.Contains(got, want) {
 					t.Errorf("output lacks %q", want)

@@ -21,7 +21,9 @@
 //
 //   - makes every mount private, so nothing it does reaches the node;
 //   - makes every mount read-only and nodev (per mount, never the
-//     filesystem itself);
+//     filesystem itself), and fails unless every cgroup and cgroup2 mount
+//     is then read-only (statfs), as a job running as uid 0 could
+//     otherwise move itself out of its cgroup and its device filter;
 //   - mounts a private /dev (see "The job's devices");
 //   - covers each [Spec.Hide] path: a directory with an empty read-only
 //     tmpfs of mode 000, anything else with an empty read-only file of
@@ -282,10 +284,12 @@
 //     MemoryBytes each) are RAM beside RLIMIT_AS.
 //   - A job with RunAs "" on a root node runs as uid 0 without
 //     capabilities. It cannot undo the mounts, write the filesystem or
-//     read the node's /proc entries, but it can read every root-owned file
-//     that is not hidden, and services that trust uid 0 over a socket
-//     (D-Bus, systemd, docker.sock) still do. That is not a security
-//     boundary: set RunAs on a root node.
+//     read the node's /proc entries, nor leave its cgroup (and its device
+//     filter) by a root-owned cgroup.procs: the start fails where a
+//     cgroup mount would stay writable in its view. But it can read every
+//     root-owned file that is not hidden, and services that trust uid 0
+//     over a socket (D-Bus, systemd, docker.sock) still do. That is not a
+//     security boundary: set RunAs on a root node.
 //   - Files readable by the job's user outside Hide stay readable (the
 //     filesystem is read-only, not invisible).
 //   - KillGroup (a restarted node cleaning up) kills the job's init, and

@@ -218,6 +218,9 @@ func setupMounts(cfg *shimConfig, warn func(string, ...any)) (string, error) {
 		}
 	}
 	readOnlyAll(warn)
+	if err := cgroupsReadOnly(); err != nil {
+		return stageMounts, err
+	}
 	old := unix.Umask(0)
 	defer unix.Umask(old)
 	if cfg.PrivateDev {
@@ -544,6 +547,48 @@ func readOnlyAll(warn func(string, ...any)) {
 			warn("make %s read-only and nodev: %v", mp, err)
 		}
 	}
+}
+
+// cgroupsReadOnly fails unless every cgroup mount of the namespace is
+// read-only once readOnlyAll has run: a job running as uid 0 (RunAs "")
+// passes the permission checks of a root-owned cgroup.procs, and could
+// otherwise move itself into its cgroup's parent, away from its device
+// filter (and its limits).
+func cgroupsReadOnly() error {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("check the cgroup mounts are read-only: %w", err)
+	}
+	return checkCgroupsReadOnly(data, func(p string) (int64, error) {
+		var st unix.Statfs_t
+		err := unix.Statfs(p, &st)
+		return st.Flags, err
+	})
+}
+
+// checkCgroupsReadOnly checks, for each cgroup and cgroup2 mount of
+// mountinfo, that statfs gives it ST_RDONLY. A mount statfs cannot
+// reach (EACCES, ENOENT) the job cannot reach either.
+func checkCgroupsReadOnly(mountinfo []byte, statfs func(string) (int64, error)) error {
+	for _, line := range strings.Split(string(mountinfo), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		a, b := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(a) < 5 || len(b) < 1 || b[0] != "cgroup" && b[0] != "cgroup2" {
+			continue
+		}
+		mp := unescapeMount(a[4])
+		flags, err := statfs(mp)
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("check that %s is read-only: %w", mp, err)
+		}
+		if flags&unix.ST_RDONLY == 0 {
+			return fmt.Errorf("the %s mount %s stays writable in the job's view (see the warnings above), so a job running as root could leave its cgroup and device filter", b[0], mp)
+		}
+	}
+	return nil
 }
 
 // remount changes the read-only flag of the mount at p, keeping its other
