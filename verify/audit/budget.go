@@ -67,11 +67,7 @@ func (b *budget) took(from, to time.Time, stranger bool) {
 // start must move on for enough of the spans in it to leave.
 func (b *budget) wait(now time.Time) time.Duration {
 	start := now.Add(-b.window)
-	var used time.Duration
-	for _, s := range b.spans {
-		used += overlap(s, start, now)
-	}
-	excess := used + b.estimate() - b.allowance()
+	excess := b.used(now) + b.estimate() - b.allowance()
 	if excess <= 0 {
 		return 0
 	}
@@ -91,6 +87,24 @@ func (b *budget) wait(now time.Time) time.Duration {
 		excess -= l
 	}
 	return b.window // not reached: excess ≤ used
+}
+
+// used is the time strangers' challenges took in the window ending now.
+func (b *budget) used(now time.Time) time.Duration {
+	start := now.Add(-b.window)
+	var used time.Duration
+	for _, s := range b.spans {
+		used += overlap(s, start, now)
+	}
+	return used
+}
+
+// left is what is left of the allowance in the window ending now: the
+// most a stranger's challenge admitted now may hold the prover (then it
+// is cancelled), so that strangers together never take more than the
+// share. It is at least the estimate when wait(now) is 0.
+func (b *budget) left(now time.Time) time.Duration {
+	return max(0, b.allowance()-b.used(now))
 }
 
 // overlap is how much of s lies in [from, to].

@@ -42,6 +42,9 @@ func TestBudgetWait(t *testing.T) {
 			t.Errorf("at %vs: wait %v, want %v", tc.now, got, tc.want)
 		}
 	}
+	if got := b.left(at(13)); got != 3*time.Second {
+		t.Errorf("at 13s: left %v, want 3s (10 s of share, 7 s used)", got)
+	}
 	b.took(at(200), at(260), true) // longer than the whole share
 	if got := b.wait(at(260)); got != 100*time.Second {
 		t.Errorf("after a 60 s challenge: wait %v, want 100s (it must leave the window)", got)

@@ -49,7 +49,11 @@
 // PeerGap, and strangers once their challenges took StrangerShare (a
 // tenth) of its time over the last StrangerWindow (10 minutes); the
 // challengers ProverConfig.Priority names (trusted peers, renters about
-// to lease) are not held to that share. The work runs on a context that
+// to lease) are not held to that share. A stranger's challenge holds the
+// prover no longer than what is left of the share when it is admitted
+// (at least the longest challenge's time): past that its stream is
+// reset, however slowly it answers, so strangers together never exceed
+// the share. The work runs on a context that
 // ends with the stream: a challenger that resets or closes it, or goes
 // away, stops it.
 package audit

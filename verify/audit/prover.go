@@ -186,28 +186,33 @@ type refusal struct {
 // admit enforces, in order, one challenge at a time, a gap per
 // challenger, and the strangers' share of the prover's time (priority
 // challengers are not held to it). The function it returns ends the
-// challenge and accounts its time. ProverConfig.Priority, which may read
+// challenge and accounts its time; the duration, for a stranger, is the
+// most it may hold the prover (what is left of the strangers' share in
+// the window: then it is cancelled), 0 for a priority challenger.
+// ProverConfig.Priority, which may read
 // a store, is asked only once the cheap checks passed, and outside the
 // prover's mutex; they are made again after it, as another challenge may
 // have been admitted meanwhile.
-func (p *Prover) admit(from peer.ID) (func(), *refusal) {
+func (p *Prover) admit(from peer.ID) (func(), time.Duration, *refusal) {
 	p.mu.Lock()
 	no := p.cheapChecks(from, p.cfg.Now())
 	p.mu.Unlock()
 	if no != nil {
-		return nil, no
+		return nil, 0, no
 	}
 	stranger := !p.cfg.Priority(from)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.cfg.Now()
 	if no := p.cheapChecks(from, now); no != nil {
-		return nil, no
+		return nil, 0, no
 	}
+	var limit time.Duration
 	if stranger {
 		if wait := p.strangers.wait(now); wait > 0 {
-			return nil, &refusal{fmt.Sprintf("challenges by peers it does not trust took their share (%.0f%%) of the last %s", 100*p.cfg.StrangerShare, p.cfg.StrangerWindow), wait}
+			return nil, 0, &refusal{fmt.Sprintf("challenges by peers it does not trust took their share (%.0f%%) of the last %s", 100*p.cfg.StrangerShare, p.cfg.StrangerWindow), wait}
 		}
+		limit = max(time.Millisecond, p.strangers.left(now))
 	}
 	if len(p.last) > 10000 {
 		clear(p.last)
@@ -222,7 +227,7 @@ func (p *Prover) admit(from peer.ID) (func(), *refusal) {
 		if p.cfg.held != nil {
 			p.cfg.held(p.busySince, end, stranger)
 		}
-	}, nil
+	}, limit, nil
 }
 
 // cheapChecks refuses a challenge while another runs, and a challenger
@@ -329,13 +334,23 @@ func (p *Prover) handle(s network.Stream) error {
 		return p2p.WriteMsg(s, &pb.Commit{Refused: fmt.Sprintf("its %s GPUs are leased", req.Model), Busy: true, Code: CodeLeased,
 			RetryAfterMs: retryMs(wait)})
 	}
-	done, no := p.admit(s.Conn().RemotePeer())
+	done, limit, no := p.admit(s.Conn().RemotePeer())
 	if no != nil {
 		return p2p.WriteMsg(s, &pb.Commit{Refused: no.reason, Busy: true, Code: CodeBusy, RetryAfterMs: retryMs(no.retryAfter)})
 	}
 	var once sync.Once
 	release := func() { once.Do(done) }
 	defer release()
+	if limit > 0 {
+		// A stranger holds the prover no longer than the share left for
+		// it, however slowly it answers: then its stream is reset, which
+		// cancels the work.
+		t := time.AfterFunc(limit, func() {
+			p.cfg.Log.Debug("challenge: a stranger's challenge ran past the share left for it; reset", "from", s.Conn().RemotePeer(), "limit", limit)
+			s.Reset()
+		})
+		defer t.Stop()
+	}
 	sz, err := p.expect(&req)
 	if err != nil {
 		return p2p.WriteMsg(s, &pb.Commit{Refused: err.Error()})
