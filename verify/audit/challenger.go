@@ -299,7 +299,7 @@ func gops(p challenge.Params, gpus int, d time.Duration) float64 {
 // sweep-and-open and memory. A verification failure is returned as is; a
 // transport failure wraps ErrUnreachable.
 func (c *Challenger) run(ctx context.Context, subject peer.ID, res *Result, params challenge.Params, mp challenge.MemParams, bound *challenge.TimeBound, memDeadline time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, 4*stepTimeout)
+	ctx, cancel := context.WithTimeout(ctx, exchangeTimeout(len(res.UUIDs), mp))
 	defer cancel()
 	s, err := c.host.NewStream(ctx, subject, ChallengeProtocol)
 	if err != nil {
@@ -573,6 +573,8 @@ func (x *exchange) memPrepare(ctx context.Context, memSeed [32]byte, own bool) (
 	if err := x.send(&pb.MemPrepare{Seed: memSeed[:]}); err != nil {
 		return nil, 0, err
 	}
+	// The prover fills every GPU's buffers before it answers.
+	_ = x.s.SetDeadline(time.Now().Add(prepareTimeout(x.gpus, x.mp)))
 	var mine ownMem
 	if own {
 		var err error

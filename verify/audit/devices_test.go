@@ -162,8 +162,14 @@ func (d *fillingDevice) Memory(context.Context, int, [32]byte, challenge.MemPara
 // prover fails to fill memory with err, up to the prover's MemReady.
 func memReadyFor(t *testing.T, err error) *pb.MemReady {
 	t.Helper()
+	return memReadyOf(t, &fillingDevice{err: err})
+}
+
+// memReadyOf runs a challenge of the H100s of mixed, proven by dev, up to
+// the prover's MemReady.
+func memReadyOf(t *testing.T, dev DeviceProver) *pb.MemReady {
+	t.Helper()
 	ph, ch := newHost(t), newHost(t)
-	dev := &fillingDevice{err: err}
 	Serve(ProverConfig{Host: ph, GPUs: mixed, Devices: func([]GPU) (DeviceProver, error) { return dev, nil }, Log: quiet()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -232,5 +238,60 @@ func TestChallengerTakesNoMemoryAsBusy(t *testing.T) {
 	var busy *BusyError
 	if !errors.As(err, &busy) || busy.RetryAfter != time.Minute {
 		t.Fatalf("a busy MemReady: %v, want ErrBusy retrying after 1m", err)
+	}
+}
+
+// barrierDevice is a fillingDevice whose Memory returns only once every
+// one of gpus GPUs' fills has started (or fails after 20 s).
+type barrierDevice struct {
+	fillingDevice
+	gpus    int
+	mu      sync.Mutex
+	entered int
+	all     chan struct{}
+}
+
+func (d *barrierDevice) Memory(_ context.Context, _ int, _ [32]byte, p challenge.MemParams) (challenge.MemBackend, error) {
+	d.mu.Lock()
+	if d.entered++; d.entered == d.gpus {
+		close(d.all)
+	}
+	d.mu.Unlock()
+	select {
+	case <-d.all:
+		return heldBackend(p.Bytes()), nil
+	case <-time.After(20 * time.Second):
+		return nil, errors.New("filled one GPU after another")
+	}
+}
+
+// heldBackend is a MemBackend that holds its bytes and folds nothing.
+type heldBackend int64
+
+func (b heldBackend) FoldRound(context.Context, []int, int, []uint64, []uint64) error { return nil }
+func (b heldBackend) HeldBytes() int64                                                { return int64(b) }
+func (b heldBackend) Close() error                                                    { return nil }
+
+// TestRealGPUsFilledAtOnce: the memory proof's buffers of real GPUs are
+// filled at once, each on its own device, not one GPU after another.
+func TestRealGPUsFilledAtOnce(t *testing.T) {
+	ready := memReadyOf(t, &barrierDevice{gpus: 2, all: make(chan struct{})})
+	if ready.Refused != "" {
+		t.Fatalf("MemReady refused: %s", ready.Refused)
+	}
+}
+
+// TestPrepareTimeout: the prepare step's deadline grows with the bytes to
+// fill, all GPUs' together: 8 H200s' buffers are not filled within one
+// step's 2 minutes at memFillRate, and the whole exchange leaves room for
+// them and its other steps.
+func TestPrepareTimeout(t *testing.T) {
+	_, mem := Sizes(mustProfile(t, "h200"), false, 0)
+	fill := time.Duration(float64(8*mem.Bytes()) / memFillRate * float64(time.Second))
+	if got := prepareTimeout(8, mem); got != stepTimeout+fill || got <= 2*stepTimeout {
+		t.Errorf("prepareTimeout(8 H200s) = %v, want a step (%v) and %v to fill %d GiB", got, stepTimeout, fill, 8*mem.Bytes()>>30)
+	}
+	if got := exchangeTimeout(8, mem); got != 4*stepTimeout+fill {
+		t.Errorf("exchangeTimeout(8 H200s) = %v, want %v", got, 4*stepTimeout+fill)
 	}
 }

@@ -15,7 +15,8 @@
 //	← SweepResponse     (X_T·r mod p per GPU)
 //	→ OpenRequest       (a seed for the rows, drawn after the sweep)
 //	← OpenResponse      (k rows per GPU with Merkle proofs)
-//	→ MemPrepare        (a seed: fill the claimed memory; not timed)
+//	→ MemPrepare        (a seed: fill the claimed memory; not timed, its
+//	                     deadline grows with the bytes to fill)
 //	← MemReady
 //	→ MemRequest        (σ0)
 //	← MemDone           (a commitment to the digests)  timed

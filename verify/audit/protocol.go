@@ -54,6 +54,32 @@ const (
 	memRetryWait = 10 * time.Second
 )
 
+// memFillRate is the least rate, in bytes a second, at which a prover is
+// expected to fill the memory proof's buffers of all its GPUs together
+// (generated on the host, copied to each device; filling is not timed):
+// 1 GiB/s, a few cores' worth of ChaCha8. Eight H200s hold about 1 TiB of
+// buffers: 17 minutes at this rate, in a minute or so on a host that
+// fills them at once on 16 cores.
+const memFillRate = 1 << 30
+
+// fillTime is the time allowed for filling gpus GPUs' buffers of size m
+// at memFillRate.
+func fillTime(gpus int, m challenge.MemParams) time.Duration {
+	return time.Duration(float64(gpus) * float64(m.Bytes()) / memFillRate * float64(time.Second))
+}
+
+// prepareTimeout is the deadline, on both sides, of the memory proof's
+// prepare step (MemPrepare to MemReady): a step's time plus the fill's.
+func prepareTimeout(gpus int, m challenge.MemParams) time.Duration {
+	return stepTimeout + fillTime(gpus, m)
+}
+
+// exchangeTimeout bounds a whole challenge of gpus GPUs, on both sides:
+// four steps, and the fill's time.
+func exchangeTimeout(gpus int, m challenge.MemParams) time.Duration {
+	return 4*stepTimeout + fillTime(gpus, m)
+}
+
 // Sizes returns the challenge sizes for a model: scaled down by scale for
 // simulated devices, the real ones otherwise. Both sides compute them, so
 // a prover never does more work than its own profile implies.

@@ -355,7 +355,7 @@ func (p *Prover) handle(s network.Stream) error {
 	if err != nil {
 		return p2p.WriteMsg(s, &pb.Commit{Refused: err.Error()})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*stepTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), exchangeTimeout(len(req.Seeds), sz.mem))
 	defer cancel()
 	ws := watch(s, cancel)
 	defer ws.stop()
@@ -490,27 +490,43 @@ func (p *Prover) open(ctx context.Context, s network.Stream, prover challenge.Pr
 // memory (nil for simulated ones). release lets the next challenge start
 // once this one is over.
 func (p *Prover) memory(ctx context.Context, s network.Stream, dev DeviceProver, gpus int, sz sizes, release func()) error {
-	step(s)
+	// Reading MemPrepare, filling and writing MemReady: the fill's time.
+	_ = s.SetDeadline(time.Now().Add(prepareTimeout(gpus, sz.mem)))
 	var prep pb.MemPrepare
 	if err := p2p.ReadMsg(s, maxSmallMsg, &prep); err != nil {
 		return err
 	}
-	mems := make([]*challenge.MemProver, 0, gpus)
+	mems := make([]*challenge.MemProver, gpus)
 	defer func() {
 		for _, m := range mems {
-			m.Close()
+			if m != nil {
+				m.Close()
+			}
 		}
 	}()
-	for g := range gpus {
-		m, err := p.memProver(ctx, dev, g, MemSeed(seed32(prep.Seed), g), sz)
+	errs := make([]error, gpus)
+	fill := func(g int) { mems[g], errs[g] = p.memProver(ctx, dev, g, MemSeed(seed32(prep.Seed), g), sz) }
+	if sz.simulated {
+		// They share the CPU, as the challenger's own copy does.
+		for g := range gpus {
+			if fill(g); errs[g] != nil {
+				break
+			}
+		}
+	} else {
+		// Each on its own device, at once.
+		var wg sync.WaitGroup
+		for g := range gpus {
+			wg.Go(func() { fill(g) })
+		}
+		wg.Wait()
+	}
+	if err := errors.Join(errs...); err != nil {
 		if errors.Is(err, ErrDeviceMemory) {
 			// The memory is taken (a renter's job): that judges nothing.
 			return p2p.WriteMsg(s, &pb.MemReady{Refused: err.Error(), Busy: true, Code: CodeNoMemory, RetryAfterMs: retryMs(NoMemoryRetry)})
 		}
-		if err != nil {
-			return p2p.WriteMsg(s, &pb.MemReady{Refused: err.Error()})
-		}
-		mems = append(mems, m)
+		return p2p.WriteMsg(s, &pb.MemReady{Refused: err.Error()})
 	}
 	if err := p2p.WriteMsg(s, &pb.MemReady{}); err != nil {
 		return err

@@ -3,9 +3,11 @@ package cuda
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gpumesh/gpumesh/verify/challenge"
 )
@@ -40,10 +42,25 @@ type MemBackend struct {
 
 var _ challenge.MemBackend = (*MemBackend)(nil)
 
+// FillInFlight is the most memory-proof buffers NewMemBackend fills on
+// the host at once for one device: its host staging memory is
+// FillInFlight·BufferBytes (1 GiB of 256 MiB buffers), whatever the
+// number of cores, and a prover filling 8 GPUs at once stages 8 GiB.
+const FillInFlight = 4
+
+// fillWorkers is how many buffers of p NewMemBackend fills at once: one
+// staging buffer each.
+func fillWorkers(p challenge.MemParams) int {
+	return max(1, min(FillInFlight, runtime.GOMAXPROCS(0), p.Buffers))
+}
+
 // NewMemBackend fills the buffers of a memory proof of size p for seed on
-// dev. Filling runs on every core, a batch of buffers at a time, and is
-// not part of the timed proof. A device without room for them fails with
-// ErrOutOfMemory (wrapped), having freed what it took.
+// dev. Filling is not part of the timed proof: fillWorkers(p) goroutines
+// each fill one buffer on the host (challenge.FillMemBuffer) into their
+// own staging buffer and copy it to the device, then take the next, so
+// that generating and copying overlap and the host stages at most
+// FillInFlight buffers per device. A device without room for them fails
+// with ErrOutOfMemory (wrapped), having freed what it took.
 func NewMemBackend(ctx context.Context, dev *Device, seed [32]byte, p challenge.MemParams) (*MemBackend, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -53,38 +70,43 @@ func NewMemBackend(ctx context.Context, dev *Device, seed [32]byte, p challenge.
 		m.Close()
 		return nil, err
 	}
-	batch := max(1, min(runtime.GOMAXPROCS(0), p.Buffers))
-	staging := make([][]byte, batch)
-	for i := range staging {
-		staging[i] = make([]byte, p.BufferBytes)
-	}
-	for first := 0; first < p.Buffers; first += batch {
-		if err := ctx.Err(); err != nil {
-			m.Close()
-			return nil, err
-		}
-		cnt := min(batch, p.Buffers-first)
-		var wg sync.WaitGroup
-		for i := range cnt {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				challenge.FillMemBuffer(staging[i], seed, first+i)
-			}()
-		}
-		wg.Wait()
-		err := dev.do(func(s *devState) error {
-			for i := range cnt {
-				if err := s.htod(m.bufs[first+i], staging[i]); err != nil {
-					return fmt.Errorf("buffer %d: %w", first+i, err)
+	workers := fillWorkers(p)
+	var (
+		next   atomic.Int64
+		failed atomic.Bool
+		wg     sync.WaitGroup
+	)
+	errs := make([]error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			staging := make([]byte, p.BufferBytes)
+			for !failed.Load() {
+				j := int(next.Add(1) - 1)
+				if j >= p.Buffers {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[w] = err
+					failed.Store(true)
+					return
+				}
+				challenge.FillMemBuffer(staging, seed, j)
+				if err := dev.do(func(s *devState) error { return s.htod(m.bufs[j], staging) }); err != nil {
+					errs[w] = fmt.Errorf("cuda: memory proof: fill: buffer %d: %w", j, err)
+					failed.Store(true)
+					return
 				}
 			}
-			return nil
 		})
-		if err != nil {
-			m.Close()
-			return nil, fmt.Errorf("cuda: memory proof: fill: %w", err)
-		}
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		m.Close()
+		return nil, err
+	}
+	if err := errors.Join(errs...); err != nil {
+		m.Close()
+		return nil, err
 	}
 	return m, nil
 }

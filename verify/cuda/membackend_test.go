@@ -7,8 +7,10 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"testing"
 
+	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/verify/audit"
 	"github.com/gpumesh/gpumesh/verify/challenge"
 )
@@ -163,4 +165,22 @@ func TestProverMemory(t *testing.T) {
 		t.Error("Memory(-1): nil error")
 	}
 	checkNoLeak(t, d)
+}
+
+// TestFillStagingBounded: the host staging memory of one device's fill is
+// at most FillInFlight buffers, however many cores the host has (it was
+// one buffer per core: 32 GiB on a 128-core host).
+func TestFillStagingBounded(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(128))
+	prof, ok := catalog.Lookup("h200")
+	if !ok {
+		t.Fatal("no h200 in the catalog")
+	}
+	p := challenge.RealMemParams(prof)
+	if got := fillWorkers(p) * p.BufferBytes; got > FillInFlight*challenge.RealMemBuffer {
+		t.Errorf("an H200's fill stages %d MiB on a 128-core host, want at most %d MiB", got>>20, FillInFlight*challenge.RealMemBuffer>>20)
+	}
+	if got := fillWorkers(challenge.MemParams{Buffers: 2}); got != 2 {
+		t.Errorf("two buffers: %d workers, want 2", got)
+	}
 }
