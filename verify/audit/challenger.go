@@ -321,10 +321,18 @@ func (c *Challenger) run(ctx context.Context, subject peer.ID, res *Result, para
 }
 
 // speaksOnlyV1 reports whether subject, which did not take a
-// ChallengeProtocol stream, takes a ChallengeProtocolV1 one: it answers,
-// in an older version. The stream opened to find out is reset at once.
+// ChallengeProtocol stream, speaks only ChallengeProtocolV1: its
+// protocols, as identify put them in the peerstore, do not list
+// ChallengeProtocol, and it takes a ChallengeProtocolV1 stream (the
+// stream opened to find out is reset at once). A prover of this version
+// also takes version-1 streams (to refuse them), so a stream of this
+// version that failed for a passing reason (a reset, a resource limit)
+// to a peer that lists ChallengeProtocol is not a version mismatch.
 func (c *Challenger) speaksOnlyV1(ctx context.Context, subject peer.ID) bool {
 	if c.host.Network().Connectedness(subject) != network.Connected {
+		return false
+	}
+	if v2, err := c.host.Peerstore().SupportsProtocols(subject, ChallengeProtocol); err != nil || len(v2) > 0 {
 		return false
 	}
 	s, err := c.host.NewStream(ctx, subject, ChallengeProtocolV1)

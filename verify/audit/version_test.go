@@ -95,3 +95,27 @@ func TestRowSeedVector(t *testing.T) {
 		t.Errorf("RowSeed(seed, 1) = %x, PROTOCOL §19.9 says %s", got, want)
 	}
 }
+
+// TestTransientFailureIsNotVersion: a prover of this version (it lists
+// ChallengeProtocol, and takes version-1 streams to refuse them) whose
+// 2.0.0 stream failed for a passing reason is not taken for one that
+// speaks only 1.0.0.
+func TestTransientFailureIsNotVersion(t *testing.T) {
+	ph, ch := newHost(t), newHost(t)
+	Serve(ProverConfig{Host: ph, GPUs: twoT4, Log: quiet()})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	c := NewChallenger(ch, 0, quiet())
+	// Identify has told ch the prover's protocols once a stream opened.
+	s, err := ch.NewStream(ctx, ph.ID(), ChallengeProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Reset()
+	if c.speaksOnlyV1(ctx, ph.ID()) {
+		t.Error("a prover that lists /gpumesh/challenge/2.0.0 was taken for one that speaks only 1.0.0")
+	}
+}
