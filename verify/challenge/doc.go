@@ -112,11 +112,10 @@
 // in host memory (simulated devices), a GPU prover's in device memory
 // (NewMemProverOn).
 //
-// What it proves: a prover that keeps only a fraction F of whole buffers
-// must, every round, regenerate each dropped buffer's stream up to the
-// window (chacha8rand re-keys itself every 992 bytes, so a stream cannot
-// be entered mid-way without generating what precedes it, and no number
-// of cores generates one stream faster), on average (BufferBytes −
+// What it proves: a prover that keeps only a fraction F of whole buffers,
+// and nothing of the others, must, every round, regenerate each dropped
+// buffer's stream up to the window (generating one stream from its start
+// is sequential: no number of cores does it faster), on average (BufferBytes −
 // WindowBytes)/2 + WindowBytes bytes: 144 MiB, 36 ms at 4 GB/s, against
 // a real deadline of 5 to 12 ms a round; or it keeps the rest in host
 // memory, read at host bandwidth instead of the card's; or it makes

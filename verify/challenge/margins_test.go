@@ -15,9 +15,10 @@ import (
 const (
 	// regenRate is how fast an impostor generates one ChaCha8 stream:
 	// 4 GB/s, 2.5 times the 1.56 GB/s one core of the development machine
-	// measures (BenchmarkChaCha8). A stream is sequential (chacha8rand
-	// re-keys itself every 992 bytes), so more cores or a GPU do not
-	// generate one stream faster.
+	// measures (BenchmarkChaCha8), for an impostor that kept nothing of
+	// a dropped buffer: generating a stream from its start is sequential,
+	// so more cores or a GPU do not do it faster. (One that kept the
+	// state at each 992-byte re-key is not caught: PROTOCOL §20.)
 	regenRate = 4e9
 	// rttCap is the most a challenger adds to the deadline for the round
 	// trip (audit's maxRTTAllowance): an impostor that slows its pings

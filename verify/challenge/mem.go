@@ -23,8 +23,12 @@ const (
 	RealMemBuffer = 256 << 20
 	// RealMemWindow is a real device's window: an eighth of each buffer
 	// is folded per round, large enough that reading, not the per-round
-	// overhead, sets a round's time, small enough that regenerating a
-	// dropped buffer's stream up to a window takes several rounds' time.
+	// overhead, sets a round's time, small enough that a prover that
+	// dropped a buffer and kept nothing of it takes several rounds' time
+	// to regenerate its stream up to a window. One that kept the ChaCha8
+	// key at every 992-byte re-key (about 3% of the memory) enters the
+	// stream at any of them and regenerates a window quickly, in
+	// parallel (docs/PROTOCOL.md §20): this window does not stop that.
 	RealMemWindow = RealMemBuffer / 8
 	// MemTargetSeconds is how long a real device's rounds take at its
 	// datasheet bandwidth, at least: long beside the round trip a
@@ -339,8 +343,12 @@ func (m *cpuMem) window(j, off, w int) []byte {
 }
 
 // regenWindow generates buffer j's stream up to off+w and returns the
-// last w bytes. chacha8rand re-keys itself every 992 bytes, so the stream
-// cannot be entered at off without generating what precedes it.
+// last w bytes, generating the stream from its start: what the honest
+// challenger does to check, and what a prover that kept nothing of a
+// dropped buffer must do. It is not the fastest way: chacha8rand re-keys
+// itself every 992 bytes from its own output, so a prover that stored
+// the key at each re-key can enter the stream at the last one before off
+// and regenerate any window quickly (docs/PROTOCOL.md §20).
 func regenWindow(seed [32]byte, j, off, w int) []byte {
 	c := rand.NewChaCha8(subSeed(seed, labelMemBuf, uint32(j)))
 	for range off / 8 {

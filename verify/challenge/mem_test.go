@@ -1,8 +1,10 @@
 package challenge
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strconv"
@@ -266,5 +268,34 @@ func TestMemRhos(t *testing.T) {
 			}
 			seen[r] = true
 		}
+	}
+}
+
+// TestStreamEnteredMidway pins what the memory proof does not stop: a
+// prover that kept the ChaCha8 state from part-way through a buffer's
+// stream (chacha8rand re-keys itself every 992 bytes; its state is small)
+// regenerates a window from there, without what precedes it.
+func TestStreamEnteredMidway(t *testing.T) {
+	seed := [32]byte{9}
+	const j, off, w = 3, 1 << 20, 4096
+	c := rand.NewChaCha8(subSeed(seed, labelMemBuf, j))
+	for range (off - 8192) / 8 {
+		c.Uint64()
+	}
+	kept, err := c.MarshalBinary() // what an impostor stores
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from rand.ChaCha8
+	if err := from.UnmarshalBinary(kept); err != nil {
+		t.Fatal(err)
+	}
+	for range 8192 / 8 {
+		from.Uint64()
+	}
+	got := make([]byte, w)
+	streamInto(&from, got)
+	if want := regenWindow(seed, j, off, w); !bytes.Equal(got, want) {
+		t.Fatal("a window regenerated from a kept state differs from the stream's")
 	}
 }
