@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,9 +57,11 @@ func TestBudgetWait(t *testing.T) {
 
 // TestStrangersTakeATenth: ten strangers challenging one supplier in a
 // loop, ignoring its retry-after, for a window (scaled down from 10 min)
-// take at most a tenth of it, as the prover measured its busy time and as
-// the challengers measured their challenges; they are told to come back
-// later, and a trusted challenger is still admitted.
+// take at most a tenth of it, as the prover accounted its busy time; they
+// are told to come back later, and a trusted challenger is still
+// admitted. It judges the prover's own accounting, not the challengers'
+// clocks, so that load on the machine (which makes every challenge
+// longer) does not decide it.
 func TestStrangersTakeATenth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for the whole window")
@@ -98,14 +101,14 @@ func TestStrangersTakeATenth(t *testing.T) {
 	var (
 		wg                  sync.WaitGroup
 		admitted, refused   int
-		measured            time.Duration
+		cut                 int // reset past the share left for them
 		noRetryAfter, other int
 	)
 	for range 10 {
 		c := connect(newHost(t))
 		wg.Go(func() {
 			for time.Now().Before(end) {
-				res, err := c.Challenge(ctx, ph.ID(), "t4", uuids, true)
+				_, err := c.Challenge(ctx, ph.ID(), "t4", uuids, true)
 				mu.Lock()
 				var busy *BusyError
 				switch {
@@ -114,11 +117,12 @@ func TestStrangersTakeATenth(t *testing.T) {
 					if busy.RetryAfter <= 0 {
 						noRetryAfter++
 					}
+				case errors.Is(err, ErrUnreachable):
+					cut++
 				case err != nil:
 					other++
 				default:
 					admitted++
-					measured += time.Duration(res.DurationMs) * time.Millisecond
 				}
 				mu.Unlock()
 				time.Sleep(100 * time.Millisecond)
@@ -139,16 +143,22 @@ func TestStrangersTakeATenth(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	allowance := time.Duration(share * float64(window))
-	t.Logf("in %v: %d strangers' challenges admitted, %d refused busy; the prover held %v for strangers (allowance %v, longest challenge %v), the challengers measured %v; %v for the trusted one",
-		window, admitted, refused, heldStrangers.Round(time.Millisecond), allowance, longest.Round(time.Millisecond), measured, heldTrusted.Round(time.Millisecond))
-	// The budget admits a challenge when the share left holds the longest
-	// one yet: a challenge longer than any before overshoots by at most
-	// its own time.
-	if limit := allowance + longest; heldStrangers > limit || measured > limit+time.Second {
-		t.Errorf("strangers took %v of the prover's time (%v measured by them) in %v, more than %v of share and one challenge's %v", heldStrangers, measured, window, allowance, longest)
+	t.Logf("in %v: %d strangers' challenges run, %d cut off past the share, %d refused busy; the prover held %v for strangers (allowance %v, longest challenge %v); %v for the trusted one",
+		window, admitted, cut, refused, heldStrangers.Round(time.Millisecond), allowance, longest.Round(time.Millisecond), heldTrusted.Round(time.Millisecond))
+	// Every stranger was admitted within one window of the first, so the
+	// budget saw all strangers' time at each admission and cut each one
+	// off at the share left: the prover held at most the allowance, plus
+	// the moments between a cut-off's timer and the release (a goroutine's
+	// wake-up). Those are allowed one challenge's time (longest), far more
+	// than a wake-up however loaded the machine, since a challenge is
+	// itself hundreds of ms of CPU and slows down under load as much. With
+	// no budget the strangers would hold the prover nearly the whole
+	// window (10 of them, back to back).
+	if limit := allowance + longest; heldStrangers > limit {
+		t.Errorf("strangers took %v of the prover's time in %v, more than %v of share and one challenge's %v", heldStrangers, window, allowance, longest)
 	}
-	if admitted == 0 || refused == 0 || noRetryAfter > 0 || other > 0 {
-		t.Errorf("%d admitted, %d refused (%d without a retry-after), %d other errors: want some of each and every refusal with a retry-after", admitted, refused, noRetryAfter, other)
+	if admitted+cut == 0 || refused == 0 || noRetryAfter > 0 || other > 0 {
+		t.Errorf("%d run, %d cut off, %d refused (%d without a retry-after), %d other errors: want some run, some refused, every refusal with a retry-after", admitted, cut, refused, noRetryAfter, other)
 	}
 	if !trustedAdmitted {
 		t.Error("the trusted challenger was not admitted once the strangers had taken their share")
@@ -161,7 +171,8 @@ func TestStrangersTakeATenth(t *testing.T) {
 func TestNoProverRefusedAtOnce(t *testing.T) {
 	ph, ch := newHost(t), newHost(t)
 	real := []GPU{{UUID: "GPU-real-a", Model: "h100-sxm"}, {UUID: "GPU-sim-b", Model: "t4", Simulated: true}, {UUID: "GPU-sim-c", Model: "t4", Simulated: true}}
-	Serve(ProverConfig{Host: ph, GPUs: real, Log: quiet()})
+	var admitted atomic.Int32
+	Serve(ProverConfig{Host: ph, GPUs: real, Log: quiet(), held: func(time.Time, time.Time, bool) { admitted.Add(1) }})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
@@ -172,9 +183,12 @@ func TestNoProverRefusedAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("real GPUs without a prover: err = %v, want a no-prover outcome", err)
 	}
-	if res.Outcome != OutcomeNoProver || res.Passed || res.Judged() || res.CommitMs > 1000 {
-		t.Fatalf("real GPUs without a prover: outcome %q passed=%v judged=%v commit %d ms (%s), want %q at once",
-			res.Outcome, res.Passed, res.Judged(), res.CommitMs, res.Reason, OutcomeNoProver)
+	// "At once" is judged by what the prover did, not by a clock: it
+	// answered before admitting the challenge, so nothing was computed
+	// and no challenge held it (held is told of every one admitted).
+	if res.Outcome != OutcomeNoProver || res.Passed || res.Judged() || admitted.Load() != 0 {
+		t.Fatalf("real GPUs without a prover: outcome %q passed=%v judged=%v, %d challenges admitted (%s), want %q before admission",
+			res.Outcome, res.Passed, res.Judged(), admitted.Load(), res.Reason, OutcomeNoProver)
 	}
 	// The refusal took no turn: the simulated GPUs are challenged at once.
 	res, err = c.Challenge(ctx, ph.ID(), "t4", []string{"GPU-sim-b", "GPU-sim-c"}, true)
