@@ -501,6 +501,12 @@ func TestClientTypedErrors(t *testing.T) {
 		t.Fatalf("SubmitJob at price 0: %v, want a 400 about max_price", err)
 	}
 
+	for _, kv := range []string{"CUDA_VISIBLE_DEVICES=0,1,2,3", "NVIDIA_VISIBLE_DEVICES=all"} {
+		_, err = c.SubmitJob(ctx, api.JobRequest{Count: 1, MaxPrice: "1", Argv: []string{"true"}, Env: []string{kv}})
+		if name, _, _ := strings.Cut(kv, "="); !errors.As(err, &e) || e.Status != http.StatusBadRequest || !strings.Contains(e.Message, "env "+name) {
+			t.Fatalf("SubmitJob with %s: %v, want a 400 naming it", kv, err)
+		}
+	}
 	b.jobs.submitErr = &market.NoMatch{Reasons: []string{"peer A: too dear", "peer B: unproven"}}
 	_, err = c.SubmitJob(ctx, api.JobRequest{Count: 1, MaxPrice: "1"})
 	var nm *market.NoMatch

@@ -13,6 +13,7 @@ import (
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
+	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
@@ -104,6 +105,9 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 		name, value, ok := strings.Cut(e, "=")
 		if !ok {
 			return job.Request{}, fmt.Errorf("env %q: want NAME=VALUE", e)
+		}
+		if err := runtime.CheckGPUEnv(name, value); err != nil {
+			return job.Request{}, fmt.Errorf("env %s: %w", name, err)
 		}
 		spec.Env = append(spec.Env, &pb.EnvVar{Name: name, Value: value})
 	}

@@ -317,6 +317,13 @@ func checkEnv(s *Spec) error {
 	return nil
 }
 
+// CheckGPUEnv reports why a renter's environment variable k=v is refused
+// (nil when it is not): CUDA_VISIBLE_DEVICES and the NVIDIA_* variables
+// that choose GPUs or device nodes belong to the node. Every runtime
+// refuses such a spec at start; a renter's node checks it at submit, so
+// that the renter learns it before renting.
+func CheckGPUEnv(k, v string) error { return gpuEnv(k, v) }
+
 // driverCapabilities are the values NVIDIA_DRIVER_CAPABILITIES may list.
 var driverCapabilities = []string{"all", "compute", "compat32", "display", "graphics", "ngx", "utility", "video"}
 
