@@ -76,13 +76,7 @@ func TestSlowStrangerIsCutOff(t *testing.T) {
 		held: func(from, to time.Time, stranger bool) { held <- to.Sub(from) }})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := ch.NewStream(ctx, ph.ID(), ChallengeProtocol)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := streamTo(t, ctx, ch, ph, ChallengeProtocol)
 	defer s.Reset()
 	params, _ := Sizes(mustProfile(t, "t4"), true, scale)
 	req := &pb.ChallengeRequest{Model: "t4", GpuUuids: []string{"GPU-sim-a", "GPU-sim-b"}, Seeds: [][]byte{make([]byte, 32), make([]byte, 32)},
@@ -94,7 +88,7 @@ func TestSlowStrangerIsCutOff(t *testing.T) {
 	// the stranger never sends its sweep request.
 	_ = s.SetReadDeadline(time.Now().Add(45 * time.Second))
 	var commit pb.Commit
-	err = p2p.ReadMsg(s, 1<<20, &commit)
+	err := p2p.ReadMsg(s, 1<<20, &commit)
 	if err == nil {
 		if commit.Refused != "" {
 			t.Fatalf("refused: %s", commit.Refused)

@@ -11,7 +11,9 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/gpumesh/gpumesh/clock/clocktest"
 	"github.com/gpumesh/gpumesh/verify/challenge"
@@ -27,6 +29,19 @@ func newHost(t testing.TB) host.Host {
 	}
 	t.Cleanup(func() { h.Close() })
 	return h
+}
+
+// streamTo connects from to to and opens a stream of proto on it.
+func streamTo(t testing.TB, ctx context.Context, from, to host.Host, proto protocol.ID) network.Stream {
+	t.Helper()
+	if err := from.Connect(ctx, peer.AddrInfo{ID: to.ID(), Addrs: to.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := from.NewStream(ctx, to.ID(), proto)
+	if err != nil {
+		t.Fatalf("open %s: %v", proto, err)
+	}
+	return s
 }
 
 var twoT4 = []GPU{{UUID: "GPU-sim-a", Model: "t4", Simulated: true}, {UUID: "GPU-sim-b", Model: "t4", Simulated: true}}
@@ -130,13 +145,7 @@ func TestProverDropsSilentChallenger(t *testing.T) {
 	Serve(ProverConfig{Host: ph, GPUs: twoT4, RequestTimeout: requestTimeout, Log: quiet()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := ch.NewStream(ctx, ph.ID(), ChallengeProtocol)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := streamTo(t, ctx, ch, ph, ChallengeProtocol)
 	defer s.Reset()
 	// One byte of a length prefix, so the prover is waiting for the rest.
 	if _, err := s.Write([]byte{0x80}); err != nil {
@@ -145,7 +154,7 @@ func TestProverDropsSilentChallenger(t *testing.T) {
 	// Far beyond the request timeout, far short of a step.
 	const wait = 25 * requestTimeout // half of p2p.StreamTimeout
 	_ = s.SetReadDeadline(time.Now().Add(wait))
-	_, err = s.Read(make([]byte, 1))
+	_, err := s.Read(make([]byte, 1))
 	var timeout interface{ Timeout() bool }
 	if errors.As(err, &timeout) && timeout.Timeout() {
 		t.Fatalf("the prover still holds a silent challenger's stream after %s", wait)

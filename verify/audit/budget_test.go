@@ -225,15 +225,9 @@ func TestWorkEndsWithTheStream(t *testing.T) {
 	Serve(ProverConfig{Host: ph, GPUs: gpus, Devices: func([]GPU) (DeviceProver, error) { return dev, nil }, Log: quiet()})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
 	prof, _ := catalog.Lookup("h100-sxm")
 	params, _ := Sizes(prof, false, 0)
-	s, err := ch.NewStream(ctx, ph.ID(), ChallengeProtocol)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := streamTo(t, ctx, ch, ph, ChallengeProtocol)
 	req := &pb.ChallengeRequest{Model: "h100-sxm", GpuUuids: []string{"GPU-real-a"}, Seeds: [][]byte{make([]byte, 32)},
 		N: uint32(params.N), T: uint32(params.T), K: uint32(params.K)}
 	if err := p2p.WriteMsg(s, req); err != nil {

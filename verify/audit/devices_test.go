@@ -50,14 +50,8 @@ func (r *recordingDevices) devices(gpus []GPU) (DeviceProver, error) {
 // request of model's real sizes for uuids.
 func rawChallenge(t *testing.T, ctx context.Context, ch, ph host.Host, model string, uuids []string) network.Stream {
 	t.Helper()
-	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
 	params, _ := Sizes(mustProfile(t, model), false, 0)
-	s, err := ch.NewStream(ctx, ph.ID(), ChallengeProtocol)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := streamTo(t, ctx, ch, ph, ChallengeProtocol)
 	req := &pb.ChallengeRequest{Model: model, GpuUuids: uuids, N: uint32(params.N), T: uint32(params.T), K: uint32(params.K)}
 	for range uuids {
 		req.Seeds = append(req.Seeds, make([]byte, 32))
@@ -225,16 +219,10 @@ func TestChallengerTakesNoMemoryAsBusy(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := ch.NewStream(ctx, ph.ID(), ChallengeProtocol)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := streamTo(t, ctx, ch, ph, ChallengeProtocol)
 	defer s.Close()
 	x := &exchange{c: NewChallenger(ch, 0, quiet()), s: s, subject: ph.ID(), res: &Result{}, gpus: 1}
-	_, _, err = x.memPrepare(ctx, [32]byte{}, false)
+	_, _, err := x.memPrepare(ctx, [32]byte{}, false)
 	var busy *BusyError
 	if !errors.As(err, &busy) || busy.RetryAfter != time.Minute {
 		t.Fatalf("a busy MemReady: %v, want ErrBusy retrying after 1m", err)

@@ -23,13 +23,7 @@ func TestV1ChallengerIsRefused(t *testing.T) {
 	Serve(ProverConfig{Host: ph, GPUs: twoT4, Log: quiet()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := ch.NewStream(ctx, ph.ID(), ChallengeProtocolV1)
-	if err != nil {
-		t.Fatalf("the prover does not take a version-1 stream: %v", err)
-	}
+	s := streamTo(t, ctx, ch, ph, ChallengeProtocolV1)
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(10 * time.Second))
 	req := &pb.ChallengeRequest{Model: "t4", GpuUuids: []string{"GPU-sim-a", "GPU-sim-b"},
@@ -45,7 +39,7 @@ func TestV1ChallengerIsRefused(t *testing.T) {
 		t.Fatalf("answer to a version-1 request: %+v, want refused %q, busy, code %q", &commit, RetiredRefusal, CodeRetired)
 	}
 	// A version-1 challenger reads it as this one's checkCommit does.
-	err = (&exchange{gpus: 2}).checkCommit(&commit)
+	err := (&exchange{gpus: 2}).checkCommit(&commit)
 	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "use 2.0.0") {
 		t.Errorf("a version-1 challenger records %v, want busy, naming 2.0.0", err)
 	}
@@ -105,16 +99,9 @@ func TestTransientFailureIsNotVersion(t *testing.T) {
 	Serve(ProverConfig{Host: ph, GPUs: twoT4, Log: quiet()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := ch.Connect(ctx, peer.AddrInfo{ID: ph.ID(), Addrs: ph.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
 	c := NewChallenger(ch, 0, quiet())
 	// Identify has told ch the prover's protocols once a stream opened.
-	s, err := ch.NewStream(ctx, ph.ID(), ChallengeProtocol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Reset()
+	streamTo(t, ctx, ch, ph, ChallengeProtocol).Reset()
 	if c.speaksOnlyV1(ctx, ph.ID()) {
 		t.Error("a prover that lists /gpumesh/challenge/2.0.0 was taken for one that speaks only 1.0.0")
 	}
