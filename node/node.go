@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -293,6 +294,9 @@ func (n *Node) Close() error {
 		n.wg.Wait()
 		if n.verify.cuda != nil {
 			errs = append(errs, n.verify.cuda.Close())
+		}
+		if c, ok := n.usage.(io.Closer); ok {
+			errs = append(errs, c.Close())
 		}
 		if n.store != nil {
 			errs = append(errs, n.store.Close())

@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -49,5 +50,34 @@ func TestSimulatedUsageNotMeasured(t *testing.T) {
 	r := NewUsageReader(NewSimulated([]SimSpec{{Model: "h100-sxm", Count: 1}}, "seed"))
 	if _, err := r.Usage(context.Background(), []string{"GPU-sim-0"}); !errors.Is(err, ErrNotMeasured) {
 		t.Errorf("simulated Usage: %v, want ErrNotMeasured", err)
+	}
+}
+
+// TestNVMLUsageInitOnce: samples share one NVML Init, which Close shuts
+// down; a sample after Close is not measured.
+func TestNVMLUsageInitOnce(t *testing.T) {
+	s := dgxh100.New()
+	var inits, shutdowns int
+	init, shutdown := s.InitFunc, s.ShutdownFunc
+	s.InitFunc = func() nvml.Return { inits++; return init() }
+	s.ShutdownFunc = func() nvml.Return { shutdowns++; return shutdown() }
+	for _, d := range s.Devices {
+		d.(*server.Device).GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 50}, nvml.SUCCESS }
+	}
+	uuid, _ := s.Devices[0].GetUUID()
+	r := NewUsageReader(NewNVML(s, nil))
+	for range 5 {
+		if _, err := r.Usage(context.Background(), []string{uuid}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if inits != 1 || shutdowns != 0 {
+		t.Fatalf("5 samples: %d inits, %d shutdowns; want 1 and 0", inits, shutdowns)
+	}
+	if err := r.(io.Closer).Close(); err != nil || shutdowns != 1 {
+		t.Fatalf("Close: %v, %d shutdowns; want 1", err, shutdowns)
+	}
+	if _, err := r.Usage(context.Background(), []string{uuid}); !errors.Is(err, ErrNotMeasured) {
+		t.Errorf("a sample after Close: %v, want ErrNotMeasured", err)
 	}
 }
