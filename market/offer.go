@@ -40,11 +40,9 @@ type Offer struct {
 	NVLinks       *int   `json:"nvlink_links,omitempty"`
 	DriverVersion string `json:"driver_version,omitempty"`
 	CUDAVersion   string `json:"cuda_version,omitempty"`
-	// MemBandwidthGBps is the model's spec (the memory proof holds the
-	// supplier to it); MemBandwidthMeasuredGBps what its last passed
-	// memory proof reached by its own clock (0: not measured).
-	MemBandwidthGBps         int `json:"mem_bandwidth_gbps,omitempty"`
-	MemBandwidthMeasuredGBps int `json:"mem_bandwidth_measured_gbps,omitempty"`
+	// MemBandwidthGBps is the model's spec: the memory proof holds the
+	// supplier to it.
+	MemBandwidthGBps int `json:"mem_bandwidth_gbps,omitempty"`
 	// PriceMicros is the price per GPU-hour; 0 = not advertised. In JSON
 	// it is a plain integer of micro-units.
 	PriceMicros money.Micros `json:"price_micros,omitempty"`
@@ -153,7 +151,7 @@ func (o *Offer) hardwareOf(g *pb.GPU) {
 		o.NVLinks = &n
 	}
 	o.DriverVersion, o.CUDAVersion = g.DriverVersion, g.CudaVersion
-	o.MemBandwidthGBps, o.MemBandwidthMeasuredGBps = int(g.MemBandwidthGbps), int(g.MemBandwidthMeasuredGbps)
+	o.MemBandwidthGBps = int(g.MemBandwidthGbps)
 }
 
 // leastHardware lowers o's hardware fields to GPU g's where g has less,
@@ -170,7 +168,6 @@ func (o *Offer) leastHardware(g *pb.GPU) {
 	}
 	o.PCIeGen, o.PCIeWidth = least(o.PCIeGen, h.PCIeGen), least(o.PCIeWidth, h.PCIeWidth)
 	o.MemBandwidthGBps = least(o.MemBandwidthGBps, h.MemBandwidthGBps)
-	o.MemBandwidthMeasuredGBps = least(o.MemBandwidthMeasuredGBps, h.MemBandwidthMeasuredGBps)
 	switch {
 	case o.NVLinks == nil || h.NVLinks == nil:
 		o.NVLinks = nil

@@ -44,11 +44,8 @@ type GPU struct {
 	DriverVersion    string  `protobuf:"bytes,11,opt,name=driver_version,json=driverVersion,proto3" json:"driver_version,omitempty"`             // NVIDIA driver, e.g. "580.65.06"; "" unknown
 	CudaVersion      string  `protobuf:"bytes,12,opt,name=cuda_version,json=cudaVersion,proto3" json:"cuda_version,omitempty"`                   // CUDA the driver supports, "major.minor"; "" unknown
 	MemBandwidthGbps uint32  `protobuf:"varint,13,opt,name=mem_bandwidth_gbps,json=memBandwidthGbps,proto3" json:"mem_bandwidth_gbps,omitempty"` // peak memory bandwidth of the model's spec, GB/s; 0 unknown
-	// Memory bandwidth the supplier's last passed memory proof reached,
-	// GB/s, by its own clock; 0 not measured.
-	MemBandwidthMeasuredGbps uint32 `protobuf:"varint,14,opt,name=mem_bandwidth_measured_gbps,json=memBandwidthMeasuredGbps,proto3" json:"mem_bandwidth_measured_gbps,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GPU) Reset() {
@@ -168,13 +165,6 @@ func (x *GPU) GetCudaVersion() string {
 func (x *GPU) GetMemBandwidthGbps() uint32 {
 	if x != nil {
 		return x.MemBandwidthGbps
-	}
-	return 0
-}
-
-func (x *GPU) GetMemBandwidthMeasuredGbps() uint32 {
-	if x != nil {
-		return x.MemBandwidthMeasuredGbps
 	}
 	return 0
 }
@@ -615,7 +605,7 @@ var File_records_proto protoreflect.FileDescriptor
 
 const file_records_proto_rawDesc = "" +
 	"\n" +
-	"\rrecords.proto\x12\x0egpumesh.p2p.v1\"\xe4\x03\n" +
+	"\rrecords.proto\x12\x0egpumesh.p2p.v1\"\xab\x03\n" +
 	"\x03GPU\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -631,9 +621,8 @@ const file_records_proto_rawDesc = "" +
 	" \x01(\rH\x00R\vnvlinkLinks\x88\x01\x01\x12%\n" +
 	"\x0edriver_version\x18\v \x01(\tR\rdriverVersion\x12!\n" +
 	"\fcuda_version\x18\f \x01(\tR\vcudaVersion\x12,\n" +
-	"\x12mem_bandwidth_gbps\x18\r \x01(\rR\x10memBandwidthGbps\x12=\n" +
-	"\x1bmem_bandwidth_measured_gbps\x18\x0e \x01(\rR\x18memBandwidthMeasuredGbpsB\x0f\n" +
-	"\r_nvlink_links\"\xa7\x03\n" +
+	"\x12mem_bandwidth_gbps\x18\r \x01(\rR\x10memBandwidthGbpsB\x0f\n" +
+	"\r_nvlink_linksJ\x04\b\x0e\x10\x0f\"\xa7\x03\n" +
 	"\aProfile\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x17\n" +
 	"\apeer_id\x18\x02 \x01(\fR\x06peerId\x12\x10\n" +
