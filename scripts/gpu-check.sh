@@ -42,6 +42,11 @@ if ! grep -q '"uuid"' "$tmp/gpus.json"; then
 	exit 1
 fi
 
+if command -v ptxas >/dev/null || [ -n "${PTXAS:-}" ]; then
+	echo "== ptxas (the PTX the driver's JIT is given)"
+	scripts/ptx-assemble.sh || echo "gpu-check: ptxas refused the PTX (the JIT below is the check that counts)" >&2
+fi
+
 echo "== gpucheck (at most $LIMIT s)"
 left=$((LIMIT - (SECONDS - start)))
 # shellcheck disable=SC2086 # GPU_CHECK_ARGS is a list of flags

@@ -58,8 +58,9 @@
 // every call above on the CPU and runs a C reference of each kernel by
 // name: loading, errors, memory, contexts per thread, and answers
 // byte-identical to challenge.CPUProver and challenge.MemFold. The PTX
-// itself is checked as text (entry points, parameters, registers, and,
-// where a ptxas is on PATH, assembly for sm_70 to sm_90), and run: a
+// itself is checked as text (entry points, parameters, registers; with
+// the CUDA toolkit, scripts/ptx-assemble.sh assembles it with ptxas for
+// sm_70 to sm_90, and make gpu-check does where one is found), and run: a
 // test-only interpreter of the PTX subset it uses (ptxsim_test.go)
 // executes every kernel's text over the host's grids, mma.sync computed
 // from the PTX ISA manual's fragment layout, against the chain's
