@@ -193,30 +193,14 @@ func TestGPUConfinement(t *testing.T) {
 	cases := append(filterCases(t), filterCase{"filter off", runtime.Options{DeviceFilter: runtime.DeviceFilterOff}})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := tc.opts
-			o.Log, o.DeviceDir = testLogger(t), gpus
-			rt, err := runtime.New("process", o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out syncBuffer
-			s := spec(t, &out, "sh", "-c", openProbe+`
+			got := probeGPU2(t, tc.opts, gpus, nil, openProbe+`
 echo "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}"
 echo "DEV $(ls -A /dev | tr '\n' ' ')"
 echo x >/dev/null && echo NULL-OK
 { exec 4<>/dev/ptmx; } && echo PTMX-OK
 for c in `+cgroupMounts()+`; do if (echo $$ >"$c/cgroup.procs") 2>/dev/null; then echo "LEFT-CGROUP $c"; fi; done
-`, "sh", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3", "/dev/nvidiactl",
+`, "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3", "/dev/nvidiactl",
 				host("nvidia0"), host("nvidia1"), host("nvidia2"), host("nvidia3"))
-			s.JobID = randomJobID()
-			s.GPUs = []string{"GPU-00000000-0000-0000-0000-000000000002"}
-			s.GPUDevices = []string{filepath.Join(gpus, "nvidia2")}
-			res := runJob(t, rt, s)
-			got := out.String()
-			t.Logf("job output:\n%s", got)
-			if res.ExitCode != 0 {
-				t.Errorf("result %+v, want exit 0", res)
-			}
 			wantOpens(t, got, []string{"/dev/nvidia2", "/dev/nvidiactl"}, []string{"/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia3"}, noSuchFile)
 			wantOpens(t, got, nil, []string{host("nvidia0"), host("nvidia1"), host("nvidia2"), host("nvidia3")}, permissionDenied)
 			if strings.Contains(got, "LEFT-CGROUP") {
@@ -282,23 +266,7 @@ func TestDeviceFilterPlantedNode(t *testing.T) {
 	cases := append(filterCases(t), filterCase{"filter off", runtime.Options{DeviceFilter: runtime.DeviceFilterOff}})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := tc.opts
-			o.Log, o.DeviceDir = testLogger(t), gpus
-			rt, err := runtime.New("process", o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out syncBuffer
-			s := spec(t, &out, "sh", "-c", openProbe, "sh", planted, onMount, missed, "/dev/nvidia2")
-			s.JobID = randomJobID()
-			s.GPUs = []string{"GPU-00000000-0000-0000-0000-000000000002"}
-			s.GPUDevices = []string{filepath.Join(gpus, "nvidia2")}
-			res := runJob(t, rt, s)
-			got := out.String()
-			t.Logf("job output:\n%s", got)
-			if res.ExitCode != 0 {
-				t.Errorf("result %+v, want exit 0", res)
-			}
+			got := probeGPU2(t, tc.opts, gpus, nil, openProbe, planted, onMount, missed, "/dev/nvidia2")
 			wantOpens(t, got, []string{"/dev/nvidia2"}, []string{planted, onMount}, permissionDenied)
 			if tc.opts.DeviceFilter == runtime.DeviceFilterOff {
 				wantOpens(t, got, []string{missed}, nil)
@@ -322,25 +290,8 @@ func TestWithoutDevpts(t *testing.T) {
 	mknodChar(t, filepath.Join(gpus, "nvidia-caps", "sub", "pts0"), 136, 0)
 	for _, tc := range filterCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
-			o := tc.opts
-			o.Log, o.DeviceDir = testLogger(t), gpus
-			rt, err := runtime.New("process", o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			runtime.WithoutDevpts(rt)
-			var out syncBuffer
-			s := spec(t, &out, "sh", "-c", openProbe+`echo "DEV $(ls -A /dev | tr '\n' ' ')"`,
-				"sh", "/dev/nvidia2", "/dev/ptmx", "/dev/pts/ptmx", "/dev/nvidia-caps/sub/pts0")
-			s.JobID = randomJobID()
-			s.GPUs = []string{"GPU-00000000-0000-0000-0000-000000000002"}
-			s.GPUDevices = []string{filepath.Join(gpus, "nvidia2")}
-			res := runJob(t, rt, s)
-			got := out.String()
-			t.Logf("job output:\n%s", got)
-			if res.ExitCode != 0 {
-				t.Errorf("result %+v, want exit 0", res)
-			}
+			got := probeGPU2(t, tc.opts, gpus, runtime.WithoutDevpts, openProbe+`echo "DEV $(ls -A /dev | tr '\n' ' ')"`,
+				"/dev/nvidia2", "/dev/ptmx", "/dev/pts/ptmx", "/dev/nvidia-caps/sub/pts0")
 			wantOpens(t, got, []string{"/dev/nvidia2"}, []string{"/dev/ptmx", "/dev/pts/ptmx"}, noSuchFile)
 			wantOpens(t, got, nil, []string{"/dev/nvidia-caps/sub/pts0"}, notPermitted)
 			for _, line := range strings.Split(got, "\n") {
@@ -485,4 +436,32 @@ func BenchmarkJobDevices(b *testing.B) {
 			}
 		})
 	}
+}
+
+// probeGPU2 runs script (sh -c, with args) as a job leased GPU 2 of the
+// fake nodes in gpus, on the process runtime with opts (and prep, when
+// set, applied to it), and returns the job's output; a job that does not
+// exit 0 fails the test.
+func probeGPU2(t *testing.T, opts runtime.Options, gpus string, prep func(runtime.Runtime), script string, args ...string) string {
+	t.Helper()
+	opts.Log, opts.DeviceDir = testLogger(t), gpus
+	rt, err := runtime.New("process", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prep != nil {
+		prep(rt)
+	}
+	var out syncBuffer
+	s := spec(t, &out, append([]string{"sh", "-c", script, "sh"}, args...)...)
+	s.JobID = randomJobID()
+	s.GPUs = []string{"GPU-00000000-0000-0000-0000-000000000002"}
+	s.GPUDevices = []string{filepath.Join(gpus, "nvidia2")}
+	res := runJob(t, rt, s)
+	got := out.String()
+	t.Logf("job output:\n%s", got)
+	if res.ExitCode != 0 {
+		t.Errorf("result %+v, want exit 0", res)
+	}
+	return got
 }
