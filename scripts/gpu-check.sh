@@ -25,10 +25,19 @@ start=$SECONDS
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-if [ ! -x "$BIN" ]; then
-	CGO_ENABLED=1 $GO build -o "$BIN" ./cmd/gpumesh || exit 1
+if command -v "$GO" >/dev/null; then
+	if [ ! -x "$BIN" ]; then
+		CGO_ENABLED=1 $GO build -o "$BIN" ./cmd/gpumesh || exit 1
+	fi
+	CGO_ENABLED=1 $GO build -o bin/gpucheck ./cmd/gpucheck || exit 1
+elif [ -x "$BIN" ] && [ -x bin/gpucheck ]; then
+	# A GPU machine without a Go toolchain: binaries built elsewhere
+	# (x86-64, cgo, glibc 2.34 or later) placed in bin/.
+	echo "gpu-check: no Go toolchain here; using the prebuilt $BIN and bin/gpucheck"
+else
+	echo "gpu-check: no Go toolchain ($GO) and no prebuilt $BIN and bin/gpucheck" >&2
+	exit 1
 fi
-CGO_ENABLED=1 $GO build -o bin/gpucheck ./cmd/gpucheck || exit 1
 
 echo "== gpumesh gpus (NVML)"
 "$BIN" gpus --json --gpus auto --data "$tmp/data" >"$tmp/gpus.json" 2>"$tmp/gpus.err"

@@ -17,9 +17,14 @@ status=0
 for src in verify/cuda/kernels_*.ptx; do
 	target=$(awk '$1 == ".target" { print $2; exit }' "$src")
 	for arch in $(printf '%s\n' "$target" sm_80 sm_90 | sort -u); do
-		if "$ptxas" -arch="$arch" -o "$out/$(basename "$src" .ptx)-$arch.cubin" "$src"; then
+		if log=$("$ptxas" -arch="$arch" -o "$out/$(basename "$src" .ptx)-$arch.cubin" "$src" 2>&1); then
 			echo "ptx-assemble: $src for $arch: ok"
+		elif grep -q "is not defined for option 'gpu-name'" <<<"$log"; then
+			# CUDA 13's ptxas dropped sm_70; the driver's JIT still takes
+			# a module that targets it, for the GPU it runs on.
+			echo "ptx-assemble: $src for $arch: skipped, this ptxas does not know $arch"
 		else
+			printf '%s\n' "$log" >&2
 			echo "ptx-assemble: $src for $arch: FAILED" >&2
 			status=1
 		fi

@@ -198,3 +198,19 @@ func checkModuleText(t *testing.T, m module) {
 		}
 	}
 }
+
+// TestPTXIsASCII: the driver's JIT (ptxas, CUDA 13) refuses a module with
+// any byte outside ASCII, in comments too ("Unexpected non-ASCII character
+// encountered"); the first run on an H200 failed so.
+func TestPTXIsASCII(t *testing.T) {
+	for name, src := range map[string]string{"base": basePTX, "tc": tensorPTX} {
+		for i, line := range strings.Split(src, "\n") {
+			for _, c := range []byte(line) {
+				if c >= 0x80 || (c < 0x20 && c != '\t' && c != '\r') {
+					t.Errorf("module %s, line %d: byte %#x is not printable ASCII: %q", name, i+1, c, line)
+					break
+				}
+			}
+		}
+	}
+}
