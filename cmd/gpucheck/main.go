@@ -242,11 +242,11 @@ func check(ctx context.Context, cfg config, rep *report, stderr io.Writer) int {
 		}
 	}
 	if cfg.full {
-		// A probe of one step and one row sizes the full run: a slow
+		// A probe of one step (all K rows) sizes the full run: a slow
 		// kernel or a slow CPU verifier gets a shorter chain (marked
 		// real_t in the result) rather than overrunning the check's time.
 		real := challenge.RealParams(profile)
-		probe, err := cuda.RunChallenge(ctx, dev, profile, challenge.Params{N: real.N, T: 1, K: 1}, cfg.kernel)
+		probe, err := cuda.RunChallenge(ctx, dev, profile, challenge.Params{N: real.N, T: 1, K: real.K}, cfg.kernel)
 		if err != nil {
 			rep.add(errorResult{Check: "challenge", Error: "probe: " + err.Error()}, false)
 			return exitCode(rep)
@@ -256,13 +256,13 @@ func check(ctx context.Context, cfg config, rep *report, stderr io.Writer) int {
 		p := real
 		if deadline, ok := ctx.Deadline(); ok {
 			budget := time.Until(deadline) - memReserve(cfg)
-			p.T = cuda.PlanT(probe, real.T, real.K, budget)
+			p.T = cuda.PlanT(probe, real.T, budget)
 		}
 		cr, err := cuda.RunChallenge(ctx, dev, profile, p, cfg.kernel)
 		if err != nil {
 			rep.add(errorResult{Check: "challenge", Error: err.Error()}, false)
 		} else {
-			rep.add(cr, cr.Verified)
+			rep.add(cr, cr.Verified && cr.Pass)
 		}
 	}
 	if cfg.mem {
@@ -270,7 +270,7 @@ func check(ctx context.Context, cfg config, rep *report, stderr io.Writer) int {
 		if err != nil {
 			rep.add(errorResult{Check: "memory", Error: err.Error()}, false)
 		} else {
-			rep.add(mr, mr.Verified)
+			rep.add(mr, mr.Verified && mr.Pass)
 		}
 	}
 	return exitCode(rep)

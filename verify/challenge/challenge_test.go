@@ -396,8 +396,8 @@ func TestParamsAndCosts(t *testing.T) {
 			SimMemParams(prof, 0).Buffers, SimMemParams(prof, 0).BufferBytes>>10)
 	}
 	h100, _ := catalog.Lookup("h100-sxm")
-	if got := RealParams(h100).T; got != 141 {
-		t.Errorf("h100 real T = %d, want 141", got)
+	if got := RealParams(h100).T; got != 56 {
+		t.Errorf("h100 real T = %d, want 56 (10 s at η = 0.2 of 1978 TOPS)", got)
 	}
 	for _, bad := range []Params{{N: 0, T: 1, K: 1}, {N: 12, T: 1, K: 1}, {N: MaxN + 8, T: 1, K: 1}, {N: 64, T: 0, K: 1}, {N: 64, T: MaxT + 1, K: 1}, {N: 64, T: 1, K: 65}, {N: 64, T: 1, K: 0}} {
 		if err := bad.Validate(); !errors.Is(err, ErrParams) {

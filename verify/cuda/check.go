@@ -270,12 +270,16 @@ type ChallengeResult struct {
 }
 
 // PlanT returns the longest chain, at most realT, whose commit and CPU
-// verification of k rows fit in budget, judging by probe: a challenge of
-// the same device and N with T = 1 and K = 1. Both costs grow linearly
-// in T (the verifier's also in k); the fixed costs are the probe's.
-func PlanT(probe ChallengeResult, realT, k int, budget time.Duration) int {
-	fixed := probe.DeriveS + probe.UploadS + probe.DownloadS + probe.TreeS + probe.VerifyS
-	perStep := probe.ChainS + float64(k)*probe.VerifyS
+// verification fit in budget, judging by probe: a challenge of the same
+// device, N and K with T = 1. The device's cost and the verifier's grow
+// linearly in T (the verifier checks its K rows together, one product
+// per step, so its cost per step is the probe's); the fixed costs are the
+// probe's derive, upload, download and tree. The first H200 run, which
+// probed one row and multiplied by K, planned a tenth of the chain that
+// fitted.
+func PlanT(probe ChallengeResult, realT int, budget time.Duration) int {
+	fixed := probe.DeriveS + probe.UploadS + probe.DownloadS + probe.TreeS
+	perStep := probe.ChainS + probe.VerifyS
 	if perStep <= 0 {
 		return realT
 	}
