@@ -125,7 +125,7 @@ func (n *Node) startJobs(ctx context.Context) error {
 		}
 	}
 
-	j.renter = market.NewRenter(market.RenterConfig{Net: n.net, Key: n.key, Orders: n.market.orders, Store: n.store, Book: n.market.book, Now: n.now, Log: n.log, Metrics: n.metrics.Market})
+	j.renter = n.market.asm.Renter
 	j.ctrl, err = job.NewController(job.ControllerConfig{
 		Net: jobDialer{n}, Key: n.key, Store: n.store, Ledger: j.ledger, DataDir: n.cfg.DataDir,
 		Rent: n.rent, Now: n.now, Log: n.log,

@@ -277,13 +277,12 @@ func (n *Node) Close() error {
 		errs = append(errs, n.closeJobs())
 		// Give the supplier a moment to cancel its asks while the
 		// network is still up.
-		if n.market.supplier != nil {
-			n.market.supplier.Stopped(market.ShutdownGrace + time.Second)
+		if n.market.asm != nil {
+			n.market.asm.Stopped(market.ShutdownGrace + time.Second)
+			errs = append(errs, n.market.asm.Close())
 		}
-		for _, t := range []*p2p.Topic{n.market.orders, n.market.trades, n.verify.atts} {
-			if t != nil {
-				errs = append(errs, t.Close())
-			}
+		if n.verify.atts != nil {
+			errs = append(errs, n.verify.atts.Close())
 		}
 		if n.hbs != nil {
 			errs = append(errs, n.hbs.Close())

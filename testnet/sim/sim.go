@@ -116,7 +116,7 @@ func Start(ctx context.Context, cfg Config) (_ *Sim, err error) {
 	case <-time.After(meshWait):
 	}
 	for _, n := range s.nodes {
-		n.run(s.clock)
+		n.run()
 	}
 	if err := s.awaitAsks(ctx); err != nil {
 		return nil, err

@@ -61,8 +61,9 @@ func TestMarket(t *testing.T) {
 	table := Table(runs...)
 	t.Log("\n" + table)
 	if *simOut != "" {
-		machine := fmt.Sprintf("Machine: %d cores, %s, %s; load average %s before, %s after; %s.\n\n",
-			runtime.NumCPU(), runtime.GOOS, runtime.Version(), load, testnet.LoadAvg(), time.Now().UTC().Format("2006-01-02"))
+		machine := fmt.Sprintf("Machine: %d cores, %s, %s; load average %s before, %s after; %s.\n\n"+
+			"Node code: commit %s. Every node's market is built by market/assembly, the code a gpumesh node runs (node/market.go); the simulation swaps only the network (an in-process fabric) and the clock.\n\n",
+			runtime.NumCPU(), runtime.GOOS, runtime.Version(), load, testnet.LoadAvg(), time.Now().UTC().Format("2006-01-02"), testnet.Commit())
 		if t.Failed() {
 			machine += "**The run failed a check** (the test log says which): the figures below are what it measured.\n\n"
 		}

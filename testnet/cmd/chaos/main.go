@@ -9,18 +9,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"syscall"
 	"time"
 
@@ -78,7 +75,7 @@ func run(ctx context.Context, o chaos.Options, out, jsonOut string, keep bool) (
 		return 1, err
 	}
 	machine := fmt.Sprintf("Machine: %d cores, %s; load average %s before, %s after; commit %s; %s.",
-		runtime.NumCPU(), runtime.Version(), load, testnet.LoadAvg(), commit(), time.Now().UTC().Format(time.RFC3339))
+		runtime.NumCPU(), runtime.Version(), load, testnet.LoadAvg(), testnet.Commit(), time.Now().UTC().Format(time.RFC3339))
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return 1, err
 	}
@@ -107,14 +104,3 @@ func run(ctx context.Context, o chaos.Options, out, jsonOut string, keep bool) (
 	return 0, nil
 }
 
-func commit() string {
-	b, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return "?"
-	}
-	c := strings.TrimSpace(string(b))
-	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-		c += " (with uncommitted changes)"
-	}
-	return c
-}
