@@ -4,6 +4,7 @@
 package gpumesh_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -196,5 +197,72 @@ func TestEveryPackageHasADocComment(t *testing.T) {
 		if !documented[dir] {
 			t.Errorf("package in %s has no package comment", dir)
 		}
+	}
+}
+
+// marketWiring are the names of package market that build a node's
+// market: only market/assembly may use them, so that the node and the
+// simulation run one wiring (and a benchmark of the simulation measures
+// the node's). wiringAllowed are the other files that may, each with
+// its reason.
+var (
+	marketWiring = []string{"NewBook", "NewPriceIndex", "NewOrderValidator", "NewTradeValidator", "NewSupplier",
+		"NewRenter", "NewBidAnswerers", "ServeBook", "OrdersTopic", "TradesTopic"}
+	wiringAllowed = map[string]string{
+		"node/light/client.go":   "the light client rents without a market: no book of its own, bids published on the orders topic",
+		"node/light/rent.go":     "the light client's throwaway book of the asks one bootstrap peer serves",
+		"testnet/chaos/flood.go": "an attacker that floods the orders topic, not a node",
+	}
+	// marketBuilders must build their market with market/assembly.
+	marketBuilders = []string{"node/market.go", "testnet/sim/node.go"}
+)
+
+// TestMarketWiredOnce: outside package market and market/assembly, no
+// non-test file names marketWiring (but those of wiringAllowed), and the
+// node and the simulation import market/assembly.
+func TestMarketWiredOnce(t *testing.T) {
+	imports := goImports(t)
+	for _, path := range marketBuilders {
+		if !slices.Contains(imports[filepath.FromSlash(path)], module+"market/assembly") {
+			t.Errorf("%s does not build its market with market/assembly", path)
+		}
+	}
+	seen := 0
+	for path := range imports {
+		slash := filepath.ToSlash(path)
+		dir := filepath.ToSlash(filepath.Dir(path))
+		if strings.HasSuffix(path, "_test.go") || dir == "market" || dir == "market/assembly" || wiringAllowed[slash] != "" {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := ""
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); p == module+"market" {
+				name = "market"
+				if imp.Name != nil {
+					name = imp.Name.Name
+				}
+			}
+		}
+		if name == "" {
+			continue
+		}
+		seen++
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == name && slices.Contains(marketWiring, sel.Sel.Name) {
+				t.Errorf("%s uses market.%s: a market is wired only in market/assembly", slash, sel.Sel.Name)
+			}
+			return true
+		})
+	}
+	if seen < 10 {
+		t.Fatalf("only %d files import package market; is the test running at the module root?", seen)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gpumesh/gpumesh/market/assembly"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/inventory"
+	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
 // marketParts are the market pieces every node runs (market/assembly:
@@ -54,7 +55,7 @@ func (n *Node) startMarket(ctx context.Context) error {
 		}
 	}
 	asm, err := assembly.New(assembly.Config{
-		Net: n.net, Key: n.key, Store: n.store, Trust: m.trust, Clock: n.clock, Now: n.now, Log: n.log,
+		Net: n.net, Key: n.key, Store: n.store, Trust: m.trust, TrustFloor: reputation.DefaultFloor, Clock: n.clock, Now: n.now, Log: n.log,
 		Metrics:      n.metrics.Market,
 		TopicOptions: func(name string) []p2p.TopicOption { return []p2p.TopicOption{n.topic(name)} },
 		Sell: &assembly.Sell{

@@ -28,7 +28,6 @@ import (
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
-	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
 // Per-author gossip rate limits of the trades topic (those of the orders
@@ -48,8 +47,11 @@ type Config struct {
 	Key   crypto.PrivKey
 	Store store.Store
 	// Trust is what the book and the price index believe of suppliers
-	// (their profiles, reputations and refusals).
-	Trust market.Trust
+	// (their profiles, reputations and refusals); TrustFloor the
+	// reputation under which the index ignores a supplier's prints
+	// (market.DefaultTrustFloor when 0).
+	Trust      market.Trust
+	TrustFloor float64
 	// Clock runs the market's timers (clock.Real() when nil); Now is the
 	// time for records (Clock.Now when nil).
 	Clock clock.Clock
@@ -123,7 +125,7 @@ func New(cfg Config) (_ *Market, err error) {
 	var indexOpts []market.IndexOption
 	if cfg.Trust != nil {
 		bookOpts = append(bookOpts, market.WithBookTrust(cfg.Trust))
-		indexOpts = append(indexOpts, market.WithTrust(cfg.Trust, reputation.DefaultFloor))
+		indexOpts = append(indexOpts, market.WithTrust(cfg.Trust, cfg.TrustFloor))
 	}
 	m.Book = market.NewBook(cfg.Now, bookOpts...)
 	m.Index = market.NewPriceIndex(cfg.Now, 24*time.Hour, indexOpts...)

@@ -6,12 +6,12 @@
 //
 // # What runs
 //
-// Every node is wired as node/market.go wires a daemon's market
-// (simNode): an order book and a price index that believe what the
-// node's market.Trust does, the orders and trades topics joined with the
-// market's validators and the book's caps (p2p.JoinRelayTopic with
-// admitOrder, market.NewTradeValidator), the book served to peers
-// (market.ServeBook), a market.Renter, and on selling nodes a
+// Every node's market is built by market/assembly, the code that builds a
+// daemon's (node/market.go); an architecture test (TestMarketWiredOnce)
+// forbids a copy here. That is: an order book and a price index that
+// believe what the simulation's market.Trust does, the orders and trades
+// topics joined with the market's validators and the book's caps, the
+// book served to peers, a market.Renter, and on selling nodes a
 // market.Supplier with its capacity ledger, pricing strategy (fixed,
 // auction or dynamic, market.Pricer), claims and bid answerers (of
 // gossiped bids and of those renters send straight, BidProtocol). The
@@ -21,7 +21,7 @@
 // Left out: the DHT (profiles come from one table of what each supplier
 // claims, which is what every node would fetch), the attestations topic
 // (one reputation book, reputation.Book, holds the auditors' verdicts
-// for all nodes), jobs (a lease's job "starts", Supplier.Claim, as soon
+// for all nodes), jobs (a lease's job "starts", a claim, as soon
 // as it is made) and the HTTP API.
 //
 // The fabric (fabric, simHost) lets any two nodes connect, as the

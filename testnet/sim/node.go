@@ -89,7 +89,7 @@ func startNode(d nodeDeps, index int, key crypto.PrivKey, region string, spec *S
 		sell = &assembly.Sell{Pricer: spec.Pricer, GPUs: map[string][]string{spec.Model: gpus}, Region: spec.Region, Describe: describe(id, spec)}
 	}
 	n.asm, err = assembly.New(assembly.Config{
-		Net: n.net, Key: key, Store: n.store, Trust: nodeTrust{self: id, claims: d.claims, rep: d.rep},
+		Net: n.net, Key: key, Store: n.store, Trust: nodeTrust{self: id, claims: d.claims, rep: d.rep}, TrustFloor: reputation.DefaultFloor,
 		Clock: d.clock, Now: d.clock.Now, Log: log, Sell: sell,
 		Observe: func(_ string, data []byte) { d.meter.observe(index, data) },
 	})
