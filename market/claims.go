@@ -27,12 +27,27 @@ type hold struct {
 	claimBy time.Time // zero while the lease awaits its confirmation
 }
 
-// How the lease exchange ended for a hold.
+// holdOutcome is how the lease exchange for a hold ended.
+type holdOutcome uint8
+
+// Hold outcomes.
 const (
-	holdDropped   = iota // refused before a lease was offered: no trace
-	holdLapsed           // offered but not confirmed: the renter is barred a while
-	holdClaimable        // confirmed: held until claimBy unless a job starts
+	holdDropped   holdOutcome = iota // refused before a lease was offered: no trace
+	holdLapsed                       // offered but not confirmed: the renter is barred a while
+	holdClaimable                    // confirmed: held until claimBy unless a job starts
 )
+
+func (o holdOutcome) String() string {
+	switch o {
+	case holdDropped:
+		return "dropped"
+	case holdLapsed:
+		return "lapsed"
+	case holdClaimable:
+		return "claimable"
+	}
+	return fmt.Sprintf("holdOutcome(%d)", uint8(o))
+}
 
 // ClaimWindow is how long after its start the lease is held with no job
 // started on it, at a supplier whose claim_window is ceiling: the time
@@ -54,26 +69,26 @@ func (l *Lease) ClaimWindow(ceiling time.Duration) time.Duration {
 }
 
 // admit records a pending hold of p's renter for lease p.ID and returns
-// it, unless the proposal already made a lease or is being answered, the
+// the grant it starts, unless the proposal already made a lease or is being answered, the
 // renter holds MaxRenterHolds already or is barred, or the supplier's
 // unclaimed holds of the model would pass heldCap; it says why not and
 // with which decline (none for a proposal already answered).
-func (s *Supplier) admit(p *Proposal, now time.Time) (*hold, Decline, string) {
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
+func (b *LeaseBook) admit(p *Proposal, now time.Time) (*leaseGrant, Decline, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	// A proposal is good for one lease: a re-sent one must not replace
 	// the hold of the lease it made, which would then never be released.
-	if _, ok := s.holds[p.ID]; ok || s.leaseExists(p.ID) {
+	if _, ok := b.holds[p.ID]; ok || b.leaseExists(p.ID) {
 		return nil, "", fmt.Sprintf("this proposal already made lease %s", p.ID.Short())
 	}
-	if until, ok := s.barred[p.Renter]; ok {
+	if until, ok := b.barred[p.Renter]; ok {
 		if now.Before(until) {
 			return nil, DeclineUnclaimed, fmt.Sprintf("a lease of yours here lapsed unconfirmed or was released unclaimed; proposals are refused until %s", until.UTC().Format(time.RFC3339))
 		}
-		delete(s.barred, p.Renter)
+		delete(b.barred, p.Renter)
 	}
 	n, held := 0, 0
-	for _, h := range s.holds {
+	for _, h := range b.holds {
 		if h.renter == p.Renter {
 			n++
 		}
@@ -89,27 +104,27 @@ func (s *Supplier) admit(p *Proposal, now time.Time) (*hold, Decline, string) {
 	// than that is admitted only while nothing else is held, so that a
 	// whole machine can still be leased (and its job started at once),
 	// while Sybil keys cannot stack holds past half of it.
-	if total := len(s.cfg.GPUs[p.Model]); passesHeldCap(held, int(p.Count), total) {
+	if total := b.ledger.total(p.Model); passesHeldCap(held, int(p.Count), total) {
 		return nil, DeclineBusy, fmt.Sprintf("%d of %d %s GPUs here are leased with no job started on them yet and %d more were asked; at most %d may be, so try again later", held, total, p.Model, p.Count, heldCap(total))
 	}
 	h := &hold{renter: p.Renter, model: p.Model, count: int(p.Count)}
-	s.holds[p.ID] = h
-	return h, "", ""
+	b.holds[p.ID] = h
+	return &leaseGrant{b: b, p: p, h: h}, "", ""
 }
 
 // overHeldCap reports whether leasing count more GPUs of model would pass
 // heldCap, as admit would refuse it: a supplier declines such a bid
 // (busy) rather than quote a lease it would then refuse.
-func (s *Supplier) overHeldCap(model string, count int) bool {
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
+func (b *LeaseBook) overHeldCap(model string, count int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	held := 0
-	for _, h := range s.holds {
+	for _, h := range b.holds {
 		if h.model == model {
 			held += h.count
 		}
 	}
-	return passesHeldCap(held, count, len(s.cfg.GPUs[model]))
+	return passesHeldCap(held, count, b.ledger.total(model))
 }
 
 // passesHeldCap reports whether holding count more GPUs, with held of
@@ -123,90 +138,46 @@ func passesHeldCap(held, count, total int) bool {
 // rounded up.
 func heldCap(total int) int { return (total + 1) / 2 }
 
-// endHold records how the lease exchange for id, admitted as h, ended (a
-// holdX outcome). It touches only h: another hold for id is not its own.
-func (s *Supplier) endHold(id ID, h *hold, outcome int, claimBy, now time.Time) {
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
-	if h == nil || s.holds[id] != h {
+// endHold records how the lease exchange for id, admitted as h, ended.
+// It touches only h: another hold for id is not its own.
+func (b *LeaseBook) endHold(id ID, h *hold, outcome holdOutcome, claimBy, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h == nil || b.holds[id] != h {
 		return
 	}
 	switch outcome {
 	case holdClaimable:
 		h.claimBy = claimBy
-		s.wakeClaims()
+		b.wakeClaims()
 		return
 	case holdLapsed:
-		s.barred[h.renter] = now.Add(s.cfg.ClaimWindow)
+		b.barred[h.renter] = now.Add(b.claimWindow)
 	}
-	delete(s.holds, id)
+	delete(b.holds, id)
 }
 
-func (s *Supplier) wakeClaims() {
+func (b *LeaseBook) wakeClaims() {
 	select {
-	case s.claimsChanged <- struct{}{}:
+	case b.claimsChanged <- struct{}{}:
 	default:
-	}
-}
-
-// Claim marks the confirmed lease id as having a job started on it, so
-// that it is held to its end. It fails when the lease is not confirmed
-// here (released unclaimed, lapsed, unknown). The function it returns
-// undoes the claim, for a job that then failed to start.
-func (s *Supplier) Claim(id ID) (undo func(), err error) {
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
-	rec, err := getLeaseRecord(s.cfg.Store, id)
-	switch {
-	case err != nil:
-		return nil, err
-	case rec.State != LeaseConfirmed:
-		return nil, fmt.Errorf("lease %s is %s%s", id.Short(), rec.State, reasonSuffix(rec.Reason))
-	case !rec.Claimed.IsZero():
-		return func() {}, nil
-	}
-	rec.Claimed = s.cfg.Now().UTC()
-	if err := putLeaseRecord(s.cfg.Store, id, rec); err != nil {
-		return nil, fmt.Errorf("lease %s: keep its claim: %w", id.Short(), err)
-	}
-	h := s.holds[id]
-	delete(s.holds, id)
-	return func() { s.unclaim(id, h) }, nil
-}
-
-// unclaim undoes a claim: the lease is held again only until its claim
-// window ends.
-func (s *Supplier) unclaim(id ID, h *hold) {
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
-	rec, err := getLeaseRecord(s.cfg.Store, id)
-	if err != nil || rec.State != LeaseConfirmed {
-		return
-	}
-	rec.Claimed = time.Time{}
-	if err := putLeaseRecord(s.cfg.Store, id, rec); err != nil {
-		s.log.Warn("undo the claim of a lease", "lease", id.Short(), "err", err)
-	}
-	if h != nil {
-		s.holds[id] = h
-		s.wakeClaims()
 	}
 }
 
 // RunClaims releases confirmed leases on which no job started within
 // their claim window, until ctx ends.
-func (s *Supplier) RunClaims(ctx context.Context) {
+func (b *LeaseBook) RunClaims(ctx context.Context) {
 	for {
 		wait := time.Minute
-		if next := s.releaseUnclaimed(); !next.IsZero() {
-			wait = max(next.Sub(s.cfg.Now()), 10*time.Millisecond)
+		if next := b.releaseUnclaimed(); !next.IsZero() {
+			wait = max(next.Sub(b.now()), 10*time.Millisecond)
 		}
-		t := s.cfg.Clock.NewTimer(wait)
+		t := b.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-s.claimsChanged:
+		case <-b.claimsChanged:
 		case <-t.C():
 		}
 		t.Stop()
@@ -215,12 +186,12 @@ func (s *Supplier) RunClaims(ctx context.Context) {
 
 // releaseUnclaimed releases every confirmed lease past its claim window
 // with no job on it, and returns the next claim deadline (zero: none).
-func (s *Supplier) releaseUnclaimed() (next time.Time) {
-	now := s.cfg.Now()
-	s.lmu.Lock()
-	defer s.lmu.Unlock()
+func (b *LeaseBook) releaseUnclaimed() (next time.Time) {
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	freed := false
-	for id, h := range s.holds {
+	for id, h := range b.holds {
 		switch {
 		case h.claimBy.IsZero():
 			// Pending: the lease exchange ends it.
@@ -229,22 +200,22 @@ func (s *Supplier) releaseUnclaimed() (next time.Time) {
 				next = h.claimBy
 			}
 		default:
-			done, f := s.releaseHold(id, h, now)
+			done, f := b.releaseHold(id, h, now)
 			if done {
-				delete(s.holds, id)
+				delete(b.holds, id)
 			} else if next.IsZero() || now.Add(time.Second).Before(next) {
 				next = now.Add(time.Second) // retry a failed write soon
 			}
 			freed = freed || f
 		}
 	}
-	for renter, until := range s.barred {
+	for renter, until := range b.barred {
 		if !now.Before(until) {
-			delete(s.barred, renter) // so that fresh identities cannot grow it forever
+			delete(b.barred, renter) // so that fresh identities cannot grow it forever
 		}
 	}
 	if freed {
-		s.CapacityChanged()
+		b.changed()
 	}
 	return next
 }
@@ -252,43 +223,43 @@ func (s *Supplier) releaseUnclaimed() (next time.Time) {
 // releaseHold releases the unclaimed lease id: stored as released with
 // its reason first, so that no job can start on it, then its GPUs. It
 // reports whether the hold is done with and whether GPUs were freed; the
-// caller holds s.lmu.
-func (s *Supplier) releaseHold(id ID, h *hold, now time.Time) (done, freed bool) {
-	rec, err := getLeaseRecord(s.cfg.Store, id)
+// caller holds b.mu.
+func (b *LeaseBook) releaseHold(id ID, h *hold, now time.Time) (done, freed bool) {
+	rec, err := getLeaseRecord(b.store, id)
 	if err != nil || rec.State != LeaseConfirmed || !rec.Claimed.IsZero() {
 		return true, false
 	}
-	if !s.ledger.Holds(id) {
+	if !b.ledger.Holds(id) {
 		return true, false // its reservation ended otherwise (a restart's recovery)
 	}
 	rec.State, rec.Saved = LeaseReleased, now.UTC()
 	rec.Reason = fmt.Sprintf("unclaimed: no job started on it by %s", h.claimBy.UTC().Format(time.RFC3339))
-	if err := putLeaseRecord(s.cfg.Store, id, rec); err != nil {
-		s.log.Warn("release an unclaimed lease", "lease", id.Short(), "err", err)
+	if err := putLeaseRecord(b.store, id, rec); err != nil {
+		b.log.Warn("release an unclaimed lease", "lease", id.Short(), "err", err)
 		return false, false
 	}
-	if err := s.ledger.Release(id); err != nil && !errors.Is(err, ErrNoReservation) {
-		s.log.Warn("free the GPUs of an unclaimed lease", "lease", id.Short(), "err", err)
+	if err := b.ledger.Release(id); err != nil && !errors.Is(err, ErrNoReservation) {
+		b.log.Warn("free the GPUs of an unclaimed lease", "lease", id.Short(), "err", err)
 	}
-	s.barred[h.renter] = now.Add(s.cfg.ClaimWindow)
-	s.cfg.Metrics.Lease(metrics.Supplier, metrics.LeaseReleased)
-	s.log.Info("lease released: no job started on it", "lease", id.Short(), "renter", h.renter, "claim_by", h.claimBy.UTC().Format(time.RFC3339))
+	b.barred[h.renter] = now.Add(b.claimWindow)
+	b.metrics.Lease(metrics.Supplier, metrics.LeaseReleased)
+	b.log.Info("lease released: no job started on it", "lease", id.Short(), "renter", h.renter, "claim_by", h.claimBy.UTC().Format(time.RFC3339))
 	return true, true
 }
 
 // loadHolds finds, after a restart, the confirmed leases that still hold
 // GPUs and have no job claimed on them: they are held until their claim
 // deadline (now plus the claim window for records that have none).
-func (s *Supplier) loadHolds() error {
-	now := s.cfg.Now()
+func (b *LeaseBook) loadHolds() error {
+	now := b.now()
 	codec := store.JSONCodec[LeaseRecord]{}
-	return s.cfg.Store.Iterate(ksLeases, nil, func(k, v []byte) error {
+	return b.store.Iterate(ksLeases, nil, func(k, v []byte) error {
 		rec, err := codec.Unmarshal(v)
 		if err != nil || rec.Role != RoleSupplier || rec.State != LeaseConfirmed || !rec.Claimed.IsZero() || len(k) != len(ID{}) {
 			return nil
 		}
 		id := ID(k)
-		if !s.ledger.Holds(id) {
+		if !b.ledger.Holds(id) {
 			return nil
 		}
 		l, err := OpenLease(rec.Envelope, now)
@@ -297,9 +268,9 @@ func (s *Supplier) loadHolds() error {
 		}
 		by := rec.ClaimBy
 		if by.IsZero() {
-			by = now.Add(s.cfg.ClaimWindow)
+			by = now.Add(b.claimWindow)
 		}
-		s.holds[id] = &hold{renter: l.Renter, model: l.Model, count: int(l.Count), claimBy: by}
+		b.holds[id] = &hold{renter: l.Renter, model: l.Model, count: int(l.Count), claimBy: by}
 		return nil
 	})
 }

@@ -15,6 +15,8 @@
 //     filter language.
 //   - renter.go, supplier.go, claims.go: the two sides of a lease, and the
 //     supplier's release of leases on which no job starts.
+//   - leasebook.go: the one owner of a supplier's leases (LeaseBook):
+//     granting, claiming and releasing them.
 //   - ledger.go: the supplier's capacity ledger (reservations).
 //   - leases.go: lease persistence, both sides (LeaseRecord, Leases,
 //     GetLease), with typed LeaseState and Role.

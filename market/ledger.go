@@ -354,6 +354,10 @@ func (l *Ledger) Free(model string) int {
 	return len(l.freeGPUs(model))
 }
 
+// total is the number of GPUs of model, free or not. The inventory does
+// not change once the ledger is open, so it needs no lock.
+func (l *Ledger) total(model string) int { return len(l.gpus[model]) }
+
 // Capacity returns each model's total, reserved and free GPUs, sorted by
 // model.
 func (l *Ledger) Capacity() []Capacity {

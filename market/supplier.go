@@ -74,7 +74,6 @@ type SupplierConfig struct {
 type Supplier struct {
 	cfg    SupplierConfig
 	self   peer.ID
-	ledger *Ledger
 	quotes *p2p.AuthorLimits // answers per bidder
 	// direct limits the bids each peer sends straight (BidProtocol);
 	// answered holds the bids answered, so that a bid that comes both
@@ -90,12 +89,9 @@ type Supplier struct {
 	changed chan struct{}        // capacity changed: re-post asks
 	done    chan struct{}        // closed when Run returns
 
-	// lmu guards the renters' holds (claims.go); it is held across the
-	// lease-record writes that change them.
-	lmu           sync.Mutex
-	holds         map[ID]*hold          // leases with no job started on them
-	barred        map[peer.ID]time.Time // renters refused until then
-	claimsChanged chan struct{}         // a claim deadline was added
+	// leases owns the supplier's leases: their reservations in the
+	// capacity ledger, their records and their renters' holds.
+	leases *LeaseBook
 
 	// connWaits holds a token per bid waiting for its author's
 	// connection (awaitBidder).
@@ -123,27 +119,31 @@ func NewSupplier(cfg SupplierConfig) (*Supplier, error) {
 	if cfg.ClaimWindow == 0 {
 		cfg.ClaimWindow = DefaultClaimWindow
 	}
-	led, err := OpenLedger(cfg.Store, cfg.GPUs, cfg.Now)
-	if err != nil {
-		return nil, fmt.Errorf("supplier: %w", err)
-	}
 	s := &Supplier{
-		cfg: cfg, self: cfg.Net.Host.ID(), ledger: led, log: cfg.Log.With("sub", "supplier"),
+		cfg: cfg, self: cfg.Net.Host.ID(), log: cfg.Log.With("sub", "supplier"),
 		asks: map[string]*Ask{}, renew: map[string]time.Time{}, unsent: map[string]bool{}, changed: make(chan struct{}, 1), done: make(chan struct{}),
 		quotes: p2p.NewAuthorLimits(rate.Every(QuoteRefill), QuotesPerBidder, maxQuotedBidders),
 		direct: p2p.NewAuthorLimits(OrderRate, OrderBurst, maxQuotedBidders), answered: p2p.NewReplayTable[ID](maxAnsweredBids),
-		holds: map[ID]*hold{}, barred: map[peer.ID]time.Time{}, claimsChanged: make(chan struct{}, 1),
 		connWaits: make(chan struct{}, MaxBidderWaits),
 	}
-	if err := s.loadHolds(); err != nil {
-		return nil, fmt.Errorf("supplier: load leases: %w", err)
+	var err error
+	if s.leases, err = newLeaseBook(cfg, s.CapacityChanged); err != nil {
+		return nil, fmt.Errorf("supplier: %w", err)
 	}
 	p2p.Serve(cfg.Net.Host, LeaseProtocol, s.handleLease)
 	return s, nil
 }
 
 // Ledger is the supplier's capacity ledger.
-func (s *Supplier) Ledger() *Ledger { return s.ledger }
+func (s *Supplier) Ledger() *Ledger { return s.leases.ledger }
+
+// Leases is the owner of the supplier's leases, which the executor of
+// its jobs looks leases up in, claims and releases.
+func (s *Supplier) Leases() *LeaseBook { return s.leases }
+
+// RunClaims releases confirmed leases on which no job started within
+// their claim window, until ctx ends.
+func (s *Supplier) RunClaims(ctx context.Context) { s.leases.RunClaims(ctx) }
 
 // CapacityChanged tells the supplier that capacity was released outside a
 // lease's natural end (a job ended early), so its asks are re-posted.
@@ -218,7 +218,7 @@ func (s *Supplier) nextPost(allSent bool) time.Duration {
 		}
 	}
 	s.mu.Unlock()
-	if next := s.ledger.NextExpiry(); !next.IsZero() {
+	if next := s.leases.ledger.NextExpiry(); !next.IsZero() {
 		// A little after the lapse, so the ledger sees it lapsed.
 		if d := next.Sub(now) + 10*time.Millisecond; d < wait {
 			wait = d
@@ -327,7 +327,7 @@ func (s *Supplier) utilization(model string) float64 {
 	if total == 0 {
 		return 0
 	}
-	return float64(total-s.ledger.Free(model)) / float64(total)
+	return float64(total-s.leases.ledger.Free(model)) / float64(total)
 }
 
 // postAsks publishes a fresh ask for every model with a list price and
@@ -338,7 +338,7 @@ func (s *Supplier) postAsks(ctx context.Context) bool {
 	now := s.cfg.Now()
 	allSent := true
 	for _, m := range s.models() {
-		free := s.ledger.Free(m)
+		free := s.leases.ledger.Free(m)
 		price, ok := s.cfg.Pricer.AskPrice(m, s.utilization(m), s.cfg.Index.Median(m))
 		if !ok {
 			continue
@@ -645,7 +645,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 		if !ok {
 			continue
 		}
-		free := s.ledger.Free(m)
+		free := s.leases.ledger.Free(m)
 		o := s.cfg.Describe(m)
 		o.Count, o.Free, o.PriceMicros = len(s.cfg.GPUs[m]), free, money.Micros(list)
 		var q *pb.Quote
@@ -672,7 +672,7 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 				q = &pb.Quote{Model: m, Decline: string(why), Free: uint32(free), MinPriceMicros: price}
 				break
 			}
-			if s.overHeldCap(m, int(b.Count)) {
+			if s.leases.overHeldCap(m, int(b.Count)) {
 				// It would refuse the proposal: too many GPUs are
 				// leased with no job on them yet.
 				q = &pb.Quote{Model: m, Decline: string(DeclineBusy), Free: uint32(free)}
@@ -751,63 +751,55 @@ func (s *Supplier) handleLease(st network.Stream) error {
 	}
 	// Before anything is reserved: a renter holds GPUs here with no job
 	// on them, paying nothing, only within its cap.
-	h, decline, why := s.admit(p, now)
+	g, decline, why := s.leases.admit(p, now)
 	switch {
-	case h == nil && decline == "":
+	case g == nil && decline == "":
 		return refuse("%s", why)
-	case h == nil:
+	case g == nil:
 		return refuse("%s: %s", decline, why)
 	}
-	outcome, claimBy, err := s.grant(st, p, raw, now, refuse)
-	s.endHold(p.ID, h, outcome, claimBy, s.cfg.Now())
-	switch outcome {
-	case holdClaimable:
-		s.cfg.Metrics.Lease(metrics.Supplier, metrics.LeaseConfirmed)
-	case holdLapsed:
-		s.cfg.Metrics.Lease(metrics.Supplier, metrics.LeaseLapsed)
-	}
-	return err
+	defer g.end()
+	return s.grant(st, g, raw, now, refuse)
 }
 
-// grant checks p against the supplier's ask and ledger, reserves its
-// GPUs, countersigns it and waits for the renter's confirmation. It
-// returns how the exchange ended (a hold outcome) and, for a confirmed
-// lease, when it is released unless a job has started on it.
-func (s *Supplier) grant(st network.Stream, p *Proposal, raw []byte, now time.Time, refuse func(string, ...any) error) (int, time.Time, error) {
+// grant checks g's proposal against the supplier's ask and ledger,
+// reserves its GPUs, countersigns it and waits for the renter's
+// confirmation, each step through g; the caller ends g, which undoes
+// what a failed grant left.
+func (s *Supplier) grant(st network.Stream, g *leaseGrant, raw []byte, now time.Time, refuse func(string, ...any) error) error {
+	p := g.p
 	switch {
-	case p.Ask != nil && !s.isCurrentAsk(p.Ask) && s.ledger.Free(p.Model) < int(p.Count):
+	case p.Ask != nil && !s.isCurrentAsk(p.Ask) && s.leases.ledger.Free(p.Model) < int(p.Count):
 		// Withdrawn because it sold out: say so, as for any busy supplier.
-		return holdDropped, time.Time{}, refuse("%s: %d of %s free, %d asked; the ask was withdrawn", DeclineBusy, s.ledger.Free(p.Model), p.Model, p.Count)
+		return refuse("%s: %d of %s free, %d asked; the ask was withdrawn", DeclineBusy, s.leases.ledger.Free(p.Model), p.Model, p.Count)
 	case p.Ask != nil && !s.isCurrentAsk(p.Ask):
-		return holdDropped, time.Time{}, refuse("that ask was replaced or withdrawn; take the current one or bid")
-	case s.leaseExists(p.ID):
-		return holdDropped, time.Time{}, refuse("this proposal already made lease %s", p.ID.Short())
+		return refuse("that ask was replaced or withdrawn; take the current one or bid")
+	case s.leases.leaseExists(p.ID):
+		return refuse("this proposal already made lease %s", p.ID.Short())
 	}
 	confirmBy := now.Add(ConfirmWindow)
-	res, err := s.ledger.Reserve(p.ID, p.Model, int(p.Count), confirmBy)
+	gpus, err := g.reserve(confirmBy)
 	if err != nil {
 		if errors.Is(err, ErrInsufficientCapacity) {
-			return holdDropped, time.Time{}, refuse("%s: %v", DeclineBusy, err)
+			return refuse("%s: %v", DeclineBusy, err)
 		}
-		return holdDropped, time.Time{}, refuse("reserve: %v", err)
+		return refuse("reserve: %v", err)
 	}
 	l := &pb.Lease{
 		Proposal: raw, Renter: []byte(p.Renter), LeaseId: p.ID[:],
 		StartMs: now.UnixMilli(), EndMs: now.Add(time.Duration(p.DurationS) * time.Second).UnixMilli(),
-		Model: p.Model, Count: p.Count, PriceMicros: p.PriceMicros, GpuUuids: res.GPUs,
+		Model: p.Model, Count: p.Count, PriceMicros: p.PriceMicros, GpuUuids: gpus,
 		ConfirmByMs: confirmBy.UnixMilli(),
 	}
 	leaseRaw, err := SealLease(l, s.cfg.Key)
 	if err != nil {
-		_ = s.ledger.Release(p.ID)
-		return holdDropped, time.Time{}, refuse("seal lease: %v", err)
+		return refuse("seal lease: %v", err)
 	}
-	if err := saveLease(s.cfg.Store, p.ID, leaseRaw, LeasePending, RoleSupplier, now); err != nil {
-		_ = s.ledger.Release(p.ID)
-		return holdDropped, time.Time{}, refuse("persist lease: %v", err)
+	if err := g.offer(leaseRaw, now); err != nil {
+		return refuse("persist lease: %v", err)
 	}
 	if err := p2p.WriteMsg(st, &pb.LeaseResponse{Lease: leaseRaw}); err != nil {
-		return holdLapsed, time.Time{}, err // the reservation lapses at confirmBy
+		return err // the reservation lapses at confirmBy
 	}
 	// A deadline is real time; confirmBy is by the supplier's clock,
 	// which may be off (a skewed machine, or a test's clock).
@@ -815,22 +807,17 @@ func (s *Supplier) grant(st network.Stream, p *Proposal, raw []byte, now time.Ti
 	var c pb.LeaseConfirm
 	if err := p2p.ReadMsg(st, 256, &c); err != nil || ID(c.LeaseId) != p.ID {
 		s.log.Info("lease not confirmed; reservation lapses", "lease", p.ID.Short(), "err", err)
-		_ = saveLease(s.cfg.Store, p.ID, leaseRaw, LeaseLapsed, RoleSupplier, s.cfg.Now())
-		return holdLapsed, time.Time{}, nil
+		return nil
 	}
 	_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
-	if _, err := s.ledger.Confirm(p.ID, time.UnixMilli(l.EndMs)); err != nil {
-		s.log.Warn("confirm came too late", "lease", p.ID.Short(), "err", err)
-		_ = saveLease(s.cfg.Store, p.ID, leaseRaw, LeaseLapsed, RoleSupplier, s.cfg.Now())
-		return holdLapsed, time.Time{}, p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the confirmation came after the reservation lapsed"})
-	}
-	claimBy := time.UnixMilli(l.StartMs).Add((&Lease{Lease: l, Proposal: p}).ClaimWindow(s.cfg.ClaimWindow))
-	rec := LeaseRecord{Envelope: leaseRaw, State: LeaseConfirmed, Role: RoleSupplier, Saved: s.cfg.Now().UTC(), ClaimBy: claimBy.UTC()}
-	if err := putLeaseRecord(s.cfg.Store, p.ID, rec); err != nil {
+	claimBy, err := g.confirm(&Lease{Lease: l, Proposal: p})
+	switch {
+	case errors.Is(err, errUnkept):
 		s.log.Error("persist confirmed lease", "lease", p.ID.Short(), "err", err)
-		_ = s.ledger.Release(p.ID)
-		s.cfg.Metrics.Lease(metrics.Supplier, metrics.LeaseRefused)
-		return holdDropped, time.Time{}, p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the supplier could not keep the lease"})
+		return p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: errUnkept.Error()})
+	case err != nil:
+		s.log.Warn("confirm came too late", "lease", p.ID.Short(), "err", err)
+		return p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the confirmation came after the reservation lapsed"})
 	}
 	if err := p2p.WriteMsg(st, &pb.LeaseConfirmed{}); err != nil {
 		s.log.Debug("tell the renter the lease is kept", "lease", p.ID.Short(), "err", err)
@@ -838,11 +825,7 @@ func (s *Supplier) grant(st network.Stream, p *Proposal, raw []byte, now time.Ti
 	s.log.Info("leased", "lease", p.ID.Short(), "renter", p.Renter, "model", p.Model, "count", p.Count,
 		"price", money.Micros(p.PriceMicros).String(), "claim_by", claimBy.UTC().Format(time.RFC3339))
 	s.publishTrade(leaseRaw)
-	select {
-	case s.changed <- struct{}{}:
-	default:
-	}
-	return holdClaimable, claimBy, nil
+	return nil
 }
 
 // isCurrentAsk reports whether a is the live ask the supplier posts now
@@ -852,14 +835,6 @@ func (s *Supplier) isCurrentAsk(a *Ask) bool {
 	defer s.mu.Unlock()
 	cur := s.asks[a.Model]
 	return cur != nil && cur.ID == a.ID
-}
-
-// leaseExists reports whether a lease with this ID was already made and
-// confirmed (and maybe released since): a proposal is good for one lease
-// only.
-func (s *Supplier) leaseExists(id ID) bool {
-	rec, err := getLeaseRecord(s.cfg.Store, id)
-	return err == nil && (rec.State == LeaseConfirmed || rec.State == LeaseReleased)
 }
 
 // publishTrade announces a confirmed lease and adds it to the local index.

@@ -542,7 +542,7 @@ func TestRentStopsOnceListedSuppliersAnswered(t *testing.T) {
 	now := time.Now
 	rp, book, sups := twoListedSuppliers(t, now)
 	// The second has all its GPUs taken: it declines as busy.
-	if _, err := sups[1].sup.ledger.Reserve(ID{1}, "h100-sxm", 4, now().Add(time.Minute)); err != nil {
+	if _, err := sups[1].sup.Ledger().Reserve(ID{1}, "h100-sxm", 4, now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
@@ -669,9 +669,9 @@ func TestRentTriesLaterQuotesWhenTheFirstRefuses(t *testing.T) {
 	now := time.Now
 	rp, book, sups := twoListedSuppliers(t, now)
 	// The first quotes as usual, then refuses the proposal.
-	sups[0].sup.lmu.Lock()
-	sups[0].sup.barred[rp.net.Host.ID()] = now().Add(time.Hour)
-	sups[0].sup.lmu.Unlock()
+	sups[0].sup.leases.mu.Lock()
+	sups[0].sup.leases.barred[rp.net.Host.ID()] = now().Add(time.Hour)
+	sups[0].sup.leases.mu.Unlock()
 	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: book, Now: now, Log: quietLog()})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -91,28 +91,9 @@ func (n *Node) startJobs(ctx context.Context) error {
 			Host: n.net.Host, Key: n.key, Store: n.store, Ledger: j.ledger, Runtimes: rts,
 			DataDir: n.cfg.DataDir, RunAs: n.jobUser(), HaltGrace: n.cfg.HaltGrace, Limits: limits,
 			GPUDevices: job.DeviceNodes(n.gpus, "/dev"), Usage: n.usage,
-			Hide: []string{filepath.Join(n.cfg.DataDir, KeyFile), filepath.Join(n.cfg.DataDir, api.TokenFile), storeDir(n.cfg.DataDir), filepath.Join(n.cfg.DataDir, "renter-jobs")},
-			Lease: func(id market.ID) (*market.Lease, error) {
-				sl, err := market.GetLease(n.store, id, n.now())
-				switch {
-				case err != nil:
-					return nil, err
-				case sl.Role != market.RoleSupplier:
-					return nil, fmt.Errorf("lease %s was not made by this supplier", id.Short())
-				case sl.State != market.LeaseConfirmed && sl.Reason != "":
-					return nil, fmt.Errorf("lease %s is %s, not confirmed: %s", id.Short(), sl.State, sl.Reason)
-				case sl.State != market.LeaseConfirmed:
-					return nil, fmt.Errorf("lease %s is %s, not confirmed", id.Short(), sl.State)
-				}
-				return sl.Lease, nil
-			},
-			Claim: sup.Claim,
-			Release: func(id market.ID) {
-				if err := sup.Ledger().Release(id); err == nil {
-					sup.CapacityChanged()
-				}
-			},
-			Clock: n.clock, Now: n.now, Log: n.log,
+			Hide:   []string{filepath.Join(n.cfg.DataDir, KeyFile), filepath.Join(n.cfg.DataDir, api.TokenFile), storeDir(n.cfg.DataDir), filepath.Join(n.cfg.DataDir, "renter-jobs")},
+			Leases: sup.Leases(),
+			Clock:  n.clock, Now: n.now, Log: n.log,
 		})
 		if err != nil {
 			return fmt.Errorf("node: %w", err)

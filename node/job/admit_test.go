@@ -18,7 +18,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/runtime"
@@ -58,13 +57,7 @@ func startSupplier(t *testing.T, tune func(*ExecutorConfig)) (*Executor, host.Ho
 	cfg := ExecutorConfig{
 		Host: net.Host, Key: key, Store: st, Ledger: led, Runtimes: map[string]runtime.Runtime{"process": rt},
 		DataDir: dir, Log: quiet,
-		Lease: func(id market.ID) (*market.Lease, error) {
-			sl, err := market.GetLease(st, id, time.Now())
-			if err != nil {
-				return nil, err
-			}
-			return sl.Lease, nil
-		},
+		Leases: &testSupplier{}, // it confirmed no lease
 	}
 	if tune != nil {
 		tune(&cfg)

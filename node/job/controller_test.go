@@ -80,6 +80,27 @@ type testSupplier struct {
 	leases map[market.ID]*market.Lease
 }
 
+// Lease is the executor's lookup: a lease this supplier confirmed, unless
+// it refuses them all.
+func (s *testSupplier) Lease(id market.ID) (*market.Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.leases[id]
+	switch {
+	case s.refuse.Load():
+		return nil, fmt.Errorf("lease %s: this supplier has withdrawn it", id.Short())
+	case l == nil:
+		return nil, fmt.Errorf("lease %s: not confirmed here", id.Short())
+	}
+	return l, nil
+}
+
+// Claim always lets a job start (package market tests real claims).
+func (s *testSupplier) Claim(market.ID) (func(), error) { return func() {}, nil }
+
+// Release has no GPUs to free.
+func (s *testSupplier) Release(market.ID) error { return nil }
+
 // newMesh starts a renter and n suppliers, all linked and connected; tune
 // adjusts the controller's config before it starts.
 func newMesh(t *testing.T, n int, tune func(*ControllerConfig)) *mesh {
@@ -156,18 +177,7 @@ func (m *mesh) startSupplier(i int, tune func(*ExecutorConfig)) *testSupplier {
 	cfg := ExecutorConfig{
 		Host: s.host, Key: s.key, Store: st, Ledger: led, Runtimes: map[string]runtime.Runtime{"process": rt},
 		DataDir: m.t.TempDir(), StopGrace: time.Second, Log: m.quiet,
-		Lease: func(id market.ID) (*market.Lease, error) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			l := s.leases[id]
-			switch {
-			case s.refuse.Load():
-				return nil, fmt.Errorf("lease %s: this supplier has withdrawn it", id.Short())
-			case l == nil:
-				return nil, fmt.Errorf("lease %s: not confirmed here", id.Short())
-			}
-			return l, nil
-		},
+		Leases: s,
 	}
 	if tune != nil {
 		tune(&cfg)

@@ -74,14 +74,9 @@ type ExecutorConfig struct {
 	// receipts (default UsageEvery); each receipt also takes one sample.
 	Usage      inventory.UsageReader
 	UsageEvery time.Duration
-	// Lease gives a lease the market confirmed, by ID.
-	Lease func(id market.ID) (*market.Lease, error)
-	// Release gives a lease's GPUs back once its job is over (optional).
-	Release func(id market.ID)
-	// Claim tells the market that a job starts on a lease, so that it is
-	// not released as unclaimed; it fails for a lease released already.
-	// The function it returns undoes the claim (optional).
-	Claim func(id market.ID) (undo func(), err error)
+	// Leases are the supplier's leases that jobs run on
+	// (market.Supplier.Leases).
+	Leases Leases
 	// HeaderTimeout and BodyTimeout bound the reads of a session's Hello
 	// and of a start's spec and checkpoint (defaults HeaderTimeout,
 	// BodyTimeout).
@@ -102,6 +97,22 @@ type ExecutorConfig struct {
 	// Now is the time for records (Clock.Now when nil).
 	Now func() time.Time
 	Log *slog.Logger
+}
+
+// Leases is the owner of a supplier's leases, as the executor uses it:
+// *market.LeaseBook.
+type Leases interface {
+	// Lease gives a lease confirmed by this supplier, by ID, or says why
+	// there is none.
+	Lease(id market.ID) (*market.Lease, error)
+	// Claim tells the market that a job starts on a lease, so that it is
+	// not released as unclaimed; it fails for a lease released already.
+	// The function it returns undoes the claim, for a job that then
+	// failed to start.
+	Claim(id market.ID) (undo func(), err error)
+	// Release gives a lease's GPUs back once its job is over; it fails,
+	// wrapping market.ErrNoReservation, when they are free already.
+	Release(id market.ID) error
 }
 
 // Executor is the supplier side of jobs: it serves SessionProtocol and
@@ -141,6 +152,9 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	cfg.MaxPending = cmp.Or(cfg.MaxPending, MaxPending)
 	if cfg.Runtimes["process"] == nil {
 		return nil, errors.New("executor: no process runtime")
+	}
+	if cfg.Leases == nil {
+		return nil, errors.New("executor: no leases")
 	}
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
@@ -209,7 +223,7 @@ func (e *Executor) recover() error {
 		if err := e.saveRecord(id, rec); err != nil {
 			return err
 		}
-		l, err := e.cfg.Lease(id)
+		l, err := e.cfg.Leases.Lease(id)
 		if err != nil {
 			continue
 		}
@@ -222,9 +236,7 @@ func (e *Executor) recover() error {
 		if _, err := m.Issue(rec.Attempt, now, now, 0, settle.Usage{}, nil, true, StateInterrupted); err != nil {
 			e.log.Warn("final receipt of interrupted job", "lease", id.Short(), "err", err)
 		}
-		if e.cfg.Release != nil {
-			e.cfg.Release(id)
-		}
+		e.release(id)
 		e.log.Info("job interrupted by a restart of this node", "lease", id.Short(), "attempt", rec.Attempt)
 	}
 	return nil
@@ -382,7 +394,7 @@ func (e *Executor) admitStart(from peer.ID, h *pb.Hello) (l *market.Lease, old *
 	if err != nil {
 		return nil, nil, refused("invalid lease: %v", err)
 	}
-	l, err = e.cfg.Lease(sent.ID)
+	l, err = e.cfg.Leases.Lease(sent.ID)
 	switch {
 	case err != nil:
 		return nil, nil, refused("lease %s is not one this supplier confirmed: %v", sent.ID.Short(), err)
@@ -473,7 +485,7 @@ func (e *Executor) welcome(l *market.Lease, h *pb.Hello, rawSpec, checkpoint []b
 		}
 		return old, nil
 	}
-	undo, err := e.claim(l.ID)
+	undo, err := e.cfg.Leases.Claim(l.ID)
 	if err != nil {
 		return nil, refused("%v", err)
 	}
@@ -487,12 +499,11 @@ func (e *Executor) welcome(l *market.Lease, h *pb.Hello, rawSpec, checkpoint []b
 	return r, nil
 }
 
-// claim claims the lease for the attempt about to start.
-func (e *Executor) claim(id market.ID) (undo func(), err error) {
-	if e.cfg.Claim == nil {
-		return func() {}, nil
+// release gives the GPUs of lease id back: its one attempt is over.
+func (e *Executor) release(id market.ID) {
+	if err := e.cfg.Leases.Release(id); err != nil && !errors.Is(err, market.ErrNoReservation) {
+		e.log.Warn("free the GPUs of a lease whose job ended", "lease", id.Short(), "err", err)
 	}
-	return e.cfg.Claim(id)
 }
 
 func runtimeName(s *Spec) string {

@@ -392,9 +392,7 @@ func (r *run) finish(last time.Time) {
 	close(r.done)
 	// One attempt per lease: its GPUs are free again whether or not the
 	// renter comes back to settle.
-	if r.e.cfg.Release != nil {
-		r.e.cfg.Release(r.lease.ID)
-	}
+	r.e.release(r.lease.ID)
 }
 
 // attach makes st the attempt's session: it resends the receipts not yet

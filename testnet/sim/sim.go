@@ -324,7 +324,7 @@ func (s *Sim) rent(ctx context.Context, r Request, slot int) bool {
 	// and this claim can pass its claim window (30 s to 1 min), and the
 	// supplier has then rightly released it: no job, no fill, and the
 	// request tries again while it is patient.
-	if _, err := s.nodes[s.w.Suppliers[k].Node].supplier.Claim(l.ID); err != nil {
+	if _, err := s.nodes[s.w.Suppliers[k].Node].supplier.Leases().Claim(l.ID); err != nil {
 		s.mu.Lock()
 		s.released++
 		s.why[r.ID] = fmt.Sprintf("lease %s released before its job started (%s after the lease began, by the simulated clock): %v",
