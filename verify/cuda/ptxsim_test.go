@@ -757,6 +757,26 @@ func TestPTXSimFold(t *testing.T) {
 		{2500, 1024, 256}, // three blocks, the last partial
 		{3000, 1000, 64},  // a block size that is not a multiple of the threads
 		{4096, 4096, 32},  // one block of many words per thread
+		// Words per thread 1 to 9 around the four-word unrolled loop: the
+		// top m mod 4 words one at a time, then groups of four.
+		{32, 32, 32},   // m = 1 for every thread
+		{64, 64, 32},   // m = 2
+		{96, 96, 32},   // m = 3
+		{128, 128, 32}, // m = 4: the unrolled loop only
+		{160, 160, 32}, // m = 5
+		{224, 224, 32}, // m = 7
+		{256, 256, 32}, // m = 8
+		{288, 288, 32}, // m = 9
+		// m differs between threads of a block: 300 = 9*32 + 12, so
+		// threads 0-11 take 10 words and the rest 9.
+		{300, 300, 32},
+		// wpb not a multiple of 4*threads (232 = 7*32 + 8), and a last
+		// short block of 1000 - 4*232 = 72 words (m = 3 or 2).
+		{1000, 232, 32},
+		// wpb 1000 = 3*256 + 232 and a last block of 200 words: threads
+		// take 4 or 3 words, then 1 or none.
+		{2200, 1000, 256},
+		{4099, 4096, 16}, // a last block of 3 words, most threads idle
 	}
 	for _, tt := range tests {
 		const buffers = 3
