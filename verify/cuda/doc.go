@@ -46,8 +46,10 @@
 // JIT refuses the tensor module still runs the base one
 // (Device.TensorErr says why). Every chain step has the mix in its
 // epilogue. The memory fold MemFold is gm_fold_partial (per block of 256
-// KiB of a window, Σ (w_k mod P)·ρ^k at the block's own powers of ρ) and
-// gm_fold_reduce (the blocks' sum per buffer). The kernel names and
+// KiB of a window, Σ (w_k mod P)·ρ^k at the block's own powers of ρ; each
+// thread loads four words before their four Horner steps and reduces
+// mod P lazily, so that it keeps loads in flight and few instructions a
+// word) and gm_fold_reduce (the blocks' sum per buffer). The kernel names and
 // parameters (kernels.go) are a contract with the fake driver of the
 // tests.
 //

@@ -757,35 +757,65 @@ func TestPTXSimFold(t *testing.T) {
 		{2500, 1024, 256}, // three blocks, the last partial
 		{3000, 1000, 64},  // a block size that is not a multiple of the threads
 		{4096, 4096, 32},  // one block of many words per thread
+		// Words per thread 1 to 9 around the four-word unrolled loop: the
+		// top m mod 4 words one at a time, then groups of four.
+		{32, 32, 32},   // m = 1 for every thread
+		{64, 64, 32},   // m = 2
+		{96, 96, 32},   // m = 3
+		{128, 128, 32}, // m = 4: the unrolled loop only
+		{160, 160, 32}, // m = 5
+		{224, 224, 32}, // m = 7
+		{256, 256, 32}, // m = 8
+		{288, 288, 32}, // m = 9
+		// m differs between threads of a block: 300 = 9*32 + 12, so
+		// threads 0-11 take 10 words and the rest 9.
+		{300, 300, 32},
+		// wpb not a multiple of 4*threads (232 = 7*32 + 8), and a last
+		// short block of 1000 - 4*232 = 72 words (m = 3 or 2).
+		{1000, 232, 32},
+		// wpb 1000 = 3*256 + 232 and a last block of 200 words: threads
+		// take 4 or 3 words, then 1 or none.
+		{2200, 1000, 256},
+		{4099, 4096, 16}, // a last block of 3 words, most threads idle
 	}
-	for _, tt := range tests {
-		const buffers = 3
-		mem := newSimMem()
-		wins := make([]byte, 8*buffers)
-		rhos := make([]byte, 8*buffers)
-		raw := make([][]byte, buffers)
-		rho := []uint64{0, 1, 0x1234567890ABCDE % challenge.P, challenge.P - 1}
-		for j := range buffers {
-			raw[j] = randBytes(8*tt.words+64, uint64(j+tt.words))
-			for i := 0; i < 8; i++ { // words ≥ P too
-				raw[j][8*i+7] = 0xFF
+	// Random words, then words 2^64-1, P, P-1, 2^61, 2^63 and 0 in turn:
+	// the largest inputs to a step, whose sums the kernel leaves above P.
+	for _, edge := range []bool{false, true} {
+		for _, tt := range tests {
+			const buffers = 3
+			mem := newSimMem()
+			wins := make([]byte, 8*buffers)
+			rhos := make([]byte, 8*buffers)
+			raw := make([][]byte, buffers)
+			rho := []uint64{0, 1, 0x1234567890ABCDE % challenge.P, challenge.P - 1}
+			for j := range buffers {
+				raw[j] = randBytes(8*tt.words+64, uint64(j+tt.words))
+				for i := 0; i < 8; i++ { // words ≥ P too
+					raw[j][8*i+7] = 0xFF
+				}
+				if edge {
+					edges := []uint64{^uint64(0), challenge.P, challenge.P - 1, 1 << 61, 1 << 63, 0}
+					for i := range tt.words + 8 {
+						binary.LittleEndian.PutUint64(raw[j][8*i:], edges[i%len(edges)])
+					}
+				}
+				base := mem.alloc(raw[j])
+				binary.LittleEndian.PutUint64(wins[8*j:], base+64) // windows at an offset
+				binary.LittleEndian.PutUint64(rhos[8*j:], rho[(j+tt.threads)%len(rho)])
 			}
-			base := mem.alloc(raw[j])
-			binary.LittleEndian.PutUint64(wins[8*j:], base+64) // windows at an offset
-			binary.LittleEndian.PutUint64(rhos[8*j:], rho[(j+tt.threads)%len(rho)])
-		}
-		pw, pr := mem.alloc(wins), mem.alloc(rhos)
-		blocks := (tt.words + tt.wpb - 1) / tt.wpb
-		partials := mem.alloc(make([]byte, 8*buffers*blocks))
-		out := mem.alloc(make([]byte, 8*buffers))
-		part.launch(t, mem, [2]int{blocks, buffers}, tt.threads, pw, pr, partials, uint64(tt.words), uint64(tt.wpb))
-		red.launch(t, mem, [2]int{buffers, 1}, 32, partials, out, uint64(blocks))
-		got, _ := mem.slice(out, 8*buffers)
-		for j := range buffers {
-			r := binary.LittleEndian.Uint64(rhos[8*j:])
-			want := challenge.MemFold(raw[j][64:64+8*tt.words], r)
-			if g := binary.LittleEndian.Uint64(got[8*j:]); g != want {
-				t.Errorf("words %d, wpb %d, %d threads, buffer %d, ρ %d: fold %d, want %d", tt.words, tt.wpb, tt.threads, j, r, g, want)
+			pw, pr := mem.alloc(wins), mem.alloc(rhos)
+			blocks := (tt.words + tt.wpb - 1) / tt.wpb
+			partials := mem.alloc(make([]byte, 8*buffers*blocks))
+			out := mem.alloc(make([]byte, 8*buffers))
+			part.launch(t, mem, [2]int{blocks, buffers}, tt.threads, pw, pr, partials, uint64(tt.words), uint64(tt.wpb))
+			red.launch(t, mem, [2]int{buffers, 1}, 32, partials, out, uint64(blocks))
+			got, _ := mem.slice(out, 8*buffers)
+			for j := range buffers {
+				r := binary.LittleEndian.Uint64(rhos[8*j:])
+				want := challenge.MemFold(raw[j][64:64+8*tt.words], r)
+				if g := binary.LittleEndian.Uint64(got[8*j:]); g != want {
+					t.Errorf("words %d, wpb %d, %d threads, edge words %v, buffer %d, ρ %d: fold %d, want %d", tt.words, tt.wpb, tt.threads, edge, j, r, g, want)
+				}
 			}
 		}
 	}
