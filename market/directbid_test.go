@@ -191,7 +191,7 @@ func TestRentDoesNotWaitForGossip(t *testing.T) {
 	hold := make(chan struct{})
 	var heldOut atomic.Bool
 	v := NewOrderValidator(now, 100, 200)
-	orders, err := p2p.JoinTopic(n.PubSub, n.Host.ID(), OrdersTopic, func(author peer.ID, data []byte) (any, error) {
+	orders, err := p2p.JoinTopic(n.PubSub, n.Host.ID(), OrdersTopic, func(author peer.ID, data []byte) (Order, error) {
 		o, err := v.Check(author, data)
 		if _, ok := o.(*Bid); ok && author == n.Host.ID() {
 			select {

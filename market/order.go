@@ -35,6 +35,14 @@ func ParseID(s string) (ID, error) {
 	return id, nil
 }
 
+// Order is what the orders topic carries (OrderValidator.Check): an
+// *Ask, a *Bid or a *Cancel, and nothing else.
+type Order interface{ order() }
+
+func (*Ask) order()    {}
+func (*Bid) order()    {}
+func (*Cancel) order() {}
+
 // Ask is a validated ask.
 type Ask struct {
 	*pb.Ask

@@ -28,8 +28,8 @@ import (
 type RenterConfig struct {
 	Net    *p2p.Network
 	Key    crypto.PrivKey
-	Orders *p2p.Topic  // the orders topic, to publish bids on
-	Store  store.Store // where leases are kept; none when nil
+	Orders *p2p.Topic[Order] // the orders topic, to publish bids on
+	Store  store.Store       // where leases are kept; none when nil
 	// Book is the renter's own order book (a node keeps one): Rent finds
 	// the suppliers to connect to there. Without it (a light client), it
 	// asks the first of RentRequest.Books that answers.

@@ -34,8 +34,8 @@ type SupplierConfig struct {
 	Net    *p2p.Network
 	Key    crypto.PrivKey
 	Store  store.Store
-	Orders *p2p.Topic // the orders topic, joined by the node
-	Trades *p2p.Topic // the trades topic, joined by the node
+	Orders *p2p.Topic[Order]       // the orders topic, joined by the node
+	Trades *p2p.Topic[*TradePrint] // the trades topic, joined by the node
 	Book   *Book
 	Index  *PriceIndex
 	Pricer Pricer

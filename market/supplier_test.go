@@ -65,7 +65,7 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 type testPeer struct {
 	key    crypto.PrivKey
 	net    *p2p.Network
-	orders *p2p.Topic
+	orders *p2p.Topic[Order]
 }
 
 func newTestPeer(t *testing.T, now func() time.Time) *testPeer {
@@ -370,7 +370,7 @@ func waitGossipPath(t *testing.T, from, to *testPeer) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := from.orders.Publish(ctx, from.ask(t, time.Now()).Raw)
 		for err == nil {
-			var msg p2p.Message
+			var msg p2p.Message[Order]
 			if msg, err = to.orders.Next(ctx); err == nil && msg.Author == from.net.Host.ID() {
 				cancel()
 				return

@@ -60,7 +60,7 @@ func NewOrderValidator(now func() time.Time, limit rate.Limit, burst int) *Order
 // Check validates one message of OrdersTopic published by author and
 // returns the *Ask, *Bid or *Cancel it holds; it is a p2p.CheckFunc. It
 // remembers every record it accepts, so the same record is accepted once.
-func (v *OrderValidator) Check(author peer.ID, data []byte) (any, error) {
+func (v *OrderValidator) Check(author peer.ID, data []byte) (Order, error) {
 	now := v.now()
 	if len(data) > max(MaxAskSize, MaxBidSize, MaxCancelSize) {
 		return nil, fmt.Errorf("order from %s: %d bytes: %w", author, len(data), p2p.ErrTooLarge)
@@ -75,7 +75,7 @@ func (v *OrderValidator) Check(author peer.ID, data []byte) (any, error) {
 		return nil, fmt.Errorf("order from %s: %w: %v", author, p2p.ErrBadEnvelope, err)
 	}
 	var (
-		val     any
+		val     Order
 		kind    string
 		id      ID
 		signer  peer.ID
@@ -142,7 +142,7 @@ func NewTradeValidator(now func() time.Time, limit rate.Limit, burst int) *Trade
 // returns the *TradePrint it holds; it is a p2p.CheckFunc. A lease is
 // printed once: a second print of the same lease, even with another
 // nonce, is a replay.
-func (v *TradeValidator) Check(author peer.ID, data []byte) (any, error) {
+func (v *TradeValidator) Check(author peer.ID, data []byte) (*TradePrint, error) {
 	now := v.now()
 	if len(data) > MaxTradeSize {
 		return nil, fmt.Errorf("trade print from %s: %d bytes: %w", author, len(data), p2p.ErrTooLarge)

@@ -38,7 +38,7 @@ func TestOrderValidatorAccepts(t *testing.T) {
 		t.Fatalf("cancel: got %T %v, %v", got, got, err)
 	}
 	// The validator is a p2p.CheckFunc.
-	var _ p2p.CheckFunc = v.Check
+	var _ p2p.CheckFunc[Order] = v.Check
 }
 
 func TestOrderValidatorRejects(t *testing.T) {
@@ -157,10 +157,10 @@ func TestTradeValidator(t *testing.T) {
 	v := NewTradeValidator(clock.now, rate.Inf, 1)
 	c := f.chain(t)
 	got, err := v.Check(f.supplier, c.trade)
-	if tp, ok := got.(*TradePrint); err != nil || !ok || tp.Lease.ID != IDOf(c.proposal) {
-		t.Fatalf("got %T %v, %v", got, got, err)
+	if err != nil || got == nil || got.Lease.ID != IDOf(c.proposal) {
+		t.Fatalf("got %v, %v", got, err)
 	}
-	var _ p2p.CheckFunc = v.Check
+	var _ p2p.CheckFunc[*TradePrint] = v.Check
 
 	_, err = v.Check(f.supplier, c.trade)
 	checkErr(t, err, ErrReplayed)

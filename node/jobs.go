@@ -34,7 +34,7 @@ type jobParts struct {
 	ctrl     *job.Controller
 	exec     *job.Executor
 	tunnels  *tunnel.Server // renters' connections to their jobs' ports
-	evidence *p2p.Topic
+	evidence *p2p.Topic[[]byte]
 	netErr   error // why jobs share the node's network (nil: they do not)
 }
 
@@ -311,10 +311,8 @@ func (n *Node) readEvidence(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		if raw, ok := msg.Value.([]byte); ok {
-			if err := n.jobs.ledger.AddEvidence(raw, n.now()); err != nil {
-				n.log.Debug("evidence not kept", "err", err)
-			}
+		if err := n.jobs.ledger.AddEvidence(msg.Value, n.now()); err != nil {
+			n.log.Debug("evidence not kept", "err", err)
 		}
 	}
 }

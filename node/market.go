@@ -22,8 +22,8 @@ type marketParts struct {
 	trust    *trustView // what the book and index believe of suppliers
 	book     *market.Book
 	index    *market.PriceIndex
-	orders   *p2p.Topic
-	trades   *p2p.Topic
+	orders   *p2p.Topic[market.Order]
+	trades   *p2p.Topic[*market.TradePrint]
 	supplier *market.Supplier // nil unless this node sells
 }
 

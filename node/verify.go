@@ -19,7 +19,7 @@ import (
 // book fed by gossiped attestations, and the attestation topic.
 type verifyParts struct {
 	rep  *reputation.Book
-	atts *p2p.Topic
+	atts *p2p.Topic[*reputation.Attestation]
 	chal *audit.Challenger
 	// cuda is the CUDA driver of the GPU prover of the node's real GPUs
 	// (nil when it has none); proverErr says why there is none.
@@ -61,9 +61,7 @@ func (n *Node) readAttestations(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		if a, ok := msg.Value.(*reputation.Attestation); ok {
-			n.verify.rep.Add(a)
-		}
+		n.verify.rep.Add(msg.Value)
 	}
 }
 

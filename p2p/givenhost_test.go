@@ -43,8 +43,8 @@ func TestNetworkOnGivenHost(t *testing.T) {
 	if err := nets[0].Host.Connect(ctx, peer.AddrInfo{ID: nets[1].Host.ID()}); err != nil {
 		t.Fatal(err)
 	}
-	accept := func(_ peer.ID, data []byte) (any, error) { return string(data), nil }
-	var topics []*Topic
+	accept := func(_ peer.ID, data []byte) (string, error) { return string(data), nil }
+	var topics []*Topic[string]
 	for _, n := range nets {
 		tp, err := JoinTopic(n.PubSub, n.Host.ID(), "/test/given-host", accept, quietLogger())
 		if err != nil {
@@ -60,7 +60,7 @@ func TestNetworkOnGivenHost(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no gossip over mocknet: %v", err)
 	}
-	if got := msg.Value.(string); got != "hello" || msg.Author != nets[0].Host.ID() {
+	if got := msg.Value; got != "hello" || msg.Author != nets[0].Host.ID() {
 		t.Errorf("got %q from %s, want %q from %s", got, msg.Author, "hello", nets[0].Host.ID())
 	}
 

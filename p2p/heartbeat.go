@@ -2,7 +2,6 @@ package p2p
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -69,7 +68,7 @@ func (v *HeartbeatValidator) Check(author peer.ID, data []byte) (*Heartbeat, err
 // Heartbeats is the heartbeat topic: join it, publish our own heartbeats
 // and read everyone's, validated.
 type Heartbeats struct {
-	*Topic
+	*Topic[*Heartbeat]
 	key crypto.PrivKey
 	now func() time.Time
 
@@ -88,9 +87,7 @@ func JoinHeartbeats(ps *pubsub.PubSub, key crypto.PrivKey, now func() time.Time,
 		return nil, fmt.Errorf("heartbeats: %w", err)
 	}
 	v := NewHeartbeatValidator(now, log)
-	t, err := JoinTopic(ps, self, HeartbeatTopic, func(author peer.ID, data []byte) (any, error) {
-		return v.Check(author, data)
-	}, log, opts...)
+	t, err := JoinTopic(ps, self, HeartbeatTopic, v.Check, log, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -125,9 +122,5 @@ func (h *Heartbeats) Next(ctx context.Context) (*Heartbeat, error) {
 	if err != nil {
 		return nil, err
 	}
-	hb, ok := m.Value.(*Heartbeat)
-	if !ok {
-		return nil, errors.New("heartbeats: message without validator data")
-	}
-	return hb, nil
+	return m.Value, nil
 }

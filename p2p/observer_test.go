@@ -41,14 +41,14 @@ func (o *countingObserver) snapshot() ([]error, int) {
 // records, which pubsub validates too, are not counted as received.
 func TestTopicObserver(t *testing.T) {
 	const name = "/gpumesh/test-observed/1.0.0"
-	strict := func(_ peer.ID, data []byte) (any, error) {
+	strict := func(_ peer.ID, data []byte) (string, error) {
 		if string(data) == "bad" {
-			return nil, Errf(ErrMalformed, "bad")
+			return "", Errf(ErrMalformed, "bad")
 		}
 		return string(data), nil
 	}
-	lax := func(_ peer.ID, data []byte) (any, error) { return string(data), nil }
-	join := func(n *Network, check CheckFunc, o Observer) *Topic {
+	lax := func(_ peer.ID, data []byte) (string, error) { return string(data), nil }
+	join := func(n *Network, check CheckFunc[string], o Observer) *Topic[string] {
 		tp, err := JoinTopic(n.PubSub, n.Host.ID(), name, check, quietLogger(), WithObserver(o))
 		if err != nil {
 			t.Fatal(err)

@@ -13,13 +13,14 @@ import (
 )
 
 // CheckFunc validates one gossiped message published by author and
-// returns its decoded value. Its error decides pubsub's verdict (see
-// Verdict).
-type CheckFunc func(author peer.ID, data []byte) (any, error)
+// returns its decoded value, of the topic's type T. Its error decides
+// pubsub's verdict (see Verdict).
+type CheckFunc[T any] func(author peer.ID, data []byte) (T, error)
 
 // Topic is one gossip topic of signed records: joined with its validator,
-// subscribed, and read as a stream of validated, decoded values.
-type Topic struct {
+// subscribed, and read as a stream of validated values of type T, the
+// type its validator decodes (a market.Order, a *market.TradePrint ...).
+type Topic[T any] struct {
 	ps    *pubsub.PubSub
 	name  string
 	topic *pubsub.Topic
@@ -54,25 +55,25 @@ type topicOptions struct {
 func WithObserver(o Observer) TopicOption { return func(t *topicOptions) { t.obs = o } }
 
 // Message is one validated message read from a Topic.
-type Message struct {
+type Message[T any] struct {
 	Author peer.ID // who published (and signed) it
-	Value  any     // what the CheckFunc returned
+	Value  T       // what the CheckFunc returned
 	Data   []byte  // the raw message
 }
 
 // RelayCheckFunc is a CheckFunc that is also told the peer that
 // delivered the message (pubsub's ReceivedFrom; self for the node's own
 // messages), for validators that keep per-relay quotas.
-type RelayCheckFunc func(author, from peer.ID, data []byte) (any, error)
+type RelayCheckFunc[T any] func(author, from peer.ID, data []byte) (T, error)
 
 // JoinTopic registers check as the validator of topic name, joins the
 // topic with gpumesh's scoring parameters and subscribes to it.
-func JoinTopic(ps *pubsub.PubSub, self peer.ID, name string, check CheckFunc, log *slog.Logger, opts ...TopicOption) (*Topic, error) {
-	return JoinRelayTopic(ps, self, name, func(author, _ peer.ID, data []byte) (any, error) { return check(author, data) }, log, opts...)
+func JoinTopic[T any](ps *pubsub.PubSub, self peer.ID, name string, check CheckFunc[T], log *slog.Logger, opts ...TopicOption) (*Topic[T], error) {
+	return JoinRelayTopic(ps, self, name, func(author, _ peer.ID, data []byte) (T, error) { return check(author, data) }, log, opts...)
 }
 
 // JoinRelayTopic is JoinTopic with a validator told the relaying peer.
-func JoinRelayTopic(ps *pubsub.PubSub, self peer.ID, name string, check RelayCheckFunc, log *slog.Logger, opts ...TopicOption) (*Topic, error) {
+func JoinRelayTopic[T any](ps *pubsub.PubSub, self peer.ID, name string, check RelayCheckFunc[T], log *slog.Logger, opts ...TopicOption) (*Topic[T], error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -102,7 +103,7 @@ func JoinRelayTopic(ps *pubsub.PubSub, self peer.ID, name string, check RelayChe
 		_ = ps.UnregisterTopicValidator(name)
 		return nil, fmt.Errorf("topic %s: join: %w", name, err)
 	}
-	fail := func(err error) (*Topic, error) {
+	fail := func(err error) (*Topic[T], error) {
 		_ = t.Close()
 		_ = ps.UnregisterTopicValidator(name)
 		return nil, fmt.Errorf("topic %s: %w", name, err)
@@ -114,7 +115,7 @@ func JoinRelayTopic(ps *pubsub.PubSub, self peer.ID, name string, check RelayChe
 	if err != nil {
 		return fail(err)
 	}
-	return &Topic{ps: ps, name: name, topic: t, sub: sub, self: self, obs: o.obs, closed: make(chan struct{})}, nil
+	return &Topic[T]{ps: ps, name: name, topic: t, sub: sub, self: self, obs: o.obs, closed: make(chan struct{})}, nil
 }
 
 // Verdict maps a validation error to pubsub's verdict. Forged, malformed,
@@ -147,7 +148,7 @@ func Verdict(err error) pubsub.ValidationResult {
 // backing off its ID (its old self left the topic), so they prune its
 // GRAFTs for PruneBackoff: with MinTopicSize a restarted supplier could not
 // post its asks for a minute or more, though its peer was right there.
-func (t *Topic) Publish(ctx context.Context, data []byte) error {
+func (t *Topic[T]) Publish(ctx context.Context, data []byte) error {
 	if err := t.waitPeer(ctx); err != nil {
 		return fmt.Errorf("topic %s: publish: %w", t.name, err)
 	}
@@ -159,7 +160,7 @@ func (t *Topic) Publish(ctx context.Context, data []byte) error {
 }
 
 // published tells the observer, if any, of a record published.
-func (t *Topic) published() {
+func (t *Topic[T]) published() {
 	if t.obs != nil {
 		t.obs.Published(t.name)
 	}
@@ -179,7 +180,7 @@ func (t *Topic) published() {
 // message reached nobody and nothing sent it again. So after a join,
 // waitPeer polls ListPeers, from 5 ms apart up to 200 ms, until the peer
 // is listed.
-func (t *Topic) waitPeer(ctx context.Context) error {
+func (t *Topic[T]) waitPeer(ctx context.Context) error {
 	if len(t.topic.ListPeers()) > 0 {
 		return nil
 	}
@@ -227,24 +228,32 @@ func (t *Topic) waitPeer(ctx context.Context) error {
 }
 
 // Next returns the next validated message published by another peer.
-func (t *Topic) Next(ctx context.Context) (Message, error) {
+// Its Value is what the topic's validator returned for it: pubsub
+// delivers only messages its validator accepted.
+func (t *Topic[T]) Next(ctx context.Context) (Message[T], error) {
 	for {
 		msg, err := t.sub.Next(ctx)
 		if err != nil {
-			return Message{}, fmt.Errorf("topic %s: %w", t.name, err)
+			return Message[T]{}, fmt.Errorf("topic %s: %w", t.name, err)
 		}
 		if msg.GetFrom() == t.self {
 			continue
 		}
-		return Message{Author: msg.GetFrom(), Value: msg.ValidatorData, Data: msg.Data}, nil
+		v, ok := msg.ValidatorData.(T)
+		if !ok {
+			// Not this topic's validator's value (another
+			// subscription's validator on the same name): skip it.
+			continue
+		}
+		return Message[T]{Author: msg.GetFrom(), Value: v, Data: msg.Data}, nil
 	}
 }
 
 // Peers lists the peers we share the topic with.
-func (t *Topic) Peers() []peer.ID { return t.topic.ListPeers() }
+func (t *Topic[T]) Peers() []peer.ID { return t.topic.ListPeers() }
 
 // Close leaves the topic.
-func (t *Topic) Close() error {
+func (t *Topic[T]) Close() error {
 	t.closeOnce.Do(func() { close(t.closed) })
 	t.sub.Cancel()
 	return errors.Join(t.topic.Close(), t.ps.UnregisterTopicValidator(t.name))

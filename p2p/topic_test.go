@@ -21,9 +21,9 @@ func startNetworkKey(t testing.TB, key crypto.PrivKey, bootstrap []peer.AddrInfo
 	return startNetworkWith(t, Config{Key: key, Mode: ModeServer, PubSub: true, Bootstrap: bootstrap})
 }
 
-func joinTestTopic(t testing.TB, n *Network) *Topic {
+func joinTestTopic(t testing.TB, n *Network) *Topic[string] {
 	t.Helper()
-	tp, err := JoinTopic(n.PubSub, n.Host.ID(), "/gpumesh/test/1.0.0", func(_ peer.ID, data []byte) (any, error) { return string(data), nil }, quietLogger())
+	tp, err := JoinTopic(n.PubSub, n.Host.ID(), "/gpumesh/test/1.0.0", func(_ peer.ID, data []byte) (string, error) { return string(data), nil }, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,9 +169,9 @@ func TestGuardRPCsKeepsLinksToTheirShare(t *testing.T) {
 func TestFloodingPeerIsCutOff(t *testing.T) {
 	b := startNetwork(t, ModeServer, true, nil)
 	got := make(chan struct{}, 10_000)
-	bt, err := JoinTopic(b.PubSub, b.Host.ID(), "/gpumesh/test/1.0.0", func(peer.ID, []byte) (any, error) {
+	bt, err := JoinTopic(b.PubSub, b.Host.ID(), "/gpumesh/test/1.0.0", func(peer.ID, []byte) (string, error) {
 		got <- struct{}{}
-		return nil, nil
+		return "", nil
 	}, quietLogger())
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +207,7 @@ func TestFloodingPeerIsCutOff(t *testing.T) {
 // runs out.
 func TestPublishGivesUpWhenTopicCloses(t *testing.T) {
 	n := startNetwork(t, ModeServer, true, nil)
-	tp, err := JoinTopic(n.PubSub, n.Host.ID(), "/test/lonely", func(peer.ID, []byte) (any, error) { return nil, nil }, quietLogger())
+	tp, err := JoinTopic(n.PubSub, n.Host.ID(), "/test/lonely", func(peer.ID, []byte) (string, error) { return "", nil }, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

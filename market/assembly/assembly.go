@@ -86,8 +86,8 @@ type Sell struct {
 type Market struct {
 	Book     *market.Book
 	Index    *market.PriceIndex
-	Orders   *p2p.Topic
-	Trades   *p2p.Topic
+	Orders   *p2p.Topic[market.Order]
+	Trades   *p2p.Topic[*market.TradePrint]
 	Renter   *market.Renter
 	Supplier *market.Supplier // nil unless the node sells
 
@@ -135,7 +135,7 @@ func New(cfg Config) (_ *Market, err error) {
 		return nil, fmt.Errorf("market assembly: %w", err)
 	}
 	tv := market.NewTradeValidator(cfg.Now, TradeRate, TradeBurst)
-	checkTrade := func(author peer.ID, data []byte) (any, error) {
+	checkTrade := func(author peer.ID, data []byte) (*market.TradePrint, error) {
 		m.observe(market.TradesTopic, data)
 		return tv.Check(author, data)
 	}
@@ -189,8 +189,8 @@ func (m *Market) Run(ctx context.Context, goLoop func(func())) {
 // and pass. A relay that alone forwards more live orders of one author
 // than the author's cap is penalised: honest relays apply the same cap
 // first (market.ErrRelayFlood).
-func (m *Market) admitOrder(ov *market.OrderValidator) p2p.RelayCheckFunc {
-	return func(author, from peer.ID, data []byte) (any, error) {
+func (m *Market) admitOrder(ov *market.OrderValidator) p2p.RelayCheckFunc[market.Order] {
+	return func(author, from peer.ID, data []byte) (market.Order, error) {
 		m.observe(market.OrdersTopic, data)
 		v, err := ov.Check(author, data)
 		if err != nil || author == m.self {
@@ -239,9 +239,7 @@ func (m *Market) readTrades(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		if tp, ok := msg.Value.(*market.TradePrint); ok {
-			market.AddTrade(m.Index, tp)
-		}
+		market.AddTrade(m.Index, msg.Value)
 	}
 }
 
@@ -344,10 +342,11 @@ func (m *Market) Close() error {
 		m.Renter.Close()
 	}
 	var errs []error
-	for _, t := range []*p2p.Topic{m.Orders, m.Trades} {
-		if t != nil {
-			errs = append(errs, t.Close())
-		}
+	if m.Orders != nil {
+		errs = append(errs, m.Orders.Close())
+	}
+	if m.Trades != nil {
+		errs = append(errs, m.Trades.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -53,7 +53,7 @@ func NewEvidenceValidator(now func() time.Time) *EvidenceValidator {
 // Check validates one message of EvidenceTopic published by author and
 // returns its raw bytes; it is a p2p.CheckFunc. It remembers the evidence
 // it accepts for EvidenceGossipAge, so each is accepted once.
-func (v *EvidenceValidator) Check(author peer.ID, data []byte) (any, error) {
+func (v *EvidenceValidator) Check(author peer.ID, data []byte) ([]byte, error) {
 	now := v.now()
 	if len(data) > MaxEvidenceSize {
 		return nil, fmt.Errorf("evidence from %s: %d bytes: %w", author, len(data), p2p.ErrTooLarge)

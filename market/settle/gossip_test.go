@@ -34,8 +34,8 @@ func TestEvidenceValidator(t *testing.T) {
 	if err != nil {
 		t.Fatalf("good evidence refused: %v", err)
 	}
-	if b, ok := got.([]byte); !ok || !bytes.Equal(b, good) {
-		t.Fatalf("Check returned %T, want the evidence's bytes", got)
+	if !bytes.Equal(got, good) {
+		t.Fatalf("Check returned %x, want the evidence's bytes", got)
 	}
 	for _, c := range []struct {
 		name   string

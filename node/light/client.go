@@ -30,8 +30,8 @@ var ErrSimulatedAsk = errors.New("the ask offers simulated GPUs, which are not r
 // concurrent use; Close it when done.
 type Client struct {
 	net       *p2p.Network
-	orders    *p2p.Topic     // nil unless renting
-	renter    *market.Renter // nil unless renting
+	orders    *p2p.Topic[market.Order] // nil unless renting
+	renter    *market.Renter           // nil unless renting
 	bootstrap []peer.AddrInfo
 	query     time.Duration
 	cross     bool

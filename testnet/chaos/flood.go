@@ -95,7 +95,7 @@ func startFlooder(ctx context.Context, st *testnet.State, rate float64, log *slo
 		return fail(err)
 	}
 	// The flooder publishes what it likes: its own check accepts all.
-	orders, err := p2p.JoinTopic(n.PubSub, f.id, market.OrdersTopic, func(peer.ID, []byte) (any, error) { return nil, nil }, log)
+	orders, err := p2p.JoinTopic(n.PubSub, f.id, market.OrdersTopic, func(peer.ID, []byte) (struct{}, error) { return struct{}{}, nil }, log)
 	if err != nil {
 		hbs.Close()
 		return fail(err)
@@ -144,7 +144,7 @@ func startFlooder(ctx context.Context, st *testnet.State, rate float64, log *slo
 
 // flood publishes rate asks a second: every other one of floodModel, the
 // rest of a fresh made-up model each.
-func (f *flooder) flood(ctx context.Context, orders *p2p.Topic, key crypto.PrivKey, addrs [][]byte, rate float64) {
+func (f *flooder) flood(ctx context.Context, orders *p2p.Topic[struct{}], key crypto.PrivKey, addrs [][]byte, rate float64) {
 	t := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer t.Stop()
 	for i := 0; ; i++ {

@@ -36,7 +36,7 @@ type simNode struct {
 	asm      *assembly.Market
 	book     *market.Book
 	priceIdx *market.PriceIndex
-	orders   *p2p.Topic
+	orders   *p2p.Topic[market.Order]
 	renter   *market.Renter
 	supplier *market.Supplier // nil unless it sells
 	store    store.Store

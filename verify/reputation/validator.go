@@ -54,7 +54,7 @@ func NewAttestationValidator(now func() time.Time, limit rate.Limit, burst int) 
 // run first: size, the author's rate limit, then OpenAttestation, that
 // author is the attester, and replay. It remembers every attestation it
 // accepts, so each is accepted once.
-func (v *AttestationValidator) Check(author peer.ID, data []byte) (any, error) {
+func (v *AttestationValidator) Check(author peer.ID, data []byte) (*Attestation, error) {
 	now := v.now()
 	if len(data) > MaxAttestationSize {
 		return nil, fmt.Errorf("attestation from %s: %d bytes: %w (limit %d)", author, len(data), p2p.ErrTooLarge, MaxAttestationSize)

@@ -13,7 +13,7 @@ import (
 )
 
 // Check must be usable as a topic validator.
-var _ p2p.CheckFunc = (*AttestationValidator)(nil).Check
+var _ p2p.CheckFunc[*Attestation] = (*AttestationValidator)(nil).Check
 
 func TestValidatorAcceptsOnceAndRejectsReplay(t *testing.T) {
 	auditor, supplier := newNode(t), newNode(t)
@@ -25,8 +25,8 @@ func TestValidatorAcceptsOnceAndRejectsReplay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first Check: %v", err)
 	}
-	if a, ok := got.(*Attestation); !ok || a.Subject != supplier.id {
-		t.Fatalf("Check returned %T %v, want *Attestation about %s", got, got, supplier.id)
+	if got == nil || got.Subject != supplier.id {
+		t.Fatalf("Check returned %v, want an attestation about %s", got, supplier.id)
 	}
 	_, err = v.Check(auditor.id, raw)
 	if !errors.Is(err, ErrReplayed) {
