@@ -6,7 +6,7 @@
 //
 // # What runs
 //
-// Every node is wired as node/market.go wires a daemon's market
+// Every node is wired as package node wires a daemon's market
 // (simNode): an order book and a price index that believe what the
 // node's market.Trust does, the orders and trades topics joined with the
 // market's validators and the book's caps (p2p.JoinRelayTopic with
