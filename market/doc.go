@@ -3,25 +3,24 @@
 // prints, the order book, the supplier's capacity ledger, pricing
 // strategies and the price index, and the two sides of matching.
 //
-// # Files
+// # Parts
 //
-//   - order.go, records.go, protocol.go, errors.go: the records (IDs, asks,
-//     bids, cancels, quotes, proposals, leases, trade prints), their
-//     Seal and Open, the protocol IDs and limits, lease terms.
-//   - validate.go: the gossip validators of the orders and trades topics.
-//   - book.go, bookproto.go: the order book and the protocol that serves it.
-//   - offer.go, filter.go: offers (one supplier's GPUs of one model, built
-//     from its profile and matched against a filter: MatchOffers) and the
-//     filter language.
-//   - renter.go, supplier.go, claims.go: the two sides of a lease, and the
-//     supplier's release of leases on which no job starts.
-//   - leasebook.go: the one owner of a supplier's leases (LeaseBook):
-//     granting, claiming and releasing them.
-//   - ledger.go: the supplier's capacity ledger (reservations).
-//   - leases.go: lease persistence, both sides (LeaseRecord, Leases,
-//     GetLease), with typed LeaseState and Role.
-//   - pricing.go, index.go: pricing strategies, and the price index with
-//     the Trust it counts trade prints by.
+//   - The records (IDs, asks, bids, cancels, quotes, proposals, leases,
+//     trade prints), their Seal and Open, the protocol IDs and limits,
+//     lease terms, and the named errors.
+//   - The gossip validators of the orders and trades topics.
+//   - The order book and the protocol that serves it (ServeBook).
+//   - Offers (one supplier's GPUs of one model, built from its profile and
+//     matched against a filter: MatchOffers) and the filter language.
+//   - The two sides of a lease (Renter, Supplier), and the supplier's
+//     release of leases on which no job starts.
+//   - The one owner of a supplier's leases (LeaseBook): granting,
+//     claiming and releasing them, over the capacity ledger
+//     (reservations).
+//   - Lease persistence, both sides (LeaseRecord, Leases, GetLease), with
+//     typed LeaseState and Role.
+//   - Pricing strategies, and the price index with the Trust it counts
+//     trade prints by.
 //
 // # Matching without a central matcher
 //
@@ -45,7 +44,7 @@
 // A lease is paid for through the job that runs on it, billed from the
 // lease's start; one on which no job starts within its claim window is
 // released, and a renter's leases with no job on them are capped (see
-// claims.go and Lease.ClaimWindow).
+// Lease.ClaimWindow).
 // When nothing matches, the renter explains why from the declines, its own
 // checks and an order book (see Renter.Rent).
 //

@@ -5,47 +5,45 @@
 // its own: each part lives in its package and node joins it to a topic,
 // a loop or an API route.
 //
-// Where each concern is:
+// What it does, part by part:
 //
-//   - node.go: New and Close, the options tests inject parts with (a
-//     clock.Clock for the meter's and the supplier's timers among them),
-//     the store's keyspaces, bootstrap addresses.
-//   - config.go, joblimits.go: the effective configuration (defaults, file,
-//     environment, flags) and the per-job limits it sets.
-//   - identity.go: the node's key in its data dir.
-//   - loops.go: the heartbeat, the profile advertisement and the profile
-//     cache (KnownProfiles), and the peer table.
-//   - market.go: the market's wiring: order book, price index, the orders
-//     and trades topics, the supplier and its pricing.
-//   - leases.go: leases as the CLI and the API show them (api.LeaseView),
-//     built from market's lease persistence (market.Leases).
-//   - trust.go: the node's market.Trust over its profiles and reputation.
-//   - verify.go, audit.go: the reputation book and the attestation topic;
-//     the audit loop that challenges suppliers.
-//   - jobs.go: the settlement ledger, the evidence topic (validated by
-//     settle.EvidenceValidator), the job executor and controller;
-//     jobnet.go: the controller's job.Dialer over the node's host
-//     (connect, streams, the renter's own liveness).
-//   - api.go, apibackend.go: the local HTTP API: its routes, types, handler
-//     and client live in package node/api; apibackend.go is the node as
-//     the handler sees it (an api.Backend), offers (market.MatchOffers
-//     over the known profiles, the book and the reputation) included.
-//   - metrics.go: the node's own metrics (internal/metrics) beside
-//     libp2p's in its registry: why a gossip record was refused, whichever
-//     validator refused it, and the gauges of jobs and the store read at
-//     scrape time; the parts count the rest through their configs.
-//   - version.go: the version and the software string.
+//   - Construction and shutdown: New and Close, the options tests inject
+//     parts with (a clock.Clock for the meter's and the supplier's timers
+//     among them), the store's keyspaces, the bootstrap addresses.
+//   - Configuration and identity: the effective configuration (defaults,
+//     file, environment, flags), the per-job limits it sets, and the
+//     node's key in its data dir.
+//   - Presence: the heartbeat, the profile advertisement, the profile
+//     cache (KnownProfiles) and the peer table.
+//   - The market's wiring: order book, price index, the orders and trades
+//     topics, the supplier and its pricing; leases as the CLI and the API
+//     show them (api.LeaseView), built from market's lease persistence;
+//     the node's market.Trust over its profiles and reputation.
+//   - Verification: the reputation book and the attestation topic, and the
+//     audit loop that challenges suppliers.
+//   - Jobs: the settlement ledger, the evidence topic (validated by
+//     settle.EvidenceValidator), the job executor and controller, and the
+//     controller's job.Dialer over the node's host (connect, streams, the
+//     renter's own liveness).
+//   - The local HTTP API's backend: the node as the handler of package
+//     node/api sees it (an api.Backend), offers (market.MatchOffers over
+//     the known profiles, the book and the reputation) included.
+//   - Metrics: the node's own (internal/metrics) beside libp2p's in its
+//     registry: why a gossip record was refused, whichever validator
+//     refused it, and the gauges of jobs and the store read at scrape
+//     time; the parts count the rest through their configs.
+//   - The version and the software string.
 //
 // Sub-packages: api (the HTTP API), job (a renter's workload on leased
 // GPUs), runtime (how a supplier runs one), and light, the light client
 // that search, rent and challenge run on without a node (light imports no
 // part of node).
 //
-// Configuration: config_keys.go is the one table of configuration keys
-// (name, flag, environment variable, TOML type, default, help, and a
-// setter that parses the value into Config); config.go loads a Config
-// from it (defaults < file < environment < flags), and cmd/gpumesh
-// registers its flags and README.md its table from the same keys.
+// Configuration: ConfigKeys is the one table of configuration keys (name,
+// flag, environment variable, TOML type, default, help, and a setter that
+// parses the value into Config); a Config is loaded from it (defaults <
+// file < environment < flags), cmd/gpumesh registers its flags from the
+// same keys, and docs/suppliers.md carries its table (KeysMarkdown).
 //
 // Long-lived parts take a context or have Close; nothing here is global.
 package node

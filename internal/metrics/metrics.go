@@ -13,7 +13,7 @@
 // absent. The packages that count take a *Gossip, *Market, *Settle or
 // *Audit (nil: count nothing) and never touch prometheus themselves.
 //
-// docs/PROTOCOL.md §8.1 lists every metric with its labels.
+// docs/API.md lists every metric with its labels.
 package metrics
 
 import (

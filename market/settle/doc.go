@@ -69,17 +69,17 @@
 // Audit: Ledger.Verify re-checks everything kept for a lease and says
 // what is wrong and where (gpumesh receipts --verify).
 //
-// # Files
+// # Parts
 //
-//   - protocol.go, records.go, errors.go: the record parameters, the
-//     records' Seal and Open and their checks, the named errors.
-//   - terms.go: the metering terms of a lease and the role a ledger plays
-//     in it (market.Role).
-//   - meter.go, payer.go: the supplier's and the renter's state machines.
-//   - ledger.go, merkle.go: durable storage of both, evidence included,
-//     and the RFC 6962 root of a statement.
-//   - verify.go: the audit of one lease's records (Report).
-//   - gossip.go: the evidence topic and its validator (EvidenceValidator).
+//   - The records (receipts, vouchers, statements, settlements, evidence):
+//     their parameters, Seal and Open with their checks, the named errors.
+//   - The metering terms of a lease and the role a ledger plays in it
+//     (market.Role).
+//   - The supplier's and the renter's state machines (Meter, Payer).
+//   - Durable storage of both, evidence included (Ledger), and the RFC
+//     6962 root of a statement.
+//   - The audit of one lease's records (Report).
+//   - The evidence topic and its validator (EvidenceValidator).
 //
 // settle depends on market, p2p and store.
 package settle

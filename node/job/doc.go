@@ -4,31 +4,29 @@
 //
 // Two sides share one session protocol (docs/PROTOCOL.md Part IV):
 //
-//   - protocol.go: the stream protocol IDs (SessionProtocol
+//   - The protocol: the stream protocol IDs (SessionProtocol
 //     /gpumesh/job/2.0.0, CheckpointProtocol /gpumesh/checkpoint/1.0.0),
 //     size limits, timeouts and the attempt states (StateRunning ...
 //     StateFenced, Ended).
-//   - spec.go: Spec, the decoded and checked JobSpec whose hash a lease
-//     binds; its restart policy (Spec.Retries).
-//   - net.go: what the two sides need of the network. The Controller
-//     dials through a Dialer (connect, open a stream, the Online check);
-//     the Executor serves through a Listener. A node wires in its libp2p
-//     host; tests wire in libp2p's in-memory mocknet.
-//   - controller.go and drive.go: the renter side. Controller keeps each
-//     job's record (jobRecord: attempts, checkpoint, failovers, restarts)
-//     in the store and drives it in a goroutine of its own (drive).
-//   - executor.go and run.go: the supplier side. Executor admits sessions
-//     and starts attempts; run is one attempt: its process, its meter
-//     loop (receipts, credit limit, lease end), its session and its log
-//     pump.
-//   - admit.go: what a supplier reads before it trusts a session (the
-//     pending-stream gate, the Hello's announced sizes, the start body)
+//   - Spec: the decoded and checked JobSpec whose hash a lease binds, and
+//     its restart policy (Spec.Retries).
+//   - The network, as the two sides need it: the Controller dials through
+//     a Dialer (connect, open a stream, the Online check); the Executor
+//     serves through a Listener. A node wires in its libp2p host; tests
+//     wire in libp2p's in-memory mocknet.
+//   - The renter side: Controller keeps each job's record (jobRecord:
+//     attempts, checkpoint, failovers, restarts) in the store and drives
+//     it in a goroutine of its own (drive).
+//   - The supplier side: Executor admits sessions and starts attempts; run
+//     is one attempt: its process, its meter loop (receipts, credit limit,
+//     lease end), its session and its log pump.
+//   - Admission: what a supplier reads before it trusts a session (the
+//     pending-stream gate, the Hello's announced sizes, the start body),
 //     and Handshake, the renter's side of the opening.
-//   - checkpoint.go and beneath.go: checkpoint archives and every path
-//     below a job's folders, read and written without following a
-//     symlink the job planted.
-//   - limits.go: a supplier's per-job limits. logs.go: an attempt's
-//     capped, followable log file.
+//   - Checkpoint archives and every path below a job's folders, read and
+//     written without following a symlink the job planted.
+//   - A supplier's per-job limits, and an attempt's capped, followable log
+//     file.
 //
 // # The renter side: a Controller
 //
@@ -96,6 +94,6 @@
 // then and every later checkpoint is read through that descriptor,
 // listing folders through theirs and opening each component with
 // O_NOFOLLOW, so symlinks, fifos and devices are never followed or read
-// (beneath.go, checkpoint.go). The runtime hands the folders to RunAs the
+// (PackCheckpoint, UnpackCheckpoint). The runtime hands the folders to RunAs the
 // same way, before the job starts.
 package job

@@ -7,7 +7,7 @@
 // # What runs
 //
 // Every node's market is built by market/assembly, the code that builds a
-// daemon's (node/market.go); an architecture test (TestMarketWiredOnce)
+// daemon's (package node); an architecture test (TestMarketWiredOnce)
 // forbids a copy here. That is: an order book and a price index that
 // believe what the simulation's market.Trust does, the orders and trades
 // topics joined with the market's validators and the book's caps, the

@@ -7,24 +7,24 @@ import (
 	"testing"
 )
 
-var updateREADME = flag.Bool("update-readme", false, "rewrite README.md's configuration table from the key table")
+var updateConfigTable = flag.Bool("update-config-table", false, "rewrite docs/suppliers.md's configuration table from the key table")
 
-// The README's configuration table lies between these markers.
+// The operators' guide's configuration table lies between these markers.
 const (
-	tableBegin = "<!-- config-table:begin (generated from node/config_keys.go; go test ./node -run README -update-readme) -->\n"
+	tableBegin = "<!-- config-table:begin (generated from node/config_keys.go; go test ./node -run ConfigTable -update-config-table) -->\n"
 	tableEnd   = "<!-- config-table:end -->\n"
 )
 
-// TestREADMEConfigTable checks that the README documents every
+// TestDocsConfigTable checks that the operators' guide documents every
 // configuration key, once, as the key table does.
-func TestREADMEConfigTable(t *testing.T) {
-	const path = "../README.md"
+func TestDocsConfigTable(t *testing.T) {
+	const path = "../docs/suppliers.md"
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(b)
-	before, rest, ok := strings.Cut(readme, tableBegin)
+	doc := string(b)
+	before, rest, ok := strings.Cut(doc, tableBegin)
 	table, after, ok2 := strings.Cut(rest, tableEnd)
 	if !ok || !ok2 {
 		t.Fatalf("%s has no configuration table between %q and %q", path, tableBegin, tableEnd)
@@ -33,13 +33,13 @@ func TestREADMEConfigTable(t *testing.T) {
 	if table == want {
 		return
 	}
-	if *updateREADME {
+	if *updateConfigTable {
 		if err := os.WriteFile(path, []byte(before+tableBegin+want+tableEnd+after), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("%s's configuration table is not the key table's; run go test ./node -run README -update-readme, or paste:\n%s", path, want)
+	t.Errorf("%s's configuration table is not the key table's; run go test ./node -run ConfigTable -update-config-table, or paste:\n%s", path, want)
 }
 
 // TestKeysMarkdownListsEveryKeyOnce: one row per key, in table order.
