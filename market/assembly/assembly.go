@@ -7,7 +7,7 @@
 // both build their market with New and Run, so that what the simulation
 // measures is the node's wiring; they differ only in the network under
 // the p2p.Network, the clock, and what they believe of suppliers (Trust).
-// An architecture test (arch_test.go at the module root) keeps the
+// An architecture test at the module root (TestMarketWiredOnce) keeps the
 // simulation from wiring a market of its own.
 package assembly
 

@@ -103,4 +103,3 @@ func run(ctx context.Context, o chaos.Options, out, jsonOut string, keep bool) (
 	}
 	return 0, nil
 }
-
