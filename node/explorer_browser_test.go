@@ -221,7 +221,7 @@ func TestExplorerInBrowser(t *testing.T) {
 		return err == nil && v.State == job.StateSucceeded && settledEverywhere(v)
 	})
 	b.waitContains("the settled bill, live", `#receipts tr[data-lease=`+jsString(v.LeaseID)+`]`, "settled", "✓ every signature and sum checked")
-	b.waitContains("the job", `#jobs tr[data-job=`+jsString(v.JobID)+`]`, job.StateSucceeded)
+	b.waitContains("the job", `#jobs tr[data-job=`+jsString(v.JobID)+`]`, job.StateSucceeded.String())
 	b.expectNoReload()
 	b.shot("node")
 	b.checkConsole()

@@ -119,7 +119,7 @@ func jobLogs(t *testing.T, n *Node, id string) string {
 
 func settledEverywhere(v job.View) bool {
 	for _, a := range v.Attempts {
-		if a.Outcome != "lost" && !a.Settled {
+		if a.Outcome != job.StateLost && !a.Settled {
 			return false
 		}
 	}
@@ -240,7 +240,7 @@ func TestJobFailsOverFromLostSupplier(t *testing.T) {
 	if !strings.Contains(logs, "step 40\nfinished") {
 		t.Fatalf("job did not finish:\n%s", logs)
 	}
-	if v.Failovers != 1 || v.Attempts[0].Outcome != "lost" {
+	if v.Failovers != 1 || v.Attempts[0].Outcome != job.StateLost {
 		t.Fatalf("job view after failover: %+v", v)
 	}
 	// The lost lease's bill: valid, every receipt acknowledged is paid,
@@ -465,7 +465,7 @@ func TestJobKilledAtLeaseEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := v.LeaseID
-	runState := func() string {
+	runState := func() job.State {
 		for _, r := range jn.cheap.jobs.exec.Runs() {
 			if r.LeaseID == first {
 				return r.State
@@ -495,7 +495,7 @@ func TestJobKilledAtLeaseEnd(t *testing.T) {
 		t.Fatalf("receipts: %v (%d)", err, len(rcpts))
 	}
 	last := rcpts[len(rcpts)-1]
-	if !last.Final || last.State != job.StateExpired || last.EndMs > l.EndMs {
+	if !last.Final || job.State(last.State) != job.StateExpired || last.EndMs > l.EndMs {
 		t.Fatalf("last receipt: final %v, state %q, ends %d ms after the lease", last.Final, last.State, last.EndMs-l.EndMs)
 	}
 	if rep := verifyBillAt(t, jn.cheap.Ledger(), first, clk.Now()); rep.GPUSeconds > 61 || rep.GPUSeconds < 59 {

@@ -127,7 +127,7 @@ follow later with "gpumesh logs -f JOB".`,
 						JobID    string        `json:"job_id"`
 						LeaseID  string        `json:"lease_id"`
 						Supplier string        `json:"supplier"`
-						State    string        `json:"state"`
+						State    job.State     `json:"state"`
 						Attempt  uint32        `json:"attempt"`
 						Publish  []job.Publish `json:"publish"`
 					}{v.JobID, v.LeaseID, v.Supplier, v.State, v.Attempt, orEmpty(v.Publish)})
@@ -238,7 +238,7 @@ func newJobsCmd(a *app) *cobra.Command {
 				if v.Group != "" {
 					replica = fmt.Sprintf("%s/%d", short(v.Group)[:8], v.Replica)
 				}
-				rows = append(rows, []string{v.JobID[:12], v.State, orDash(v.Health), replica, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), money.Micros(v.PaidMicros).String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
+				rows = append(rows, []string{v.JobID[:12], v.State.String(), orDash(v.Health), replica, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), money.Micros(v.PaidMicros).String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
 			}
 			a.table([]string{"JOB", "STATE", "HEALTH", "REPLICA", "ATTEMPT", "SUPPLIER", "PAID", "COMMAND", "CREATED"}, rows)
 			return nil
@@ -265,7 +265,7 @@ func (a *app) printJob(v job.View) {
 	}
 	var rows [][]string
 	for _, at := range v.Attempts {
-		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome), strconv.Itoa(at.Receipts), money.Micros(at.PaidMicros).String(), strconv.FormatBool(at.Settled), short(at.Checkpoint)})
+		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome.String()), strconv.Itoa(at.Receipts), money.Micros(at.PaidMicros).String(), strconv.FormatBool(at.Settled), short(at.Checkpoint)})
 	}
 	a.table([]string{"ATTEMPT", "SUPPLIER", "LEASE", "OUTCOME", "RECEIPTS", "PAID", "SETTLED", "RESUMED FROM"}, rows)
 }

@@ -30,9 +30,15 @@ var ksJobs = store.MustKeyspace("renter-jobs") // job ID -> jobRecord (JSON)
 
 // Renter-side job states, beyond the attempt states.
 const (
-	StateRenting    = "renting"
-	StateRecovering = "recovering"
+	StateRenting    State = "renting"
+	StateRecovering State = "recovering"
 )
+
+// JobStates lists the states a renter's job can be in: the attempt
+// states and the renter's own.
+func JobStates() []State {
+	return append([]State{StateRenting, StateRecovering}, AttemptStates()...)
+}
 
 // ErrNoJob is returned for a job ID this node does not have.
 var ErrNoJob = errors.New("no such job")
@@ -70,7 +76,7 @@ type AttemptView struct {
 	Attempt      uint32 `json:"attempt"`
 	LeaseID      string `json:"lease_id"`
 	Supplier     string `json:"supplier"`
-	Outcome      string `json:"outcome"`
+	Outcome      State  `json:"outcome"`
 	Checkpoint   string `json:"resumed_from,omitempty"`
 	PaidMicros   int64  `json:"paid_micros"`
 	Receipts     int    `json:"receipts"`
@@ -85,7 +91,7 @@ type AttemptView struct {
 // View is a job as `gpumesh jobs` shows it.
 type View struct {
 	JobID      string        `json:"job_id"`
-	State      string        `json:"state"`
+	State      State         `json:"state"`
 	Attempt    uint32        `json:"attempt"`
 	Supplier   string        `json:"supplier"`
 	LeaseID    string        `json:"lease_id"`
@@ -111,7 +117,7 @@ type attemptRec struct {
 	Lease      []byte    `json:"lease"` // the countersigned lease envelope
 	Supplier   string    `json:"supplier"`
 	Started    bool      `json:"started"` // the supplier accepted the start
-	Outcome    string    `json:"outcome"`
+	Outcome    State     `json:"outcome"`
 	Checkpoint string    `json:"checkpoint,omitempty"`
 	Settled    bool      `json:"settled"`
 	Fenced     bool      `json:"fenced"`               // the supplier was told to stop its copy
@@ -132,7 +138,7 @@ type jobRecord struct {
 	Simulated  bool         `json:"allow_simulated,omitempty"`
 	Interval   int64        `json:"interval_ms"`
 	Credit     int64        `json:"credit"`
-	State      string       `json:"state"`
+	State      State        `json:"state"`
 	ExitCode   int          `json:"exit_code"`
 	Message    string       `json:"message"`
 	Attempts   []attemptRec `json:"attempts"`
@@ -288,7 +294,7 @@ func (c *Controller) Start() {
 func (c *Controller) allSettled(r *jobRecord) bool {
 	for _, a := range r.Attempts {
 		switch a.Outcome {
-		case "lost", StateInterrupted, StateFenced:
+		case StateLost, StateInterrupted, StateFenced:
 			continue
 		}
 		if a.Started && !a.Settled {

@@ -415,7 +415,7 @@ func (m *mesh) view(id string) View {
 
 // waitJob waits until the job is in state and every attempt its supplier
 // served is settled, and returns it.
-func (m *mesh) waitJob(id, state string) View {
+func (m *mesh) waitJob(id string, state State) View {
 	m.t.Helper()
 	var v View
 	defer func() {
@@ -423,7 +423,7 @@ func (m *mesh) waitJob(id, state string) View {
 			m.t.Logf("job: %s", describe(v))
 		}
 	}()
-	eventually(m.t, time.Minute, "job "+state+" and settled", func() bool {
+	eventually(m.t, time.Minute, "job "+state.String()+" and settled", func() bool {
 		v = m.view(id)
 		if v.State != state {
 			if v.State == StateSucceeded || v.State == StateFailed || v.State == StateStopped {
@@ -526,7 +526,7 @@ echo "attempt $JOB_ATTEMPT from scratch"; echo 7 > "$HOME/step.tmp"; mv "$HOME/s
 		t.Fatalf("want one failover, two attempts: %s", describe(v))
 	}
 	lost, next := v.Attempts[0], v.Attempts[1]
-	if lost.Outcome != "lost" || next.Outcome != StateSucceeded || next.Supplier != b.host.ID().String() || next.Attempt != 2 {
+	if lost.Outcome != StateLost || next.Outcome != StateSucceeded || next.Supplier != b.host.ID().String() || next.Attempt != 2 {
 		t.Fatalf("attempts: %s", describe(v))
 	}
 	if next.Checkpoint != first.Checkpoint {
@@ -563,7 +563,7 @@ func TestControllerRestartPolicy(t *testing.T) {
 		name     string
 		script   string
 		restart  *pb.Restart
-		state    string
+		state    State
 		attempts int
 		exit     int
 		logs     string
@@ -737,7 +737,7 @@ func TestControllerWaitsWhileOffline(t *testing.T) {
 	m.online.Store(true)
 	v = m.waitJob(v.JobID, StateSucceeded)
 	t.Log(describe(v))
-	if len(v.Attempts) != 2 || v.Failovers != 1 || v.Attempts[0].Outcome != "lost" || v.Attempts[1].Supplier != b.host.ID().String() {
+	if len(v.Attempts) != 2 || v.Failovers != 1 || v.Attempts[0].Outcome != StateLost || v.Attempts[1].Supplier != b.host.ID().String() {
 		t.Fatalf("once online: %s; want one failover to the second supplier", describe(v))
 	}
 	if got := m.logs(v.JobID); got != "started\nattempt 2\n" {
@@ -826,7 +826,7 @@ func TestControllerRefusesStaleAttemptReceipts(t *testing.T) {
 		if out.err = err; err != nil {
 			return
 		}
-		if out.err = p2p.WriteMsg(st, &pb.Welcome{State: StateRunning, Attempt: h.Attempt}); out.err != nil {
+		if out.err = p2p.WriteMsg(st, &pb.Welcome{State: StateRunning.String(), Attempt: h.Attempt}); out.err != nil {
 			return
 		}
 		now := time.Now()
@@ -839,7 +839,7 @@ func TestControllerRefusesStaleAttemptReceipts(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return meter.Issue(attempt, l.Start(), now, now.Sub(l.Start()).Milliseconds(), settle.Usage{}, nil, false, StateRunning)
+			return meter.Issue(attempt, l.Start(), now, now.Sub(l.Start()).Milliseconds(), settle.Usage{}, nil, false, StateRunning.String())
 		}
 		stale, err := issue(out.stale)
 		if out.err = err; err != nil {

@@ -36,7 +36,7 @@ type runRecord struct {
 	JobID    string    `json:"job_id"`
 	Renter   string    `json:"renter"`
 	Attempt  uint32    `json:"attempt"`
-	State    string    `json:"state"`
+	State    State     `json:"state"`
 	Pid      int       `json:"pid"`
 	Dir      string    `json:"dir"`
 	ExitCode int       `json:"exit_code"`
@@ -219,7 +219,7 @@ func (e *Executor) recover() error {
 			continue
 		}
 		now := e.cfg.Now()
-		if _, err := m.Issue(rec.Attempt, now, now, 0, settle.Usage{}, nil, true, StateInterrupted); err != nil {
+		if _, err := m.Issue(rec.Attempt, now, now, 0, settle.Usage{}, nil, true, StateInterrupted.String()); err != nil {
 			e.log.Warn("final receipt of interrupted job", "lease", id.Short(), "err", err)
 		}
 		if e.cfg.Release != nil {
@@ -294,7 +294,7 @@ func (e *Executor) handleSession(st network.Stream) {
 		return
 	}
 	_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
-	if err := p2p.WriteMsg(st, &pb.Welcome{State: r.State(), Attempt: r.attempt}); err != nil {
+	if err := p2p.WriteMsg(st, &pb.Welcome{State: r.State().String(), Attempt: r.attempt}); err != nil {
 		st.Reset()
 		return
 	}
@@ -714,7 +714,7 @@ type RunView struct {
 	JobID      string `json:"job_id"`
 	Renter     string `json:"renter"`
 	Attempt    uint32 `json:"attempt"`
-	State      string `json:"state"`
+	State      State  `json:"state"`
 	OwedMicros int64  `json:"owed_micros"`
 }
 

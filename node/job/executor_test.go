@@ -112,7 +112,7 @@ func TestExecutorFencesAttempts(t *testing.T) {
 	s := m.sups[0]
 	spec, l := m.sleeper(s, 1)
 	first, w := m.rawSession(m.renter, s, startHello(l, spec, 2), spec.Raw)
-	if w.Refused != "" || w.Attempt != 2 || w.State != StateRunning {
+	if w.Refused != "" || w.Attempt != 2 || State(w.State) != StateRunning {
 		t.Fatalf("start of attempt 2: %+v", w)
 	}
 	frames(first)
@@ -165,7 +165,7 @@ func TestExecutorFencesAttempts(t *testing.T) {
 			t.Fatalf("receipt of attempt %d", r.Attempt)
 		}
 		if r.Final {
-			if r.State != StateFenced {
+			if State(r.State) != StateFenced {
 				t.Fatalf("final receipt in state %s, want %s", r.State, StateFenced)
 			}
 			break
@@ -197,7 +197,7 @@ func TestExecutorHaltsUnpaidJob(t *testing.T) {
 		if f == nil {
 			t.Fatal("the session ended before the final receipt")
 		}
-		if status := f.GetStatus(); status != nil && status.State == StateHalted {
+		if status := f.GetStatus(); status != nil && State(status.State) == StateHalted {
 			if last == nil || last.CumAmountMicros <= credit {
 				t.Fatalf("halted while owing %v, within the credit limit %d", last, credit)
 			}
@@ -224,7 +224,7 @@ func TestExecutorHaltsUnpaidJob(t *testing.T) {
 			break
 		}
 	}
-	if !halted || last.State != StateStopped {
+	if !halted || State(last.State) != StateStopped {
 		t.Fatalf("halted %v, final receipt in state %s; want halted, then stopped", halted, last.State)
 	}
 	// The final receipt goes out just before the run is marked ended.
