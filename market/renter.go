@@ -105,7 +105,7 @@ type RentRequest struct {
 	Filter   Filter
 	Count    int
 	Duration time.Duration
-	MaxPrice int64 // micros per GPU-hour
+	MaxPrice money.Micros // per GPU-hour
 	// Wait bounds how long quotes are collected (default 2 s).
 	Wait time.Duration
 	// Enough stops collecting early once this many acceptable offers
@@ -191,7 +191,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	b := &pb.Bid{
 		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(req.Wait + BidLife).UnixMilli(),
 		Filter: req.Filter.String(), Count: uint32(req.Count), DurationS: uint32(req.Duration / time.Second),
-		MaxPriceMicros: req.MaxPrice,
+		MaxPriceMicros: int64(req.MaxPrice),
 	}
 	for _, a := range r.cfg.Net.Host.Addrs() {
 		if len(b.Addrs) < 16 {
@@ -475,7 +475,7 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 	for _, a := range asks {
 		switch {
 		case seen[a.Supplier], !onlyAttrsUnknown(req.Filter, a):
-		case req.MaxPrice > 0 && a.PriceMicros > req.MaxPrice && PricingMode(a.Pricing) != Auction:
+		case req.MaxPrice > 0 && money.Micros(a.PriceMicros) > req.MaxPrice && PricingMode(a.Pricing) != Auction:
 		case int(a.Count) < req.Count:
 		case !req.AllowUnproven && !proven(a):
 		case req.Score != nil && !proven(a) && scoreOf(req, a.Supplier) < req.MinReputation:
@@ -647,7 +647,7 @@ func (c *collector) collect(ctx context.Context) (offers []*Quote, more bool) {
 			case q.Decline != "":
 				c.declines = append(c.declines, q)
 			case slices.Contains(c.req.Exclude, q.Supplier):
-			case q.PriceMicros > c.req.MaxPrice || int(q.Count) != c.req.Count || q.DurationS != uint32(c.req.Duration/time.Second):
+			case money.Micros(q.PriceMicros) > c.req.MaxPrice || int(q.Count) != c.req.Count || q.DurationS != uint32(c.req.Duration/time.Second):
 				// A supplier quoting outside the bid is ignored.
 				c.declines = append(c.declines, q)
 			default:
@@ -843,7 +843,7 @@ type modelView struct {
 	priceDeclines       []int64 // the least price of each supplier that declined on price
 	// firm holds the price of each supplier's cheapest ask that is not
 	// an auction one: what the supplier quotes at least.
-	firm map[peer.ID]int64
+	firm map[peer.ID]money.Micros
 }
 
 // explainNoMatch summarises the facts into reasons: one per model that
@@ -897,7 +897,7 @@ func viewByModel(filter Filter, relaxed *Filter, f noMatchFacts) map[string]*mod
 	get := func(m string) *modelView {
 		v := byModel[m]
 		if v == nil {
-			v = &modelView{suppliers: map[peer.ID]bool{}, answered: map[peer.ID]bool{}, leftOut: map[peer.ID]bool{}, simulated: map[peer.ID]bool{}, firm: map[peer.ID]int64{}}
+			v = &modelView{suppliers: map[peer.ID]bool{}, answered: map[peer.ID]bool{}, leftOut: map[peer.ID]bool{}, simulated: map[peer.ID]bool{}, firm: map[peer.ID]money.Micros{}}
 			byModel[m] = v
 		}
 		return v
@@ -917,8 +917,8 @@ func viewByModel(filter Filter, relaxed *Filter, f noMatchFacts) map[string]*mod
 		}
 		v := get(a.Model)
 		v.suppliers[a.Supplier] = true
-		if p, ok := v.firm[a.Supplier]; PricingMode(a.Pricing) != Auction && (!ok || a.PriceMicros < p) {
-			v.firm[a.Supplier] = a.PriceMicros
+		if p, ok := v.firm[a.Supplier]; PricingMode(a.Pricing) != Auction && (!ok || money.Micros(a.PriceMicros) < p) {
+			v.firm[a.Supplier] = money.Micros(a.PriceMicros)
 		}
 	}
 	answer := func(q *Quote) *modelView {
@@ -1004,12 +1004,12 @@ func (v *modelView) reason(req RentRequest, m string) string {
 		parts = append(parts, fmt.Sprintf("%d %s fully booked (fewer than %d free)", v.busy, plural(v.busy, "is", "are"), req.Count))
 	}
 	if len(v.priceDeclines) > 0 {
-		parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", money.Micros(slices.Min(v.priceDeclines)).String(), money.Micros(req.MaxPrice).String()))
+		parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", money.Micros(slices.Min(v.priceDeclines)).String(), req.MaxPrice.String()))
 	}
 	// Suppliers that did not answer because the renter did not ask them:
 	// their asks, not auction ones, are above its maximum
 	// (connectSuppliers), so they are priced out, not silent.
-	var over []int64
+	var over []money.Micros
 	for s := range v.suppliers {
 		if p, ok := v.firm[s]; ok && req.MaxPrice > 0 && p > req.MaxPrice && !v.answered[s] && !v.leftOut[s] {
 			over = append(over, p)
@@ -1017,9 +1017,9 @@ func (v *modelView) reason(req RentRequest, m string) string {
 	}
 	switch {
 	case len(over) == 1:
-		parts = append(parts, fmt.Sprintf("1 asks %s > your max %s", money.Micros(over[0]).String(), money.Micros(req.MaxPrice).String()))
+		parts = append(parts, fmt.Sprintf("1 asks %s > your max %s", over[0].String(), req.MaxPrice.String()))
 	case len(over) > 1:
-		parts = append(parts, fmt.Sprintf("%d ask more than your max %s (from %s)", len(over), money.Micros(req.MaxPrice).String(), money.Micros(slices.Min(over)).String()))
+		parts = append(parts, fmt.Sprintf("%d ask more than your max %s (from %s)", len(over), req.MaxPrice.String(), slices.Min(over).String()))
 	}
 	if v.dur > 0 {
 		parts = append(parts, fmt.Sprintf("%d %s not lease for %s", v.dur, plural(v.dur, "does", "do"), req.Duration))

@@ -101,11 +101,8 @@ follow later with "gpumesh logs -f JOB".`,
 				fi, _ := os.Stat(local)
 				jr.Files = append(jr.Files, api.JobFile{Path: remote, Mode: uint32(fi.Mode().Perm()), Data: data})
 			}
-			if jr.MaxPrice == "" {
-				return usageError{errors.New("--max-price is required (per GPU-hour, e.g. 2.50)")}
-			}
 			if _, err := jr.ToRequest(); err != nil {
-				return usageError{err}
+				return termsError(err, "")
 			}
 			c, err := a.nodeClient(cmd)
 			if err != nil {

@@ -389,7 +389,7 @@ func shJob(script string, edit func(*pb.JobSpec)) Request {
 	if edit != nil {
 		edit(spec)
 	}
-	return Request{Spec: spec, Filter: "", Count: 1, Duration: time.Hour, MaxPrice: testPrice, ReceiptInterval: 500 * time.Millisecond}
+	return Request{Spec: spec, RentTerms: market.RentTerms{Count: 1, Duration: time.Hour, MaxPrice: testPrice}, ReceiptInterval: 500 * time.Millisecond}
 }
 
 func (m *mesh) submit(req Request) View {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/clock/clocktest"
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
@@ -353,7 +354,7 @@ func (s *Sim) check(l *market.Lease, r Request, k int) {
 	case again.Renter != s.ids[r.Renter] || again.Proposal.Renter != s.ids[r.Renter] || again.Supplier != s.ids[s.w.Suppliers[k].Node]:
 		s.fault("lease %s: parties %s/%s, want renter %s", l.ID.Short(), again.Renter, again.Supplier, s.ids[r.Renter])
 		return
-	case again.Model != r.Model || again.Count != 1 || again.PriceMicros > r.MaxPrice:
+	case again.Model != r.Model || again.Count != 1 || money.Micros(again.PriceMicros) > r.MaxPrice:
 		s.fault("lease %s: %s x%d at %d, asked %s x1 at most %d", l.ID.Short(), again.Model, again.Count, again.PriceMicros, r.Model, r.MaxPrice)
 	}
 	for _, side := range []struct {
