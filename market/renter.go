@@ -100,6 +100,26 @@ func (r *Renter) handleQuote(st network.Stream) error {
 	return nil
 }
 
+// Standings are how a renter screens suppliers: each one's reputation,
+// verified status and uptime (nil when unknown), and whether it has
+// earned trust rather than merely exists. A reputation book
+// (verify/reputation.Book) is one; market does not read attestations.
+type Standings interface {
+	Standing(p peer.ID) (rep float64, verified bool, uptimePct *float64)
+	Proven(p peer.ID) bool
+}
+
+// ScreenBy has r screen suppliers by s: s gives the Score and Proven that
+// r does not bring itself.
+func (r *RentRequest) ScreenBy(s Standings) {
+	if r.Score == nil {
+		r.Score = s.Standing
+	}
+	if r.Proven == nil {
+		r.Proven = s.Proven
+	}
+}
+
 // RentRequest is what a renter asks for.
 type RentRequest struct {
 	Filter   Filter

@@ -304,11 +304,12 @@ func (s *Sim) rent(ctx context.Context, r Request, slot int) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	l, err := s.nodes[r.Renter].renter.Rent(ctx, market.RentRequest{AllowSimulated: true,
+	req := market.RentRequest{AllowSimulated: true,
 		Filter: f, Count: 1, Duration: time.Duration(r.Slots) * s.w.Slot, MaxPrice: r.MaxPrice, Wait: s.cfg.Wait,
-		Score: s.rep.Standing, MinReputation: reputation.DefaultFloor,
-		Proven: func(p peer.ID) bool { return s.rep.Score(p).Proven() },
-	})
+		MinReputation: reputation.DefaultFloor,
+	}
+	req.ScreenBy(s.rep)
+	l, err := s.nodes[r.Renter].renter.Rent(ctx, req)
 	if err != nil {
 		s.mu.Lock()
 		s.why[r.ID] = err.Error()
