@@ -716,7 +716,7 @@ func (r *Renter) proposeQuote(ctx context.Context, q *Quote, t Terms) (*Lease, s
 func withTerms(p *pb.LeaseProposal, t Terms) *pb.LeaseProposal {
 	p.JobSpecHash = t.JobSpecHash
 	p.ReceiptIntervalMs = uint32(t.ReceiptInterval / time.Millisecond)
-	p.CreditLimitMicros = t.CreditLimit
+	p.CreditLimitMicros = int64(t.CreditLimit)
 	return p
 }
 

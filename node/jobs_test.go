@@ -175,7 +175,7 @@ func TestJobRunsAndSettles(t *testing.T) {
 	if !rb.Settled || !sb.Settled || rb.AmountMicros != sb.AmountMicros || rb.PaidMicros != rb.AmountMicros || rb.Receipts < 3 {
 		t.Fatalf("bills disagree or are unsettled: renter %+v, supplier %+v", rb, sb)
 	}
-	if v.PaidMicros != rb.PaidMicros || v.PaidMicros <= 0 {
+	if v.PaidMicros != money.Micros(rb.PaidMicros) || v.PaidMicros <= 0 {
 		t.Fatalf("job view paid %d, bill %d", v.PaidMicros, rb.PaidMicros)
 	}
 	// Billing stays within wall-clock time: about 2 s of one GPU.

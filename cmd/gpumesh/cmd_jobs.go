@@ -183,7 +183,7 @@ func (a *app) followToEnd(ctx context.Context, c *api.Client, id string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "gpumesh: job %s %s after %d attempt(s), paid %s\n", id[:12], v.State, len(v.Attempts), money.Micros(v.PaidMicros).String())
+	fmt.Fprintf(a.stderr, "gpumesh: job %s %s after %d attempt(s), paid %s\n", id[:12], v.State, len(v.Attempts), v.PaidMicros.String())
 	switch v.State {
 	case job.StateSucceeded:
 		return nil
@@ -235,7 +235,7 @@ func newJobsCmd(a *app) *cobra.Command {
 				if v.Group != "" {
 					replica = fmt.Sprintf("%s/%d", short(v.Group)[:8], v.Replica)
 				}
-				rows = append(rows, []string{v.JobID[:12], v.State.String(), orDash(v.Health), replica, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), money.Micros(v.PaidMicros).String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
+				rows = append(rows, []string{v.JobID[:12], v.State.String(), orDash(v.Health), replica, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), v.PaidMicros.String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
 			}
 			a.table([]string{"JOB", "STATE", "HEALTH", "REPLICA", "ATTEMPT", "SUPPLIER", "PAID", "COMMAND", "CREATED"}, rows)
 			return nil
@@ -250,7 +250,7 @@ func (a *app) printJob(v job.View) {
 	if v.Message != "" {
 		fmt.Fprintf(a.stdout, " (%s)", v.Message)
 	}
-	fmt.Fprintf(a.stdout, "\ncommand   %s\npaid      %s\nfailovers %d, restarts %d\n", strings.Join(v.Argv, " "), money.Micros(v.PaidMicros).String(), v.Failovers, v.Restarts)
+	fmt.Fprintf(a.stdout, "\ncommand   %s\npaid      %s\nfailovers %d, restarts %d\n", strings.Join(v.Argv, " "), v.PaidMicros.String(), v.Failovers, v.Restarts)
 	if v.Group != "" {
 		fmt.Fprintf(a.stdout, "replica   %d of group %s\n", v.Replica, v.Group)
 	}
@@ -262,7 +262,7 @@ func (a *app) printJob(v job.View) {
 	}
 	var rows [][]string
 	for _, at := range v.Attempts {
-		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome.String()), strconv.Itoa(at.Receipts), money.Micros(at.PaidMicros).String(), strconv.FormatBool(at.Settled), short(at.Checkpoint)})
+		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome.String()), strconv.Itoa(at.Receipts), at.PaidMicros.String(), strconv.FormatBool(at.Settled), short(at.Checkpoint)})
 	}
 	a.table([]string{"ATTEMPT", "SUPPLIER", "LEASE", "OUTCOME", "RECEIPTS", "PAID", "SETTLED", "RESUMED FROM"}, rows)
 }

@@ -74,16 +74,16 @@ type Request struct {
 
 // AttemptView is one attempt of a job.
 type AttemptView struct {
-	Attempt      uint32 `json:"attempt"`
-	LeaseID      string `json:"lease_id"`
-	Supplier     string `json:"supplier"`
-	Outcome      State  `json:"outcome"`
-	Checkpoint   string `json:"resumed_from,omitempty"`
-	PaidMicros   int64  `json:"paid_micros"`
-	Receipts     int    `json:"receipts"`
-	Settled      bool   `json:"settled"`
-	LogBytes     int64  `json:"log_bytes"`
-	StartedAtUTC string `json:"started_at,omitempty"`
+	Attempt      uint32       `json:"attempt"`
+	LeaseID      string       `json:"lease_id"`
+	Supplier     string       `json:"supplier"`
+	Outcome      State        `json:"outcome"`
+	Checkpoint   string       `json:"resumed_from,omitempty"`
+	PaidMicros   money.Micros `json:"paid_micros"`
+	Receipts     int          `json:"receipts"`
+	Settled      bool         `json:"settled"`
+	LogBytes     int64        `json:"log_bytes"`
+	StartedAtUTC string       `json:"started_at,omitempty"`
 	// StartMs is the time from the countersigned lease to the supplier's
 	// word that the job's process runs (0 when unknown).
 	StartMs float64 `json:"start_ms"`
@@ -102,7 +102,7 @@ type View struct {
 	Checkpoint string        `json:"checkpoint,omitempty"`
 	Failovers  int           `json:"failovers"`
 	Restarts   int           `json:"restarts"`
-	PaidMicros int64         `json:"paid_micros"`
+	PaidMicros money.Micros  `json:"paid_micros"`
 	Attempts   []AttemptView `json:"attempts"`
 	Publish    []Publish     `json:"publish,omitempty"` // local addresses forwarded to its ports
 	Group      string        `json:"group,omitempty"`   // replicas: the group's (first replica's) job ID
@@ -175,7 +175,7 @@ func (j *jobRecord) rentRequest(f market.Filter, spec *Spec) market.RentRequest 
 	return market.RentRequest{
 		Filter: f, Count: j.Count, Duration: time.Duration(j.Duration) * time.Millisecond, MaxPrice: j.MaxPrice,
 		MinReputation: j.MinRep, AllowUnproven: j.Unproven, AllowSimulated: j.Simulated,
-		Terms: market.Terms{JobSpecHash: spec.Hash[:], ReceiptInterval: time.Duration(j.Interval) * time.Millisecond, CreditLimit: int64(j.Credit)},
+		Terms: market.Terms{JobSpecHash: spec.Hash[:], ReceiptInterval: time.Duration(j.Interval) * time.Millisecond, CreditLimit: j.Credit},
 	}
 }
 
@@ -594,7 +594,7 @@ func (c *Controller) view(js *jobState) View {
 		if err == nil {
 			av.LeaseID = l.ID.String()
 			if n, paid, err := c.cfg.Ledger.Paid(l.ID); err == nil {
-				av.Receipts, av.PaidMicros = int(n), paid
+				av.Receipts, av.PaidMicros = int(n), money.Micros(paid)
 			}
 		}
 		if fi, err := os.Stat(c.logPath(r.ID, a.Attempt)); err == nil {

@@ -37,6 +37,7 @@ import (
 	"github.com/gpumesh/gpumesh/market"
 	mpb "github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -316,7 +317,7 @@ func (m *mesh) lease(s *testSupplier, nonce uint64, terms market.Terms) (*market
 	}
 	prop, err := market.SealProposal(&mpb.LeaseProposal{Supplier: []byte(s.host.ID()), Nonce: nonce, CreatedMs: now.UnixMilli(),
 		ExpiresMs: now.Add(30 * time.Second).UnixMilli(), Ask: ask, Model: "h100-sxm", Count: 1, PriceMicros: testPrice, DurationS: 3600,
-		JobSpecHash: terms.JobSpecHash, ReceiptIntervalMs: uint32(terms.ReceiptInterval / time.Millisecond), CreditLimitMicros: terms.CreditLimit}, m.key)
+		JobSpecHash: terms.JobSpecHash, ReceiptIntervalMs: uint32(terms.ReceiptInterval / time.Millisecond), CreditLimitMicros: int64(terms.CreditLimit)}, m.key)
 	if err != nil {
 		return nil, err
 	}
@@ -898,7 +899,7 @@ func TestControllerRefusesStaleAttemptReceipts(t *testing.T) {
 	}
 	v = m.view(v.JobID)
 	t.Log(describe(v))
-	if len(v.Attempts) != 2 || v.Attempts[1].Supplier != s.host.ID().String() || v.Attempts[1].Receipts != 1 || v.Attempts[1].PaidMicros != got.receipt.CumAmountMicros {
+	if len(v.Attempts) != 2 || v.Attempts[1].Supplier != s.host.ID().String() || v.Attempts[1].Receipts != 1 || v.Attempts[1].PaidMicros != money.Micros(got.receipt.CumAmountMicros) {
 		t.Fatalf("after the receipts: %s; want attempt 2 on the scripted supplier with one receipt paid", describe(v))
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gpumesh/gpumesh/clock"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -710,12 +711,12 @@ func (e *Executor) handleCheckpoint(st network.Stream) error {
 
 // RunView is an attempt running (or run) on this supplier.
 type RunView struct {
-	LeaseID    string `json:"lease_id"`
-	JobID      string `json:"job_id"`
-	Renter     string `json:"renter"`
-	Attempt    uint32 `json:"attempt"`
-	State      State  `json:"state"`
-	OwedMicros int64  `json:"owed_micros"`
+	LeaseID    string       `json:"lease_id"`
+	JobID      string       `json:"job_id"`
+	Renter     string       `json:"renter"`
+	Attempt    uint32       `json:"attempt"`
+	State      State        `json:"state"`
+	OwedMicros money.Micros `json:"owed_micros"`
 }
 
 // Runs lists the attempts this executor holds.
@@ -728,7 +729,7 @@ func (e *Executor) Runs() []RunView {
 	e.mu.Unlock()
 	out := make([]RunView, 0, len(runs))
 	for _, r := range runs {
-		out = append(out, RunView{LeaseID: r.lease.ID.String(), JobID: r.spec.ID(), Renter: r.lease.Renter.String(), Attempt: r.attempt, State: r.State(), OwedMicros: r.meter.Owed()})
+		out = append(out, RunView{LeaseID: r.lease.ID.String(), JobID: r.spec.ID(), Renter: r.lease.Renter.String(), Attempt: r.attempt, State: r.State(), OwedMicros: money.Micros(r.meter.Owed())})
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/inventory"
@@ -188,7 +189,7 @@ func TestExecutorHaltsUnpaidJob(t *testing.T) {
 	if w.Refused != "" {
 		t.Fatalf("start refused: %s", w.Refused)
 	}
-	credit := l.Terms().CreditLimit
+	credit := int64(l.Terms().CreditLimit)
 	ch := frames(st)
 	var last *settle.Receipt
 	halted := false
@@ -230,7 +231,7 @@ func TestExecutorHaltsUnpaidJob(t *testing.T) {
 	// The final receipt goes out just before the run is marked ended.
 	var r *RunView
 	eventually(t, time.Minute, "the run stopped", func() bool { r = s.runOf(l.ID.String()); return r != nil && r.State == StateStopped })
-	if r.OwedMicros != last.CumAmountMicros {
+	if r.OwedMicros != money.Micros(last.CumAmountMicros) {
 		t.Fatalf("the supplier's run: %+v; want owed the final receipt's %d micros", r, last.CumAmountMicros)
 	}
 }
