@@ -15,6 +15,8 @@
 //     filter language.
 //   - renter.go, supplier.go, claims.go: the two sides of a lease, and the
 //     supplier's release of leases on which no job starts.
+//   - rentterms.go: RentTerms, what a renter asks for (count, duration,
+//     max price), parsed and checked once for the CLI, the API and the node.
 //   - ledger.go: the supplier's capacity ledger (reservations).
 //   - leases.go: lease persistence, both sides (LeaseRecord, Leases,
 //     GetLease), with typed LeaseState and Role.
