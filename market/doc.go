@@ -14,6 +14,8 @@
 //     matched against a filter: MatchOffers) and the filter language.
 //   - The two sides of a lease (Renter, Supplier), and the supplier's
 //     release of leases on which no job starts.
+//   - What a renter asks for (RentTerms: count, duration, max price),
+//     parsed and checked once for the CLI, the API and the node.
 //   - The one owner of a supplier's leases (LeaseBook): granting,
 //     claiming and releasing them, over the capacity ledger
 //     (reservations).

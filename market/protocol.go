@@ -6,6 +6,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/protocol"
 
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 )
 
@@ -126,7 +127,7 @@ const (
 type Terms struct {
 	JobSpecHash     []byte        // sha-256 of the job spec; nil: not bound
 	ReceiptInterval time.Duration // how often the supplier issues a receipt
-	CreditLimit     int64         // micros the supplier runs ahead of payment
+	CreditLimit     money.Micros  // how far the supplier runs ahead of payment
 }
 
 // Terms gives the lease's metering terms. A zero credit limit means two
@@ -135,12 +136,12 @@ type Terms struct {
 // or rounding never pauses a renter that pays.
 func (l *Lease) Terms() Terms {
 	p := l.Proposal.LeaseProposal
-	t := Terms{JobSpecHash: p.JobSpecHash, ReceiptInterval: time.Duration(p.ReceiptIntervalMs) * time.Millisecond, CreditLimit: p.CreditLimitMicros}
+	t := Terms{JobSpecHash: p.JobSpecHash, ReceiptInterval: time.Duration(p.ReceiptIntervalMs) * time.Millisecond, CreditLimit: money.Micros(p.CreditLimitMicros)}
 	if t.ReceiptInterval == 0 {
 		t.ReceiptInterval = DefaultReceiptInterval
 	}
 	if t.CreditLimit == 0 {
-		t.CreditLimit = AmountMicros(l.PriceMicros, 2*int64(t.ReceiptInterval/time.Millisecond)*int64(l.Count))
+		t.CreditLimit = money.Micros(AmountMicros(l.PriceMicros, 2*int64(t.ReceiptInterval/time.Millisecond)*int64(l.Count)))
 	}
 	return t
 }

@@ -100,12 +100,32 @@ func (r *Renter) handleQuote(st network.Stream) error {
 	return nil
 }
 
+// Standings are how a renter screens suppliers: each one's reputation,
+// verified status and uptime (nil when unknown), and whether it has
+// earned trust rather than merely exists. A reputation book
+// (verify/reputation.Book) is one; market does not read attestations.
+type Standings interface {
+	Standing(p peer.ID) (rep float64, verified bool, uptimePct *float64)
+	Proven(p peer.ID) bool
+}
+
+// ScreenBy has r screen suppliers by s: s gives the Score and Proven that
+// r does not bring itself.
+func (r *RentRequest) ScreenBy(s Standings) {
+	if r.Score == nil {
+		r.Score = s.Standing
+	}
+	if r.Proven == nil {
+		r.Proven = s.Proven
+	}
+}
+
 // RentRequest is what a renter asks for.
 type RentRequest struct {
 	Filter   Filter
 	Count    int
 	Duration time.Duration
-	MaxPrice int64 // micros per GPU-hour
+	MaxPrice money.Micros // per GPU-hour
 	// Wait bounds how long quotes are collected (default 2 s).
 	Wait time.Duration
 	// Enough stops collecting early once this many acceptable offers
@@ -191,7 +211,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	b := &pb.Bid{
 		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(req.Wait + BidLife).UnixMilli(),
 		Filter: req.Filter.String(), Count: uint32(req.Count), DurationS: uint32(req.Duration / time.Second),
-		MaxPriceMicros: req.MaxPrice,
+		MaxPriceMicros: int64(req.MaxPrice),
 	}
 	for _, a := range r.cfg.Net.Host.Addrs() {
 		if len(b.Addrs) < 16 {
@@ -475,7 +495,7 @@ func (r *Renter) connectSuppliers(ctx context.Context, asks []*Ask, req RentRequ
 	for _, a := range asks {
 		switch {
 		case seen[a.Supplier], !onlyAttrsUnknown(req.Filter, a):
-		case req.MaxPrice > 0 && a.PriceMicros > req.MaxPrice && PricingMode(a.Pricing) != Auction:
+		case req.MaxPrice > 0 && money.Micros(a.PriceMicros) > req.MaxPrice && PricingMode(a.Pricing) != Auction:
 		case int(a.Count) < req.Count:
 		case !req.AllowUnproven && !proven(a):
 		case req.Score != nil && !proven(a) && scoreOf(req, a.Supplier) < req.MinReputation:
@@ -647,7 +667,7 @@ func (c *collector) collect(ctx context.Context) (offers []*Quote, more bool) {
 			case q.Decline != "":
 				c.declines = append(c.declines, q)
 			case slices.Contains(c.req.Exclude, q.Supplier):
-			case q.PriceMicros > c.req.MaxPrice || int(q.Count) != c.req.Count || q.DurationS != uint32(c.req.Duration/time.Second):
+			case money.Micros(q.PriceMicros) > c.req.MaxPrice || int(q.Count) != c.req.Count || q.DurationS != uint32(c.req.Duration/time.Second):
 				// A supplier quoting outside the bid is ignored.
 				c.declines = append(c.declines, q)
 			default:
@@ -696,7 +716,7 @@ func (r *Renter) proposeQuote(ctx context.Context, q *Quote, t Terms) (*Lease, s
 func withTerms(p *pb.LeaseProposal, t Terms) *pb.LeaseProposal {
 	p.JobSpecHash = t.JobSpecHash
 	p.ReceiptIntervalMs = uint32(t.ReceiptInterval / time.Millisecond)
-	p.CreditLimitMicros = t.CreditLimit
+	p.CreditLimitMicros = int64(t.CreditLimit)
 	return p
 }
 
@@ -843,7 +863,7 @@ type modelView struct {
 	priceDeclines       []int64 // the least price of each supplier that declined on price
 	// firm holds the price of each supplier's cheapest ask that is not
 	// an auction one: what the supplier quotes at least.
-	firm map[peer.ID]int64
+	firm map[peer.ID]money.Micros
 }
 
 // explainNoMatch summarises the facts into reasons: one per model that
@@ -897,7 +917,7 @@ func viewByModel(filter Filter, relaxed *Filter, f noMatchFacts) map[string]*mod
 	get := func(m string) *modelView {
 		v := byModel[m]
 		if v == nil {
-			v = &modelView{suppliers: map[peer.ID]bool{}, answered: map[peer.ID]bool{}, leftOut: map[peer.ID]bool{}, simulated: map[peer.ID]bool{}, firm: map[peer.ID]int64{}}
+			v = &modelView{suppliers: map[peer.ID]bool{}, answered: map[peer.ID]bool{}, leftOut: map[peer.ID]bool{}, simulated: map[peer.ID]bool{}, firm: map[peer.ID]money.Micros{}}
 			byModel[m] = v
 		}
 		return v
@@ -917,8 +937,8 @@ func viewByModel(filter Filter, relaxed *Filter, f noMatchFacts) map[string]*mod
 		}
 		v := get(a.Model)
 		v.suppliers[a.Supplier] = true
-		if p, ok := v.firm[a.Supplier]; PricingMode(a.Pricing) != Auction && (!ok || a.PriceMicros < p) {
-			v.firm[a.Supplier] = a.PriceMicros
+		if p, ok := v.firm[a.Supplier]; PricingMode(a.Pricing) != Auction && (!ok || money.Micros(a.PriceMicros) < p) {
+			v.firm[a.Supplier] = money.Micros(a.PriceMicros)
 		}
 	}
 	answer := func(q *Quote) *modelView {
@@ -1004,12 +1024,12 @@ func (v *modelView) reason(req RentRequest, m string) string {
 		parts = append(parts, fmt.Sprintf("%d %s fully booked (fewer than %d free)", v.busy, plural(v.busy, "is", "are"), req.Count))
 	}
 	if len(v.priceDeclines) > 0 {
-		parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", money.Micros(slices.Min(v.priceDeclines)).String(), money.Micros(req.MaxPrice).String()))
+		parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", money.Micros(slices.Min(v.priceDeclines)).String(), req.MaxPrice.String()))
 	}
 	// Suppliers that did not answer because the renter did not ask them:
 	// their asks, not auction ones, are above its maximum
 	// (connectSuppliers), so they are priced out, not silent.
-	var over []int64
+	var over []money.Micros
 	for s := range v.suppliers {
 		if p, ok := v.firm[s]; ok && req.MaxPrice > 0 && p > req.MaxPrice && !v.answered[s] && !v.leftOut[s] {
 			over = append(over, p)
@@ -1017,9 +1037,9 @@ func (v *modelView) reason(req RentRequest, m string) string {
 	}
 	switch {
 	case len(over) == 1:
-		parts = append(parts, fmt.Sprintf("1 asks %s > your max %s", money.Micros(over[0]).String(), money.Micros(req.MaxPrice).String()))
+		parts = append(parts, fmt.Sprintf("1 asks %s > your max %s", over[0].String(), req.MaxPrice.String()))
 	case len(over) > 1:
-		parts = append(parts, fmt.Sprintf("%d ask more than your max %s (from %s)", len(over), money.Micros(req.MaxPrice).String(), money.Micros(slices.Min(over)).String()))
+		parts = append(parts, fmt.Sprintf("%d ask more than your max %s (from %s)", len(over), req.MaxPrice.String(), slices.Min(over).String()))
 	}
 	if v.dur > 0 {
 		parts = append(parts, fmt.Sprintf("%d %s not lease for %s", v.dur, plural(v.dur, "does", "do"), req.Duration))

@@ -446,7 +446,7 @@ func rentH100(t *testing.T, r *Renter) *Lease {
 }
 
 // rentH100At is rentH100 at up to maxPrice micros a GPU-hour.
-func rentH100At(t *testing.T, r *Renter, maxPrice int64) *Lease {
+func rentH100At(t *testing.T, r *Renter, maxPrice money.Micros) *Lease {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

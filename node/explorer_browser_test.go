@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/node/job"
@@ -178,7 +179,7 @@ func TestExplorerInBrowser(t *testing.T) {
 	}
 	v, err := en.obs.Jobs().Submit(ctx, job.Request{AllowSimulated: true,
 		Spec:   &pb.JobSpec{Argv: stepScript(3, "0.2"), CheckpointEveryS: 1},
-		Filter: "model=t4", Count: 1, Duration: time.Hour, MaxPrice: int64(money.Unit),
+		Filter: mustFilter(t, "model=t4"), RentTerms: market.RentTerms{Count: 1, Duration: time.Hour, MaxPrice: money.Unit},
 		MinReputation: reputation.DefaultFloor, AllowUnproven: true, ReceiptInterval: 500 * time.Millisecond,
 	})
 	if err != nil {
@@ -221,7 +222,7 @@ func TestExplorerInBrowser(t *testing.T) {
 		return err == nil && v.State == job.StateSucceeded && settledEverywhere(v)
 	})
 	b.waitContains("the settled bill, live", `#receipts tr[data-lease=`+jsString(v.LeaseID)+`]`, "settled", "✓ every signature and sum checked")
-	b.waitContains("the job", `#jobs tr[data-job=`+jsString(v.JobID)+`]`, job.StateSucceeded)
+	b.waitContains("the job", `#jobs tr[data-job=`+jsString(v.JobID)+`]`, job.StateSucceeded.String())
 	b.expectNoReload()
 	b.shot("node")
 	b.checkConsole()

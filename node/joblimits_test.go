@@ -104,10 +104,10 @@ func runLimited(t *testing.T, n *Node, argv []string, limits *pb.Limits) (job.Vi
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	maxP := int64(money.Unit) // 1.00 per GPU-hour
+	maxP := money.Unit // 1.00 per GPU-hour
 	v, err := n.Jobs().Submit(ctx, job.Request{AllowSimulated: true, AllowUnproven: true,
 		Spec:   &pb.JobSpec{Argv: argv, Limits: limits},
-		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5,
+		Filter: mustFilter(t, "model=rtx4090"), RentTerms: market.RentTerms{Count: 1, Duration: time.Hour, MaxPrice: maxP}, MinReputation: 0.5,
 		ReceiptInterval: 500 * time.Millisecond,
 	})
 	if err != nil {
@@ -198,7 +198,7 @@ echo written; sleep 300`}, nil)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		maxP := int64(money.Unit) // 1.00 per GPU-hour
+		maxP := money.Unit // 1.00 per GPU-hour
 		l, err := jn.renter.rent(ctx, market.RentRequest{AllowSimulated: true, AllowUnproven: true, Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, Terms: market.Terms{JobSpecHash: spec.Hash[:]}})
 		if err != nil {
 			t.Fatal(err)

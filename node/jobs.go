@@ -226,12 +226,7 @@ func (n *Node) rent(ctx context.Context, req market.RentRequest) (*market.Lease,
 	// A node never rents from itself: its renter and supplier share one
 	// fate, which failover exists to avoid.
 	req.Exclude = append(req.Exclude, n.id)
-	if req.Score == nil {
-		req.Score = n.verify.rep.Standing
-	}
-	if req.Proven == nil {
-		req.Proven = func(p peer.ID) bool { return n.verify.rep.Score(p).Proven() }
-	}
+	req.ScreenBy(n.verify.rep)
 	if req.Unreachable == nil {
 		req.Unreachable = n.jobUnreachable()
 	}

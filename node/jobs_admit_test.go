@@ -29,7 +29,7 @@ func TestJobStartBodyIsAccounted(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	maxP := int64(money.Unit) // 1.00 per GPU-hour
+	maxP := money.Unit // 1.00 per GPU-hour
 	l, err := jn.renter.rent(ctx, market.RentRequest{AllowSimulated: true, AllowUnproven: true, Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, Terms: market.Terms{JobSpecHash: spec.Hash[:]}})
 	if err != nil {
 		t.Fatal(err)

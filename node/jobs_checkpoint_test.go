@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
@@ -41,11 +42,11 @@ sleep 5
 echo done`
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	maxP := int64(money.Unit) // 1.00 per GPU-hour
+	maxP := money.Unit // 1.00 per GPU-hour
 	v, err := jn.renter.Jobs().Submit(ctx, job.Request{AllowSimulated: true, AllowUnproven: true,
 		Spec: &pb.JobSpec{Argv: []string{"sh", "-c", script}, CheckpointEveryS: 1, CheckpointDir: "state/ckpt",
 			Env: []*pb.EnvVar{{Name: "SECRETS", Value: secrets}}},
-		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5, ReceiptInterval: 500 * time.Millisecond,
+		Filter: mustFilter(t, "model=rtx4090"), RentTerms: market.RentTerms{Count: 1, Duration: time.Hour, MaxPrice: maxP}, MinReputation: 0.5, ReceiptInterval: 500 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -87,10 +87,10 @@ func submit(t *testing.T, n *Node, argv []string, interval time.Duration) job.Vi
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	maxP := int64(money.Unit) // 1.00 per GPU-hour
+	maxP := money.Unit // 1.00 per GPU-hour
 	v, err := n.Jobs().Submit(ctx, job.Request{AllowSimulated: true,
 		Spec:   &pb.JobSpec{Argv: argv, Files: []*pb.File{{Path: "in/data.txt", Data: []byte("input-bytes-42\n")}}, CheckpointEveryS: 1},
-		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5, AllowUnproven: true,
+		Filter: mustFilter(t, "model=rtx4090"), RentTerms: market.RentTerms{Count: 1, Duration: time.Hour, MaxPrice: maxP}, MinReputation: 0.5, AllowUnproven: true,
 		ReceiptInterval: interval,
 	})
 	if err != nil {
@@ -119,7 +119,7 @@ func jobLogs(t *testing.T, n *Node, id string) string {
 
 func settledEverywhere(v job.View) bool {
 	for _, a := range v.Attempts {
-		if a.Outcome != "lost" && !a.Settled {
+		if a.Outcome != job.StateLost && !a.Settled {
 			return false
 		}
 	}
@@ -175,7 +175,7 @@ func TestJobRunsAndSettles(t *testing.T) {
 	if !rb.Settled || !sb.Settled || rb.AmountMicros != sb.AmountMicros || rb.PaidMicros != rb.AmountMicros || rb.Receipts < 3 {
 		t.Fatalf("bills disagree or are unsettled: renter %+v, supplier %+v", rb, sb)
 	}
-	if v.PaidMicros != rb.PaidMicros || v.PaidMicros <= 0 {
+	if v.PaidMicros != money.Micros(rb.PaidMicros) || v.PaidMicros <= 0 {
 		t.Fatalf("job view paid %d, bill %d", v.PaidMicros, rb.PaidMicros)
 	}
 	// Billing stays within wall-clock time: about 2 s of one GPU.
@@ -240,7 +240,7 @@ func TestJobFailsOverFromLostSupplier(t *testing.T) {
 	if !strings.Contains(logs, "step 40\nfinished") {
 		t.Fatalf("job did not finish:\n%s", logs)
 	}
-	if v.Failovers != 1 || v.Attempts[0].Outcome != "lost" {
+	if v.Failovers != 1 || v.Attempts[0].Outcome != job.StateLost {
 		t.Fatalf("job view after failover: %+v", v)
 	}
 	// The lost lease's bill: valid, every receipt acknowledged is paid,
@@ -363,7 +363,7 @@ func TestJobSpecMustMatchLease(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	maxP := int64(money.Unit) // 1.00 per GPU-hour
+	maxP := money.Unit // 1.00 per GPU-hour
 	l, err := jn.renter.rent(ctx, market.RentRequest{AllowSimulated: true, Filter: mustFilter(t, "model=rtx4090"), Count: 1, Duration: time.Hour, MaxPrice: maxP, AllowUnproven: true, Terms: market.Terms{JobSpecHash: good.Hash[:]}})
 	if err != nil {
 		t.Fatal(err)
@@ -412,7 +412,7 @@ func TestJobRestartsOnItsOwnFailure(t *testing.T) {
 	jn := startJobNet(t, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	maxP := int64(money.Unit) // 1.00 per GPU-hour
+	maxP := money.Unit // 1.00 per GPU-hour
 	script := `echo "attempt $JOB_ATTEMPT saw: $(cat "$CHECKPOINT_DIR/note" 2>/dev/null)"
 [ "$CHECKPOINT_DIR" = "$HOME/state/ckpt" ] || echo "CHECKPOINT_DIR is $CHECKPOINT_DIR, not in the working dir"
 echo "from attempt $JOB_ATTEMPT" > "$CHECKPOINT_DIR/note"
@@ -422,7 +422,7 @@ echo ok`
 	v, err := jn.renter.Jobs().Submit(ctx, job.Request{AllowSimulated: true,
 		Spec: &pb.JobSpec{Argv: []string{"sh", "-c", script}, CheckpointEveryS: 1, CheckpointDir: "state/ckpt",
 			Restart: &pb.Restart{Policy: "on-failure", MaxRestarts: 1, ExitCodes: []int32{3}}},
-		Filter: "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: maxP, MinReputation: 0.5, AllowUnproven: true, ReceiptInterval: 500 * time.Millisecond,
+		Filter: mustFilter(t, "model=rtx4090"), RentTerms: market.RentTerms{Count: 1, Duration: time.Hour, MaxPrice: maxP}, MinReputation: 0.5, AllowUnproven: true, ReceiptInterval: 500 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -456,16 +456,16 @@ func TestJobKilledAtLeaseEnd(t *testing.T) {
 	jn := startJobNetWith(t, time.Minute, []Option{WithClock(clk)})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	maxP := int64(money.Unit) // 1.00 per GPU-hour
+	maxP := money.Unit // 1.00 per GPU-hour
 	v, err := jn.renter.Jobs().Submit(ctx, job.Request{AllowSimulated: true,
 		Spec:   &pb.JobSpec{Argv: []string{"sleep", "600"}},
-		Filter: "model=rtx4090", Count: 1, Duration: market.MinDuration, MaxPrice: maxP, MinReputation: 0.5, AllowUnproven: true, ReceiptInterval: time.Second,
+		Filter: mustFilter(t, "model=rtx4090"), RentTerms: market.RentTerms{Count: 1, Duration: market.MinDuration, MaxPrice: maxP}, MinReputation: 0.5, AllowUnproven: true, ReceiptInterval: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := v.LeaseID
-	runState := func() string {
+	runState := func() job.State {
 		for _, r := range jn.cheap.jobs.exec.Runs() {
 			if r.LeaseID == first {
 				return r.State
@@ -495,7 +495,7 @@ func TestJobKilledAtLeaseEnd(t *testing.T) {
 		t.Fatalf("receipts: %v (%d)", err, len(rcpts))
 	}
 	last := rcpts[len(rcpts)-1]
-	if !last.Final || last.State != job.StateExpired || last.EndMs > l.EndMs {
+	if !last.Final || job.State(last.State) != job.StateExpired || last.EndMs > l.EndMs {
 		t.Fatalf("last receipt: final %v, state %q, ends %d ms after the lease", last.Final, last.State, last.EndMs-l.EndMs)
 	}
 	if rep := verifyBillAt(t, jn.cheap.Ledger(), first, clk.Now()); rep.GPUSeconds > 61 || rep.GPUSeconds < 59 {

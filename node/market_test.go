@@ -115,7 +115,7 @@ func (m *marketNet) rent(t *testing.T, filter string, count int, maxPrice string
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return m.rc.Rent(ctx, market.RentRequest{AllowSimulated: true, Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: int64(max), Wait: quoteWait, MinReputation: reputation.DefaultFloor, AllowUnproven: true})
+	return m.rc.Rent(ctx, market.RentRequest{AllowSimulated: true, Filter: mustFilter(t, filter), Count: count, Duration: time.Hour, MaxPrice: max, Wait: quoteWait, MinReputation: reputation.DefaultFloor, AllowUnproven: true})
 }
 
 // quoteWait bounds how long the tests' renters collect quotes. It is

@@ -78,22 +78,24 @@ func gossipReason(err error) metrics.Reason {
 	}
 }
 
-// attemptStates are the states an attempt can be in, and jobStates those
-// of a renter's job, reported even when no job is in them.
-var (
-	attemptStates = []string{job.StateStarting, job.StateRunning, job.StateHalted, job.StateSucceeded,
-		job.StateFailed, job.StateStopped, job.StateExpired, job.StateInterrupted, job.StateFenced}
-	jobStates = append([]string{job.StateRenting, job.StateRecovering}, attemptStates...)
-)
+// stateNames are the metric labels of states, each reported even when
+// no job is in it.
+func stateNames(states []job.State) []string {
+	out := make([]string, len(states))
+	for i, s := range states {
+		out[i] = s.String()
+	}
+	return out
+}
 
 // watchJobs registers the gauges of the renter's jobs and, on a node that
 // sells, of the executor's attempts, both read at scrape time.
 func (n *Node) watchJobs() error {
-	if err := n.metrics.WatchJobs(jobStates, n.jobs.ctrl.CountByState); err != nil {
+	if err := n.metrics.WatchJobs(stateNames(job.JobStates()), n.jobs.ctrl.CountByState); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	if n.jobs.exec != nil {
-		if err := n.metrics.WatchAttempts(attemptStates, n.jobs.exec.CountByState); err != nil {
+		if err := n.metrics.WatchAttempts(stateNames(job.AttemptStates()), n.jobs.exec.CountByState); err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
 	}

@@ -318,7 +318,7 @@ func TestMetricsOfANetwork(t *testing.T) {
 	v := submit(t, renter, stepScript(6, "0.3"), 500*time.Millisecond)
 	eventually(t, 30*time.Second, "the job running in both nodes' gauges", func() bool {
 		r, s := gathered(t, renter.reg), gathered(t, sup.reg)
-		return r[key("gpumesh_jobs", "state", job.StateRunning)] == 1 && s[key("gpumesh_job_attempts", "state", job.StateRunning)] == 1
+		return r[key("gpumesh_jobs", "state", job.StateRunning.String())] == 1 && s[key("gpumesh_job_attempts", "state", job.StateRunning.String())] == 1
 	})
 	eventually(t, 60*time.Second, "the job to succeed and settle", func() bool {
 		v = jobView(t, renter, v.JobID)
@@ -357,7 +357,7 @@ func TestMetricsOfANetwork(t *testing.T) {
 		key("gpumesh_market_leases_total", "side", "renter", "outcome", "confirmed"):         1,
 		key("gpumesh_settle_receipts_total", "side", "renter", "outcome", "accepted"):        1,
 		key("gpumesh_settle_vouchers_total", "side", "renter", "outcome", "issued"):          1,
-		key("gpumesh_jobs", "state", job.StateSucceeded):                                     1,
+		key("gpumesh_jobs", "state", job.StateSucceeded.String()):                            1,
 		key("gpumesh_store_size_bytes", "part", "vlog"):                                      1,
 		key("gpumesh_api_requests_total", "route", "POST "+api.PathChallenge, "code", "200"): 1,
 		key("gpumesh_api_requests_total", "route", "GET "+api.PathJob, "code", "200"):        1,
@@ -369,7 +369,7 @@ func TestMetricsOfANetwork(t *testing.T) {
 		key("gpumesh_challenges_total", "verdict", "error"),
 		key("gpumesh_market_leases_total", "side", "renter", "outcome", "failed"),
 		key("gpumesh_settle_receipts_total", "side", "renter", "outcome", "evidence"),
-		key("gpumesh_jobs", "state", job.StateFailed),
+		key("gpumesh_jobs", "state", job.StateFailed.String()),
 	} {
 		if v, ok := got[k]; !ok || v != 0 {
 			t.Errorf("renter: %s = %v (present %v), want 0", k, v, ok)
@@ -386,7 +386,7 @@ func TestMetricsOfANetwork(t *testing.T) {
 		key("gpumesh_market_leases_total", "side", "supplier", "outcome", "confirmed"):  1,
 		key("gpumesh_settle_receipts_total", "side", "supplier", "outcome", "issued"):   3,
 		key("gpumesh_settle_vouchers_total", "side", "supplier", "outcome", "accepted"): 1,
-		key("gpumesh_job_attempts", "state", job.StateSucceeded):                        1,
+		key("gpumesh_job_attempts", "state", job.StateSucceeded.String()):               1,
 		key("gpumesh_gossip_accepted_total", "topic", orders):                           1, // the renter's bid
 		key("gpumesh_gossip_published_total", "topic", market.TradesTopic):              1,
 	})

@@ -32,7 +32,7 @@ func TestServiceInContainer(t *testing.T) {
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			v, err := jn.renter.Jobs().Submit(ctx, echoService(func(r *job.Request) {
+			v, err := jn.renter.Jobs().Submit(ctx, echoService(t, func(r *job.Request) {
 				r.Spec.Runtime, r.Spec.Image = engine, image
 				r.Spec.Argv = []string{"httpd", "-f", "-p", "8000", "-h", "/work"}
 				r.Spec.Files = []*pb.File{{Path: "index.html", Data: []byte("hello from a " + engine + " container\n")}}

@@ -23,6 +23,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
+	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
@@ -132,7 +133,7 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 
 // echoService is a request for an echoServer job on one rtx4090 serving
 // port 8000, published on a free local port; edit changes it.
-func echoService(edit func(*job.Request)) job.Request {
+func echoService(t *testing.T, edit func(*job.Request)) job.Request {
 	r := job.Request{AllowSimulated: true,
 		Spec: &pb.JobSpec{
 			Argv:  []string{"python3", "server.py", "8000"},
@@ -140,10 +141,10 @@ func echoService(edit func(*job.Request)) job.Request {
 			Ports: []*pb.Port{{Number: 8000, Protocol: "tcp"}},
 		},
 		Publish: []job.Publish{{Listen: "127.0.0.1:0", Port: 8000}},
-		Filter:  "model=rtx4090", Count: 1, Duration: time.Hour, MaxPrice: int64(money.Unit), MinReputation: 0.5, AllowUnproven: true,
+		Filter:  mustFilter(t, "model=rtx4090"), RentTerms: market.RentTerms{Count: 1, Duration: time.Hour, MaxPrice: money.Unit}, MinReputation: 0.5, AllowUnproven: true,
 		// Credit for several receipts: moving 200 MiB keeps both nodes
 		// busy, and a voucher late by one receipt would halt the job.
-		ReceiptInterval: 500 * time.Millisecond, CreditLimit: int64(money.Unit) / 10,
+		ReceiptInterval: 500 * time.Millisecond, CreditLimit: money.Unit / 10,
 	}
 	if edit != nil {
 		edit(&r)
@@ -179,7 +180,7 @@ func TestServiceThroughForward(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	v, err := jn.renter.Jobs().Submit(ctx, echoService(nil))
+	v, err := jn.renter.Jobs().Submit(ctx, echoService(t, nil))
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
@@ -340,7 +341,7 @@ func TestReplicasBehindOneAddress(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	v, err := jn.renter.Jobs().Submit(ctx, echoService(func(r *job.Request) {
+	v, err := jn.renter.Jobs().Submit(ctx, echoService(t, func(r *job.Request) {
 		r.Replicas, r.Health, r.HealthGrace = 2, "/healthz", time.Minute
 	}))
 	if err != nil {
@@ -477,7 +478,7 @@ func TestReplicaLeasedLater(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	v, err := jn.renter.Jobs().Submit(ctx, echoService(func(r *job.Request) {
+	v, err := jn.renter.Jobs().Submit(ctx, echoService(t, func(r *job.Request) {
 		r.Replicas, r.Health, r.HealthGrace = 3, "/healthz", time.Minute
 	}))
 	if err != nil {

@@ -292,7 +292,7 @@ func TestSybilOrdersCannotFillTheBook(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rent := func(maxPrice int64) (*market.Lease, error) {
+	rent := func(maxPrice money.Micros) (*market.Lease, error) {
 		return m.rc.Rent(ctx, market.RentRequest{AllowSimulated: true, Filter: mustFilter(t, "model=h100-sxm"), Count: 1, Duration: time.Hour,
 			MaxPrice: maxPrice, Wait: quoteWait, MinReputation: reputation.DefaultFloor})
 	}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpumesh/gpumesh/node/job"
 )
 
 // countJob counts to 40, one step every 0.25 s, resuming from the step
@@ -61,13 +63,13 @@ func TestJobSurvivesKills(t *testing.T) {
 		t.Fatalf("run --detach --json printed %q: %v", out, err)
 	}
 	type attempt struct {
-		Attempt  uint32 `json:"attempt"`
-		Outcome  string `json:"outcome"`
-		LeaseID  string `json:"lease_id"`
-		Supplier string `json:"supplier"`
+		Attempt  uint32    `json:"attempt"`
+		Outcome  job.State `json:"outcome"`
+		LeaseID  string    `json:"lease_id"`
+		Supplier string    `json:"supplier"`
 	}
 	type view struct {
-		State      string    `json:"state"`
+		State      job.State `json:"state"`
 		Attempt    uint32    `json:"attempt"`
 		Supplier   string    `json:"supplier"`
 		Checkpoint string    `json:"checkpoint"`
@@ -141,13 +143,13 @@ func TestJobSurvivesKills(t *testing.T) {
 	}
 	waitUntil(90*time.Second, "the job to succeed", func() bool {
 		v = jobView()
-		return v.State == "succeeded"
+		return v.State == job.StateSucceeded
 	})
 	l := logs()
 	if !strings.Contains(l, "step 40\nfinished") || strings.Count(l, "step 40\n") != 1 {
 		t.Fatalf("job output incomplete or repeated:\n%s", l)
 	}
-	if len(v.Attempts) != 2 || v.Attempts[0].Outcome != "lost" || v.Attempts[1].Outcome != "succeeded" {
+	if len(v.Attempts) != 2 || v.Attempts[0].Outcome != job.StateLost || v.Attempts[1].Outcome != job.StateSucceeded {
 		t.Fatalf("attempts = %+v, want lost then succeeded", v.Attempts)
 	}
 	out, err = cli("receipts", "--verify", "--json")

@@ -101,11 +101,8 @@ follow later with "gpumesh logs -f JOB".`,
 				fi, _ := os.Stat(local)
 				jr.Files = append(jr.Files, api.JobFile{Path: remote, Mode: uint32(fi.Mode().Perm()), Data: data})
 			}
-			if jr.MaxPrice == "" {
-				return usageError{errors.New("--max-price is required (per GPU-hour, e.g. 2.50)")}
-			}
 			if _, err := jr.ToRequest(); err != nil {
-				return usageError{err}
+				return termsError(err, "")
 			}
 			c, err := a.nodeClient(cmd)
 			if err != nil {
@@ -127,7 +124,7 @@ follow later with "gpumesh logs -f JOB".`,
 						JobID    string        `json:"job_id"`
 						LeaseID  string        `json:"lease_id"`
 						Supplier string        `json:"supplier"`
-						State    string        `json:"state"`
+						State    job.State     `json:"state"`
 						Attempt  uint32        `json:"attempt"`
 						Publish  []job.Publish `json:"publish"`
 					}{v.JobID, v.LeaseID, v.Supplier, v.State, v.Attempt, orEmpty(v.Publish)})
@@ -186,7 +183,7 @@ func (a *app) followToEnd(ctx context.Context, c *api.Client, id string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stderr, "gpumesh: job %s %s after %d attempt(s), paid %s\n", id[:12], v.State, len(v.Attempts), money.Micros(v.PaidMicros).String())
+	fmt.Fprintf(a.stderr, "gpumesh: job %s %s after %d attempt(s), paid %s\n", id[:12], v.State, len(v.Attempts), v.PaidMicros.String())
 	switch v.State {
 	case job.StateSucceeded:
 		return nil
@@ -238,7 +235,7 @@ func newJobsCmd(a *app) *cobra.Command {
 				if v.Group != "" {
 					replica = fmt.Sprintf("%s/%d", short(v.Group)[:8], v.Replica)
 				}
-				rows = append(rows, []string{v.JobID[:12], v.State, orDash(v.Health), replica, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), money.Micros(v.PaidMicros).String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
+				rows = append(rows, []string{v.JobID[:12], v.State.String(), orDash(v.Health), replica, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), v.PaidMicros.String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
 			}
 			a.table([]string{"JOB", "STATE", "HEALTH", "REPLICA", "ATTEMPT", "SUPPLIER", "PAID", "COMMAND", "CREATED"}, rows)
 			return nil
@@ -253,7 +250,7 @@ func (a *app) printJob(v job.View) {
 	if v.Message != "" {
 		fmt.Fprintf(a.stdout, " (%s)", v.Message)
 	}
-	fmt.Fprintf(a.stdout, "\ncommand   %s\npaid      %s\nfailovers %d, restarts %d\n", strings.Join(v.Argv, " "), money.Micros(v.PaidMicros).String(), v.Failovers, v.Restarts)
+	fmt.Fprintf(a.stdout, "\ncommand   %s\npaid      %s\nfailovers %d, restarts %d\n", strings.Join(v.Argv, " "), v.PaidMicros.String(), v.Failovers, v.Restarts)
 	if v.Group != "" {
 		fmt.Fprintf(a.stdout, "replica   %d of group %s\n", v.Replica, v.Group)
 	}
@@ -265,7 +262,7 @@ func (a *app) printJob(v job.View) {
 	}
 	var rows [][]string
 	for _, at := range v.Attempts {
-		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome), strconv.Itoa(at.Receipts), money.Micros(at.PaidMicros).String(), strconv.FormatBool(at.Settled), short(at.Checkpoint)})
+		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome.String()), strconv.Itoa(at.Receipts), at.PaidMicros.String(), strconv.FormatBool(at.Settled), short(at.Checkpoint)})
 	}
 	a.table([]string{"ATTEMPT", "SUPPLIER", "LEASE", "OUTCOME", "RECEIPTS", "PAID", "SETTLED", "RESUMED FROM"}, rows)
 }

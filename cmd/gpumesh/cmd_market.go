@@ -56,21 +56,9 @@ a job at once.`,
 			if err != nil {
 				return usageError{err}
 			}
-			if count < 1 || count > market.MaxCount {
-				return usageError{fmt.Errorf("--count %d: want 1 to %d", count, market.MaxCount)}
-			}
-			duration := time.Duration(hours * float64(time.Hour)).Round(time.Second)
-			if duration < market.MinDuration || duration > market.MaxDuration {
-				return usageError{fmt.Errorf("--hours %g: want %s to %s", hours, market.MinDuration, market.MaxDuration)}
-			}
-			var maxMicros money.Micros
-			if askID == "" {
-				if maxPrice == "" {
-					return usageError{errors.New("--max-price is required (per GPU-hour, e.g. 2.50), unless you take an ask with --ask")}
-				}
-				if maxMicros, err = money.ParseMicros(maxPrice); err != nil || maxMicros <= 0 {
-					return usageError{fmt.Errorf("--max-price %q: want a positive amount per GPU-hour, e.g. 2.50", maxPrice)}
-				}
+			terms, err := market.ParseRentTerms(count, hours, maxPrice)
+			if err != nil && (askID == "" || !errors.Is(err, market.ErrNoMaxPrice)) {
+				return termsError(err, ", unless you take an ask with --ask")
 			}
 			opts := []light.Option{light.WithRenting()}
 			if cfg.Sources["data"] != "default" {
@@ -97,9 +85,9 @@ a job at once.`,
 			sp = a.spin("collecting quotes")
 			var l *market.Lease
 			if askID != "" {
-				l, err = rc.TakeAsk(ctx, askID, count, duration, simOK)
+				l, err = rc.TakeAsk(ctx, askID, terms.Count, terms.Duration, simOK)
 			} else {
-				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: count, Duration: duration, MaxPrice: int64(maxMicros), Wait: wait, MinReputation: minRep, AllowUnproven: unproven, AllowSimulated: simOK})
+				l, err = rc.Rent(ctx, market.RentRequest{Filter: f, Count: terms.Count, Duration: terms.Duration, MaxPrice: terms.MaxPrice, Wait: wait, MinReputation: minRep, AllowUnproven: unproven, AllowSimulated: simOK})
 			}
 			sp.Stop()
 			var nm *market.NoMatch
@@ -131,6 +119,20 @@ a job at once.`,
 	fl.BoolVar(&unproven, "allow-unproven", false, "also lease from suppliers no trusted challenger has passed (any fresh key), after every proven one")
 	fl.BoolVar(&simOK, "allow-simulated", false, allowSimulatedUsage)
 	return cmd
+}
+
+// termsError is a usage error for bad rent terms, in the words of the
+// flags (--count, --hours, --max-price); hint follows the message of a
+// missing max price.
+func termsError(err error, hint string) error {
+	var te *market.TermError
+	switch {
+	case errors.As(err, &te):
+		return usageError{fmt.Errorf("--%s %s: %s", strings.ReplaceAll(te.Term, "_", "-"), te.Value, te.Want)}
+	case errors.Is(err, market.ErrNoMaxPrice):
+		return usageError{errors.New("--max-price is required (per GPU-hour, e.g. 2.50)" + hint)}
+	}
+	return usageError{err}
 }
 
 func (a *app) printNoMatch(nm *market.NoMatch) error {

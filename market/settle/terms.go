@@ -38,7 +38,7 @@ func TermsOf(l *market.Lease, jobID []byte) Terms {
 		Start:       l.Start(),
 		End:         l.End(),
 		Interval:    lt.ReceiptInterval,
-		CreditLimit: lt.CreditLimit,
+		CreditLimit: int64(lt.CreditLimit),
 	}
 }
 

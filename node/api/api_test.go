@@ -429,7 +429,7 @@ func TestClientRoundTrip(t *testing.T) {
 	if err != nil || v.JobID != "job1" {
 		t.Fatalf("SubmitJob: %+v, %v", v, err)
 	}
-	if got := b.jobs.got; got.Count != 2 || got.MaxPrice != 2_500_000 || got.Filter != "vram>=24" || len(got.Spec.Argv) != 2 || got.Spec.Env[0].Name != "A" || !got.AllowSimulated {
+	if got := b.jobs.got; got.Count != 2 || got.MaxPrice != 2_500_000 || got.Filter.String() != "vram>=24" || len(got.Spec.Argv) != 2 || got.Spec.Env[0].Name != "A" || !got.AllowSimulated {
 		t.Errorf("the backend got request %+v", got)
 	}
 	vs, err := c.Jobs(ctx)

@@ -68,21 +68,14 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 	if err != nil {
 		return job.Request{}, err
 	}
-	if r.Count < 1 || r.Count > market.MaxCount {
-		return job.Request{}, fmt.Errorf("count %d: want 1 to %d", r.Count, market.MaxCount)
-	}
 	if r.Hours == 0 {
 		r.Hours = 1
 	}
-	d := time.Duration(r.Hours * float64(time.Hour)).Round(time.Second)
-	if d < market.MinDuration || d > market.MaxDuration {
-		return job.Request{}, fmt.Errorf("hours %g: want %s to %s", r.Hours, market.MinDuration, market.MaxDuration)
+	terms, err := market.ParseRentTerms(r.Count, r.Hours, r.MaxPrice)
+	if err != nil {
+		return job.Request{}, err
 	}
-	maxP, err := money.ParseMicros(r.MaxPrice)
-	if err != nil || maxP <= 0 {
-		return job.Request{}, fmt.Errorf("max_price %q: want a positive amount per GPU-hour, e.g. 2.50", r.MaxPrice)
-	}
-	req := job.Request{Filter: f.String(), Count: r.Count, Duration: d, MaxPrice: int64(maxP), MinReputation: reputation.DefaultFloor, AllowUnproven: r.AllowUnproven, AllowSimulated: r.AllowSimulated}
+	req := job.Request{Filter: f, RentTerms: terms, MinReputation: reputation.DefaultFloor, AllowUnproven: r.AllowUnproven, AllowSimulated: r.AllowSimulated}
 	if r.MinRep != nil {
 		req.MinReputation = *r.MinRep
 	}
@@ -98,7 +91,7 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 		if err != nil {
 			return job.Request{}, fmt.Errorf("credit_limit %q: want an amount, e.g. 0.05", r.CreditLimit)
 		}
-		req.CreditLimit = int64(credit)
+		req.CreditLimit = credit
 	}
 	spec := &pb.JobSpec{Argv: r.Argv, Gpus: uint32(r.Count), Limits: r.Limits, Runtime: r.Runtime, Image: r.Image, CheckpointDir: r.CheckpointDir}
 	for _, e := range r.Env {

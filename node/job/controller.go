@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/tunnel"
 	"github.com/gpumesh/gpumesh/store"
@@ -30,25 +31,31 @@ var ksJobs = store.MustKeyspace("renter-jobs") // job ID -> jobRecord (JSON)
 
 // Renter-side job states, beyond the attempt states.
 const (
-	StateRenting    = "renting"
-	StateRecovering = "recovering"
+	StateRenting    State = "renting"
+	StateRecovering State = "recovering"
 )
+
+// JobStates lists the states a renter's job can be in: the attempt
+// states and the renter's own.
+func JobStates() []State {
+	return append([]State{StateRenting, StateRecovering}, AttemptStates()...)
+}
 
 // ErrNoJob is returned for a job ID this node does not have.
 var ErrNoJob = errors.New("no such job")
 
 // Request is what the renter asks to run.
 type Request struct {
-	Spec            *pb.JobSpec // JobId is drawn when empty
-	Filter          string      // filter language: which GPUs
-	Count           int
-	Duration        time.Duration // lease length
-	MaxPrice        int64         // micros per GPU-hour
+	Spec   *pb.JobSpec   // JobId is drawn when empty
+	Filter market.Filter // which GPUs, parsed where the request was read
+	// RentTerms are how many GPUs, the lease length and the most paid per
+	// GPU-hour; Submit refuses terms that fail their Validate.
+	market.RentTerms
 	MinReputation   float64
 	AllowUnproven   bool          // lease from unproven suppliers too (see market.RentRequest)
 	AllowSimulated  bool          // lease simulated GPUs too (see market.RentRequest)
 	ReceiptInterval time.Duration // 0: market default
-	CreditLimit     int64         // 0: one interval's worth
+	CreditLimit     money.Micros  // 0: one interval's worth
 	// Publish opens local addresses that carry connections to ports of
 	// the job (Forward), before it is rented.
 	Publish []Publish
@@ -67,16 +74,16 @@ type Request struct {
 
 // AttemptView is one attempt of a job.
 type AttemptView struct {
-	Attempt      uint32 `json:"attempt"`
-	LeaseID      string `json:"lease_id"`
-	Supplier     string `json:"supplier"`
-	Outcome      string `json:"outcome"`
-	Checkpoint   string `json:"resumed_from,omitempty"`
-	PaidMicros   int64  `json:"paid_micros"`
-	Receipts     int    `json:"receipts"`
-	Settled      bool   `json:"settled"`
-	LogBytes     int64  `json:"log_bytes"`
-	StartedAtUTC string `json:"started_at,omitempty"`
+	Attempt      uint32       `json:"attempt"`
+	LeaseID      string       `json:"lease_id"`
+	Supplier     string       `json:"supplier"`
+	Outcome      State        `json:"outcome"`
+	Checkpoint   string       `json:"resumed_from,omitempty"`
+	PaidMicros   money.Micros `json:"paid_micros"`
+	Receipts     int          `json:"receipts"`
+	Settled      bool         `json:"settled"`
+	LogBytes     int64        `json:"log_bytes"`
+	StartedAtUTC string       `json:"started_at,omitempty"`
 	// StartMs is the time from the countersigned lease to the supplier's
 	// word that the job's process runs (0 when unknown).
 	StartMs float64 `json:"start_ms"`
@@ -85,7 +92,7 @@ type AttemptView struct {
 // View is a job as `gpumesh jobs` shows it.
 type View struct {
 	JobID      string        `json:"job_id"`
-	State      string        `json:"state"`
+	State      State         `json:"state"`
 	Attempt    uint32        `json:"attempt"`
 	Supplier   string        `json:"supplier"`
 	LeaseID    string        `json:"lease_id"`
@@ -95,7 +102,7 @@ type View struct {
 	Checkpoint string        `json:"checkpoint,omitempty"`
 	Failovers  int           `json:"failovers"`
 	Restarts   int           `json:"restarts"`
-	PaidMicros int64         `json:"paid_micros"`
+	PaidMicros money.Micros  `json:"paid_micros"`
 	Attempts   []AttemptView `json:"attempts"`
 	Publish    []Publish     `json:"publish,omitempty"` // local addresses forwarded to its ports
 	Group      string        `json:"group,omitempty"`   // replicas: the group's (first replica's) job ID
@@ -111,7 +118,7 @@ type attemptRec struct {
 	Lease      []byte    `json:"lease"` // the countersigned lease envelope
 	Supplier   string    `json:"supplier"`
 	Started    bool      `json:"started"` // the supplier accepted the start
-	Outcome    string    `json:"outcome"`
+	Outcome    State     `json:"outcome"`
 	Checkpoint string    `json:"checkpoint,omitempty"`
 	Settled    bool      `json:"settled"`
 	Fenced     bool      `json:"fenced"`               // the supplier was told to stop its copy
@@ -126,13 +133,13 @@ type jobRecord struct {
 	Filter     string       `json:"filter"`
 	Count      int          `json:"count"`
 	Duration   int64        `json:"duration_ms"`
-	MaxPrice   int64        `json:"max_price"`
+	MaxPrice   money.Micros `json:"max_price"` // per GPU-hour
 	MinRep     float64      `json:"min_rep"`
 	Unproven   bool         `json:"allow_unproven,omitempty"`
 	Simulated  bool         `json:"allow_simulated,omitempty"`
 	Interval   int64        `json:"interval_ms"`
-	Credit     int64        `json:"credit"`
-	State      string       `json:"state"`
+	Credit     money.Micros `json:"credit"`
+	State      State        `json:"state"`
 	ExitCode   int          `json:"exit_code"`
 	Message    string       `json:"message"`
 	Attempts   []attemptRec `json:"attempts"`
@@ -149,6 +156,27 @@ type jobRecord struct {
 	Grace      int64        `json:"health_grace_ms,omitempty"`
 	Created    time.Time    `json:"created"`
 	Updated    time.Time    `json:"updated"`
+}
+
+// newRecord is the record of a job submitted as req, its spec checked,
+// as replica of group ("" and 0 for a job alone).
+func newRecord(req Request, spec *Spec, group string, replica int, now time.Time) jobRecord {
+	return jobRecord{
+		ID: spec.ID(), Spec: spec.Raw, Filter: req.Filter.String(), Count: req.Count, Duration: req.Duration.Milliseconds(),
+		MaxPrice: req.MaxPrice, MinRep: req.MinReputation, Unproven: req.AllowUnproven, Simulated: req.AllowSimulated, Interval: req.ReceiptInterval.Milliseconds(),
+		Credit: req.CreditLimit, State: StateRenting, Created: now,
+		Group: group, Replica: replica, Health: req.Health, Grace: req.HealthGrace.Milliseconds(),
+	}
+}
+
+// rentRequest is what renting for the job's next attempt asks: the
+// record's terms, with f its filter parsed and the lease bound to spec.
+func (j *jobRecord) rentRequest(f market.Filter, spec *Spec) market.RentRequest {
+	return market.RentRequest{
+		Filter: f, Count: j.Count, Duration: time.Duration(j.Duration) * time.Millisecond, MaxPrice: j.MaxPrice,
+		MinReputation: j.MinRep, AllowUnproven: j.Unproven, AllowSimulated: j.Simulated,
+		Terms: market.Terms{JobSpecHash: spec.Hash[:], ReceiptInterval: time.Duration(j.Interval) * time.Millisecond, CreditLimit: j.Credit},
+	}
 }
 
 func (j *jobRecord) cur() *attemptRec {
@@ -216,6 +244,7 @@ type jobState struct {
 	fwd     []*tunnel.Forwarder // open forwards to the job's ports
 	ep      *tunnel.Endpoint    // the current attempt as a tunnel endpoint (endpoints)
 	health  healthState         // the current attempt's health (health.go)
+	filter  market.Filter       // rec.Filter, parsed once: at submit, or when the record is loaded
 }
 
 func (js *jobState) notify() {
@@ -250,7 +279,12 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 			c.log.Warn("kept job has a bad spec", "job", rec.ID, "err", err)
 			return nil
 		}
-		c.jobs[rec.ID] = &jobState{rec: rec, spec: spec, changed: make(chan struct{}), logs: map[uint32]*logFile{}}
+		f, err := market.ParseFilter(rec.Filter, market.AnyModel()) // kept as Filter.String wrote it
+		if err != nil {
+			c.log.Warn("kept job has a bad filter", "job", rec.ID, "err", err)
+			return nil
+		}
+		c.jobs[rec.ID] = &jobState{rec: rec, spec: spec, filter: f, changed: make(chan struct{}), logs: map[uint32]*logFile{}}
 		return nil
 	})
 	if err != nil {
@@ -288,7 +322,7 @@ func (c *Controller) Start() {
 func (c *Controller) allSettled(r *jobRecord) bool {
 	for _, a := range r.Attempts {
 		switch a.Outcome {
-		case "lost", StateInterrupted, StateFenced:
+		case StateLost, StateInterrupted, StateFenced:
 			continue
 		}
 		if a.Started && !a.Settled {
@@ -364,6 +398,9 @@ func (c *Controller) save(js *jobState) error {
 // returns once the supplier has started the process; the node then
 // follows the job on its own.
 func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
+	if err := req.RentTerms.Validate(); err != nil {
+		return View{}, err
+	}
 	if req.Replicas <= 1 {
 		return c.submit(ctx, req, "", 0)
 	}
@@ -415,12 +452,7 @@ func (c *Controller) submit(ctx context.Context, req Request, group string, repl
 		return View{}, fmt.Errorf("job dir: %w", err)
 	}
 	now := c.cfg.Now().UTC()
-	js := &jobState{rec: jobRecord{
-		ID: spec.ID(), Spec: spec.Raw, Filter: req.Filter, Count: req.Count, Duration: req.Duration.Milliseconds(),
-		MaxPrice: req.MaxPrice, MinRep: req.MinReputation, Unproven: req.AllowUnproven, Simulated: req.AllowSimulated, Interval: req.ReceiptInterval.Milliseconds(),
-		Credit: req.CreditLimit, State: StateRenting, Created: now,
-		Group: group, Replica: replica, Health: req.Health, Grace: req.HealthGrace.Milliseconds(),
-	}, spec: spec, changed: make(chan struct{}), logs: map[uint32]*logFile{}}
+	js := &jobState{rec: newRecord(req, spec, group, replica, now), spec: spec, filter: req.Filter, changed: make(chan struct{}), logs: map[uint32]*logFile{}}
 	js.mu.Lock()
 	err = c.save(js)
 	js.mu.Unlock()
@@ -468,20 +500,12 @@ func (c *Controller) submit(ctx context.Context, req Request, group string, repl
 // suppliers, and records the attempt.
 func (c *Controller) rentAttempt(ctx context.Context, js *jobState, exclude []peer.ID) error {
 	js.mu.Lock()
-	rec := js.rec
+	req := js.rec.rentRequest(js.filter, js.spec)
 	js.mu.Unlock()
-	f, err := market.ParseFilter(rec.Filter, market.AnyModel()) // checked when the job was submitted
-	if err != nil {
-		return err
-	}
 	// Replicas run on distinct suppliers: a sibling's supplier is left
 	// out, and so is any supplier a sibling lost.
-	exclude = append(exclude, c.siblingSuppliers(js)...)
-	l, err := c.cfg.Rent(ctx, market.RentRequest{
-		Filter: f, Count: rec.Count, Duration: time.Duration(rec.Duration) * time.Millisecond, MaxPrice: rec.MaxPrice,
-		MinReputation: rec.MinRep, AllowUnproven: rec.Unproven, AllowSimulated: rec.Simulated, Exclude: exclude,
-		Terms: market.Terms{JobSpecHash: js.spec.Hash[:], ReceiptInterval: time.Duration(rec.Interval) * time.Millisecond, CreditLimit: rec.Credit},
-	})
+	req.Exclude = append(exclude, c.siblingSuppliers(js)...)
+	l, err := c.cfg.Rent(ctx, req)
 	if err != nil {
 		return fmt.Errorf("rent: %w", err)
 	}
@@ -570,7 +594,7 @@ func (c *Controller) view(js *jobState) View {
 		if err == nil {
 			av.LeaseID = l.ID.String()
 			if n, paid, err := c.cfg.Ledger.Paid(l.ID); err == nil {
-				av.Receipts, av.PaidMicros = int(n), paid
+				av.Receipts, av.PaidMicros = int(n), money.Micros(paid)
 			}
 		}
 		if fi, err := os.Stat(c.logPath(r.ID, a.Attempt)); err == nil {

@@ -37,6 +37,7 @@ import (
 	"github.com/gpumesh/gpumesh/market"
 	mpb "github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -326,7 +327,7 @@ func (m *mesh) lease(s *testSupplier, nonce uint64, terms market.Terms) (*market
 	}
 	prop, err := market.SealProposal(&mpb.LeaseProposal{Supplier: []byte(s.host.ID()), Nonce: nonce, CreatedMs: now.UnixMilli(),
 		ExpiresMs: now.Add(30 * time.Second).UnixMilli(), Ask: ask, Model: "h100-sxm", Count: 1, PriceMicros: testPrice, DurationS: 3600,
-		JobSpecHash: terms.JobSpecHash, ReceiptIntervalMs: uint32(terms.ReceiptInterval / time.Millisecond), CreditLimitMicros: terms.CreditLimit}, m.key)
+		JobSpecHash: terms.JobSpecHash, ReceiptIntervalMs: uint32(terms.ReceiptInterval / time.Millisecond), CreditLimitMicros: int64(terms.CreditLimit)}, m.key)
 	if err != nil {
 		return nil, err
 	}
@@ -399,7 +400,7 @@ func shJob(script string, edit func(*pb.JobSpec)) Request {
 	if edit != nil {
 		edit(spec)
 	}
-	return Request{Spec: spec, Filter: "", Count: 1, Duration: time.Hour, MaxPrice: testPrice, ReceiptInterval: 500 * time.Millisecond}
+	return Request{Spec: spec, RentTerms: market.RentTerms{Count: 1, Duration: time.Hour, MaxPrice: testPrice}, ReceiptInterval: 500 * time.Millisecond}
 }
 
 func (m *mesh) submit(req Request) View {
@@ -425,7 +426,7 @@ func (m *mesh) view(id string) View {
 
 // waitJob waits until the job is in state and every attempt its supplier
 // served is settled, and returns it.
-func (m *mesh) waitJob(id, state string) View {
+func (m *mesh) waitJob(id string, state State) View {
 	m.t.Helper()
 	var v View
 	defer func() {
@@ -433,7 +434,7 @@ func (m *mesh) waitJob(id, state string) View {
 			m.t.Logf("job: %s", describe(v))
 		}
 	}()
-	eventually(m.t, time.Minute, "job "+state+" and settled", func() bool {
+	eventually(m.t, time.Minute, "job "+state.String()+" and settled", func() bool {
 		v = m.view(id)
 		if v.State != state {
 			if v.State == StateSucceeded || v.State == StateFailed || v.State == StateStopped {
@@ -536,7 +537,7 @@ echo "attempt $JOB_ATTEMPT from scratch"; echo 7 > "$HOME/step.tmp"; mv "$HOME/s
 		t.Fatalf("want one failover, two attempts: %s", describe(v))
 	}
 	lost, next := v.Attempts[0], v.Attempts[1]
-	if lost.Outcome != "lost" || next.Outcome != StateSucceeded || next.Supplier != b.host.ID().String() || next.Attempt != 2 {
+	if lost.Outcome != StateLost || next.Outcome != StateSucceeded || next.Supplier != b.host.ID().String() || next.Attempt != 2 {
 		t.Fatalf("attempts: %s", describe(v))
 	}
 	if next.Checkpoint != first.Checkpoint {
@@ -573,7 +574,7 @@ func TestControllerRestartPolicy(t *testing.T) {
 		name     string
 		script   string
 		restart  *pb.Restart
-		state    string
+		state    State
 		attempts int
 		exit     int
 		logs     string
@@ -747,7 +748,7 @@ func TestControllerWaitsWhileOffline(t *testing.T) {
 	m.online.Store(true)
 	v = m.waitJob(v.JobID, StateSucceeded)
 	t.Log(describe(v))
-	if len(v.Attempts) != 2 || v.Failovers != 1 || v.Attempts[0].Outcome != "lost" || v.Attempts[1].Supplier != b.host.ID().String() {
+	if len(v.Attempts) != 2 || v.Failovers != 1 || v.Attempts[0].Outcome != StateLost || v.Attempts[1].Supplier != b.host.ID().String() {
 		t.Fatalf("once online: %s; want one failover to the second supplier", describe(v))
 	}
 	if got := m.logs(v.JobID); got != "started\nattempt 2\n" {
@@ -836,7 +837,7 @@ func TestControllerRefusesStaleAttemptReceipts(t *testing.T) {
 		if out.err = err; err != nil {
 			return
 		}
-		if out.err = p2p.WriteMsg(st, &pb.Welcome{State: StateRunning, Attempt: h.Attempt}); out.err != nil {
+		if out.err = p2p.WriteMsg(st, &pb.Welcome{State: StateRunning.String(), Attempt: h.Attempt}); out.err != nil {
 			return
 		}
 		now := time.Now()
@@ -849,7 +850,7 @@ func TestControllerRefusesStaleAttemptReceipts(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return meter.Issue(attempt, l.Start(), now, now.Sub(l.Start()).Milliseconds(), settle.Usage{}, nil, false, StateRunning)
+			return meter.Issue(attempt, l.Start(), now, now.Sub(l.Start()).Milliseconds(), settle.Usage{}, nil, false, StateRunning.String())
 		}
 		stale, err := issue(out.stale)
 		if out.err = err; err != nil {
@@ -908,7 +909,7 @@ func TestControllerRefusesStaleAttemptReceipts(t *testing.T) {
 	}
 	v = m.view(v.JobID)
 	t.Log(describe(v))
-	if len(v.Attempts) != 2 || v.Attempts[1].Supplier != s.host.ID().String() || v.Attempts[1].Receipts != 1 || v.Attempts[1].PaidMicros != got.receipt.CumAmountMicros {
+	if len(v.Attempts) != 2 || v.Attempts[1].Supplier != s.host.ID().String() || v.Attempts[1].Receipts != 1 || v.Attempts[1].PaidMicros != money.Micros(got.receipt.CumAmountMicros) {
 		t.Fatalf("after the receipts: %s; want attempt 2 on the scripted supplier with one receipt paid", describe(v))
 	}
 }

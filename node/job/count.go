@@ -13,7 +13,7 @@ func (c *Controller) CountByState() map[string]int64 {
 	out := map[string]int64{}
 	for _, js := range all {
 		js.mu.Lock()
-		out[js.rec.State]++
+		out[js.rec.State.String()]++
 		js.mu.Unlock()
 	}
 	return out
@@ -29,7 +29,7 @@ func (e *Executor) CountByState() map[string]int64 {
 	e.mu.Unlock()
 	out := map[string]int64{}
 	for _, r := range runs {
-		out[r.State()]++
+		out[r.State().String()]++
 	}
 	return out
 }

@@ -6,8 +6,8 @@
 //
 //   - The protocol: the stream protocol IDs (SessionProtocol
 //     /gpumesh/job/2.0.0, CheckpointProtocol /gpumesh/checkpoint/1.0.0),
-//     size limits, timeouts and the attempt states (StateRunning ...
-//     StateFenced, Ended).
+//     size limits, timeouts and the State type: the attempt states and
+//     outcomes (StateRunning ... StateFenced, StateLost, Ended).
 //   - Spec: the decoded and checked JobSpec whose hash a lease binds, and
 //     its restart policy (Spec.Retries).
 //   - The network, as the two sides need it: the Controller dials through

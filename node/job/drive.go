@@ -235,13 +235,13 @@ func (c *Controller) drive(ctx context.Context, js *jobState) {
 		if why := js.takeGiveUp(); why != "" {
 			// The health checks gave the attempt up (health.go): a
 			// failover, as from a lost supplier.
-			c.attemptOver(ctx, js, "lost", why)
+			c.attemptOver(ctx, js, StateLost, why)
 			continue
 		}
 		if errors.Is(err, settle.ErrEvidence) {
 			// A supplier caught signing conflicting or inflated receipts
 			// is not waited for.
-			c.attemptOver(ctx, js, "lost", "evidence against the supplier: "+err.Error())
+			c.attemptOver(ctx, js, StateLost, "evidence against the supplier: "+err.Error())
 			continue
 		}
 		if ctx.Err() == nil {
@@ -286,12 +286,12 @@ func (c *Controller) maybeFailover(ctx context.Context, js *jobState, cause erro
 		return
 	}
 	c.log.Warn("supplier lost; failing over", "job", js.rec.ID[:8], "supplier", ac.lease.Supplier, "cause", cause)
-	c.attemptOver(ctx, js, "lost", cause.Error())
+	c.attemptOver(ctx, js, StateLost, cause.Error())
 }
 
 // follow reads the session until the attempt ends (its final state) or
 // the session breaks (error).
-func (c *Controller) follow(ctx context.Context, js *jobState) (string, error) {
+func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 	ac, err := c.current(js)
 	if err != nil {
 		return "", err
@@ -309,8 +309,11 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (string, error) {
 	stop := context.AfterFunc(ctx, cs.close)
 	defer stop()
 	silence := c.lostAfter(js)
-	final, settled := "", false
-	var finalAt time.Time
+	var (
+		final   State
+		finalAt time.Time
+		settled bool
+	)
 	for {
 		_ = cs.st.SetReadDeadline(time.Now().Add(silence))
 		var f pb.ServerFrame
@@ -325,8 +328,8 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (string, error) {
 			c.onStatus(js, ac, b.Status)
 			// Reattached to an attempt that ended while this node was
 			// away, its final receipt already paid: state the bill again.
-			if last := ac.payer.Last(); Ended(b.Status.State) && final == "" && last != nil && last.Final && b.Status.Attempt == ac.attempt {
-				final, finalAt = last.State, c.cfg.Now()
+			if last := ac.payer.Last(); Ended(State(b.Status.State)) && final == "" && last != nil && last.Final && b.Status.Attempt == ac.attempt {
+				final, finalAt = State(last.State), c.cfg.Now()
 				c.sendStatement(js, ac, cs, final)
 			}
 		case *pb.ServerFrame_Log:
@@ -345,7 +348,7 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (string, error) {
 				continue
 			}
 			if done {
-				final, finalAt = r.State, c.cfg.Now()
+				final, finalAt = State(r.State), c.cfg.Now()
 				c.sendStatement(js, ac, cs, final)
 			}
 		case *pb.ServerFrame_Settlement:
@@ -385,14 +388,14 @@ func (c *Controller) onStatus(js *jobState, ac *attemptCtx, s *pb.Status) {
 	}
 	js.mu.Lock()
 	defer js.mu.Unlock()
-	switch s.State {
+	switch state := State(s.State); state {
 	case StateRunning, StateHalted:
-		if js.rec.State != s.State && !js.rec.finished() {
-			js.rec.State = s.State
+		if js.rec.State != state && !js.rec.finished() {
+			js.rec.State = state
 			_ = c.save(js)
 		}
 	}
-	if Ended(s.State) {
+	if Ended(State(s.State)) {
 		js.rec.ExitCode, js.rec.Message = int(s.ExitCode), s.Message
 		_ = c.save(js)
 	}
@@ -492,8 +495,8 @@ func (c *Controller) checkpointInUse(js *jobState, hash string) bool {
 }
 
 // sendStatement signs and sends the statement of a finished attempt.
-func (c *Controller) sendStatement(js *jobState, ac *attemptCtx, cs *clientSession, outcome string) {
-	raw, err := ac.payer.Statement(outcome, c.cfg.Now())
+func (c *Controller) sendStatement(js *jobState, ac *attemptCtx, cs *clientSession, outcome State) {
+	raw, err := ac.payer.Statement(outcome.String(), c.cfg.Now())
 	if err != nil {
 		c.log.Warn("statement", "job", js.rec.ID[:8], "err", err)
 		return
@@ -504,7 +507,7 @@ func (c *Controller) sendStatement(js *jobState, ac *attemptCtx, cs *clientSessi
 // attemptOver records how the current attempt ended and decides what
 // comes next: the job is over, restarts under its policy, or moves to
 // another supplier.
-func (c *Controller) attemptOver(ctx context.Context, js *jobState, outcome, why string) {
+func (c *Controller) attemptOver(ctx context.Context, js *jobState, outcome State, why string) {
 	js.mu.Lock()
 	cur := js.rec.cur()
 	if cur == nil || cur.Outcome != "" {
@@ -536,7 +539,7 @@ func (c *Controller) attemptOver(ctx context.Context, js *jobState, outcome, why
 		} else {
 			js.rec.State = StateRecovering
 			if why != "" {
-				js.rec.Message = outcome + ": " + why
+				js.rec.Message = outcome.String() + ": " + why
 			}
 		}
 	}
@@ -547,7 +550,7 @@ func (c *Controller) attemptOver(ctx context.Context, js *jobState, outcome, why
 	state := js.rec.State
 	js.mu.Unlock()
 	c.log.Info("attempt over", "job", js.rec.ID[:8], "outcome", outcome, "job_state", state)
-	if outcome == "lost" {
+	if outcome == StateLost {
 		if ac, err := c.current(js); err == nil {
 			if _, err := ac.payer.Statement("failed-over", c.cfg.Now()); err != nil {
 				c.log.Debug("statement of a lost attempt", "err", err)

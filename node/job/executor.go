@@ -20,6 +20,7 @@ import (
 	"github.com/gpumesh/gpumesh/clock"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -36,7 +37,7 @@ type runRecord struct {
 	JobID    string    `json:"job_id"`
 	Renter   string    `json:"renter"`
 	Attempt  uint32    `json:"attempt"`
-	State    string    `json:"state"`
+	State    State     `json:"state"`
 	Pid      int       `json:"pid"`
 	Dir      string    `json:"dir"`
 	ExitCode int       `json:"exit_code"`
@@ -233,7 +234,7 @@ func (e *Executor) recover() error {
 			continue
 		}
 		now := e.cfg.Now()
-		if _, err := m.Issue(rec.Attempt, now, now, 0, settle.Usage{}, nil, true, StateInterrupted); err != nil {
+		if _, err := m.Issue(rec.Attempt, now, now, 0, settle.Usage{}, nil, true, StateInterrupted.String()); err != nil {
 			e.log.Warn("final receipt of interrupted job", "lease", id.Short(), "err", err)
 		}
 		e.release(id)
@@ -306,7 +307,7 @@ func (e *Executor) handleSession(st network.Stream) {
 		return
 	}
 	_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
-	if err := p2p.WriteMsg(st, &pb.Welcome{State: r.State(), Attempt: r.attempt}); err != nil {
+	if err := p2p.WriteMsg(st, &pb.Welcome{State: r.State().String(), Attempt: r.attempt}); err != nil {
 		st.Reset()
 		return
 	}
@@ -721,12 +722,12 @@ func (e *Executor) handleCheckpoint(st network.Stream) error {
 
 // RunView is an attempt running (or run) on this supplier.
 type RunView struct {
-	LeaseID    string `json:"lease_id"`
-	JobID      string `json:"job_id"`
-	Renter     string `json:"renter"`
-	Attempt    uint32 `json:"attempt"`
-	State      string `json:"state"`
-	OwedMicros int64  `json:"owed_micros"`
+	LeaseID    string       `json:"lease_id"`
+	JobID      string       `json:"job_id"`
+	Renter     string       `json:"renter"`
+	Attempt    uint32       `json:"attempt"`
+	State      State        `json:"state"`
+	OwedMicros money.Micros `json:"owed_micros"`
 }
 
 // Runs lists the attempts this executor holds.
@@ -739,7 +740,7 @@ func (e *Executor) Runs() []RunView {
 	e.mu.Unlock()
 	out := make([]RunView, 0, len(runs))
 	for _, r := range runs {
-		out = append(out, RunView{LeaseID: r.lease.ID.String(), JobID: r.spec.ID(), Renter: r.lease.Renter.String(), Attempt: r.attempt, State: r.State(), OwedMicros: r.meter.Owed()})
+		out = append(out, RunView{LeaseID: r.lease.ID.String(), JobID: r.spec.ID(), Renter: r.lease.Renter.String(), Attempt: r.attempt, State: r.State(), OwedMicros: money.Micros(r.meter.Owed())})
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/inventory"
@@ -112,7 +113,7 @@ func TestExecutorFencesAttempts(t *testing.T) {
 	s := m.sups[0]
 	spec, l := m.sleeper(s, 1)
 	first, w := m.rawSession(m.renter, s, startHello(l, spec, 2), spec.Raw)
-	if w.Refused != "" || w.Attempt != 2 || w.State != StateRunning {
+	if w.Refused != "" || w.Attempt != 2 || State(w.State) != StateRunning {
 		t.Fatalf("start of attempt 2: %+v", w)
 	}
 	frames(first)
@@ -165,7 +166,7 @@ func TestExecutorFencesAttempts(t *testing.T) {
 			t.Fatalf("receipt of attempt %d", r.Attempt)
 		}
 		if r.Final {
-			if r.State != StateFenced {
+			if State(r.State) != StateFenced {
 				t.Fatalf("final receipt in state %s, want %s", r.State, StateFenced)
 			}
 			break
@@ -188,7 +189,7 @@ func TestExecutorHaltsUnpaidJob(t *testing.T) {
 	if w.Refused != "" {
 		t.Fatalf("start refused: %s", w.Refused)
 	}
-	credit := l.Terms().CreditLimit
+	credit := int64(l.Terms().CreditLimit)
 	ch := frames(st)
 	var last *settle.Receipt
 	halted := false
@@ -197,7 +198,7 @@ func TestExecutorHaltsUnpaidJob(t *testing.T) {
 		if f == nil {
 			t.Fatal("the session ended before the final receipt")
 		}
-		if status := f.GetStatus(); status != nil && status.State == StateHalted {
+		if status := f.GetStatus(); status != nil && State(status.State) == StateHalted {
 			if last == nil || last.CumAmountMicros <= credit {
 				t.Fatalf("halted while owing %v, within the credit limit %d", last, credit)
 			}
@@ -224,13 +225,13 @@ func TestExecutorHaltsUnpaidJob(t *testing.T) {
 			break
 		}
 	}
-	if !halted || last.State != StateStopped {
+	if !halted || State(last.State) != StateStopped {
 		t.Fatalf("halted %v, final receipt in state %s; want halted, then stopped", halted, last.State)
 	}
 	// The final receipt goes out just before the run is marked ended.
 	var r *RunView
 	eventually(t, time.Minute, "the run stopped", func() bool { r = s.runOf(l.ID.String()); return r != nil && r.State == StateStopped })
-	if r.OwedMicros != last.CumAmountMicros {
+	if r.OwedMicros != money.Micros(last.CumAmountMicros) {
 		t.Fatalf("the supplier's run: %+v; want owed the final receipt's %d micros", r, last.CumAmountMicros)
 	}
 }

@@ -50,21 +50,40 @@ const (
 	MaxFiles    = 256
 )
 
-// States of an attempt, as Status frames and job views report them.
+// State is the state of a job or of one of its attempts, and the outcome
+// of an ended attempt. Its text is what Status frames, receipts, job views
+// and stored records carry, so a constant's text is a wire and storage
+// format: never change one.
+type State string
+
+// States of an attempt, as Status frames and job views report them, and
+// the outcomes an attempt ends with.
 const (
-	StateStarting    = "starting"
-	StateRunning     = "running"
-	StateHalted      = "halted" // paused: the renter fell behind on payment
-	StateSucceeded   = "succeeded"
-	StateFailed      = "failed"
-	StateStopped     = "stopped"
-	StateExpired     = "expired"     // the lease ended first
-	StateInterrupted = "interrupted" // the supplier restarted under it
-	StateFenced      = "fenced"      // the renter moved the job on
+	StateStarting    State = "starting"
+	StateRunning     State = "running"
+	StateHalted      State = "halted" // paused: the renter fell behind on payment
+	StateSucceeded   State = "succeeded"
+	StateFailed      State = "failed"
+	StateStopped     State = "stopped"
+	StateExpired     State = "expired"     // the lease ended first
+	StateInterrupted State = "interrupted" // the supplier restarted under it
+	StateFenced      State = "fenced"      // the renter moved the job on
+	// StateLost is the outcome the renter gives an attempt whose supplier
+	// it lost (unreachable, or caught cheating) before it moved the job on.
+	StateLost State = "lost"
 )
 
+// String is the state's text, as it goes on the wire and into records.
+func (s State) String() string { return string(s) }
+
+// AttemptStates lists the states an attempt can be in.
+func AttemptStates() []State {
+	return []State{StateStarting, StateRunning, StateHalted, StateSucceeded,
+		StateFailed, StateStopped, StateExpired, StateInterrupted, StateFenced}
+}
+
 // Ended reports whether an attempt in state s has finished.
-func Ended(s string) bool {
+func Ended(s State) bool {
 	switch s {
 	case StateSucceeded, StateFailed, StateStopped, StateExpired, StateInterrupted, StateFenced:
 		return true

@@ -45,10 +45,10 @@ type run struct {
 
 	mu        sync.Mutex
 	rec       runRecord
-	state     string
+	state     State
 	exitCode  int
 	message   string
-	endState  string // set by stop: the state the attempt ends in
+	endState  State // set by stop: the state the attempt ends in
 	sess      *session
 	paused    bool
 	pausedAt  time.Time     // start of the unbilled paused time not yet metered
@@ -63,13 +63,13 @@ type run struct {
 }
 
 // State is the attempt's state now.
-func (r *run) State() string {
+func (r *run) State() State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.state
 }
 
-func (r *run) setState(s string, code int, msg string) {
+func (r *run) setState(s State, code int, msg string) {
 	r.mu.Lock()
 	r.state, r.exitCode, r.message = s, code, msg
 	sess := r.sess
@@ -89,13 +89,13 @@ func (r *run) status() *pb.ServerFrame {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return &pb.ServerFrame{Body: &pb.ServerFrame_Status{Status: &pb.Status{
-		Attempt: r.attempt, State: r.state, ExitCode: int32(r.exitCode), Message: r.message, TimeMs: r.e.cfg.Now().UnixMilli(),
+		Attempt: r.attempt, State: r.state.String(), ExitCode: int32(r.exitCode), Message: r.message, TimeMs: r.e.cfg.Now().UnixMilli(),
 	}}}
 }
 
 // stop ends a running attempt in state end (stopped, fenced, interrupted,
 // expired, or halted for lack of payment).
-func (r *run) stop(end, why string) {
+func (r *run) stop(end State, why string) {
 	r.mu.Lock()
 	if r.endState != "" || Ended(r.state) {
 		r.mu.Unlock()
@@ -217,7 +217,7 @@ func maxTime(a, b time.Time) time.Time {
 
 // receipt issues (durably) and sends the receipt of [from, to]; nothing
 // past the lease's end is billed. It reports whether one was issued.
-func (r *run) receipt(from, to time.Time, final bool, state string) bool {
+func (r *run) receipt(from, to time.Time, final bool, state State) bool {
 	if end := r.lease.End(); to.After(end) {
 		to = end
 	}
@@ -226,7 +226,7 @@ func (r *run) receipt(from, to time.Time, final bool, state string) bool {
 	}
 	cp := r.refreshCheckpoint()
 	r.sampleUsage()
-	rc, err := r.meter.Issue(r.attempt, from, to, r.gpuMs(from, to), r.usage.take(), cp, final, state)
+	rc, err := r.meter.Issue(r.attempt, from, to, r.gpuMs(from, to), r.usage.take(), cp, final, state.String())
 	if err != nil {
 		r.logger.Error("receipt not issued", "err", err)
 		return false

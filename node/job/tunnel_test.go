@@ -81,12 +81,12 @@ func TestExecutorTunnelAdmission(t *testing.T) {
 		}
 		switch status := f.GetStatus(); {
 		case status == nil:
-		case status.State == StateHalted && !halted:
+		case State(status.State) == StateHalted && !halted:
 			halted = true
 			if got := admit("renter", req); got != tunnel.RefusedUnpaid {
 				t.Errorf("while halted for payment: %q, want %q", got, tunnel.RefusedUnpaid)
 			}
-		case Ended(status.State):
+		case Ended(State(status.State)):
 			ended = true
 		}
 	}

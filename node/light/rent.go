@@ -24,8 +24,7 @@ func (c *Client) Rent(ctx context.Context, req market.RentRequest) (*market.Leas
 	req.Books = c.bootstrapIDs()
 	if req.Score == nil {
 		if book := c.reputation(ctx); book != nil {
-			req.Score = book.Standing
-			req.Proven = func(p peer.ID) bool { return book.Score(p).Proven() }
+			req.ScreenBy(book)
 		}
 	}
 	return c.renter.Rent(ctx, req)

@@ -118,7 +118,7 @@ func centralQuote(w *Workload, sp SupplierSpec, r Request, busyUntil [][]int, s 
 		}
 	}
 	price, decline := sp.Pricer.Quote(market.PriceInput{
-		Model: r.Model, Count: 1, DurationS: uint32(time.Duration(r.Slots) * w.Slot / time.Second), MaxPrice: r.MaxPrice,
+		Model: r.Model, Count: 1, DurationS: uint32(time.Duration(r.Slots) * w.Slot / time.Second), MaxPrice: int64(r.MaxPrice),
 		Utilization: float64(len(busyUntil[s])) / float64(sp.GPUs), Competing: competing,
 	})
 	return price, decline == ""

@@ -15,7 +15,7 @@ func fixedSupplier(node int, model, region string, gpus int, price int64) Suppli
 		Pricer: market.Pricer{Mode: market.Fixed, List: map[string]money.Micros{model: money.Micros(price)}}}
 }
 
-func req(id, arrive, slots int, model, region string, maxPrice int64, patience int) Request {
+func req(id, arrive, slots int, model, region string, maxPrice money.Micros, patience int) Request {
 	return Request{ID: id, Arrive: arrive, Slots: slots, Model: model, Region: region, MaxPrice: maxPrice, Patience: patience}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/clock/clocktest"
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/verify/reputation"
 )
 
@@ -303,11 +304,12 @@ func (s *Sim) rent(ctx context.Context, r Request, slot int) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	l, err := s.nodes[r.Renter].renter.Rent(ctx, market.RentRequest{AllowSimulated: true,
+	req := market.RentRequest{AllowSimulated: true,
 		Filter: f, Count: 1, Duration: time.Duration(r.Slots) * s.w.Slot, MaxPrice: r.MaxPrice, Wait: s.cfg.Wait,
-		Score: s.rep.Standing, MinReputation: reputation.DefaultFloor,
-		Proven: func(p peer.ID) bool { return s.rep.Score(p).Proven() },
-	})
+		MinReputation: reputation.DefaultFloor,
+	}
+	req.ScreenBy(s.rep)
+	l, err := s.nodes[r.Renter].renter.Rent(ctx, req)
 	if err != nil {
 		s.mu.Lock()
 		s.why[r.ID] = err.Error()
@@ -353,7 +355,7 @@ func (s *Sim) check(l *market.Lease, r Request, k int) {
 	case again.Renter != s.ids[r.Renter] || again.Proposal.Renter != s.ids[r.Renter] || again.Supplier != s.ids[s.w.Suppliers[k].Node]:
 		s.fault("lease %s: parties %s/%s, want renter %s", l.ID.Short(), again.Renter, again.Supplier, s.ids[r.Renter])
 		return
-	case again.Model != r.Model || again.Count != 1 || again.PriceMicros > r.MaxPrice:
+	case again.Model != r.Model || again.Count != 1 || money.Micros(again.PriceMicros) > r.MaxPrice:
 		s.fault("lease %s: %s x%d at %d, asked %s x1 at most %d", l.ID.Short(), again.Model, again.Count, again.PriceMicros, r.Model, r.MaxPrice)
 	}
 	for _, side := range []struct {

@@ -14,7 +14,7 @@ import (
 // a reference price per GPU-hour, and its share of supply and demand.
 type modelSpec struct {
 	slug  string
-	ref   int64 // micros per GPU-hour
+	ref   money.Micros // per GPU-hour
 	share float64
 }
 
@@ -73,7 +73,7 @@ type Request struct {
 	Slots    int
 	Model    string
 	Region   string
-	MaxPrice int64
+	MaxPrice money.Micros
 	Patience int
 }
 
@@ -147,8 +147,8 @@ func honestSupplier(rng *rand.Rand, node int, region string) SupplierSpec {
 		Node: node, Model: m.slug, Region: region, GPUs: gpuCounts[pick(rng, gpuCountShares)], Leaves: -1,
 		Pricer: market.Pricer{
 			Mode:  pricingModes[rng.IntN(len(pricingModes))],
-			List:  map[string]money.Micros{m.slug: money.Micros(list)},
-			Floor: map[string]money.Micros{m.slug: money.Micros(roundPrice(0.7 * float64(list)))},
+			List:  map[string]money.Micros{m.slug: list},
+			Floor: map[string]money.Micros{m.slug: roundPrice(0.7 * float64(list))},
 		},
 	}
 }
@@ -159,7 +159,7 @@ func impostor(rng *rand.Rand, node int, region string, attested bool) SupplierSp
 	return SupplierSpec{
 		Node: node, Model: m.slug, Region: region, GPUs: impostorGPUs, Leaves: -1,
 		Impostor: true, Attested: attested,
-		Pricer: market.Pricer{Mode: market.Fixed, List: map[string]money.Micros{m.slug: money.Micros(roundPrice(0.6 * float64(m.ref)))}},
+		Pricer: market.Pricer{Mode: market.Fixed, List: map[string]money.Micros{m.slug: roundPrice(0.6 * float64(m.ref))}},
 	}
 }
 
@@ -222,4 +222,6 @@ func pick(rng *rand.Rand, shares []float64) int {
 }
 
 // roundPrice rounds micros to whole thousandths of the currency.
-func roundPrice(micros float64) int64 { return int64(math.Round(micros/1000)) * 1000 }
+func roundPrice(micros float64) money.Micros {
+	return money.Micros(math.Round(micros/1000)) * 1000
+}

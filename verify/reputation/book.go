@@ -326,6 +326,11 @@ func (b *Book) Standing(subject peer.ID) (reputation float64, verified bool, upt
 	return s.Reputation, s.Verified, s.UptimePct()
 }
 
+// Proven reports whether subject has earned a renter's trust (see
+// Score.Proven). With Standing, it makes b market's screen of a renter's
+// suppliers (market.Standings).
+func (b *Book) Proven(subject peer.ID) bool { return b.Score(subject).Proven() }
+
 // UptimePct is s's uptime in percent, nil when no trusted attester
 // pinged it.
 func (s Score) UptimePct() *float64 {

@@ -548,6 +548,9 @@ func TestSimulatedPassesProveNothingReal(t *testing.T) {
 		if !sc.SimulatedOnly || sc.Verified != wantVerified || sc.Proven() != wantVerified {
 			t.Errorf("%s: SimulatedOnly %v, Verified %v, Proven %v; want true, %v, %v", when, sc.SimulatedOnly, sc.Verified, sc.Proven(), wantVerified, wantVerified)
 		}
+		if w.book.Proven(s.id) != sc.Proven() {
+			t.Errorf("%s: Book.Proven %v, Score.Proven %v", when, w.book.Proven(s.id), sc.Proven())
+		}
 	}
 	check("profile not seen", false)
 	w.book.ObserveGPUs(s.id, []string{"GPU-sim-00"}, true)
