@@ -45,6 +45,8 @@ var forbiddenIn = map[string][]string{
 	// The light client sits beside node, not under it: node and cmd
 	// import it.
 	"node/light": {module + "node"},
+	// The doctor's checks are a read model the node fills with facts.
+	"node/doctor": {module + "node"},
 	// node/job's controller and executor reach peers only through its
 	// Dialer and Listener, which the node wires to its libp2p host, so
 	// their state machine runs over in-memory peers in tests: the package

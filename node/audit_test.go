@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/node/api"
+	"github.com/gpumesh/gpumesh/node/doctor"
 	"github.com/gpumesh/gpumesh/verify/audit"
 	"github.com/gpumesh/gpumesh/verify/cuda"
 	"github.com/gpumesh/gpumesh/verify/inventory"
@@ -163,32 +163,9 @@ func TestRealGPUsWithoutProver(t *testing.T) {
 		t.Errorf(`gpumesh_challenges_total{verdict="no-prover"} = %v, want 1`, got)
 	}
 	doc := sup.Doctor(ctx)
-	c, ok := doc.Check(CheckProver)
+	c, ok := doc.Check(doctor.CheckProver)
 	if !ok || c.Status != api.StatusWarn || !strings.Contains(c.Detail, "renters will not lease these GPUs by default: no GPU prover") || !strings.Contains(c.Detail, "no-libcuda.so.1") {
 		t.Errorf("doctor's prover check: %+v", c)
-	}
-}
-
-func TestCheckProver(t *testing.T) {
-	real := []inventory.GPU{{Model: "h100-sxm"}, {Model: "h100-sxm"}}
-	sim := []inventory.GPU{{Model: "h100-sxm", Simulated: true}}
-	for _, tt := range []struct {
-		name          string
-		gpus          []inventory.GPU
-		err           error
-		uvm           bool
-		status, words string
-	}{
-		{"no gpus", nil, nil, false, api.StatusOK, "no GPUs to prove"},
-		{"simulated", sim, nil, false, api.StatusOK, "CPU prover"},
-		{"no prover", real, errors.New("cuda: no CUDA driver"), true, api.StatusWarn, "renters will not lease these GPUs by default: no GPU prover (cuda: no CUDA driver)"},
-		{"no uvm", real, nil, false, api.StatusWarn, "/dev/nvidia-uvm is missing"},
-		{"prover", real, nil, true, api.StatusOK, "CUDA prover on 2 GPUs"},
-	} {
-		c := checkProver(tt.gpus, tt.err, tt.uvm)
-		if c.Name != CheckProver || c.Status != tt.status || !strings.Contains(c.Detail, tt.words) {
-			t.Errorf("%s: %+v, want %s with %q", tt.name, c, tt.status, tt.words)
-		}
 	}
 }
 

@@ -340,7 +340,7 @@ func (n *Node) readHeartbeats(ctx context.Context) {
 			return
 		}
 		now := n.now()
-		n.skew.add(hb.ID, hb.Time(), now)
+		n.skew.Add(hb.ID, hb.Time(), now)
 		known := n.peers.update(hb, now)
 		if hb.ProfileSeq > known && n.fetching.add(hb.ID) {
 			select {

@@ -21,6 +21,7 @@ import (
 	"github.com/gpumesh/gpumesh/clock"
 	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/node/doctor"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/p2p/pb"
 	"github.com/gpumesh/gpumesh/store"
@@ -87,12 +88,12 @@ type Node struct {
 	verify   verifyParts
 	jobs     jobParts
 	peers    *peerTable
-	dir      *p2p.Directory // the live profiles kept, served to light clients
-	skew     skewRing       // peers' heartbeat clocks against ours, for Doctor
-	fetchQ   chan peer.ID   // peers whose announced profile is newer than the one held
-	fetching fetchSet       // the peers in fetchQ or being fetched
-	advertOK chan struct{}  // closed after the first successful publish
-	provided provided       // the provider records announced, and when
+	dir      *p2p.Directory  // the live profiles kept, served to light clients
+	skew     doctor.SkewRing // peers' heartbeat clocks against ours, for Doctor
+	fetchQ   chan peer.ID    // peers whose announced profile is newer than the one held
+	fetching fetchSet        // the peers in fetchQ or being fetched
+	advertOK chan struct{}   // closed after the first successful publish
+	provided provided        // the provider records announced, and when
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/node"
 	"github.com/gpumesh/gpumesh/node/api"
+	"github.com/gpumesh/gpumesh/node/doctor"
 )
 
 // startTestNode runs a real node on loopback with its API on a free port.
@@ -53,7 +54,7 @@ func TestDoctorWithNode(t *testing.T) {
 	if rep.PeerID != b.ID().String() || rep.Reach == nil {
 		t.Fatalf("report of %q with reach %v, want node %s's with reach", rep.PeerID, rep.Reach, b.ID())
 	}
-	for name, status := range map[string]string{node.CheckPeers: api.StatusOK, node.CheckAPIBind: api.StatusOK, node.CheckListen: api.StatusOK, node.CheckDisk: api.StatusOK} {
+	for name, status := range map[string]string{doctor.CheckPeers: api.StatusOK, doctor.CheckAPIBind: api.StatusOK, doctor.CheckListen: api.StatusOK, doctor.CheckDisk: api.StatusOK} {
 		if c, ok := rep.Check(name); !ok || c.Status != status {
 			t.Errorf("%s: %+v, want %s", name, c, status)
 		}
@@ -122,11 +123,11 @@ func TestDoctorWithoutNode(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	c, ok := rep.Check(node.CheckNode)
+	c, ok := rep.Check(doctor.CheckNode)
 	if code != 1 || !ok || c.Status != api.StatusFail || !strings.Contains(c.Detail, "127.0.0.1:1") || rep.Reach != nil || !rep.Failed() {
 		t.Fatalf("doctor --json without a node: exit %d, report %+v", code, rep)
 	}
-	if _, ok := rep.Check(node.CheckDisk); !ok {
+	if _, ok := rep.Check(doctor.CheckDisk); !ok {
 		t.Errorf("no disk check without a node: %+v", rep.Checks)
 	}
 

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpumesh/gpumesh/node"
 	"github.com/gpumesh/gpumesh/node/api"
+	"github.com/gpumesh/gpumesh/node/doctor"
 	"github.com/gpumesh/gpumesh/testnet"
 )
 
@@ -61,7 +61,7 @@ func (c *cli) noServices(ctx context.Context, st *testnet.State) string {
 	if err != nil {
 		return err.Error()
 	}
-	if chk, ok := rep.Check(node.CheckServices); ok && chk.Status != api.StatusOK {
+	if chk, ok := rep.Check(doctor.CheckServices); ok && chk.Status != api.StatusOK {
 		return chk.Detail
 	}
 	return ""

@@ -1,4 +1,4 @@
-package node
+package doctor
 
 import (
 	"slices"
@@ -23,18 +23,18 @@ type skewSample struct {
 	at   time.Time // when received, by this node's clock
 }
 
-// skewRing keeps the latest skewRingSize samples. It is safe for
+// SkewRing keeps the latest skewRingSize samples. It is safe for
 // concurrent use: the heartbeat reader adds, the API reads.
-type skewRing struct {
+type SkewRing struct {
 	mu   sync.Mutex
 	buf  [skewRingSize]skewSample
 	next int
 	n    int
 }
 
-// add records that a heartbeat of p, issued at sent by p's clock, arrived
+// Add records that a heartbeat of p, issued at sent by p's clock, arrived
 // at received by ours.
-func (r *skewRing) add(p peer.ID, sent, received time.Time) {
+func (r *SkewRing) Add(p peer.ID, sent, received time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.buf[r.next] = skewSample{peer: p, skew: sent.Sub(received), at: received}
@@ -51,10 +51,10 @@ type SkewSummary struct {
 	Peers   int           `json:"peers"`
 }
 
-// summary is the median skew of the samples received within skewMaxAge
+// Summary is the median skew of the samples received within skewMaxAge
 // of now. Each peer counts with its latest sample only, so that a chatty
 // peer does not outvote the others.
-func (r *skewRing) summary(now time.Time) SkewSummary {
+func (r *SkewRing) Summary(now time.Time) SkewSummary {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	latest := map[peer.ID]skewSample{}

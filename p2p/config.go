@@ -1,0 +1,134 @@
+package p2p
+
+import (
+	"cmp"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Mode says which role a Network plays in the DHT.
+type Mode int
+
+const (
+	// ModeServer answers DHT queries and stores records: every node.
+	ModeServer Mode = iota
+	// ModeClient only queries: the light client of search and rent.
+	ModeClient
+)
+
+// Config configures a Network. The zero value of every optional field has a
+// sensible default, filled in by New.
+type Config struct {
+	// Key is the node's identity. Required.
+	Key crypto.PrivKey
+	// ListenAddrs are multiaddrs to listen on; none for a light client.
+	ListenAddrs []string
+	// Bootstrap are the peers to join the network through.
+	Bootstrap []peer.AddrInfo
+	// Mode is the DHT role.
+	Mode Mode
+	// PubSub starts GossipSub; light clients leave it off.
+	PubSub bool
+	// ConnLow and ConnHigh are the connection manager's watermarks.
+	ConnLow, ConnHigh int
+	// Banned peers are refused by the connection gater and pubsub.
+	Banned []peer.ID
+	// UserAgent is announced through identify, e.g. "gpumesh/0.1.0".
+	UserAgent string
+	// Registerer receives libp2p's Prometheus metrics; none when nil.
+	Registerer prometheus.Registerer
+	// Now is the clock used by validators; time.Now when nil.
+	Now func() time.Time
+	// Logger receives structured logs; slog.Default when nil.
+	Logger *slog.Logger
+	// MDNS announces and discovers gpumesh nodes on the local network by
+	// multicast DNS. Off by default: it sends multicast beyond loopback.
+	MDNS bool
+	// MaxRecordAge is how long DHT servers keep value records (profiles)
+	// they were sent. The DHT default (48 h) when zero.
+	MaxRecordAge time.Duration
+	// Relay bounds the circuit relay v2 service a server runs for peers
+	// behind NAT (once AutoNAT finds it public); zero fields take
+	// DefaultRelayLimits' values.
+	Relay RelayLimits
+	// ForcePublic tells libp2p that this host is publicly reachable, so
+	// that it serves as a relay at once instead of once AutoNAT says so:
+	// for an operator who knows, and for tests on loopback, where AutoNAT
+	// never finds a public address.
+	ForcePublic bool
+	// Host, when set, is the host to run on instead of one New starts:
+	// a simulation's in-memory (mocknet) host, whose maker chose its
+	// transports, limits and connection manager. Key must be its key.
+	// New then ignores ListenAddrs, ConnLow, ConnHigh, Registerer, Relay
+	// and ForcePublic, and the connection gater does not guard Host, so
+	// Banned peers are refused by pubsub only. Close closes Host.
+	Host host.Host
+}
+
+// RelayLimits bound the relay service of a server: how many peers behind
+// NAT hold a reservation (a slot others reach them through), and what one
+// relayed connection may carry before the relay cuts it.
+type RelayLimits struct {
+	// MaxReservations is the most reservations held at once; further
+	// requests are refused (RESERVATION_REFUSED) until one expires.
+	MaxReservations int
+	// MaxReservationsPerIP bounds the reservations of one IP address, so
+	// that one machine with many keys cannot take every slot.
+	MaxReservationsPerIP int
+	// MaxCircuits is the most relayed connections open at once to or from
+	// one peer.
+	MaxCircuits int
+	// Data and Duration bound one relayed connection, each way: past them
+	// the relay resets it. Protocols that need more wait for a direct
+	// connection (docs/PROTOCOL.md, "Relayed connections").
+	Data     int64
+	Duration time.Duration
+}
+
+// DefaultRelayLimits are libp2p's defaults: 128 reservations, 8 per IP,
+// 16 circuits per peer, and 128 KiB or 2 minutes per relayed connection.
+func DefaultRelayLimits() RelayLimits {
+	d := relayv2.DefaultResources()
+	return RelayLimits{MaxReservations: d.MaxReservations, MaxReservationsPerIP: d.MaxReservationsPerIP,
+		MaxCircuits: d.MaxCircuits, Data: d.Limit.Data, Duration: d.Limit.Duration}
+}
+
+// resources are l as the relay's resources, with defaults for zero fields.
+func (l RelayLimits) resources() relayv2.Resources {
+	d := DefaultRelayLimits()
+	r := relayv2.DefaultResources()
+	r.MaxReservations = cmp.Or(l.MaxReservations, d.MaxReservations)
+	r.MaxReservationsPerIP = cmp.Or(l.MaxReservationsPerIP, d.MaxReservationsPerIP)
+	r.MaxCircuits = cmp.Or(l.MaxCircuits, d.MaxCircuits)
+	r.Limit = &relayv2.RelayLimit{Data: cmp.Or(l.Data, d.Data), Duration: cmp.Or(l.Duration, d.Duration)}
+	return r
+}
+
+func (c *Config) fill() error {
+	if c.Key == nil {
+		return errors.New("p2p: config: Key is required")
+	}
+	if c.ConnLow == 0 {
+		c.ConnLow = 32
+	}
+	if c.ConnHigh == 0 {
+		c.ConnHigh = 96
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = "gpumesh"
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
