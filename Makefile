@@ -71,17 +71,20 @@ testnet-status:
 
 # Micro-benchmarks beside their baselines, then the harness that writes
 # bench/RESULTS.md (per-message costs against raw ed25519 and raw Badger;
-# on a 20-node testnet: cold search, cold CLI rent, rent to lease, ask
-# propagation, lease to running job, idle RSS and CPU; search, lease and
-# ask propagation again at 50 and 100 nodes), then the same across NATs
+# the challenge's false alarms and catch rates, TRIALS challenges per
+# case, verify/audit's TestDetectionRates; on a 20-node testnet: cold
+# search, cold CLI rent, rent to lease, ask propagation, lease to running
+# job, idle RSS and CPU; search, lease and ask propagation again at 50
+# and 100 nodes), then the same across NATs
 # with WAN latency in the namespace testnet, each as a multiple of the
 # peers' round trip (root; skipped, saying why, without network
 # namespaces).
+TRIALS ?= 20
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./p2p/ ./store/ ./market/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./market/settle/
 	$(GO) test -run '^$$' -bench ChallengeSim -benchtime 3x ./verify/audit/
-	$(GO) run ./testnet/cmd/bench --bin $(BIN)
+	$(GO) run ./testnet/cmd/bench --bin $(BIN) -trials $(TRIALS)
 	$(GO) test -run '^$$' -bench NAT -benchtime 3x -timeout 15m -v ./testnet/
 
 # The market simulation: the real market code on an in-memory network,
