@@ -103,11 +103,13 @@ func main() {
 		run = func(c config) error { return carryInto(c.out, c.simReport, c.chaosReport) }
 	case c.ratesOnly:
 		run = func(c config) error {
+			m := newMachine()
 			rows, err := detectionRows(c.trials)
 			if err != nil {
 				return err
 			}
-			return ratesInto(c.out, rows)
+			m.LoadAfter = testnet.LoadAvg()
+			return ratesInto(c.out, m, rows)
 		}
 	}
 	if err := run(c); err != nil {

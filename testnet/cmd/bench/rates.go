@@ -96,12 +96,11 @@ func parseRates(log []byte) ([]Row, error) {
 }
 
 // ratesInto replaces the challenge rows of the table at path with rows
-// measured now, each naming the date and commit it was measured at: the
-// rest of the table is from an earlier run.
-func ratesInto(path string, rows []Row) error {
-	m := newMachine()
+// measured now on m, each naming the date, the load and the commit it
+// was measured at: the rest of the table is from an earlier run.
+func ratesInto(path string, m Machine, rows []Row) error {
 	for i := range rows {
-		rows[i].Figure += fmt.Sprintf(" (bench -rates-only, %s; commit %s)", m.Started[:10], m.Commit)
+		rows[i].Figure += fmt.Sprintf(" (bench -rates-only, %s, load average %s before, %s after; commit %s)", m.Started[:min(10, len(m.Started))], m.LoadBefore, m.LoadAfter, m.Commit)
 	}
 	isRate := func(line string) bool { return strings.HasPrefix(line, "| challenge ") }
 	if err := replaceRows(path, isRate, rows, ""); err != nil {

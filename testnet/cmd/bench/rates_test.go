@@ -65,12 +65,12 @@ func TestRatesInto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ratesInto(path, rows); err != nil {
+	if err := ratesInto(path, Machine{Started: "2026-12-04T18:00:00Z", LoadBefore: "1.00 1.00 1.00", LoadAfter: "2.00 2.00 2.00", Commit: "abc1234"}, rows); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
 	got := string(b)
-	for _, want := range []string{measured.line(), "| challenge false alarms: an honest supplier failed", "(bench -rates-only, ", "; 1 of the 7 rows have none"} {
+	for _, want := range []string{measured.line(), "| challenge false alarms: an honest supplier failed", "(bench -rates-only, 2026-12-04, load average 1.00 1.00 1.00 before, 2.00 2.00 2.00 after; commit abc1234, not an ancestor", "; 1 of the 7 rows have none"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}
