@@ -135,7 +135,7 @@ const headerStart = "Written by `make bench`"
 // header is that paragraph, for a table of all rows of which bare have
 // no baseline.
 func header(bare, all int) string {
-	return fmt.Sprintf("%s (`go run ./testnet/cmd/bench`). A figure with a baseline is measured beside it in the same run, on the same machine, and judged as a ratio where the goal is one; %d of the %d rows have none (an empty baseline cell) and are judged against their goal alone. A row measured in another run names its date and commit; every commit named says how many commits before the one this table was written at it is.",
+	return fmt.Sprintf("%s (`go run ./testnet/cmd/bench`). A figure with a baseline is measured beside it in the same run, on the same machine, and judged as a ratio where the goal is one; %d of the %d rows have none (an empty baseline cell) and are judged against their goal alone. A row measured in another run names its date and commit; every other row was measured in the run the Machine line describes, at its commit. Every commit named says how many commits before the one this table was written at it is.",
 		headerStart, bare, all)
 }
 
