@@ -1,7 +1,7 @@
 # gpumesh — build, test, run a local testnet, benchmark.
 #   make testnet   start a 5-node local network and run the demo (as root with ip and nft: with services; JOB_NETWORK=0 leaves them out)
 #   make testnet-netns  the same with 12 nodes in network namespaces behind NATs (root)
-#   make test      vet and run every test
+#   make test      vet and run every test, then list the skipped ones with their reasons
 #   make explorer  rebuild the Explorer web page (npm) into node/explorer/dist
 #   make sim       the market simulation, 100 and 1000 nodes, into bench/SIM.md
 #   make chaos     20 nodes through a flood, kills and skewed clocks, into bench/CHAOS.md
@@ -30,8 +30,14 @@ vet:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
+# Every test, through testsummary: the output of failed tests, a line
+# per package, then every skipped test with its reason. A test skipping
+# for a capability GPUMESH_REQUIRE lists (.ci/run sets it; see
+# internal/testenv) fails instead.
 test: vet
-	$(GO) test -count=1 -timeout 25m ./...
+	$(GO) build -o bin/testsummary ./internal/cmd/testsummary
+	@echo "GPUMESH_REQUIRE=$${GPUMESH_REQUIRE:-} (capabilities whose tests fail rather than skip)"
+	set -o pipefail; $(GO) test -json -count=1 -timeout 25m ./... | bin/testsummary
 
 # Rebuild the Explorer's page (node/explorer/dist, committed and embedded,
 # so `go build` needs no npm) from its sources in node/explorer/web.
@@ -65,17 +71,20 @@ testnet-status:
 
 # Micro-benchmarks beside their baselines, then the harness that writes
 # bench/RESULTS.md (per-message costs against raw ed25519 and raw Badger;
-# on a 20-node testnet: cold search, cold CLI rent, rent to lease, ask
-# propagation, lease to running job, idle RSS and CPU; search, lease and
-# ask propagation again at 50 and 100 nodes), then the same across NATs
+# the challenge's false alarms and catch rates, TRIALS challenges per
+# case, verify/audit's TestDetectionRates; on a 20-node testnet: cold
+# search, cold CLI rent, rent to lease, ask propagation, lease to running
+# job, idle RSS and CPU; search, lease and ask propagation again at 50
+# and 100 nodes), then the same across NATs
 # with WAN latency in the namespace testnet, each as a multiple of the
 # peers' round trip (root; skipped, saying why, without network
 # namespaces).
+TRIALS ?= 20
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./p2p/ ./store/ ./market/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 200x ./market/settle/
 	$(GO) test -run '^$$' -bench ChallengeSim -benchtime 3x ./verify/audit/
-	$(GO) run ./testnet/cmd/bench --bin $(BIN)
+	$(GO) run ./testnet/cmd/bench --bin $(BIN) -trials $(TRIALS)
 	$(GO) test -run '^$$' -bench NAT -benchtime 3x -timeout 15m -v ./testnet/
 
 # The market simulation: the real market code on an in-memory network,

@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/gpumesh/gpumesh/internal/testenv"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/api"
@@ -309,7 +310,7 @@ func findChromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no chromium, chromium-browser or google-chrome on PATH: the Explorer's browser test needs one (apt-get install chromium)")
+	testenv.Skip(t, testenv.Chromium, "no chromium, chromium-browser or google-chrome on PATH: the Explorer's browser test needs one (apt-get install chromium)")
 	return ""
 }
 

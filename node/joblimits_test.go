@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumesh/gpumesh/internal/testenv"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job"
@@ -127,7 +128,7 @@ func runLimited(t *testing.T, n *Node, argv []string, limits *pb.Limits) (job.Vi
 // spec asking more than the supplier's maximum is refused.
 func TestJobLimits(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("the process limit is RLIMIT_NPROC of the job user, which needs a node running as root")
+		testenv.Skip(t, testenv.Root, "the process limit is RLIMIT_NPROC of the job user, which needs a node running as root")
 	}
 	jn := startLimitsNet(t)
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpumesh/gpumesh/internal/testenv"
 	"github.com/gpumesh/gpumesh/node/runtime"
 )
 
@@ -13,7 +14,7 @@ import (
 // own, not only the process runtime's, and the node's own reason once.
 func TestJobNetworkErrsNamesEachRuntime(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("jobNetworkErr reports a node that is not root before it asks the runtimes")
+		testenv.Skip(t, testenv.Root, "jobNetworkErr reports a node that is not root before it asks the runtimes")
 	}
 	bare, err := runtime.New("process", runtime.Options{}) // no Options.Net: not isolated
 	if err != nil {
@@ -40,6 +41,6 @@ func TestJobNetworkErrsNamesEachRuntime(t *testing.T) {
 			}
 			return
 		}
-		t.Skip("no docker or podman engine answers")
+		testenv.Skip(t, testenv.Docker, "no docker or podman engine answers")
 	})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
+	"github.com/gpumesh/gpumesh/internal/testenv"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job"
@@ -47,11 +48,11 @@ func inOwnNetns(t *testing.T) bool {
 		return true
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("job networks need root")
+		testenv.Skip(t, testenv.Jobnet, "job networks need root")
 	}
 	for _, tool := range []string{"ip", "nft", "nsenter"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("job networks (and this test's namespace) need %s", tool)
+			testenv.Skip(t, testenv.Jobnet, "job networks (and this test's namespace) need %s", tool)
 		}
 	}
 	var rnd [4]byte
@@ -162,7 +163,7 @@ func serviceNet(t *testing.T) *jobNet {
 		return nil
 	}
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("the job's server needs python3")
+		testenv.Skip(t, testenv.Python3, "the job's server needs python3")
 	}
 	return startJobNet(t, 3*time.Second, func(c *Config) { c.JobNetwork = true })
 }

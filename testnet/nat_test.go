@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumesh/gpumesh/internal/testenv"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/node/job"
@@ -38,7 +39,7 @@ func startNATNet(t testing.TB) *natNet {
 		t.Skip("starts 12 real gpumesh processes in namespaces; skipped with -short")
 	}
 	if err := netlab.Check(); err != nil {
-		t.Skip(err)
+		testenv.Skip(t, testenv.Netlab, "%v", err)
 	}
 	bin, wanBin := binary(t), testnetBinary(t)
 	// The state dir (node logs, data) is kept when the test fails.
@@ -466,7 +467,7 @@ print(count["ok"], count["fail"])
 // on another supplier and healthy, behind the same address.
 func (n *natNet) serviceUnderKill(ctx context.Context, t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("the service job and the load need python3")
+		testenv.Skip(t, testenv.Python3, "the service job and the load need python3")
 	}
 	dir := t.TempDir()
 	server, load := filepath.Join(dir, "server.py"), filepath.Join(dir, "load.py")

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumesh/gpumesh/internal/testenv"
 	"github.com/gpumesh/gpumesh/testnet/netlab"
 )
 
@@ -77,7 +78,7 @@ func TestNetnsUpDown(t *testing.T) {
 		t.Skip("starts real gpumesh processes in namespaces; skipped with -short")
 	}
 	if err := netlab.Check(); err != nil {
-		t.Skip(err)
+		testenv.Skip(t, testenv.Netlab, "%v", err)
 	}
 	bin, wanBin := binary(t), testnetBinary(t)
 	dir := t.TempDir()

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpumesh/gpumesh/internal/testenv"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/verify/inventory"
@@ -50,7 +51,7 @@ func TestDeviceNodes(t *testing.T) {
 // one whose real GPU has no known node refuses to start the job at all.
 func TestExecutorConfinesJobToItsGPUs(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root, to make a device node")
+		testenv.Skip(t, testenv.Root, "needs root, to make a device node")
 	}
 	devDir := t.TempDir()
 	// NVIDIA's major, minor 5: no driver backs it here, the job only

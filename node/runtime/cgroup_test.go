@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpumesh/gpumesh/internal/testenv"
 )
 
 // writableCgroup2 returns a cgroup2 hierarchy this test may write, or
@@ -24,7 +26,7 @@ func writableCgroup2(t *testing.T) *cgroupRoot {
 			return c
 		}
 	}
-	t.Skip("no writable cgroup2 hierarchy")
+	testenv.Skip(t, testenv.Cgroup, "no writable cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpumesh/gpumesh/internal/testenv"
 )
 
 // owner is the uid that owns p (the link itself for a symlink).
@@ -28,7 +30,7 @@ func owner(t *testing.T, p string) int {
 func chownFixture(t *testing.T) (work, outside string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("chown needs root")
+		testenv.Skip(t, testenv.Root, "chown needs root")
 	}
 	work, outside = t.TempDir(), t.TempDir()
 	for _, p := range []string{filepath.Join(work, "a", "f"), filepath.Join(outside, "f"), filepath.Join(outside, "g")} {

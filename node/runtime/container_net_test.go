@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumesh/gpumesh/internal/testenv"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/node/runtime/runtimetest"
 )
@@ -35,7 +36,7 @@ func TestContainerJobNetwork(t *testing.T) {
 	}
 	needNetLab(t)
 	if _, err := exec.LookPath("nsenter"); err != nil {
-		t.Skip("needs nsenter (util-linux)")
+		testenv.Skip(t, testenv.Jobnet, "needs nsenter (util-linux)")
 	}
 	for _, engine := range []string{"docker", "podman"} {
 		t.Run(engine, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpumesh/gpumesh/internal/testenv"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/node/runtime/runtimetest"
 )
@@ -45,7 +46,7 @@ const (
 func fakeGPUs(t *testing.T) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root, to make device nodes")
+		testenv.Skip(t, testenv.Root, "needs root, to make device nodes")
 	}
 	dir := plantDir(t)
 	nodes := map[string]uint32{"nvidia0": 0, "nvidia1": 1, "nvidia2": 2, "nvidia3": 3, "nvidiactl": 255}

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumesh/gpumesh/internal/testenv"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"golang.org/x/sys/unix"
 )
@@ -47,15 +48,15 @@ const (
 func needNetLab(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces, veth pairs and nftables")
+		testenv.Skip(t, testenv.Jobnet, "needs root: network namespaces, veth pairs and nftables")
 	}
 	for _, tool := range []string{"ip", "nft"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (iproute2, nftables)", tool)
+			testenv.Skip(t, testenv.Jobnet, "needs %s (iproute2, nftables)", tool)
 		}
 	}
 	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("needs bash (its /dev/tcp probes the network)")
+		testenv.Skip(t, testenv.Jobnet, "needs bash (its /dev/tcp probes the network)")
 	}
 }
 
@@ -253,7 +254,7 @@ func checkProbes(t *testing.T, got string, want map[string]bool) {
 func jobsApart(t *testing.T, inetPort int) {
 	rt := netRuntime(t, runtime.NetConfig{})
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("needs python3 for the job's HTTP servers")
+		testenv.Skip(t, testenv.Python3, "needs python3 for the job's HTTP servers")
 	}
 	var outA syncBuffer
 	sA := spec(t, &outA, "bash", "-c", `ip -4 -o addr show dev eth0 > "$HOME/addr"
@@ -433,10 +434,10 @@ func inNamespace(path string, fn func() error) error {
 // get a network namespace with loopback only, and it cannot dial in.
 func TestJobNetworkWithoutRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to start the stand-in node as another user")
+		testenv.Skip(t, testenv.Root, "needs root to start the stand-in node as another user")
 	}
 	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("needs python3 to test the job's loopback")
+		testenv.Skip(t, testenv.Python3, "needs python3 to test the job's loopback")
 	}
 	self, err := os.Executable()
 	if err != nil {

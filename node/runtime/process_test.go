@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gpumesh/gpumesh/internal/leakcheck"
+	"github.com/gpumesh/gpumesh/internal/testenv"
 	"github.com/gpumesh/gpumesh/node/runtime"
 )
 
@@ -430,7 +431,7 @@ func TestSandboxHidesNodeSecrets(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.runAs != "" && os.Geteuid() != 0 {
-				t.Skip("RunAs needs root")
+				testenv.Skip(t, testenv.Root, "RunAs needs root")
 			}
 			d := makeDataDir(t, filepath.Join(base, strings.ReplaceAll(tc.name, "/", "-")))
 			hide := []string{d.key, d.token, d.store}
@@ -600,7 +601,7 @@ func TestCPULimit(t *testing.T) {
 
 func TestProcsLimit(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("RLIMIT_NPROC needs RunAs, which needs root")
+		testenv.Skip(t, testenv.Root, "RLIMIT_NPROC needs RunAs, which needs root")
 	}
 	rt := newRuntime(t)
 	var out syncBuffer
@@ -996,7 +997,7 @@ func TestRunAsNeedsKnownUser(t *testing.T) {
 // user may read.
 func TestSandboxWithoutRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to start the stand-in node as another user")
+		testenv.Skip(t, testenv.Root, "needs root to start the stand-in node as another user")
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -1087,7 +1088,7 @@ func TestCgroupV2(t *testing.T) {
 		}
 	}
 	if root == "" {
-		t.Skip("no writable cgroup2 hierarchy")
+		testenv.Skip(t, testenv.Cgroup, "no writable cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
 	}
 	rt, err := runtime.New("process", runtime.Options{Log: testLogger(t), CgroupRoot: root})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpumesh/gpumesh/internal/leakcheck"
+	"github.com/gpumesh/gpumesh/internal/testenv"
 	"github.com/gpumesh/gpumesh/testnet/netlab"
 )
 
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) { leakcheck.Main(m) }
 func need(t *testing.T) {
 	t.Helper()
 	if err := netlab.Check(); err != nil {
-		t.Skip(err)
+		testenv.Skip(t, testenv.Netlab, "%v", err)
 	}
 }
 

@@ -1,7 +1,8 @@
 //go:build linux
 
 // Package runtimetest gives tests a container engine to run jobs in: it
-// skips a test where no docker or podman engine answers, fits podman to a
+// skips a test where no docker or podman engine answers (fails it where
+// GPUMESH_REQUIRE lists the engine), fits podman to a
 // sandboxed host, and builds a small test image from the host's static
 // busybox, so that tests pull nothing.
 package runtimetest
@@ -17,13 +18,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpumesh/gpumesh/internal/testenv"
 )
 
 // BuiltImage is the image the container tests build from a static
 // busybox when GPUMESH_TEST_IMAGE names none: tests pull nothing.
 const BuiltImage = "localhost/gpumesh-test-busybox:latest"
 
-// Engine skips t unless the engine name answers "<name> info",
+// Engine skips t unless the engine name answers "<name> info" (and
+// fails it instead where GPUMESH_REQUIRE lists name: testenv.Skip),
 // and returns an image it holds: GPUMESH_TEST_IMAGE, else BuiltImage,
 // imported on first use from a static busybox (Debian's busybox-static).
 // podman is first fitted to a sandboxed host (fitPodman).
@@ -31,24 +35,24 @@ func Engine(t testing.TB, name string) string {
 	t.Helper()
 	bin, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("no %s client", name)
+		testenv.Skip(t, name, "no %s client", name)
 	}
 	if name == "podman" && os.Getenv(podmanFitted) == "" {
 		fitPodman(t, bin)
 	}
 	if out, err := exec.Command(name, "info").CombinedOutput(); err != nil {
-		t.Skipf("%s engine not available: %v: %s", name, err, lastLine(out))
+		testenv.Skip(t, name, "%s engine not available: %v: %s", name, err, lastLine(out))
 	}
 	if image := os.Getenv("GPUMESH_TEST_IMAGE"); image != "" {
 		if err := exec.Command(name, "image", "inspect", image).Run(); err != nil {
-			t.Skipf("image %s not present in %s: %v", image, name, err)
+			testenv.Skip(t, name, "image %s not present in %s: %v", image, name, err)
 		}
 		return image
 	}
 	if exec.Command(name, "image", "inspect", BuiltImage).Run() == nil {
 		return BuiltImage
 	}
-	rootfs := busyboxRootfs(t)
+	rootfs := busyboxRootfs(t, name)
 	cmd := exec.Command(name, "import", "--change", "ENV PATH=/bin", "-", BuiltImage)
 	cmd.Stdin = bytes.NewReader(rootfs)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -92,21 +96,22 @@ func fitPodman(t testing.TB, bin string) {
 }
 
 // busyboxRootfs is a tar of a root file system holding a static busybox
-// as /bin/busybox and a link to it for each of its applets.
-func busyboxRootfs(t testing.TB) []byte {
+// as /bin/busybox and a link to it for each of its applets, for the
+// test image of engine.
+func busyboxRootfs(t testing.TB, engine string) []byte {
 	t.Helper()
 	bin, err := exec.LookPath("busybox")
 	if err != nil {
-		t.Skip("no busybox to build the test image from (install busybox-static, or set GPUMESH_TEST_IMAGE)")
+		testenv.Skip(t, engine, "no busybox to build the %s test image from (install busybox-static, or set GPUMESH_TEST_IMAGE)", engine)
 	}
 	f, err := elf.Open(bin)
 	if err != nil {
-		t.Skipf("busybox %s: %v", bin, err)
+		testenv.Skip(t, engine, "busybox %s: %v", bin, err)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			f.Close()
-			t.Skipf("busybox %s is dynamically linked: install busybox-static, or set GPUMESH_TEST_IMAGE", bin)
+			testenv.Skip(t, engine, "busybox %s is dynamically linked: install busybox-static, or set GPUMESH_TEST_IMAGE", bin)
 		}
 	}
 	f.Close()

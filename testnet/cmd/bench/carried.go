@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -35,7 +36,7 @@ var fillGoal = fmt.Sprintf("≥ %.2f", sim.GoalFillRatio)
 // carriedNote is the note under the table that says where the carried
 // rows come from.
 func carriedNote(simPath, chaosPath string) string {
-	return fmt.Sprintf("The rows naming %s and %s are carried from the reports of make sim and make chaos, runs of their own that take longer than this one: they were measured on the date they name, not in this run.", simPath, chaosPath)
+	return fmt.Sprintf("The rows naming %s and %s are carried from the reports of make sim and make chaos, runs of their own that take longer than this one: they were measured on the date and at the commit they name, not in this run.", simPath, chaosPath)
 }
 
 // carryInto replaces the carried rows of the table at path (written by
@@ -43,41 +44,75 @@ func carriedNote(simPath, chaosPath string) string {
 // now, and leaves every row this harness measured as it was: make sim
 // and make chaos run it so, after writing their reports.
 func carryInto(path, simPath, chaosPath string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("carry into %s: %w", path, err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	carried := func(line string) bool {
 		return strings.Contains(line, ", make sim, ") || strings.Contains(line, ", make chaos, ") ||
 			strings.HasPrefix(line, "| market simulation (make sim)") || strings.HasPrefix(line, "| chaos: ")
 	}
-	var out []string
+	if err := replaceRows(path, carried, carriedRows(simPath, chaosPath), carriedNote(simPath, chaosPath)); err != nil {
+		return fmt.Errorf("carry into %s: %w", path, err)
+	}
+	return nil
+}
+
+// replaceRows rewrites the table at path (written by an earlier run of
+// the harness) with the rows old matches, and the note that starts as
+// note does (up to its first colon), replaced by rows and note; every
+// other row stays as it was. The header's count of rows without a
+// baseline and the age of every commit named are written anew.
+func replaceRows(path string, old func(line string) bool, rows []Row, note string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	notePrefix, _, _ := strings.Cut("- "+note, ":")
+	var out, table []string
 	lastRow := -1
 	for _, l := range lines {
 		switch {
-		case strings.HasPrefix(l, "|") && carried(l):
-		case strings.HasPrefix(l, "- The rows naming "):
+		case strings.HasPrefix(l, "|") && old(l):
+		case note != "" && strings.HasPrefix(l, notePrefix):
 		default:
 			if strings.HasPrefix(l, "|") {
 				lastRow = len(out)
+				table = append(table, l)
 			}
 			out = append(out, l)
 		}
 	}
 	if lastRow < 0 {
-		return fmt.Errorf("carry into %s: no table", path)
+		return errors.New("no table")
 	}
-	var rows []string
-	for _, r := range carriedRows(simPath, chaosPath) {
-		rows = append(rows, r.line())
+	var add []string
+	for _, r := range rows {
+		add = append(add, r.line())
 	}
-	out = append(out[:lastRow+1], append(rows, out[lastRow+1:]...)...)
-	out = append(out, "- "+carriedNote(simPath, chaosPath))
-	if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
-		return fmt.Errorf("carry into %s: %w", path, err)
+	out = append(out[:lastRow+1], append(add, out[lastRow+1:]...)...)
+	if note != "" {
+		out = append(out, "- "+note)
 	}
-	return nil
+	if len(table) < 2 {
+		return errors.New("no table header")
+	}
+	bare, all := withoutBaseline(append(table[2:], add...))
+	for i, l := range out {
+		if strings.HasPrefix(l, headerStart) {
+			out[i] = header(bare, all)
+		}
+	}
+	return os.WriteFile(path, []byte(refreshAges(strings.Join(out, "\n")+"\n")), 0o644)
+}
+
+// withoutBaseline counts the rows of a Markdown table (lines of
+// Row.line) whose baseline cell is empty, and all its rows.
+func withoutBaseline(lines []string) (bare, all int) {
+	for _, l := range lines {
+		cells := strings.Split(strings.ReplaceAll(l, `\|`, ""), "|")
+		if len(cells) > 3 && strings.TrimSpace(cells[3]) == "" {
+			bare++
+		}
+	}
+	return bare, len(lines)
 }
 
 // carriedRows reads the reports of make sim (simPath) and make chaos
@@ -107,7 +142,7 @@ func simRows(path string) []Row {
 			if !strings.HasSuffix(nodes, "nodes") {
 				continue
 			}
-			r := Row{Figure: fmt.Sprintf("%s, %s (%s, make sim, %s)", f, nodes, path, when), Value: cells[i]}
+			r := Row{Figure: fmt.Sprintf("%s, %s (%s, make sim, %s; %s)", f, nodes, path, when, reportCommit(path, b)), Value: cells[i]}
 			if f == fillFigure {
 				v, err := strconv.ParseFloat(cells[i], 64)
 				r.Goal, r.Met = fillGoal, met(err == nil && v >= sim.GoalFillRatio)
@@ -128,7 +163,7 @@ func chaosRow(path string) Row {
 		r.Value, r.Met = fmt.Sprintf("no report: %v", err), met(false)
 		return r
 	}
-	r.Figure += fmt.Sprintf(" (%s, make chaos, %s)", path, reportDate(b))
+	r.Figure += fmt.Sprintf(" (%s, make chaos, %s; %s)", path, reportDate(b), reportCommit(path, b))
 	if bytes.Contains(b, []byte(chaos.AllHeld)) {
 		r.Value, r.Met = "every check held", met(true)
 		return r

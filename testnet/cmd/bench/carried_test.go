@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func TestCarriedRows(t *testing.T) {
 		}
 	}
 	write(sim, simReport)
-	write(chaos, "# Chaos run\n\nMachine: 2 cores; 2026-12-02T02:36:00Z.\n\n**Every check held.**\n")
+	write(chaos, "# Chaos run\n\nMachine: 2 cores; commit d6bdf03; 2026-12-02T02:36:00Z.\n\n**Every check held.**\n")
 	rows := carriedRows(sim, chaos)
 	byFigure := map[string]Row{}
 	for _, r := range rows {
@@ -41,9 +42,9 @@ func TestCarriedRows(t *testing.T) {
 	for _, c := range []struct {
 		figure, value, verdict string
 	}{
-		{"fill ratio, market / central, 100 nodes (" + sim + ", make sim, 2026-12-03)", "0.995", "pass"},
-		{"fill ratio, market / central, 1000 nodes (" + sim + ", make sim, 2026-12-03)", "0.948", "short"},
-		{"gossip delivery p50 / p99, 1000 nodes (" + sim + ", make sim, 2026-12-03)", "11.619s / 30.001s", "—"},
+		{"fill ratio, market / central, 100 nodes (" + sim + ", make sim, 2026-12-03; the report names no commit and is not committed)", "0.995", "pass"},
+		{"fill ratio, market / central, 1000 nodes (" + sim + ", make sim, 2026-12-03; the report names no commit and is not committed)", "0.948", "short"},
+		{"gossip delivery p50 / p99, 1000 nodes (" + sim + ", make sim, 2026-12-03; the report names no commit and is not committed)", "11.619s / 30.001s", "—"},
 	} {
 		r, ok := byFigure[c.figure]
 		if !ok {
@@ -55,8 +56,8 @@ func TestCarriedRows(t *testing.T) {
 		}
 	}
 	last := rows[len(rows)-1]
-	if last.Value != "every check held" || last.verdict() != "pass" || !strings.Contains(last.Figure, "2026-12-02") {
-		t.Errorf("chaos row %+v, want every check held, pass, dated 2026-12-02", last)
+	if last.Value != "every check held" || last.verdict() != "pass" || !strings.Contains(last.Figure, "2026-12-02; commit d6bdf03)") {
+		t.Errorf("chaos row %+v, want every check held, pass, dated 2026-12-02 at commit d6bdf03", last)
 	}
 
 	write(chaos, "# Chaos run\n\n2026-12-02\n\n**2 check(s) failed:**\n\n- lost a receipt\n")
@@ -107,7 +108,9 @@ func TestCarryInto(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(results)
-	for _, want := range []string{measured.line(), "| 0.948 |", "| 0.995 |", "every check held", "commit abc1234", "- Each cold search found 24 offers."} {
+	for _, want := range []string{measured.line(), "| 0.948 |", "| 0.995 |", "every check held", "- Each cold search found 24 offers.",
+		"commit abc1234, not an ancestor of the commit this table was written at",
+		"; 7 of the 8 rows have none (an empty baseline cell)"} {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("after carrying, the table lacks %q:\n%s", want, got)
 		}
@@ -128,5 +131,25 @@ func TestCarryInto(t *testing.T) {
 	}
 	if err := carryInto(filepath.Join(dir, "none.md"), sim, chaos); err == nil {
 		t.Error("carrying into a table that does not exist: no error")
+	}
+}
+
+// TestRefreshAges: every commit named gets how many commits before HEAD
+// it is, recounted (not added again) when the table is written again.
+func TestRefreshAges(t *testing.T) {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse: %v", err)
+	}
+	head := strings.TrimSpace(string(out))
+	in := "Machine: 2 cores; commit " + head + "; started today.\n| chaos (CHAOS.md, make chaos, 2026-12-02; commit 0000000, 12 commits before this table was written) |\n"
+	want := "Machine: 2 cores; commit " + head + ", 0 commits before this table was written; started today.\n" +
+		"| chaos (CHAOS.md, make chaos, 2026-12-02; commit 0000000, not an ancestor of the commit this table was written at) |\n"
+	got := refreshAges(in)
+	if got != want {
+		t.Errorf("refreshAges:\n%s\nwant\n%s", got, want)
+	}
+	if again := refreshAges(got); again != got {
+		t.Errorf("refreshAges twice:\n%s\nwant it unchanged:\n%s", again, got)
 	}
 }

@@ -13,6 +13,9 @@
 //     three bare stream round trips; how long an ask takes to reach every
 //     node; countersigned lease to running job, beside a fork/exec; an
 //     idle node's RSS and CPU share;
+//   - the challenge's false alarms and catch rates (verify/audit's
+//     TestDetectionRates, -trials challenges per case), each cheat's
+//     beside the honest supplier's false alarms;
 //   - the same search, lease and ask propagation again on larger testnets
 //     (-scale, 50 and 100 nodes by default), to show how each grows with
 //     the network's size, and whether 100 node processes come up, search
@@ -56,7 +59,8 @@ type config struct {
 	dir, out, jsonOut                string
 	simReport, chaosReport           string
 	skipMicro                        bool
-	carryOnly                        bool
+	carryOnly, ratesOnly             bool
+	trials                           int
 }
 
 func main() {
@@ -78,6 +82,8 @@ func main() {
 	flag.StringVar(&c.chaosReport, "chaos-report", "bench/CHAOS.md", "the chaos run's report (make chaos), whose verdict is carried into the table")
 	flag.StringVar(&c.jsonOut, "json", ".bench/network.json", "where to write the raw figures")
 	flag.BoolVar(&c.skipMicro, "skip-micro", false, "leave out the Go micro-benchmarks")
+	flag.IntVar(&c.trials, "trials", 20, "challenges per case (honest, each cheat) of the detection rates; 0 leaves them out")
+	flag.BoolVar(&c.ratesOnly, "rates-only", false, "measure only the detection rates, and put their rows, dated, into the table already at -out")
 	flag.BoolVar(&c.carryOnly, "carry-only", false, "measure nothing: only carry the sim and chaos reports' rows into the table already at -out (make sim and make chaos do, after their runs)")
 	flag.Parse()
 	for _, f := range strings.Split(scale, ",") {
@@ -92,8 +98,19 @@ func main() {
 		c.scale = append(c.scale, n)
 	}
 	run := run
-	if c.carryOnly {
+	switch {
+	case c.carryOnly:
 		run = func(c config) error { return carryInto(c.out, c.simReport, c.chaosReport) }
+	case c.ratesOnly:
+		run = func(c config) error {
+			m := newMachine()
+			rows, err := detectionRows(c.trials)
+			if err != nil {
+				return err
+			}
+			m.LoadAfter = testnet.LoadAvg()
+			return ratesInto(c.out, m, rows)
+		}
 	}
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -144,6 +161,14 @@ func run(c config) error {
 	if !c.skipMicro {
 		fmt.Fprintln(os.Stderr, "per-message benchmarks...")
 		rows, err := microRows()
+		if err != nil {
+			return err
+		}
+		res.Rows = append(res.Rows, rows...)
+	}
+	if c.trials > 0 {
+		fmt.Fprintf(os.Stderr, "detection rates, %d challenges per case...\n", c.trials)
+		rows, err := detectionRows(c.trials)
 		if err != nil {
 			return err
 		}

@@ -104,7 +104,13 @@ func newMachine() Machine {
 func writeMarkdown(path string, m Machine, rows []Row, notes []string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# gpumesh benchmark results\n\n")
-	fmt.Fprintf(&b, "Written by `make bench` (`go run ./testnet/cmd/bench`); every figure is measured beside its baseline in the same run, on the same machine, and judged as a ratio where the goal is one.\n\n")
+	bare := 0
+	for _, r := range rows {
+		if r.Baseline == "" {
+			bare++
+		}
+	}
+	fmt.Fprintf(&b, "%s\n\n", header(bare, len(rows)))
 	fmt.Fprintf(&b, "Machine: %d cores, %s, %s; load average %s before, %s after; commit %s; started %s, took %d s.\n\n",
 		m.Cores, m.Kernel, m.GoVersion, m.LoadBefore, m.LoadAfter, m.Commit, m.Started, m.TookSeconds)
 	fmt.Fprintf(&b, "| figure | value | baseline (same run) | ratio | goal | result |\n| --- | --- | --- | --- | --- | --- |\n")
@@ -120,7 +126,17 @@ func writeMarkdown(path string, m Machine, rows []Row, notes []string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
+	return os.WriteFile(path, []byte(refreshAges(b.String())), 0o644)
+}
+
+// headerStart begins the paragraph under the title of bench/RESULTS.md.
+const headerStart = "Written by `make bench`"
+
+// header is that paragraph, for a table of all rows of which bare have
+// no baseline.
+func header(bare, all int) string {
+	return fmt.Sprintf("%s (`go run ./testnet/cmd/bench`). A figure with a baseline is measured beside it in the same run, on the same machine, and judged as a ratio where the goal is one; %d of the %d rows have none (an empty baseline cell) and are judged against their goal alone. A row measured in another run names its date and commit; every other row was measured in the run the Machine line describes, at its commit. Every commit named says how many commits before the one this table was written at it is.",
+		headerStart, bare, all)
 }
 
 // cell makes s fit one markdown table cell: one line, pipes escaped.
