@@ -56,6 +56,14 @@ const (
 	SimMemBuffers = 16
 	// SimMemRounds is the number of rounds of a simulated device.
 	SimMemRounds = 4096
+	// SimMemFactor enlarges a simulated device's memory beyond its
+	// matrices' scale² (1 MiB for a 16 GiB t4 at scale 128 was too
+	// little): regenerating a dropped buffer then costs about ten times
+	// an honest round, not three, so that a prover holding 80% of its
+	// memory misses MemSimTolerance even when the challenger's own
+	// answer, which sets the deadline, is slowed by load (it passed one
+	// challenge in two on a loaded 2-core machine before).
+	SimMemFactor = 4
 	// MemSimTolerance and MemSimSlack bound a simulated device's time
 	// against the challenger's own measurement (MemCalibrate).
 	MemSimTolerance = 2.5
@@ -123,16 +131,16 @@ func RealMemParams(profile catalog.Profile) MemParams {
 }
 
 // SimMemParams sizes the memory proof of a simulated GPU of profile: its
-// memory divided by scale² (scale as in SimParams; DefaultSimScale when
-// ≤ 0), filled to MemFill by SimMemBuffers buffers; 64-byte windows,
-// SimMemRounds rounds, 32 checks. Few large buffers and small windows
-// keep the honest prover's rounds cheap while a prover that dropped
-// buffers regenerates about half of each dropped one per round.
+// memory times SimMemFactor divided by scale² (scale as in SimParams;
+// DefaultSimScale when ≤ 0), filled to MemFill by SimMemBuffers buffers;
+// 64-byte windows, SimMemRounds rounds, 32 checks. Few large buffers and
+// small windows keep the honest prover's rounds cheap while a prover that
+// dropped buffers regenerates about half of each dropped one per round.
 func SimMemParams(profile catalog.Profile, scale int) MemParams {
 	if scale <= 0 {
 		scale = DefaultSimScale
 	}
-	total := MemFill * float64(profile.MemoryGiB) * (1 << 30) / float64(scale) / float64(scale)
+	total := SimMemFactor * MemFill * float64(profile.MemoryGiB) * (1 << 30) / float64(scale) / float64(scale)
 	buf := int(total / SimMemBuffers)
 	buf -= buf % 64
 	return MemParams{
