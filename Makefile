@@ -58,7 +58,7 @@ testnet: build
 
 # 12 nodes in a namespace lab: a third public, a third behind cone NATs, a
 # third behind symmetric NATs, with WAN latency (Linux, root, iproute2,
-# nftables; see the README). `make testnet-down` removes it.
+# nftables; see docs/testnet.md). `make testnet-down` removes it.
 testnet-netns: build
 	$(TESTNET) up --netns --bin $(BIN)
 	$(TESTNET) demo --bin $(BIN)

@@ -34,7 +34,7 @@ const (
 
 // Key is one configuration key: the one place that names it, documents
 // it, gives its default, and parses it into Config. Its flag, environment
-// variable, TOML type, `config show` row and README row all come from it.
+// variable, TOML type, `config show` row and docs/suppliers.md row all come from it.
 type Key struct {
 	// Name is the TOML key; the flag is Name with "-" for "_", the
 	// environment variable GPUMESH_ and Name upper-cased.
@@ -60,7 +60,7 @@ type Key struct {
 	// all (e.g. "half the list price").
 	DefaultDoc string
 	// Help is one line on what the key does, with `code` in backquotes:
-	// the flag's usage (backquotes dropped) and the README's meaning.
+	// the flag's usage (backquotes dropped) and the meaning in docs/suppliers.md.
 	Help string
 
 	set  func(*Config, []string) error
@@ -108,7 +108,7 @@ func (k Key) Usage() string {
 func EnvName(key string) string { return "GPUMESH_" + strings.ToUpper(key) }
 
 // ConfigKeys lists the configuration keys in their canonical order: the
-// order of `config show`, the README and `--help`.
+// order of `config show`, docs/suppliers.md and `--help`.
 func ConfigKeys() []Key {
 	return append([]Key{
 		{Name: "listen", Arg: "multiaddr", Repeatable: true, Default: []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"},
@@ -308,7 +308,7 @@ func Keys() []string {
 	return ks
 }
 
-// KeysMarkdown is the README's table of the configuration keys.
+// KeysMarkdown is docs/suppliers.md's table of the configuration keys.
 func KeysMarkdown() string {
 	var b strings.Builder
 	b.WriteString("| key | flag | environment | default | meaning |\n| --- | --- | --- | --- | --- |\n")

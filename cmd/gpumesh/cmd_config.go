@@ -81,6 +81,6 @@ func newConfigKeysCmd(a *app) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&markdown, "markdown", false, "print the table of README.md's Configuration section")
+	cmd.Flags().BoolVar(&markdown, "markdown", false, "print the table of configuration keys (docs/suppliers.md)")
 	return cmd
 }
