@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 )
 
@@ -31,18 +32,19 @@ type Config struct {
 	// ConfigFile is the TOML file that was read, if any.
 	ConfigFile string
 
-	Listen            []ma.Multiaddr  // addresses to listen on
-	Bootstrap         []peer.AddrInfo // peers to join through
-	GPUs              inventory.Spec  // auto | none | sim:MODEL:COUNT[,...]
-	Region            string          // region label advertised in the profile
-	API               string          // host:port of the local HTTP API, or "off"
-	LogLevel          slog.Level      // debug | info | warn | error
-	HeartbeatInterval time.Duration   // how often a heartbeat is gossiped
-	ProfileTTL        time.Duration   // lifetime of a published profile
-	ConnLow, ConnHigh int             // connection manager watermarks
-	Ban               []peer.ID       // refused by the gater
-	BootstrapTimeout  time.Duration   // how long to try bootstrap peers
-	MDNS              bool            // find peers on the LAN by multicast DNS
+	Listen            []ma.Multiaddr   // addresses to listen on
+	Bootstrap         []peer.AddrInfo  // peers to join through
+	GPUs              inventory.Spec   // auto | none | sim:MODEL:COUNT[,...]
+	Region            string           // region label advertised in the profile
+	API               string           // host:port of the local HTTP API, or "off"
+	LogLevel          slog.Level       // debug | info | warn | error
+	HeartbeatInterval time.Duration    // how often a heartbeat is gossiped
+	ProfileTTL        time.Duration    // lifetime of a published profile
+	ConnLow, ConnHigh int              // connection manager watermarks
+	Ban               []peer.ID        // refused by the gater
+	BootstrapTimeout  time.Duration    // how long to try bootstrap peers
+	MDNS              bool             // find peers on the LAN by multicast DNS
+	Reachability      p2p.Reachability // what the operator says of this node's reachability
 	Pricing           market.PricingMode
 	Prices            map[string]money.Micros // list prices per GPU-hour by model
 	PriceFloors       map[string]money.Micros // floors by model (default half the list price)

@@ -281,6 +281,14 @@ func ConfigKeys() []Key {
 				}
 				return out
 			}},
+		{Name: "reachability", Arg: "auto|public|private", Default: []string{"auto"},
+			Help: "how peers reach this node: `public` for a bootstrap or relay node with a public address and open port (it serves as a relay at once, even when no peer has dialled it back yet), `private` behind NAT (it reserves relay slots at once), `auto` to let peers' dial-backs tell",
+			set: func(c *Config, v []string) error {
+				r, err := p2p.ParseReachability(v[0])
+				c.Reachability = r
+				return err
+			},
+			show: func(c Config) any { return string(c.Reachability) }},
 		{Name: "mdns", Kind: KindBool, Default: []string{"false"},
 			Help: "find and connect to gpumesh nodes on the LAN by multicast DNS",
 			set:  boolKey(func(c *Config) *bool { return &c.MDNS }),

@@ -150,19 +150,20 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 		return nil, err
 	}
 	n.net, err = p2p.New(p2p.Config{
-		Key:         n.key,
-		ListenAddrs: stringsOf(cfg.Listen),
-		Bootstrap:   cfg.Bootstrap,
-		Mode:        p2p.ModeServer,
-		PubSub:      true,
-		ConnLow:     cfg.ConnLow,
-		ConnHigh:    cfg.ConnHigh,
-		Banned:      cfg.Ban,
-		MDNS:        cfg.MDNS,
-		UserAgent:   Software(),
-		Registerer:  n.reg,
-		Now:         n.now,
-		Logger:      n.log,
+		Key:          n.key,
+		ListenAddrs:  stringsOf(cfg.Listen),
+		Bootstrap:    cfg.Bootstrap,
+		Mode:         p2p.ModeServer,
+		PubSub:       true,
+		ConnLow:      cfg.ConnLow,
+		ConnHigh:     cfg.ConnHigh,
+		Banned:       cfg.Ban,
+		MDNS:         cfg.MDNS,
+		Reachability: cfg.Reachability,
+		UserAgent:    Software(),
+		Registerer:   n.reg,
+		Now:          n.now,
+		Logger:       n.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)

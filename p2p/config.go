@@ -3,6 +3,7 @@ package p2p
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -58,18 +59,46 @@ type Config struct {
 	// behind NAT (once AutoNAT finds it public); zero fields take
 	// DefaultRelayLimits' values.
 	Relay RelayLimits
-	// ForcePublic tells libp2p that this host is publicly reachable, so
-	// that it serves as a relay at once instead of once AutoNAT says so:
-	// for an operator who knows, and for tests on loopback, where AutoNAT
-	// never finds a public address.
-	ForcePublic bool
+	// Reachability is what the operator says of this host's
+	// reachability: ReachabilityAuto (the default) leaves it to AutoNAT;
+	// ReachabilityPublic tells libp2p the host is publicly reachable, so
+	// that it serves as a relay at once instead of once enough peers have
+	// dialled it back (a network's first bootstrap node has nobody to do
+	// that); ReachabilityPrivate says it is behind NAT, so that it
+	// reserves relay slots at once.
+	Reachability Reachability
 	// Host, when set, is the host to run on instead of one New starts:
 	// a simulation's in-memory (mocknet) host, whose maker chose its
 	// transports, limits and connection manager. Key must be its key.
 	// New then ignores ListenAddrs, ConnLow, ConnHigh, Registerer, Relay
-	// and ForcePublic, and the connection gater does not guard Host, so
+	// and Reachability, and the connection gater does not guard Host, so
 	// Banned peers are refused by pubsub only. Close closes Host.
 	Host host.Host
+}
+
+// Reachability is an operator's statement of how peers reach a host.
+type Reachability string
+
+const (
+	// ReachabilityAuto leaves the verdict to AutoNAT's dial-backs.
+	ReachabilityAuto Reachability = "auto"
+	// ReachabilityPublic: peers dial the host directly (a bootstrap or
+	// relay node with a public address and open port).
+	ReachabilityPublic Reachability = "public"
+	// ReachabilityPrivate: the host is behind NAT or a firewall; peers
+	// reach it through relays and hole punching.
+	ReachabilityPrivate Reachability = "private"
+)
+
+// ParseReachability parses "auto", "public" or "private"; "" is auto.
+func ParseReachability(s string) (Reachability, error) {
+	switch r := Reachability(s); r {
+	case "":
+		return ReachabilityAuto, nil
+	case ReachabilityAuto, ReachabilityPublic, ReachabilityPrivate:
+		return r, nil
+	}
+	return "", fmt.Errorf("reachability %q: want auto, public or private", s)
 }
 
 // RelayLimits bound the relay service of a server: how many peers behind
@@ -124,6 +153,11 @@ func (c *Config) fill() error {
 	if c.UserAgent == "" {
 		c.UserAgent = "gpumesh"
 	}
+	r, err := ParseReachability(string(c.Reachability))
+	if err != nil {
+		return fmt.Errorf("p2p: config: %w", err)
+	}
+	c.Reachability = r
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/ipfs/go-cid"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	kb "github.com/libp2p/go-libp2p-kbucket"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/core/routing"
 )
 
@@ -30,10 +33,28 @@ func (n *Network) PublishProfile(ctx context.Context, sealed []byte, models []st
 // PutProfile stores a sealed profile under this node's profile key in the
 // DHT (and in the node's own copy of it, kept even when no peer took it).
 func (n *Network) PutProfile(ctx context.Context, sealed []byte) error {
-	if err := n.DHT.PutValue(ctx, ProfileKey(n.Host.ID()), sealed); err != nil {
+	if err := n.DHT.PutValue(ctx, ProfileKey(n.Host.ID()), sealed); err != nil && !n.soleServer(err) {
 		return fmt.Errorf("p2p: put profile: %w", err)
 	}
 	return nil
+}
+
+// soleServer reports whether err is a DHT lookup that found no other DHT
+// server while this node is one and has peers: the only public node of a
+// small network, whose peers behind NAT are DHT clients. PutValue and
+// Provide keep their record in the node's own store before they look for
+// peers, and that store is then the whole DHT's: peers that ask find it.
+func (n *Network) soleServer(err error) bool {
+	return IsAlone(err) && n.dhtServing() && len(n.Host.Network().Peers()) > 0
+}
+
+// dhtServing reports whether the DHT answers queries now: a server, or a
+// node in auto mode that has not found itself behind NAT. The DHT then
+// handles its Kademlia protocol.
+func (n *Network) dhtServing() bool {
+	return slices.ContainsFunc(n.Host.Mux().Protocols(), func(p protocol.ID) bool {
+		return strings.HasSuffix(string(p), "/kad/1.0.0")
+	})
 }
 
 // EverySupplier names SupplierCID among ProviderKeys.
@@ -60,7 +81,7 @@ func ProviderKeys(models []string) map[string]cid.Cid {
 func (n *Network) Provide(ctx context.Context, keys map[string]cid.Cid, done func(name string)) error {
 	var errs []error
 	for name, c := range keys {
-		if err := n.DHT.Provide(ctx, c, true); err != nil {
+		if err := n.DHT.Provide(ctx, c, true); err != nil && !n.soleServer(err) {
 			errs = append(errs, fmt.Errorf("provide %s: %w", name, err))
 			continue
 		}

@@ -14,10 +14,12 @@ import (
 	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/conngater"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
@@ -50,7 +52,10 @@ type Network struct {
 	scores    map[peer.ID]float64 // refreshed by pubsub every second
 	penalties *penalties          // the application-specific score (Penalize)
 	reach     *reachTracker       // what Reach reports
-	punch     *punchClock         // how long hole punching took, per peer
+	// reachEmitter tells the host it is behind NAT (see tellBehindNAT);
+	// nil unless reachability is auto on a server.
+	reachEmitter event.Emitter
+	punch        *punchClock // how long hole punching took, per peer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -165,7 +170,7 @@ func listenOption(addrs []string) libp2p.Option {
 }
 
 // natOptions are hole punching for every host and, on servers, the help
-// they give peers behind NAT.
+// they give peers behind NAT and the relays they hold themselves.
 func natOptions(cfg Config, relayPeers func(context.Context, int) <-chan peer.AddrInfo) []libp2p.Option {
 	opts := []libp2p.Option{libp2p.EnableHolePunching()}
 	if cfg.Mode == ModeServer {
@@ -175,13 +180,40 @@ func natOptions(cfg Config, relayPeers func(context.Context, int) <-chan peer.Ad
 		// its DHT routing table, and DCUtR upgrades relayed connections.
 		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableAutoNATv2(),
 			libp2p.EnableRelayService(relayv2.WithResources(cfg.Relay.resources())),
-			libp2p.EnableAutoRelayWithPeerSource(relayPeers))
+			libp2p.EnableAutoRelayWithPeerSource(relayPeers, autoRelayOptions()...))
 	}
-	if cfg.ForcePublic {
+	switch cfg.Reachability {
+	case ReachabilityPublic:
 		opts = append(opts, libp2p.ForceReachabilityPublic())
+	case ReachabilityPrivate:
+		opts = append(opts, libp2p.ForceReachabilityPrivate())
 	}
 	return opts
 }
+
+// autoRelayOptions make a node behind NAT reserve a relay slot as soon as
+// it knows one relay. libp2p's defaults suit the IPFS network: wait for 4
+// candidates or 3 minutes, ask the peer source every 30 s, and back off
+// from a refusing relay for an hour. A small network (one public node
+// and a few behind NAT) would leave its NATed suppliers unreachable for
+// minutes with them.
+func autoRelayOptions() []autorelay.Option {
+	return []autorelay.Option{
+		autorelay.WithMinCandidates(1),
+		autorelay.WithBootDelay(0),
+		autorelay.WithMinInterval(relayPollInterval),
+		autorelay.WithBackoff(relayBackoff),
+	}
+}
+
+const (
+	// relayPollInterval is how often AutoRelay asks for relay candidates
+	// while it holds fewer reservations than it wants.
+	relayPollInterval = 5 * time.Second
+	// relayBackoff is how long AutoRelay leaves a candidate alone after a
+	// failed reservation: a relay that restarts is tried again soon.
+	relayBackoff = time.Minute
+)
 
 // startServices starts what runs on the host: the DHT, GossipSub when
 // configured, the upkeep of the bootstrap peers, and mDNS when
@@ -217,18 +249,27 @@ func (n *Network) startServices(ctx context.Context) error {
 	return nil
 }
 
-// relayCandidates feeds AutoRelay with DHT servers we know of.
+// relayCandidates feeds AutoRelay with the peers that may serve as
+// relays: the bootstrap peers first (they are the ones a small network
+// has), then the DHT servers we know of. AutoRelay keeps only those that
+// speak the relay protocol.
 func (n *Network) relayCandidates(ctx context.Context, num int) <-chan peer.AddrInfo {
 	out := make(chan peer.AddrInfo, num)
 	defer close(out)
-	if n.DHT == nil {
-		return out
-	}
-	for _, id := range n.DHT.RoutingTable().ListPeers() {
-		if len(out) == num {
-			break
+	seen := map[peer.ID]bool{n.Host.ID(): true}
+	add := func(ai peer.AddrInfo) {
+		if len(out) < num && !seen[ai.ID] && len(ai.Addrs) > 0 {
+			seen[ai.ID] = true
+			out <- ai
 		}
-		out <- n.Host.Peerstore().PeerInfo(id)
+	}
+	for _, b := range n.cfg.Bootstrap {
+		add(n.Host.Peerstore().PeerInfo(b.ID))
+	}
+	if n.DHT != nil {
+		for _, id := range n.DHT.RoutingTable().ListPeers() {
+			add(n.Host.Peerstore().PeerInfo(id))
+		}
 	}
 	return out
 }
@@ -261,6 +302,9 @@ func (n *Network) Close() error {
 		}
 		if n.DHT != nil {
 			errs = append(errs, n.DHT.Close())
+		}
+		if n.reachEmitter != nil {
+			errs = append(errs, n.reachEmitter.Close())
 		}
 		errs = append(errs, n.Host.Close())
 		n.closeErr = errors.Join(errs...)

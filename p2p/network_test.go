@@ -424,3 +424,34 @@ func TestPublishAloneSaysSo(t *testing.T) {
 		t.Fatal("IsAlone reports a timeout or no error as being alone")
 	}
 }
+
+// TestSoleServerPublishes: the only DHT server of a small network (its
+// peers are DHT clients, as nodes behind NAT are) keeps its profile and
+// provider records itself, says so by succeeding, and its peers find them.
+func TestSoleServerPublishes(t *testing.T) {
+	server := startNetwork(t, ModeServer, false, nil)
+	client := startNetwork(t, ModeClient, false, []peer.AddrInfo{addrInfo(server)})
+	p := testProfile(1, time.Now(), time.Hour, testGPU("a10", "GPU-1"))
+	sealed, err := SealProfile(p, server.cfg.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := server.PutProfile(ctx, sealed); err != nil {
+		t.Fatalf("the sole server's put: %v", err)
+	}
+	if err := server.Provide(ctx, ProviderKeys([]string{"a10"}), nil); err != nil {
+		t.Fatalf("the sole server's provide: %v", err)
+	}
+	got, err := client.FetchProfile(ctx, server.Host.ID(), 1)
+	if err != nil {
+		t.Fatalf("the client fetches the sole server's profile: %v", err)
+	}
+	if got.Seq != 1 {
+		t.Fatalf("fetched profile seq %d, want 1", got.Seq)
+	}
+	if found := client.FindSuppliers(ctx, []string{"a10"}); len(found) != 1 {
+		t.Fatalf("the client finds %d a10 suppliers, want the sole server", len(found))
+	}
+}

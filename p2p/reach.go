@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 )
@@ -60,6 +61,13 @@ type ReachInfo struct {
 	// Reach is the verdict, and Reason says why in words.
 	Reach  Reach  `json:"reach"`
 	Reason string `json:"reason"`
+	// Configured is what the operator said (config reachability): auto,
+	// public or private.
+	Configured Reachability `json:"configured"`
+	// Translated is set when a peer saw this node at a public address
+	// that is none of its own interfaces' addresses: a NAT translates
+	// them, whatever AutoNAT has concluded so far.
+	Translated bool `json:"translated"`
 	// AutoNAT is AutoNAT's verdict on the node as a whole: "public",
 	// "private" or "unknown".
 	AutoNAT string `json:"autonat"`
@@ -93,11 +101,19 @@ type reachTracker struct {
 	// observed maps a public observed address to the IPs of the peers
 	// that reported it.
 	observed map[string]map[netip.Addr]struct{}
-	changed  chan struct{} // 1-buffered: a reach-relevant event happened
+	// translated: an observed address is none of this host's own.
+	translated bool
+	// local reports whether an IP is one of this host's interfaces'.
+	local func(netip.Addr) bool
+	// behindNAT, when set, is called once, and must not block, when an
+	// observation first shows this node behind NAT while
+	// AutoNAT has no verdict yet.
+	behindNAT func()
+	changed   chan struct{} // 1-buffered: a reach-relevant event happened
 }
 
-func newReachTracker() *reachTracker {
-	return &reachTracker{observed: map[string]map[netip.Addr]struct{}{}, changed: make(chan struct{}, 1)}
+func newReachTracker(local func(netip.Addr) bool, behindNAT func()) *reachTracker {
+	return &reachTracker{observed: map[string]map[netip.Addr]struct{}{}, changed: make(chan struct{}, 1), local: local, behindNAT: behindNAT}
 }
 
 // maxObserved bounds the observed-address table: a peer can report any
@@ -143,7 +159,16 @@ func (t *reachTracker) apply(ev any) bool {
 	case event.EvtAutoRelayAddrsUpdated:
 		t.relayAddrs = slices.Clone(e.RelayAddrs)
 	case event.EvtPeerIdentificationCompleted:
-		return t.observe(e)
+		if !t.observe(e) {
+			return false
+		}
+		if !t.translated && t.local != nil && !t.local(observedIP(e.ObservedAddr)) {
+			t.translated = true
+			if t.behindNAT != nil && t.autonat == network.ReachabilityUnknown {
+				t.behindNAT()
+			}
+		}
+		return true
 	default:
 		return false
 	}
@@ -184,6 +209,26 @@ func (t *reachTracker) observe(e event.EvtPeerIdentificationCompleted) bool {
 	return true
 }
 
+// observedIP is a's IP, or the zero Addr.
+func observedIP(a ma.Multiaddr) netip.Addr {
+	ip, err := manet.ToIP(a)
+	if err != nil {
+		return netip.Addr{}
+	}
+	addr, _ := netip.AddrFromSlice(ip)
+	return addr.Unmap()
+}
+
+// interfaceIPs reports whether ip is an address of one of this host's
+// network interfaces (in its network namespace).
+func interfaceIPs(ip netip.Addr) bool {
+	addrs, err := manet.InterfaceMultiaddrs()
+	if err != nil {
+		return true // cannot tell: claim nothing
+	}
+	return slices.ContainsFunc(addrs, func(a ma.Multiaddr) bool { return observedIP(a) == ip })
+}
+
 // relayed reports whether c goes through a relay: a limited connection,
 // or one to a /p2p-circuit address.
 func relayed(c network.Conn) bool { return c.Stat().Limited || isRelayAddr(c.RemoteMultiaddr()) }
@@ -199,10 +244,12 @@ func isRelayAddr(a ma.Multiaddr) bool {
 
 // snapshot is the tracker's state and the host's addresses as a
 // ReachInfo, with the verdict.
-func (t *reachTracker) snapshot(advertised, all []ma.Multiaddr) ReachInfo {
+func (t *reachTracker) snapshot(configured Reachability, advertised, all []ma.Multiaddr) ReachInfo {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	info := ReachInfo{
+		Configured:  configured,
+		Translated:  t.translated,
 		AutoNAT:     reachabilityName(t.autonat),
 		Reachable:   addrStrings(t.reachable),
 		Unreachable: addrStrings(t.unreachable),
@@ -235,49 +282,53 @@ func compareStrings(a, b string) int {
 	return 0
 }
 
-// classify decides the verdict from what AutoNAT, identify and the host's
-// own addresses say:
-//   - public when AutoNAT says so, or AutoNAT v2 confirmed an address;
-//   - punchable when the node is private but holds a direct public
-//     address among all its addresses, which is what hole punching offers
-//     peers (libp2p takes an observed address only once several peers
-//     agree on it, i.e. the NAT maps a port the same way for all)
-//     and libp2p has not found its NAT endpoint-dependent for every
-//     transport;
-//   - relay-only when the node is private with no such address, or its
-//     NAT is endpoint-dependent for every transport it uses;
+// classify decides the verdict from what the operator, AutoNAT, identify
+// and the host's own addresses say:
+//   - public when the operator says so, AutoNAT says so, or AutoNAT v2
+//     confirmed an address;
+//   - relay-only when libp2p found the NAT endpoint-dependent for every
+//     transport, or peers saw this node at different ports of one public
+//     address (a symmetric NAT picks a new port per destination);
+//   - behind NAT (AutoNAT private, relay addresses held, the operator
+//     says private, or a peer saw a public address that is none of this
+//     node's own), punchable when peers saw one public address and port:
+//     one observer cannot tell a cone NAT from a symmetric one, so hole
+//     punching is tried, and only a spread of ports makes it relay-only;
+//     relay-only when no peer saw a public address at all;
 //   - unknown until AutoNAT or the observations tell.
 func classify(info ReachInfo, all []ma.Multiaddr) (Reach, string) {
-	if info.AutoNAT == "public" || len(info.Reachable) > 0 {
+	switch {
+	case info.Configured == ReachabilityPublic:
+		return ReachPublic, "the operator says so (reachability = public): peers dial it directly and it serves as a relay"
+	case info.AutoNAT == "public" || len(info.Reachable) > 0:
 		return ReachPublic, "AutoNAT: peers dialled this node back on a public address"
 	}
-	publicDirect := slices.ContainsFunc(all, func(a ma.Multiaddr) bool {
-		return !isRelayAddr(a) && manet.IsPublicAddr(a)
-	})
 	if info.NATTCP == "endpoint-dependent" && info.NATUDP != "endpoint-independent" ||
 		info.NATUDP == "endpoint-dependent" && info.NATTCP != "endpoint-independent" {
 		return ReachRelayOnly, "the NAT maps each destination to a new port (endpoint-dependent, symmetric): hole punching cannot work, peers reach this node only through relays"
 	}
-	if info.AutoNAT == "private" || len(info.RelayAddrs) > 0 {
-		if publicDirect {
-			return ReachPunchable, "behind NAT with a stable public mapping: peers reach it through relays and upgrade to a direct connection by hole punching"
-		}
-		if spread := portSpread(info.Observed); spread > 1 {
-			return ReachRelayOnly, fmt.Sprintf("behind NAT: peers saw this node at %d different ports of one address (symmetric NAT), so hole punching cannot work; only relays reach it", spread)
-		}
-		// libp2p forgets an observed address once fewer than four of
-		// its observers stay connected (a partition, peers leaving);
-		// the observations this node collected still tell a stable
-		// mapping from a symmetric one.
-		if agreedObservation(info.Observed) {
-			return ReachPunchable, "behind NAT with a stable public mapping (several peers saw the same public address and port): peers reach it through relays and upgrade to a direct connection by hole punching"
-		}
-		return ReachRelayOnly, "behind NAT with no public address peers agree on: only relays reach it"
-	}
 	if spread := portSpread(info.Observed); spread > 1 {
-		return ReachRelayOnly, fmt.Sprintf("peers saw this node at %d different ports of one address (symmetric NAT), so hole punching cannot work; only relays reach it", spread)
+		return ReachRelayOnly, fmt.Sprintf("behind NAT: peers saw this node at %d different ports of one address (symmetric NAT), so hole punching cannot work; only relays reach it", spread)
 	}
-	return ReachUnknown, "AutoNAT has no verdict yet (too few peers have dialled back)"
+	private := info.AutoNAT == "private" || len(info.RelayAddrs) > 0 || info.Configured == ReachabilityPrivate || info.Translated
+	if !private {
+		return ReachUnknown, "AutoNAT has no verdict yet (too few peers have dialled back)"
+	}
+	publicDirect := slices.ContainsFunc(all, func(a ma.Multiaddr) bool {
+		return !isRelayAddr(a) && manet.IsPublicAddr(a)
+	})
+	// libp2p advertises an observed address only once four peers agree
+	// on it, and forgets it once fewer of them stay connected; the
+	// observations this node collected still tell a stable mapping.
+	switch {
+	case publicDirect:
+		return ReachPunchable, "behind NAT with a stable public mapping: peers reach it through relays and upgrade to a direct connection by hole punching"
+	case agreedObservation(info.Observed):
+		return ReachPunchable, "behind NAT with a stable public mapping (several peers saw the same public address and port): peers reach it through relays and upgrade to a direct connection by hole punching"
+	case len(info.Observed) > 0:
+		return ReachPunchable, fmt.Sprintf("behind NAT; one peer saw this node at %s: one observer cannot tell a cone NAT from a symmetric one, so peers reach it through relays and try hole punching (peers seeing different ports would show a symmetric NAT)", info.Observed[0].Addr)
+	}
+	return ReachRelayOnly, "behind NAT and no peer has seen a public address of this node: only relays reach it"
 }
 
 // portSpread is the largest number of different observed ports seen for
@@ -348,7 +399,16 @@ func addrStrings(addrs []ma.Multiaddr) []string {
 
 // startReach subscribes to the events ReachInfo is made of.
 func (n *Network) startReach(ctx context.Context) error {
-	n.reach = newReachTracker()
+	var behindNAT func()
+	if n.cfg.Reachability == ReachabilityAuto && n.cfg.Mode == ModeServer {
+		em, err := n.Host.EventBus().Emitter(new(event.EvtLocalReachabilityChanged), eventbus.Stateful)
+		if err != nil {
+			return fmt.Errorf("p2p: reachability emitter: %w", err)
+		}
+		n.reachEmitter = em
+		behindNAT = func() { n.wg.Go(func() { n.tellBehindNAT(em) }) }
+	}
+	n.reach = newReachTracker(interfaceIPs, behindNAT)
 	sub, err := n.Host.EventBus().Subscribe([]any{
 		new(event.EvtLocalReachabilityChanged),
 		new(event.EvtHostReachableAddrsChanged),
@@ -374,7 +434,22 @@ func (n *Network) Reach() ReachInfo {
 	if h, ok := n.Host.(interface{ AllAddrs() []ma.Multiaddr }); ok {
 		all = h.AllAddrs()
 	}
-	return n.reach.snapshot(n.Host.Addrs(), all)
+	return n.reach.snapshot(n.cfg.Reachability, n.Host.Addrs(), all)
+}
+
+// tellBehindNAT tells the host that it is behind NAT, as AutoNAT would,
+// once a peer saw it at a public address that is none of its own.
+// AutoNAT v1 probes only the public addresses the host advertises, which
+// libp2p takes from observations only once four peers agree: in a network
+// with one to three public nodes it never concludes, and AutoRelay, which
+// starts on AutoNAT's verdict, would reserve no relay slot. AutoNAT's own
+// later verdicts still follow.
+func (n *Network) tellBehindNAT(em event.Emitter) {
+	if err := em.Emit(event.EvtLocalReachabilityChanged{Reachability: network.ReachabilityPrivate}); err != nil {
+		n.log.Debug("tell the host it is behind NAT", "err", err)
+		return
+	}
+	n.log.Info("a peer saw this node at a public address none of its own: behind NAT; reserving relay slots")
 }
 
 // ReachChanged is signalled (coalesced) whenever something the verdict

@@ -33,6 +33,17 @@ func TestClassifyReach(t *testing.T) {
 		{"private, one observer each at different ports", ReachInfo{AutoNAT: "private", RelayAddrs: []string{circuit.String()}, Observed: []Observation{
 			{Addr: "/ip4/11.1.0.9/tcp/40001", Observers: 1}, {Addr: "/ip4/11.1.0.9/tcp/51234", Observers: 1},
 		}}, []ma.Multiaddr{private, circuit}, ReachRelayOnly},
+		{"the operator says public", ReachInfo{AutoNAT: "unknown", Configured: ReachabilityPublic}, []ma.Multiaddr{pub}, ReachPublic},
+		{"one observer of a translated address, before autonat", ReachInfo{AutoNAT: "unknown", Translated: true, Observed: []Observation{
+			{Addr: "/ip4/11.1.0.9/udp/4001/quic-v1", Observers: 1},
+		}}, []ma.Multiaddr{private}, ReachPunchable},
+		{"one observer, autonat private", ReachInfo{AutoNAT: "private", RelayAddrs: []string{circuit.String()}, Observed: []Observation{
+			{Addr: "/ip4/11.1.0.9/tcp/4001", Observers: 1},
+		}}, []ma.Multiaddr{private, circuit}, ReachPunchable},
+		{"one observer of the node's own public address", ReachInfo{AutoNAT: "unknown", Observed: []Observation{
+			{Addr: "/ip4/11.1.0.5/tcp/4001", Observers: 1},
+		}}, []ma.Multiaddr{pub}, ReachUnknown},
+		{"the operator says private, nobody saw it", ReachInfo{AutoNAT: "private", Configured: ReachabilityPrivate}, []ma.Multiaddr{private}, ReachRelayOnly},
 		{"ports differ per observer before autonat", ReachInfo{AutoNAT: "unknown", Observed: []Observation{
 			{Addr: "/ip4/11.1.0.9/tcp/40001", Observers: 1}, {Addr: "/ip4/11.1.0.9/tcp/51234", Observers: 1},
 		}}, []ma.Multiaddr{private}, ReachRelayOnly},
@@ -47,6 +58,22 @@ func TestClassifyReach(t *testing.T) {
 				t.Fatal("no reason given")
 			}
 		})
+	}
+}
+
+func TestParseReachability(t *testing.T) {
+	for in, want := range map[string]Reachability{"": ReachabilityAuto, "auto": ReachabilityAuto, "public": ReachabilityPublic, "private": ReachabilityPrivate} {
+		if got, err := ParseReachability(in); err != nil || got != want {
+			t.Errorf("ParseReachability(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"Public", "yes", "relay", " public"} {
+		if _, err := ParseReachability(in); err == nil {
+			t.Errorf("ParseReachability(%q) took it", in)
+		}
+	}
+	if _, err := New(Config{Key: newKey(t), Reachability: "sometimes"}); err == nil {
+		t.Error("New took reachability \"sometimes\"")
 	}
 }
 

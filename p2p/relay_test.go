@@ -18,13 +18,13 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 )
 
-// startRelay starts a server that serves as a relay at once (ForcePublic:
+// startRelay starts a server that serves as a relay at once (ReachabilityPublic:
 // on loopback AutoNAT never finds it public) with limits l, and waits
 // until its relay service answers.
 func startRelay(t *testing.T, l RelayLimits) *Network {
 	t.Helper()
 	n, err := New(Config{Key: newKey(t), Mode: ModeServer, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		Relay: l, ForcePublic: true, Logger: quietLogger()})
+		Relay: l, Reachability: ReachabilityPublic, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
