@@ -77,8 +77,9 @@ testnet-status:
 # job, idle RSS and CPU; search, lease and ask propagation again at 50
 # and 100 nodes), then the same across NATs
 # with WAN latency in the namespace testnet, each as a multiple of the
-# peers' round trip (root; skipped, saying why, without network
-# namespaces).
+# peers' round trip, and the time from a supplier's start to the first
+# job on it across two NATs in a network with one public node (root;
+# skipped, saying why, without network namespaces).
 TRIALS ?= 20
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./p2p/ ./store/ ./market/
@@ -86,6 +87,7 @@ bench: build
 	$(GO) test -run '^$$' -bench ChallengeSim -benchtime 3x ./verify/audit/
 	$(GO) run ./testnet/cmd/bench --bin $(BIN) -trials $(TRIALS)
 	$(GO) test -run '^$$' -bench NAT -benchtime 3x -timeout 15m -v ./testnet/
+	$(GO) test -run '^$$' -bench SmallNetwork -benchtime 1x -timeout 15m -v ./testnet/
 
 # The market simulation: the real market code on an in-memory network,
 # 100 nodes and then SIM_NODES (1000), beside an optimal central matcher;

@@ -35,8 +35,17 @@ type natNet struct {
 
 func startNATNet(t testing.TB) *natNet {
 	t.Helper()
+	return startLab(t, Options{Nodes: 12})
+}
+
+// startLab starts a namespace testnet of o.Nodes nodes (o.Kinds places
+// them; o.ExtraArgs adds flags) for a test, and removes it and its
+// namespaces when the test ends, keeping the nodes' logs and data when
+// it failed.
+func startLab(t testing.TB, o Options) *natNet {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("starts 12 real gpumesh processes in namespaces; skipped with -short")
+		t.Skipf("starts %d real gpumesh processes in namespaces; skipped with -short", o.Nodes)
 	}
 	if err := netlab.Check(); err != nil {
 		testenv.Skip(t, testenv.Netlab, "%v", err)
@@ -50,7 +59,7 @@ func startNATNet(t testing.TB) *natNet {
 	prefix := fmt.Sprintf("nt%d", os.Getpid()%1000000)
 	t.Cleanup(func() {
 		if t.Failed() {
-			for i := range 12 {
+			for i := range o.Nodes {
 				t.Logf("node %d log tail:%s", i, logTail(filepath.Join(dir, fmt.Sprintf("node-%d.log", i)), 15))
 			}
 		}
@@ -69,11 +78,12 @@ func startNATNet(t testing.TB) *natNet {
 	ctx, cancel := context.WithTimeout(t.Context(), 240*time.Second)
 	defer cancel()
 	start := time.Now()
-	st, err := Up(ctx, Options{Binary: bin, Dir: dir, Nodes: 12, Netns: true, Prefix: prefix, WANBinary: wanBin, Logger: testLogger(t)})
+	o.Binary, o.Dir, o.Netns, o.Prefix, o.WANBinary, o.Logger = bin, dir, true, prefix, wanBin, testLogger(t)
+	st, err := Up(ctx, o)
 	if err != nil {
 		t.Fatalf("Up --netns: %v", err)
 	}
-	t.Logf("12 nodes up in namespaces in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("%d nodes up in namespaces in %s", o.Nodes, time.Since(start).Round(time.Millisecond))
 	lab, err := st.Netns.attach()
 	if err != nil {
 		t.Fatal(err)

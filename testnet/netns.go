@@ -52,11 +52,16 @@ func NetnsKind(i int) netlab.Kind {
 	return [...]netlab.Kind{netlab.Cone, netlab.Public, netlab.Symmetric}[i%3]
 }
 
-// netnsSpec is the lab of n nodes: host n<i> in node i's region.
-func netnsSpec(prefix string, n int) netlab.Spec {
+// netnsSpec is the lab of n nodes: host n<i> in node i's region, placed
+// by kinds[i], or NetnsKind(i) when kinds is empty.
+func netnsSpec(prefix string, n int, kinds []netlab.Kind) netlab.Spec {
 	spec := netlab.Spec{Prefix: prefix, Regions: []string{"eu-west", "us-east", "ap-south"}}
 	for i := range n {
-		spec.Hosts = append(spec.Hosts, netlab.Host{Name: "n" + strconv.Itoa(i), Region: ProfileFor(i).Region, Kind: NetnsKind(i)})
+		kind := NetnsKind(i)
+		if len(kinds) > 0 {
+			kind = kinds[i]
+		}
+		spec.Hosts = append(spec.Hosts, netlab.Host{Name: "n" + strconv.Itoa(i), Region: ProfileFor(i).Region, Kind: kind})
 	}
 	return spec
 }
@@ -136,7 +141,7 @@ func upNetns(ctx context.Context, o Options) (_ *State, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 
-	lab, err := netlab.Up(ctx, netnsSpec(o.Prefix, o.Nodes), log, netlab.WithoutWAN())
+	lab, err := netlab.Up(ctx, netnsSpec(o.Prefix, o.Nodes, o.Kinds), log, netlab.WithoutWAN())
 	if err != nil {
 		return nil, fmt.Errorf("testnet: %w", err)
 	}
@@ -198,7 +203,7 @@ func upNetns(ctx context.Context, o Options) (_ *State, err error) {
 		st.Bootstrap = append(st.Bootstrap, p.info.Addr, quicAddr(p.info.Addr))
 	}
 	if len(st.Bootstrap) == 0 {
-		return nil, fmt.Errorf("testnet: --netns with %d nodes has no public node; start at least 2", o.Nodes)
+		return nil, fmt.Errorf("testnet: --netns with %d nodes has no public node; start at least 2, or place one", o.Nodes)
 	}
 	for i, n := range nodes {
 		if n.Kind != netlab.Public {

@@ -84,8 +84,8 @@ func startNode(binary string, info NodeInfo, appendLog bool) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("testnet: %s: start %s: %w", info.name(), binary, err)
 	}
-	info.PID = cmd.Process.Pid
-	p := &proc{info: info, started: time.Now(), done: make(chan struct{})}
+	info.PID, info.Started = cmd.Process.Pid, time.Now()
+	p := &proc{info: info, started: info.Started, done: make(chan struct{})}
 	// Reap the child whenever it exits, so that it does not linger as a
 	// zombie while this process runs (tests start and stop many nodes).
 	go func() {

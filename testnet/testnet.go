@@ -92,6 +92,10 @@ type Options struct {
 	// behind symmetric NATs, with a WAN between regions (default 12
 	// nodes). Linux and root only.
 	Netns bool
+	// Kinds, when set with Netns, is each node's place in the lab
+	// (public, behind a cone NAT, behind a symmetric NAT) instead of
+	// NetnsKind's rotation; it must name every node.
+	Kinds []netlab.Kind
 	// Prefix names the lab's namespaces (default "gmtn").
 	Prefix string
 	// WANBinary is a testnet binary whose hidden `wan --dir DIR` command
@@ -133,6 +137,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Nodes < 1 || o.Nodes > APIPortOffset {
 		return o, fmt.Errorf("testnet: %d nodes: want 1 to %d", o.Nodes, APIPortOffset)
+	}
+	if len(o.Kinds) > 0 && (!o.Netns || len(o.Kinds) != o.Nodes) {
+		return o, fmt.Errorf("testnet: %d kinds for %d nodes: Kinds needs Netns and one kind per node", len(o.Kinds), o.Nodes)
 	}
 	if o.BasePort != 0 && (o.BasePort < 1024 || o.BasePort+APIPortOffset+o.Nodes-1 > 65535) {
 		return o, fmt.Errorf("testnet: base port %d: ports %d..%d must lie in 1024..65535", o.BasePort, o.BasePort, o.BasePort+APIPortOffset+o.Nodes-1)
@@ -205,6 +212,8 @@ type NodeInfo struct {
 	DataDir string   `json:"data_dir"`
 	Log     string   `json:"log"`
 	Args    []string `json:"args"` // the node's command line after the binary
+	// Started is when the testnet started the node's process.
+	Started time.Time `json:"started"`
 
 	// With --netns: the node's lab host, namespace, NAT kind (public,
 	// cone, symmetric) and public address (its router's behind NAT).
