@@ -162,3 +162,9 @@ func FindLease(s store.Store, prefix string, role Role, now time.Time) (StoredLe
 	}
 	return StoredLease{}, fmt.Errorf("lease %s: %w (%d do); give more of its ID", prefix, ErrAmbiguous, len(found))
 }
+
+// KeepLease stores lease l, as role, in state: how a party keeps a lease
+// it made (a renter's Rent does so itself).
+func KeepLease(s store.Store, l *Lease, state LeaseState, role Role, now time.Time) error {
+	return saveLease(s, l.ID, l.Raw, state, role, now)
+}

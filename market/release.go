@@ -121,7 +121,7 @@ func (b *LeaseBook) RenterRelease(rel *Release) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("lease %s: %w; stop it first", rel.LeaseID.Short(), ErrLeaseBusy)
 	}
 	rec.State, rec.Saved = LeaseReleased, now.UTC()
-	rec.Reason = "released by its renter at " + now.UTC().Format(time.RFC3339)
+	rec.Reason = ReleasedByRenter(now)
 	if err := putLeaseRecord(b.store, rel.LeaseID, rec); err != nil {
 		return time.Time{}, fmt.Errorf("lease %s: keep its release: %w", rel.LeaseID.Short(), err)
 	}
@@ -216,6 +216,12 @@ func (r *Renter) Release(ctx context.Context, l *Lease) (time.Time, error) {
 	return at, nil
 }
 
+// ReleasedByRenter is the reason kept with a lease its renter released
+// at at.
+func ReleasedByRenter(at time.Time) string {
+	return "released by its renter at " + at.UTC().Format(time.RFC3339)
+}
+
 // ReleaseRefused is a supplier's refusal of a release, in its words.
 type ReleaseRefused struct {
 	Lease  ID
@@ -229,7 +235,7 @@ func (e *ReleaseRefused) Error() string {
 // keepReleased stores the renter's lease l as released at at.
 func (r *Renter) keepReleased(l *Lease, at time.Time) error {
 	rec := LeaseRecord{Envelope: l.Raw, State: LeaseReleased, Role: RoleRenter, Saved: at.UTC(),
-		Reason: "released by its renter at " + at.UTC().Format(time.RFC3339)}
+		Reason: ReleasedByRenter(at)}
 	if err := putLeaseRecord(r.cfg.Store, l.ID, rec); err != nil {
 		return fmt.Errorf("release lease %s: keep: %w", l.ID.Short(), err)
 	}

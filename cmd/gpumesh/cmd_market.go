@@ -60,6 +60,11 @@ a job at once.`,
 			if err != nil && (askID == "" || !errors.Is(err, market.ErrNoMaxPrice)) {
 				return termsError(err, ", unless you take an ask with --ask")
 			}
+			if c := nodeAnswers(cmd.Context(), cfg); c != nil && askID == "" {
+				// The node holds the data dir's store and key: it rents.
+				return a.rentThroughNode(cmd.Context(), c, api.RentRequest{Filter: f.String(), Count: terms.Count, Hours: hours, MaxPrice: maxPrice,
+					MinRep: &minRep, AllowUnproven: unproven, AllowSimulated: simOK, Wait: wait.String()}, timeout)
+			}
 			opts := []light.Option{light.WithRenting()}
 			if cfg.Sources["data"] != "default" {
 				key, _, err := node.LoadOrCreateKey(cfg.DataDir)
@@ -119,6 +124,24 @@ a job at once.`,
 	fl.BoolVar(&unproven, "allow-unproven", false, "also lease from suppliers no trusted challenger has passed (any fresh key), after every proven one")
 	fl.BoolVar(&simOK, "allow-simulated", false, allowSimulatedUsage)
 	return cmd
+}
+
+// rentThroughNode has the node running on the data dir rent (POST
+// /api/v1/leases) and prints the lease or why none was made.
+func (a *app) rentThroughNode(ctx context.Context, c *api.Client, rr api.RentRequest, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sp := a.spin("renting through the node")
+	v, err := c.Rent(ctx, rr)
+	sp.Stop()
+	var nm *market.NoMatch
+	if errors.As(err, &nm) {
+		return a.printNoMatch(nm)
+	}
+	if err != nil {
+		return err
+	}
+	return a.printLease(v)
 }
 
 // termsError is a usage error for bad rent terms, in the words of the

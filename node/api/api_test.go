@@ -75,6 +75,15 @@ func (b *backend) Orders(f market.Filter) api.Orders {
 func (b *backend) Leases() ([]api.LeaseView, error) {
 	return []api.LeaseView{{LeaseID: "lease1", Model: "h100-sxm", Count: 1, Verified: true}}, nil
 }
+func (b *backend) Rent(_ context.Context, req market.RentRequest) (api.LeaseView, error) {
+	return api.LeaseView{LeaseID: "lease2", Model: "h100-sxm", Count: req.Count, Verified: true, State: "confirmed", Role: "renter"}, nil
+}
+func (b *backend) ReleaseLease(_ context.Context, id string) (api.LeaseView, error) {
+	if id == "nosuch" {
+		return api.LeaseView{}, fmt.Errorf("lease %s: %w", id, api.ErrNoLease)
+	}
+	return api.LeaseView{LeaseID: id, Model: "h100-sxm", Count: 1, Verified: true, State: "released", Role: "renter"}, nil
+}
 func (b *backend) Prices() []market.PricePoint {
 	return []market.PricePoint{{Model: "h100-sxm", Trades: 4, LastMicros: 2_000_000}}
 }

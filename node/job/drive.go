@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -542,6 +543,11 @@ func (c *Controller) attemptOver(ctx context.Context, js *jobState, outcome Stat
 				js.rec.Message = outcome.String() + ": " + why
 			}
 		}
+	}
+	if js.rec.OnLease && js.rec.State == StateRecovering {
+		// Its lease was given, not rented for it: there is no other.
+		js.rec.State = StateFailed
+		js.rec.Message = strings.TrimPrefix(js.rec.Message+"; ", "; ") + "it ran on the lease it was given, and has no other attempt"
 	}
 	if js.rec.finished() && js.rec.FinishedAt.IsZero() {
 		js.rec.FinishedAt = c.cfg.Now().UTC()

@@ -458,9 +458,9 @@ func (e *Executor) welcome(l *market.Lease, h *pb.Hello, rawSpec, checkpoint []b
 	}
 	terms := l.Terms()
 	switch {
-	case len(terms.JobSpecHash) != 32:
-		return nil, refused("the lease binds no job spec")
-	case [32]byte(terms.JobSpecHash) != spec.Hash:
+	case len(terms.JobSpecHash) == 32 && [32]byte(terms.JobSpecHash) != spec.Hash:
+		// A lease that binds no spec (rented with no job, `gpumesh
+		// rent`) runs any job of its renter, who sent it (admitStart).
 		return nil, refused("the job spec does not match the lease's job_spec_hash")
 	case spec.Gpus != l.Count:
 		return nil, refused("the spec asks for %d GPUs, the lease has %d", spec.Gpus, l.Count)
