@@ -75,6 +75,10 @@ job running on it (stop the job first) is refused and nothing changes.`,
 				return err
 			}
 			defer st.Close()
+			// A lease not kept here needs no network to be refused.
+			if _, err := market.FindLease(st, args[0], market.RoleRenter, time.Now()); err != nil {
+				return err
+			}
 			sp := a.spin("joining the network")
 			rc, err := a.joinLight(ctx, cfg, light.WithRenting(), light.WithKey(key), light.WithStore(st))
 			sp.Stop()
