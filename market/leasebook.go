@@ -43,6 +43,7 @@ type LeaseBook struct {
 	// writes that change them.
 	mu            sync.Mutex
 	holds         map[ID]*hold          // leases with no job started on them
+	running       map[ID]bool           // leases a job runs on now (Claim until Release)
 	barred        map[peer.ID]time.Time // renters refused until then
 	claimsChanged chan struct{}         // a claim deadline was added
 }
@@ -59,7 +60,7 @@ func newLeaseBook(cfg SupplierConfig, changed func()) (*LeaseBook, error) {
 	b := &LeaseBook{
 		store: cfg.Store, ledger: led, now: cfg.Now, clock: cfg.Clock, claimWindow: cfg.ClaimWindow,
 		changed: changed, log: cfg.Log.With("sub", "supplier"), metrics: cfg.Metrics,
-		holds: map[ID]*hold{}, barred: map[peer.ID]time.Time{}, claimsChanged: make(chan struct{}, 1),
+		holds: map[ID]*hold{}, running: map[ID]bool{}, barred: map[peer.ID]time.Time{}, claimsChanged: make(chan struct{}, 1),
 	}
 	if err := b.loadHolds(); err != nil {
 		return nil, fmt.Errorf("load leases: %w", err)
@@ -91,10 +92,11 @@ func (b *LeaseBook) Lease(id ID) (*Lease, error) {
 }
 
 // Claim marks the confirmed lease id as having a job started on it, so
-// that it is held to its end. It fails when the lease is not confirmed
-// here (released unclaimed, lapsed, unknown). Claiming a claimed lease
-// again changes nothing. The function it returns undoes the claim, for a
-// job that then failed to start.
+// that it is held to its end, and as running a job until Release. It
+// fails when the lease is not confirmed here (released unclaimed or by
+// its renter, lapsed, unknown). Claiming a claimed lease again (the next
+// job on a lease that binds none) keeps its claim. The function it
+// returns undoes the claim, for a job that then failed to start.
 func (b *LeaseBook) Claim(id ID) (undo func(), err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -105,8 +107,10 @@ func (b *LeaseBook) Claim(id ID) (undo func(), err error) {
 	case rec.State != LeaseConfirmed:
 		return nil, fmt.Errorf("lease %s is %s%s", id.Short(), rec.State, reasonSuffix(rec.Reason))
 	case !rec.Claimed.IsZero():
-		return func() {}, nil
+		b.running[id] = true
+		return func() { b.jobOver(id) }, nil
 	}
+	b.running[id] = true
 	rec.Claimed = b.now().UTC()
 	if err := putLeaseRecord(b.store, id, rec); err != nil {
 		return nil, fmt.Errorf("lease %s: keep its claim: %w", id.Short(), err)
@@ -121,6 +125,7 @@ func (b *LeaseBook) Claim(id ID) (undo func(), err error) {
 func (b *LeaseBook) unclaim(id ID, h *hold) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	delete(b.running, id)
 	rec, err := getLeaseRecord(b.store, id)
 	if err != nil || rec.State != LeaseConfirmed {
 		return
@@ -135,16 +140,32 @@ func (b *LeaseBook) unclaim(id ID, h *hold) {
 	}
 }
 
-// Release frees the GPUs of lease id before its end, once its job is
-// over, and has them advertised again. It fails, wrapping
-// ErrNoReservation, when the lease holds none (unknown, released already,
-// or lapsed).
+// Release is told that the job on lease id is over. A lease that binds
+// a job spec took its one job: its GPUs are freed before its end and
+// advertised again. A lease that binds none stays claimed by its renter,
+// its GPUs reserved, for the next job until it ends or its renter
+// releases it (RenterRelease). It fails, wrapping ErrNoReservation, when
+// the lease holds no GPUs (unknown, released already, or lapsed).
 func (b *LeaseBook) Release(id ID) error {
+	b.jobOver(id)
+	if sl, err := GetLease(b.store, id, b.now()); err == nil && len(sl.Terms().JobSpecHash) == 0 {
+		if !b.ledger.Holds(id) {
+			return fmt.Errorf("lease %s: %w", id.Short(), ErrNoReservation)
+		}
+		return nil
+	}
 	if err := b.ledger.Release(id); err != nil {
 		return err
 	}
 	b.changed()
 	return nil
+}
+
+// jobOver notes that no job runs on lease id any more.
+func (b *LeaseBook) jobOver(id ID) {
+	b.mu.Lock()
+	delete(b.running, id)
+	b.mu.Unlock()
 }
 
 // leaseExists reports whether a lease with this ID was already made and

@@ -90,8 +90,8 @@ func OpenRelease(data []byte, now time.Time) (*Release, error) {
 // billed. It returns when the lease ended. It changes nothing and fails,
 // wrapping ErrNotYours, ErrLeaseEnded (with the earlier release's time,
 // for a release sent again) or ErrLeaseBusy, for a lease that is not
-// rel's renter's here, has ended, or has a job running on it: one whose
-// claim holds GPUs still.
+// rel's renter's here, has ended, or has a job running on it (claimed,
+// not yet released: Claim, Release).
 func (b *LeaseBook) RenterRelease(rel *Release) (time.Time, error) {
 	now := b.now()
 	b.mu.Lock()
@@ -117,7 +117,7 @@ func (b *LeaseBook) RenterRelease(rel *Release) (time.Time, error) {
 		return sl.End(), fmt.Errorf("lease %s: %w at %s", rel.LeaseID.Short(), ErrLeaseEnded, sl.End().UTC().Format(time.RFC3339))
 	case !b.ledger.Holds(rel.LeaseID):
 		return time.Time{}, fmt.Errorf("lease %s: %w: its job is over and its GPUs free", rel.LeaseID.Short(), ErrLeaseEnded)
-	case !rec.Claimed.IsZero():
+	case b.running[rel.LeaseID]:
 		return time.Time{}, fmt.Errorf("lease %s: %w; stop it first", rel.LeaseID.Short(), ErrLeaseBusy)
 	}
 	rec.State, rec.Saved = LeaseReleased, now.UTC()

@@ -265,3 +265,49 @@ func FuzzOpenRelease(f *testing.F) {
 		}
 	})
 }
+
+// TestLeaseBookJobsOneAfterAnother: a lease that binds no job spec (as
+// `gpumesh rent` makes) takes jobs one after another: the end of a job
+// keeps its GPUs and its claim (it is never released as unclaimed
+// between jobs), the next job claims it again, and its renter may
+// release it between jobs but not while one runs.
+func TestLeaseBookJobsOneAfterAnother(t *testing.T) {
+	bt := newBookTest(t)
+	l := bt.grantProposal(t, bt.proposeFor(t, 2, nil))
+	for job := 1; job <= 2; job++ {
+		if _, err := bt.b.Claim(l.ID); err != nil {
+			t.Fatalf("job %d: claim: %v", job, err)
+		}
+		if _, err := bt.b.RenterRelease(bt.release(t, bt.renterKey, l.ID)); !errors.Is(err, ErrLeaseBusy) {
+			t.Errorf("job %d: release while it runs: %v, want ErrLeaseBusy", job, err)
+		}
+		if err := bt.b.Release(l.ID); err != nil {
+			t.Fatalf("job %d over: %v", job, err)
+		}
+		bt.free(t, 2, "between jobs")
+		if got := bt.state(t, l.ID); got != LeaseConfirmed {
+			t.Fatalf("job %d over: the lease is %s, want confirmed", job, got)
+		}
+		bt.clk.Advance(2 * DefaultClaimWindow)
+		bt.b.releaseUnclaimed()
+		if got := bt.state(t, l.ID); got != LeaseConfirmed {
+			t.Fatalf("past its claim window between jobs, the lease is %s (released as unclaimed?)", got)
+		}
+	}
+	// A job whose start failed (undo) leaves it idle, not running.
+	undo, err := bt.b.Claim(l.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	undo()
+	if _, err := bt.b.RenterRelease(bt.release(t, bt.renterKey, l.ID)); err != nil {
+		t.Fatalf("release between jobs: %v", err)
+	}
+	bt.free(t, 4, "released between jobs")
+	if bt.barred(t) {
+		t.Error("the renter is barred after releasing a lease")
+	}
+	if _, err := bt.b.Claim(l.ID); err == nil {
+		t.Error("a job could claim a released lease")
+	}
+}

@@ -17,10 +17,11 @@ import (
 // TestRentRunOnLeaseRelease: a renter node rents with no job bound (the
 // API's rent), and the supplier then refuses another renter saying what
 // is true (GPUs held by leases with no job yet, and when to retry), not
-// "fully booked". A job started on the lease runs there with nothing
-// rented. A second lease is released by its renter: the supplier frees
-// its GPUs at once, both sides keep it as released, and the renter is
-// not barred as for an unclaimed lease: it rents again.
+// "fully booked". Jobs started on the lease run there one after another
+// with nothing rented, and its renter then releases it. A second lease
+// is released with no job run: the supplier frees its GPUs at once, both
+// sides keep it as released, and the renter is not barred as for an
+// unclaimed lease: it rents again.
 func TestRentRunOnLeaseRelease(t *testing.T) {
 	t.Parallel() // its own nodes; it waits on the network, not the CPU
 	root := t.TempDir()
@@ -58,16 +59,36 @@ func TestRentRunOnLeaseRelease(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	v, err := renter.jobs.ctrl.Submit(ctx, job.Request{Spec: &jpb.JobSpec{Argv: []string{"sh", "-c", "echo on the lease"}}, Lease: held.LeaseID[:12]})
-	if err != nil {
-		t.Fatalf("run on the lease: %v", err)
+	runOn := func(lease, script string) job.View {
+		t.Helper()
+		v, err := renter.jobs.ctrl.Submit(ctx, job.Request{Spec: &jpb.JobSpec{Argv: []string{"sh", "-c", script}}, Lease: lease})
+		if err != nil {
+			t.Fatalf("run on the lease: %v", err)
+		}
+		eventually(t, time.Minute, "the job on the lease to succeed", func() bool {
+			v, _ = renter.jobs.ctrl.Job(v.JobID)
+			return v.State == job.StateSucceeded
+		})
+		if v.LeaseID != held.LeaseID || v.Supplier != sup.ID().String() {
+			t.Fatalf("job ran on lease %s of %s, want %s of %s", v.LeaseID, v.Supplier, held.LeaseID, sup.ID())
+		}
+		return v
 	}
-	eventually(t, time.Minute, "the job on the lease to succeed", func() bool {
-		v, _ = renter.jobs.ctrl.Job(v.JobID)
-		return v.State == job.StateSucceeded
-	})
-	if v.LeaseID != held.LeaseID || v.Supplier != sup.ID().String() {
-		t.Fatalf("job ran on lease %s of %s, want %s of %s", v.LeaseID, v.Supplier, held.LeaseID, sup.ID())
+	// Jobs one after another on the lease: its GPUs stay reserved between
+	// them, and it is never released as unclaimed.
+	runOn(held.LeaseID[:12], "echo first")
+	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 2 {
+		t.Errorf("%d free between jobs on the lease, want 2 (it keeps its GPUs)", free)
+	}
+	if v := runOn(held.LeaseID, "echo second"); v.Attempt != 2 {
+		t.Errorf("the second job on the lease is attempt %d, want 2", v.Attempt)
+	}
+	// Released between jobs: its GPUs are free at once.
+	if _, err := b.ReleaseLease(ctx, held.LeaseID); err != nil {
+		t.Fatalf("release of the lease after its jobs: %v", err)
+	}
+	if free := sup.Supplier().Ledger().Free("h100-sxm"); free != 4 {
+		t.Errorf("%d free after the release, want 4", free)
 	}
 
 	rel, err := rent(1)

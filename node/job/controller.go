@@ -530,11 +530,17 @@ func (c *Controller) rentAttempt(ctx context.Context, js *jobState, exclude []pe
 
 // addAttempt records the job's next attempt, on lease l.
 func (c *Controller) addAttempt(js *jobState, l *market.Lease) error {
+	return c.addAttemptNumbered(js, l, 1)
+}
+
+// addAttemptNumbered records the job's next attempt, on lease l, numbered
+// at least from.
+func (c *Controller) addAttemptNumbered(js *jobState, l *market.Lease, from uint32) error {
 	js.mu.Lock()
 	defer js.mu.Unlock()
-	next := uint32(1)
+	next := from
 	if cur := js.rec.cur(); cur != nil {
-		next = cur.Attempt + 1
+		next = max(next, cur.Attempt+1)
 	}
 	js.rec.Attempts = append(js.rec.Attempts, attemptRec{Attempt: next, Lease: l.Raw, Supplier: l.Supplier.String(), Checkpoint: js.rec.Checkpoint, At: c.cfg.Now().UTC()})
 	js.rec.State = StateStarting

@@ -444,6 +444,10 @@ func (e *Executor) heldLocked(id market.ID, attempt uint32) (*run, string) {
 		return old, "" // a repeated start: attach to it
 	case attempt < old.attempt:
 		return nil, fmt.Sprintf("attempt %d is stale: attempt %d ran on this lease", attempt, old.attempt)
+	case len(old.terms.JobSpecHash) == 0 && !Ended(old.State()):
+		return nil, fmt.Sprintf("attempt %d runs on this lease; a lease takes one job at a time", old.attempt)
+	case len(old.terms.JobSpecHash) == 0:
+		return nil, "" // a lease that binds no job spec takes jobs one after another
 	default:
 		return nil, fmt.Sprintf("attempt %d ran on this lease; every attempt needs a lease of its own", old.attempt)
 	}

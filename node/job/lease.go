@@ -56,29 +56,46 @@ func (c *Controller) heldLease(prefix string) (*market.Lease, error) {
 	case !now.Before(sl.End()):
 		return nil, fmt.Errorf("lease %s: %w at %s", sl.ID.Short(), market.ErrLeaseEnded, sl.End().UTC().Format(time.RFC3339))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, js := range c.jobs {
-		js.mu.Lock()
-		cur, done := js.rec.cur(), js.rec.finished()
-		js.mu.Unlock()
-		if cur != nil && leaseIDOf(cur, now) == sl.ID {
-			if !done {
-				return nil, fmt.Errorf("lease %s: %w (job %s)", sl.ID.Short(), market.ErrLeaseBusy, js.rec.ID[:8])
-			}
-			return nil, fmt.Errorf("lease %s: %w: job %s ran on it, and a lease takes one job", sl.ID.Short(), market.ErrLeaseEnded, js.rec.ID[:8])
-		}
+	if len(sl.Terms().JobSpecHash) != 0 {
+		return nil, fmt.Errorf("lease %s was rented for one job (its spec is bound); rent one with gpumesh rent", sl.ID.Short())
+	}
+	if _, busy := c.jobsOnLease(sl.ID, now); busy != "" {
+		return nil, fmt.Errorf("lease %s: %w (job %s); a lease takes one job at a time", sl.ID.Short(), market.ErrLeaseBusy, busy)
 	}
 	return sl.Lease, nil
 }
 
+// jobsOnLease looks at this renter's jobs on lease id: the highest
+// attempt number any ran there (a job's attempts there follow it), and a
+// job on it that has not finished ("": none).
+func (c *Controller) jobsOnLease(id market.ID, now time.Time) (top uint32, busy string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, js := range c.jobs {
+		js.mu.Lock()
+		for _, a := range js.rec.Attempts {
+			if leaseIDOf(&a, now) != id {
+				continue
+			}
+			top = max(top, a.Attempt)
+			if !js.rec.finished() {
+				busy = js.rec.ID[:8]
+			}
+		}
+		js.mu.Unlock()
+	}
+	return top, busy
+}
+
 // firstAttempt gives the job its first attempt: on l when set, else on
-// a lease rented for it.
+// a lease rented for it. On l its attempt number follows those of the
+// jobs before it there, as the supplier's meter of the lease wants.
 func (c *Controller) firstAttempt(ctx context.Context, js *jobState, l *market.Lease) error {
 	if l == nil {
 		return c.rentAttempt(ctx, js, nil)
 	}
-	return c.addAttempt(js, l)
+	top, _ := c.jobsOnLease(l.ID, c.cfg.Now())
+	return c.addAttemptNumbered(js, l, top+1)
 }
 
 // leaseIDOf is the ID of the lease an attempt runs on (zero when its
