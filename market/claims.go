@@ -26,6 +26,10 @@ type hold struct {
 	model   string
 	count   int
 	claimBy time.Time // zero while the lease awaits its confirmation
+	// idle: a lease that binds no job spec, whose last job ended (at
+	// claimBy less its claim window): held for the next job as long as
+	// an unclaimed lease is, then released as idle, its renter not barred.
+	idle bool
 }
 
 // holdOutcome is how the lease exchange for a hold ended.
@@ -285,6 +289,9 @@ func (b *LeaseBook) releaseHold(id ID, h *hold, now time.Time) (done, freed bool
 	}
 	rec.State, rec.Saved = LeaseReleased, now.UTC()
 	rec.Reason = fmt.Sprintf("unclaimed: no job started on it by %s", h.claimBy.UTC().Format(time.RFC3339))
+	if h.idle || rec.Idle {
+		rec.Reason = fmt.Sprintf("idle: no further job started on it by %s", h.claimBy.UTC().Format(time.RFC3339))
+	}
 	if err := putLeaseRecord(b.store, id, rec); err != nil {
 		b.log.Warn("release an unclaimed lease", "lease", id.Short(), "err", err)
 		return false, false
@@ -292,7 +299,9 @@ func (b *LeaseBook) releaseHold(id ID, h *hold, now time.Time) (done, freed bool
 	if err := b.ledger.Release(id); err != nil && !errors.Is(err, ErrNoReservation) {
 		b.log.Warn("free the GPUs of an unclaimed lease", "lease", id.Short(), "err", err)
 	}
-	b.barred[h.renter] = now.Add(b.claimWindow)
+	if !h.idle && !rec.Idle {
+		b.barred[h.renter] = now.Add(b.claimWindow) // it ran jobs, if idle: not barred
+	}
 	b.metrics.Lease(metrics.Supplier, metrics.LeaseReleased)
 	b.log.Info("lease released: no job started on it", "lease", id.Short(), "renter", h.renter, "claim_by", h.claimBy.UTC().Format(time.RFC3339))
 	return true, true
@@ -321,7 +330,7 @@ func (b *LeaseBook) loadHolds() error {
 		if by.IsZero() {
 			by = now.Add(b.claimWindow)
 		}
-		b.holds[id] = &hold{renter: l.Renter, model: l.Model, count: int(l.Count), claimBy: by}
+		b.holds[id] = &hold{renter: l.Renter, model: l.Model, count: int(l.Count), claimBy: by, idle: rec.Idle}
 		return nil
 	})
 }

@@ -111,7 +111,7 @@ func (b *LeaseBook) Claim(id ID) (undo func(), err error) {
 		return func() { b.jobOver(id) }, nil
 	}
 	b.running[id] = true
-	rec.Claimed = b.now().UTC()
+	rec.Claimed, rec.Idle = b.now().UTC(), false
 	if err := putLeaseRecord(b.store, id, rec); err != nil {
 		return nil, fmt.Errorf("lease %s: keep its claim: %w", id.Short(), err)
 	}
@@ -130,7 +130,7 @@ func (b *LeaseBook) unclaim(id ID, h *hold) {
 	if err != nil || rec.State != LeaseConfirmed {
 		return
 	}
-	rec.Claimed = time.Time{}
+	rec.Claimed, rec.Idle = time.Time{}, h != nil && h.idle
 	if err := putLeaseRecord(b.store, id, rec); err != nil {
 		b.log.Warn("undo the claim of a lease", "lease", id.Short(), "err", err)
 	}
@@ -142,9 +142,9 @@ func (b *LeaseBook) unclaim(id ID, h *hold) {
 
 // Release is told that the job on lease id is over. A lease that binds
 // a job spec took its one job: its GPUs are freed before its end and
-// advertised again. A lease that binds none stays claimed by its renter,
-// its GPUs reserved, for the next job until it ends or its renter
-// releases it (RenterRelease). It fails, wrapping ErrNoReservation, when
+// advertised again. A lease that binds none keeps its GPUs for its
+// renter's next job, for as long as an unclaimed lease is held (idle),
+// or until its renter releases it (RenterRelease). It fails, wrapping ErrNoReservation, when
 // the lease holds no GPUs (unknown, released already, or lapsed).
 func (b *LeaseBook) Release(id ID) error {
 	b.jobOver(id)
@@ -152,12 +152,35 @@ func (b *LeaseBook) Release(id ID) error {
 		if !b.ledger.Holds(id) {
 			return fmt.Errorf("lease %s: %w", id.Short(), ErrNoReservation)
 		}
-		return nil
+		return b.idle(id, sl.Lease)
 	}
 	if err := b.ledger.Release(id); err != nil {
 		return err
 	}
 	b.changed()
+	return nil
+}
+
+// idle holds lease l, which binds no job spec and whose job is over, for
+// its renter's next job as an unclaimed lease is held: for its claim
+// window (the time its credit limit pays for, which bounds what the
+// supplier gives away, as the time after a lease's last receipt is
+// billed to no one). A job that starts claims it again; else
+// RunClaims releases it as idle.
+func (b *LeaseBook) idle(id ID, l *Lease) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rec, err := getLeaseRecord(b.store, id)
+	if err != nil || rec.State != LeaseConfirmed || b.running[id] {
+		return err
+	}
+	by := b.now().Add(l.ClaimWindow(b.claimWindow)).UTC()
+	rec.Claimed, rec.ClaimBy, rec.Idle = time.Time{}, by, true
+	if err := putLeaseRecord(b.store, id, rec); err != nil {
+		return fmt.Errorf("lease %s: keep it idle: %w", id.Short(), err)
+	}
+	b.holds[id] = &hold{renter: l.Renter, model: l.Model, count: int(l.Count), claimBy: by, idle: true}
+	b.wakeClaims()
 	return nil
 }
 

@@ -57,7 +57,10 @@ type LeaseRecord struct {
 	// started on it (Claimed); Reason says why a lease was released.
 	ClaimBy time.Time `json:"claim_by,omitzero"`
 	Claimed time.Time `json:"claimed,omitzero"`
-	Reason  string    `json:"reason,omitempty"`
+	// Idle: a lease that binds no job spec whose last job ended; held for
+	// the next job until ClaimBy (LeaseBook.Release).
+	Idle   bool   `json:"idle,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // StoredLease is a lease as kept in a store, validated again on reading.

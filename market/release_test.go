@@ -268,12 +268,14 @@ func FuzzOpenRelease(f *testing.F) {
 
 // TestLeaseBookJobsOneAfterAnother: a lease that binds no job spec (as
 // `gpumesh rent` makes) takes jobs one after another: the end of a job
-// keeps its GPUs and its claim (it is never released as unclaimed
-// between jobs), the next job claims it again, and its renter may
-// release it between jobs but not while one runs.
+// keeps its GPUs for the next, which claims it again within the claim
+// window; its renter may release it between jobs but not while one
+// runs; left idle past the claim window it is released as idle, its
+// renter not barred.
 func TestLeaseBookJobsOneAfterAnother(t *testing.T) {
 	bt := newBookTest(t)
 	l := bt.grantProposal(t, bt.proposeFor(t, 2, nil))
+	window := l.ClaimWindow(DefaultClaimWindow)
 	for job := 1; job <= 2; job++ {
 		if _, err := bt.b.Claim(l.ID); err != nil {
 			t.Fatalf("job %d: claim: %v", job, err)
@@ -281,17 +283,16 @@ func TestLeaseBookJobsOneAfterAnother(t *testing.T) {
 		if _, err := bt.b.RenterRelease(bt.release(t, bt.renterKey, l.ID)); !errors.Is(err, ErrLeaseBusy) {
 			t.Errorf("job %d: release while it runs: %v, want ErrLeaseBusy", job, err)
 		}
+		bt.clk.Advance(2 * window) // a long job: claimed, never released as unclaimed
+		bt.b.releaseUnclaimed()
 		if err := bt.b.Release(l.ID); err != nil {
 			t.Fatalf("job %d over: %v", job, err)
 		}
 		bt.free(t, 2, "between jobs")
-		if got := bt.state(t, l.ID); got != LeaseConfirmed {
-			t.Fatalf("job %d over: the lease is %s, want confirmed", job, got)
-		}
-		bt.clk.Advance(2 * DefaultClaimWindow)
+		bt.clk.Advance(window / 2)
 		bt.b.releaseUnclaimed()
 		if got := bt.state(t, l.ID); got != LeaseConfirmed {
-			t.Fatalf("past its claim window between jobs, the lease is %s (released as unclaimed?)", got)
+			t.Fatalf("job %d over, within the claim window: the lease is %s, want confirmed", job, got)
 		}
 	}
 	// A job whose start failed (undo) leaves it idle, not running.
@@ -309,5 +310,24 @@ func TestLeaseBookJobsOneAfterAnother(t *testing.T) {
 	}
 	if _, err := bt.b.Claim(l.ID); err == nil {
 		t.Error("a job could claim a released lease")
+	}
+
+	// Idle past the claim window after its job: released as idle.
+	l2 := bt.grantProposal(t, bt.proposeFor(t, 1, nil))
+	if _, err := bt.b.Claim(l2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := bt.b.Release(l2.ID); err != nil {
+		t.Fatal(err)
+	}
+	bt.clk.Advance(l2.ClaimWindow(DefaultClaimWindow) + time.Second)
+	bt.b.releaseUnclaimed()
+	sl, err := GetLease(bt.st, l2.ID, bt.clk.Now())
+	if err != nil || sl.State != LeaseReleased || !strings.HasPrefix(sl.Reason, "idle: no further job started on it by ") {
+		t.Fatalf("an idle lease past its window: %v (%s), %v; want released as idle", sl.State, sl.Reason, err)
+	}
+	bt.free(t, 4, "the idle lease released")
+	if bt.barred(t) {
+		t.Error("the renter of a lease released idle after its jobs is barred")
 	}
 }
