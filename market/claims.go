@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -25,6 +26,10 @@ type hold struct {
 	model   string
 	count   int
 	claimBy time.Time // zero while the lease awaits its confirmation
+	// idle: a lease that binds no job spec, whose last job ended (at
+	// claimBy less its claim window): held for the next job as long as
+	// an unclaimed lease is, then released as idle, its renter not barred.
+	idle bool
 }
 
 // holdOutcome is how the lease exchange for a hold ended.
@@ -87,44 +92,94 @@ func (b *LeaseBook) admit(p *Proposal, now time.Time) (*leaseGrant, Decline, str
 		}
 		delete(b.barred, p.Renter)
 	}
-	n, held := 0, 0
+	n := 0
 	for _, h := range b.holds {
 		if h.renter == p.Renter {
 			n++
 		}
-		if h.model == p.Model {
-			held += h.count
-		}
 	}
 	if n >= MaxRenterHolds {
-		return nil, DeclineUnclaimed, fmt.Sprintf("%d of your leases here are unconfirmed or have no job started on them (at most %d); start a job on one or let it be released", n, MaxRenterHolds)
+		return nil, DeclineUnclaimed, fmt.Sprintf("%d of your leases here are unconfirmed or have no job started on them (at most %d); start a job on one, release one, or let it be released", n, MaxRenterHolds)
 	}
 	// Fresh keys pass the per-renter cap: all renters together hold at
 	// most heldCap GPUs of a model with no job on them. A lease of more
 	// than that is admitted only while nothing else is held, so that a
 	// whole machine can still be leased (and its job started at once),
 	// while Sybil keys cannot stack holds past half of it.
-	if total := b.ledger.total(p.Model); passesHeldCap(held, int(p.Count), total) {
-		return nil, DeclineBusy, fmt.Sprintf("%d of %d %s GPUs here are leased with no job started on them yet and %d more were asked; at most %d may be, so try again later", held, total, p.Model, p.Count, heldCap(total))
+	if hc := b.heldLocked(p.Model, int(p.Count), now); hc.Over {
+		return nil, DeclineBusy, hc.String()
 	}
 	h := &hold{renter: p.Renter, model: p.Model, count: int(p.Count)}
 	b.holds[p.ID] = h
 	return &leaseGrant{b: b, p: p, h: h}, "", ""
 }
 
-// overHeldCap reports whether leasing count more GPUs of model would pass
-// heldCap, as admit would refuse it: a supplier declines such a bid
-// (busy) rather than quote a lease it would then refuse.
-func (b *LeaseBook) overHeldCap(model string, count int) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	held := 0
+// HeldCount is what a supplier says when GPUs held by leases with no job
+// on them yet keep it from leasing more (heldCap): how many of the
+// model's Total are so Held, and how long until enough of those holds
+// end (claimed, released or lapsed) for the lease asked (RetryAfter).
+type HeldCount struct {
+	Model      string
+	Held       int
+	Total      int
+	Count      int // GPUs asked
+	Over       bool
+	RetryAfter time.Duration
+}
+
+// String is the refusal a renter is shown, e.g. "3 of 8 h100-sxm GPUs
+// here are held by leases with no job yet (at most 4 may be, 3 more
+// asked); retry in 40s".
+func (c HeldCount) String() string {
+	return fmt.Sprintf("%d of %d %s GPUs here are held by leases with no job yet (at most %d may be, %d more asked); retry in %s",
+		c.Held, c.Total, c.Model, heldCap(c.Total), c.Count, c.RetryAfter.Round(time.Second))
+}
+
+// heldLocked counts the GPUs of model held with no job on them, whether
+// leasing count more would pass heldCap, and if so when it would not:
+// once enough holds, soonest deadline first, have ended. A pending
+// hold's deadline is its confirmation's plus the claim window it gets
+// once confirmed. b.mu is held.
+func (b *LeaseBook) heldLocked(model string, count int, now time.Time) HeldCount {
+	c := HeldCount{Model: model, Total: b.ledger.total(model), Count: count}
+	type end struct {
+		at    time.Time
+		count int
+	}
+	var ends []end
 	for _, h := range b.holds {
-		if h.model == model {
-			held += h.count
+		if h.model != model {
+			continue
+		}
+		c.Held += h.count
+		at := h.claimBy
+		if at.IsZero() {
+			at = now.Add(ConfirmWindow + b.claimWindow)
+		}
+		ends = append(ends, end{at, h.count})
+	}
+	if c.Over = passesHeldCap(c.Held, count, c.Total); !c.Over {
+		return c
+	}
+	slices.SortFunc(ends, func(x, y end) int { return x.at.Compare(y.at) })
+	held := c.Held
+	for _, e := range ends {
+		if held -= e.count; !passesHeldCap(held, count, c.Total) {
+			c.RetryAfter = max(e.at.Sub(now), time.Second)
+			break
 		}
 	}
-	return passesHeldCap(held, count, b.ledger.total(model))
+	return c
+}
+
+// overHeldCap reports whether leasing count more GPUs of model would pass
+// heldCap, as admit would refuse it, and what the supplier then says: a
+// supplier declines such a bid (busy, with the held count) rather than
+// quote a lease it would then refuse.
+func (b *LeaseBook) overHeldCap(model string, count int) HeldCount {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.heldLocked(model, count, b.now())
 }
 
 // passesHeldCap reports whether holding count more GPUs, with held of
@@ -234,6 +289,9 @@ func (b *LeaseBook) releaseHold(id ID, h *hold, now time.Time) (done, freed bool
 	}
 	rec.State, rec.Saved = LeaseReleased, now.UTC()
 	rec.Reason = fmt.Sprintf("unclaimed: no job started on it by %s", h.claimBy.UTC().Format(time.RFC3339))
+	if h.idle || rec.Idle {
+		rec.Reason = fmt.Sprintf("idle: no further job started on it by %s", h.claimBy.UTC().Format(time.RFC3339))
+	}
 	if err := putLeaseRecord(b.store, id, rec); err != nil {
 		b.log.Warn("release an unclaimed lease", "lease", id.Short(), "err", err)
 		return false, false
@@ -241,7 +299,9 @@ func (b *LeaseBook) releaseHold(id ID, h *hold, now time.Time) (done, freed bool
 	if err := b.ledger.Release(id); err != nil && !errors.Is(err, ErrNoReservation) {
 		b.log.Warn("free the GPUs of an unclaimed lease", "lease", id.Short(), "err", err)
 	}
-	b.barred[h.renter] = now.Add(b.claimWindow)
+	if !h.idle && !rec.Idle {
+		b.barred[h.renter] = now.Add(b.claimWindow) // it ran jobs, if idle: not barred
+	}
 	b.metrics.Lease(metrics.Supplier, metrics.LeaseReleased)
 	b.log.Info("lease released: no job started on it", "lease", id.Short(), "renter", h.renter, "claim_by", h.claimBy.UTC().Format(time.RFC3339))
 	return true, true
@@ -270,7 +330,7 @@ func (b *LeaseBook) loadHolds() error {
 		if by.IsZero() {
 			by = now.Add(b.claimWindow)
 		}
-		b.holds[id] = &hold{renter: l.Renter, model: l.Model, count: int(l.Count), claimBy: by}
+		b.holds[id] = &hold{renter: l.Renter, model: l.Model, count: int(l.Count), claimBy: by, idle: rec.Idle}
 		return nil
 	})
 }

@@ -30,6 +30,10 @@ func TestExplainNoMatch(t *testing.T) {
 		return &Quote{Quote: &pb.Quote{Model: model, Decline: string(d), PriceMicros: price, MinPriceMicros: min}, Supplier: s}
 	}
 	quotes := func(q ...*Quote) []*Quote { return q }
+	held := func(q *Quote, held, total, free uint32, retryMs int64) *Quote {
+		q.Held, q.Total, q.Free, q.RetryAfterMs = held, total, free, retryMs
+		return q
+	}
 	// realReq is req as Rent makes it when simulated GPUs are not allowed.
 	realReq := req
 	realReq.asked = req.Filter
@@ -77,6 +81,20 @@ func TestExplainNoMatch(t *testing.T) {
 			req:   req,
 			facts: noMatchFacts{declines: quotes(quote(sa, "h100-sxm", DeclineBusy, 0, 0), quote(sb, "h100-sxm", DeclineBusy, 0, 0))},
 			want:  []string{"2 suppliers have h100-sxm; 2 are fully booked (fewer than 2 free)"},
+		},
+		{
+			name: "busy for GPUs held with no job: the supplier's count, not fully booked",
+			req:  req,
+			facts: noMatchFacts{declines: quotes(held(quote(sa, "h100-sxm", DeclineBusy, 0, 0), 3, 8, 6, 40_400),
+				quote(sb, "h100-sxm", DeclineBusy, 0, 0))},
+			want: []string{"2 suppliers have h100-sxm; 1 is fully booked (fewer than 2 free); 1 has 3 of 8 held by leases with no job yet (6 free); retry in 40s"},
+		},
+		{
+			name: "two busy for held GPUs: the soonest retry",
+			req:  req,
+			facts: noMatchFacts{declines: quotes(held(quote(sa, "h100-sxm", DeclineBusy, 0, 0), 3, 8, 6, 90_000),
+				held(quote(sb, "h100-sxm", DeclineBusy, 0, 0), 2, 4, 2, 12_000))},
+			want: []string{"2 suppliers have h100-sxm; 2 have too many GPUs held by leases with no job yet; the soonest says retry in 12s"},
 		},
 		{
 			name: "cheapest declining supplier above max price",

@@ -43,6 +43,7 @@ type LeaseBook struct {
 	// writes that change them.
 	mu            sync.Mutex
 	holds         map[ID]*hold          // leases with no job started on them
+	running       map[ID]bool           // leases a job runs on now (Claim until Release)
 	barred        map[peer.ID]time.Time // renters refused until then
 	claimsChanged chan struct{}         // a claim deadline was added
 }
@@ -59,7 +60,7 @@ func newLeaseBook(cfg SupplierConfig, changed func()) (*LeaseBook, error) {
 	b := &LeaseBook{
 		store: cfg.Store, ledger: led, now: cfg.Now, clock: cfg.Clock, claimWindow: cfg.ClaimWindow,
 		changed: changed, log: cfg.Log.With("sub", "supplier"), metrics: cfg.Metrics,
-		holds: map[ID]*hold{}, barred: map[peer.ID]time.Time{}, claimsChanged: make(chan struct{}, 1),
+		holds: map[ID]*hold{}, running: map[ID]bool{}, barred: map[peer.ID]time.Time{}, claimsChanged: make(chan struct{}, 1),
 	}
 	if err := b.loadHolds(); err != nil {
 		return nil, fmt.Errorf("load leases: %w", err)
@@ -91,10 +92,11 @@ func (b *LeaseBook) Lease(id ID) (*Lease, error) {
 }
 
 // Claim marks the confirmed lease id as having a job started on it, so
-// that it is held to its end. It fails when the lease is not confirmed
-// here (released unclaimed, lapsed, unknown). Claiming a claimed lease
-// again changes nothing. The function it returns undoes the claim, for a
-// job that then failed to start.
+// that it is held to its end, and as running a job until Release. It
+// fails when the lease is not confirmed here (released unclaimed or by
+// its renter, lapsed, unknown). Claiming a claimed lease again (the next
+// job on a lease that binds none) keeps its claim. The function it
+// returns undoes the claim, for a job that then failed to start.
 func (b *LeaseBook) Claim(id ID) (undo func(), err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -105,9 +107,11 @@ func (b *LeaseBook) Claim(id ID) (undo func(), err error) {
 	case rec.State != LeaseConfirmed:
 		return nil, fmt.Errorf("lease %s is %s%s", id.Short(), rec.State, reasonSuffix(rec.Reason))
 	case !rec.Claimed.IsZero():
-		return func() {}, nil
+		b.running[id] = true
+		return func() { b.jobOver(id) }, nil
 	}
-	rec.Claimed = b.now().UTC()
+	b.running[id] = true
+	rec.Claimed, rec.Idle = b.now().UTC(), false
 	if err := putLeaseRecord(b.store, id, rec); err != nil {
 		return nil, fmt.Errorf("lease %s: keep its claim: %w", id.Short(), err)
 	}
@@ -121,11 +125,12 @@ func (b *LeaseBook) Claim(id ID) (undo func(), err error) {
 func (b *LeaseBook) unclaim(id ID, h *hold) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	delete(b.running, id)
 	rec, err := getLeaseRecord(b.store, id)
 	if err != nil || rec.State != LeaseConfirmed {
 		return
 	}
-	rec.Claimed = time.Time{}
+	rec.Claimed, rec.Idle = time.Time{}, h != nil && h.idle
 	if err := putLeaseRecord(b.store, id, rec); err != nil {
 		b.log.Warn("undo the claim of a lease", "lease", id.Short(), "err", err)
 	}
@@ -135,16 +140,55 @@ func (b *LeaseBook) unclaim(id ID, h *hold) {
 	}
 }
 
-// Release frees the GPUs of lease id before its end, once its job is
-// over, and has them advertised again. It fails, wrapping
-// ErrNoReservation, when the lease holds none (unknown, released already,
-// or lapsed).
+// Release is told that the job on lease id is over. A lease that binds
+// a job spec took its one job: its GPUs are freed before its end and
+// advertised again. A lease that binds none keeps its GPUs for its
+// renter's next job, for as long as an unclaimed lease is held (idle),
+// or until its renter releases it (RenterRelease). It fails, wrapping ErrNoReservation, when
+// the lease holds no GPUs (unknown, released already, or lapsed).
 func (b *LeaseBook) Release(id ID) error {
+	b.jobOver(id)
+	if sl, err := GetLease(b.store, id, b.now()); err == nil && len(sl.Terms().JobSpecHash) == 0 {
+		if !b.ledger.Holds(id) {
+			return fmt.Errorf("lease %s: %w", id.Short(), ErrNoReservation)
+		}
+		return b.idle(id, sl.Lease)
+	}
 	if err := b.ledger.Release(id); err != nil {
 		return err
 	}
 	b.changed()
 	return nil
+}
+
+// idle holds lease l, which binds no job spec and whose job is over, for
+// its renter's next job as an unclaimed lease is held: for its claim
+// window (the time its credit limit pays for, which bounds what the
+// supplier gives away, as the time after a lease's last receipt is
+// billed to no one). A job that starts claims it again; else
+// RunClaims releases it as idle.
+func (b *LeaseBook) idle(id ID, l *Lease) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rec, err := getLeaseRecord(b.store, id)
+	if err != nil || rec.State != LeaseConfirmed || b.running[id] {
+		return err
+	}
+	by := b.now().Add(l.ClaimWindow(b.claimWindow)).UTC()
+	rec.Claimed, rec.ClaimBy, rec.Idle = time.Time{}, by, true
+	if err := putLeaseRecord(b.store, id, rec); err != nil {
+		return fmt.Errorf("lease %s: keep it idle: %w", id.Short(), err)
+	}
+	b.holds[id] = &hold{renter: l.Renter, model: l.Model, count: int(l.Count), claimBy: by, idle: true}
+	b.wakeClaims()
+	return nil
+}
+
+// jobOver notes that no job runs on lease id any more.
+func (b *LeaseBook) jobOver(id ID) {
+	b.mu.Lock()
+	delete(b.running, id)
+	b.mu.Unlock()
 }
 
 // leaseExists reports whether a lease with this ID was already made and

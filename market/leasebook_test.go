@@ -52,11 +52,19 @@ func newBookTest(t *testing.T) *bookTest {
 	return bt
 }
 
-// propose returns a fresh proposal of count GPUs for an hour.
+// propose returns a fresh proposal of count GPUs for an hour, bound to a
+// job spec as `gpumesh run` binds it.
 func (bt *bookTest) propose(t *testing.T, count uint32) *Proposal {
 	t.Helper()
+	return bt.proposeFor(t, count, make([]byte, 32))
+}
+
+// proposeFor is propose binding the job spec hash spec (none when nil, as
+// `gpumesh rent` proposes).
+func (bt *bookTest) proposeFor(t *testing.T, count uint32, spec []byte) *Proposal {
+	t.Helper()
 	bt.fixture.now = bt.clk.Now()
-	raw := bt.proposal(t, bt.quote(t, bt.bid(t), func(q *pb.Quote) { q.Count = count }))
+	raw := bt.proposal(t, bt.quote(t, bt.bid(t), func(q *pb.Quote) { q.Count = count }), func(p *pb.LeaseProposal) { p.JobSpecHash = spec })
 	p, err := OpenProposal(raw, bt.clk.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +113,14 @@ func (bt *bookTest) offer(t *testing.T, g *leaseGrant) *Lease {
 // confirmed lease.
 func (bt *bookTest) grant(t *testing.T, count uint32) *Lease {
 	t.Helper()
-	g := bt.admit(t, bt.propose(t, count))
+	return bt.grantProposal(t, bt.propose(t, count))
+}
+
+// grantProposal runs a whole successful grant of p and returns the
+// confirmed lease.
+func (bt *bookTest) grantProposal(t *testing.T, p *Proposal) *Lease {
+	t.Helper()
+	g := bt.admit(t, p)
 	l := bt.offer(t, g)
 	if _, err := g.confirm(l); err != nil {
 		t.Fatalf("confirm: %v", err)

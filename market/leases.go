@@ -1,8 +1,10 @@
 package market
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpumesh/gpumesh/store"
@@ -55,7 +57,10 @@ type LeaseRecord struct {
 	// started on it (Claimed); Reason says why a lease was released.
 	ClaimBy time.Time `json:"claim_by,omitzero"`
 	Claimed time.Time `json:"claimed,omitzero"`
-	Reason  string    `json:"reason,omitempty"`
+	// Idle: a lease that binds no job spec whose last job ended; held for
+	// the next job until ClaimBy (LeaseBook.Release).
+	Idle   bool   `json:"idle,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // StoredLease is a lease as kept in a store, validated again on reading.
@@ -131,4 +136,38 @@ func GetLease(s store.Store, id ID, now time.Time) (StoredLease, error) {
 		return StoredLease{}, err
 	}
 	return rec.stored(now)
+}
+
+// ErrAmbiguous is wrapped by FindLease for a prefix that more than one
+// lease's ID starts with.
+var ErrAmbiguous = errors.New("more than one lease starts with it")
+
+// FindLease returns the lease kept in s in role whose ID (hex) starts
+// with prefix, validated again as of now. It fails wrapping
+// store.ErrNotFound when none does, ErrAmbiguous when several do.
+func FindLease(s store.Store, prefix string, role Role, now time.Time) (StoredLease, error) {
+	prefix = strings.ToLower(strings.TrimSpace(prefix))
+	ls, err := Leases(s, now)
+	if err != nil {
+		return StoredLease{}, err
+	}
+	var found []StoredLease
+	for _, l := range ls {
+		if l.Role == role && prefix != "" && strings.HasPrefix(l.ID.String(), prefix) {
+			found = append(found, l)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return StoredLease{}, fmt.Errorf("lease %s: none of this %s's: %w", prefix, role, store.ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	return StoredLease{}, fmt.Errorf("lease %s: %w (%d do); give more of its ID", prefix, ErrAmbiguous, len(found))
+}
+
+// KeepLease stores lease l, as role, in state: how a party keeps a lease
+// it made (a renter's Rent does so itself).
+func KeepLease(s store.Store, l *Lease, state LeaseState, role Role, now time.Time) error {
+	return saveLease(s, l.ID, l.Raw, state, role, now)
 }

@@ -182,6 +182,7 @@ func checkQuote(m *pb.Quote, now time.Time) (*Quote, error) {
 		checkWindow(m.CreatedMs, m.ExpiresMs, now),
 		checkTerms(m),
 		checkCountMax("free", m.Free),
+		checkHeld(m),
 		checkPriceMax("min_price_micros", m.MinPriceMicros),
 		checkRegion(m.Region),
 		checkModel(m.Model),
@@ -502,6 +503,23 @@ func checkCount(field string, n uint32) error {
 		return p2p.Errf(p2p.ErrMalformed, "%s %d not in 1..%d", field, n, MaxCount)
 	}
 	return nil
+}
+
+// checkHeld checks what a busy decline says of GPUs held with no job:
+// counts in bounds, held at most total, and a retry within a lease's
+// longest duration, all only on a busy decline.
+func checkHeld(m *pb.Quote) error {
+	switch {
+	case m.Held == 0 && m.Total == 0 && m.RetryAfterMs == 0:
+		return nil
+	case Decline(m.Decline) != DeclineBusy:
+		return p2p.Errf(p2p.ErrMalformed, "held, total or retry_after_ms on a quote that is not a busy decline")
+	case m.Held > m.Total:
+		return p2p.Errf(p2p.ErrMalformed, "held %d over total %d", m.Held, m.Total)
+	case m.RetryAfterMs < 0 || m.RetryAfterMs > MaxDuration.Milliseconds():
+		return p2p.Errf(p2p.ErrMalformed, "retry_after_ms %d not in 0..%d", m.RetryAfterMs, MaxDuration.Milliseconds())
+	}
+	return checkCountMax("total", m.Total)
 }
 
 func checkCountMax(field string, n uint32) error {

@@ -3,11 +3,13 @@ package market
 // Why a rent found nothing: NoMatch and its explanation.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -43,6 +45,7 @@ type modelView struct {
 	leftOut             map[peer.ID]bool // unproven suppliers that did not answer (counted in unproven)
 	simulated           map[peer.ID]bool // suppliers of simulated GPUs left out by RealOnly
 	busy, dur, mismatch int
+	held                []*Quote // busy declines for GPUs held by leases with no job yet
 	shunned, unproven   int
 	priceDeclines       []int64 // the least price of each supplier that declined on price
 	// firm holds the price of each supplier's cheapest ask that is not
@@ -173,6 +176,10 @@ func (v *modelView) leaveOutUnproven(proven func(peer.ID) bool) {
 func (v *modelView) decline(q *Quote) {
 	switch Decline(q.Decline) {
 	case DeclineBusy:
+		if q.Held > 0 {
+			v.held = append(v.held, q)
+			break
+		}
 		v.busy++
 	case DeclineDuration:
 		v.dur++
@@ -206,6 +213,9 @@ func (v *modelView) reason(req RentRequest, m string) string {
 	}
 	if v.busy > 0 {
 		parts = append(parts, fmt.Sprintf("%d %s fully booked (fewer than %d free)", v.busy, plural(v.busy, "is", "are"), req.Count))
+	}
+	if len(v.held) > 0 {
+		parts = append(parts, heldReason(v.held))
 	}
 	if len(v.priceDeclines) > 0 {
 		parts = append(parts, fmt.Sprintf("the cheapest free one asks %s > your max %s", money.Micros(slices.Min(v.priceDeclines)).String(), req.MaxPrice.String()))
@@ -241,6 +251,19 @@ func (v *modelView) reason(req RentRequest, m string) string {
 		parts = append(parts, fmt.Sprintf("%d did not answer within %s", silent, req.Wait))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// heldReason says why suppliers that have free GPUs declined: too many
+// of them are held by leases with no job started on them yet, as each
+// supplier counted them, and when the first says to retry.
+func heldReason(qs []*Quote) string {
+	retry := slices.MinFunc(qs, func(a, b *Quote) int { return cmp.Compare(a.RetryAfterMs, b.RetryAfterMs) }).RetryAfterMs
+	in := (time.Duration(retry) * time.Millisecond).Round(time.Second)
+	if len(qs) == 1 {
+		q := qs[0]
+		return fmt.Sprintf("1 has %d of %d held by leases with no job yet (%d free); retry in %s", q.Held, q.Total, q.Free, in)
+	}
+	return fmt.Sprintf("%d have too many GPUs held by leases with no job yet; the soonest says retry in %s", len(qs), in)
 }
 
 // askMatches reports whether a matches f, or fails it only on attributes

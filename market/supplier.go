@@ -131,6 +131,7 @@ func NewSupplier(cfg SupplierConfig) (*Supplier, error) {
 		return nil, fmt.Errorf("supplier: %w", err)
 	}
 	p2p.Serve(cfg.Net.Host, LeaseProtocol, s.handleLease)
+	p2p.Serve(cfg.Net.Host, LeaseReleaseProtocol, s.handleRelease)
 	return s, nil
 }
 
@@ -672,10 +673,12 @@ func (s *Supplier) quoteFor(b *Bid) *pb.Quote {
 				q = &pb.Quote{Model: m, Decline: string(why), Free: uint32(free), MinPriceMicros: price}
 				break
 			}
-			if s.leases.overHeldCap(m, int(b.Count)) {
+			if hc := s.leases.overHeldCap(m, int(b.Count)); hc.Over {
 				// It would refuse the proposal: too many GPUs are
-				// leased with no job on them yet.
-				q = &pb.Quote{Model: m, Decline: string(DeclineBusy), Free: uint32(free)}
+				// leased with no job on them yet. It says so, and when
+				// to retry, rather than look fully booked.
+				q = &pb.Quote{Model: m, Decline: string(DeclineBusy), Free: uint32(free),
+					Held: uint32(hc.Held), Total: uint32(hc.Total), RetryAfterMs: hc.RetryAfter.Milliseconds()}
 				break
 			}
 			q = &pb.Quote{Model: m, Count: b.Count, PriceMicros: price, Free: uint32(free)}

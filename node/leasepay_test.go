@@ -45,9 +45,15 @@ func h100Seller(t *testing.T, gpus string, extra map[string][]string) Config {
 // node 0.
 func newRentClient(t *testing.T, m *marketNet) *light.Client {
 	t.Helper()
+	return newRentClientOf(t, m.nodes[0])
+}
+
+// newRentClientOf is a renter with a fresh identity, bootstrapped on n.
+func newRentClientOf(t *testing.T, n *Node) *light.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rc, err := light.New(ctx, light.WithBootstrap(mustBootstrap(t, m.nodes[0])...), light.WithLogger(quiet()), light.WithStore(store.NewMemory()))
+	rc, err := light.New(ctx, light.WithBootstrap(mustBootstrap(t, n)...), light.WithLogger(quiet()), light.WithStore(store.NewMemory()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +274,7 @@ func TestFreshKeysHoldAtMostHalf(t *testing.T) {
 		switch {
 		case i < 2 && len(resp.Lease) == 0:
 			t.Fatalf("fresh renter %d refused: %q", i, resp.Refused)
-		case i >= 2 && (len(resp.Lease) != 0 || !strings.HasPrefix(resp.Refused, string(market.DeclineBusy)+":") || !strings.Contains(resp.Refused, "no job started")):
+		case i >= 2 && (len(resp.Lease) != 0 || !strings.HasPrefix(resp.Refused, string(market.DeclineBusy)+":") || !strings.Contains(resp.Refused, "held by leases with no job yet") || !strings.Contains(resp.Refused, "retry in")):
 			t.Fatalf("fresh renter %d past half the GPUs: refusal %q, lease %d bytes; want %q saying why", i, resp.Refused, len(resp.Lease), market.DeclineBusy)
 		}
 	}

@@ -1,6 +1,9 @@
 package node
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gpumesh/gpumesh/market"
@@ -50,4 +53,39 @@ func leaseViews(st store.Store, now time.Time) ([]api.LeaseView, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// Rent leases GPUs as req asks, as this node's renter (its reputation
+// screening, never from itself), with no job bound to the lease.
+func (b *apiBackend) Rent(ctx context.Context, req market.RentRequest) (api.LeaseView, error) {
+	if b.n.jobs.renter == nil {
+		return api.LeaseView{}, api.ErrNotStarted
+	}
+	l, err := b.n.rent(ctx, req)
+	if err != nil {
+		return api.LeaseView{}, err
+	}
+	return ViewLease(l, market.LeaseConfirmed, market.RoleRenter), nil
+}
+
+// ReleaseLease releases the lease this node rented whose ID starts with
+// id, through its supplier (market.Renter.Release).
+func (b *apiBackend) ReleaseLease(ctx context.Context, id string) (api.LeaseView, error) {
+	if b.n.jobs.renter == nil {
+		return api.LeaseView{}, api.ErrNotStarted
+	}
+	sl, err := market.FindLease(b.n.store, id, market.RoleRenter, b.n.now())
+	if errors.Is(err, store.ErrNotFound) {
+		return api.LeaseView{}, fmt.Errorf("%w: %w", api.ErrNoLease, err)
+	}
+	if err != nil {
+		return api.LeaseView{}, err
+	}
+	at, err := b.n.jobs.renter.Release(ctx, sl.Lease)
+	if err != nil {
+		return api.LeaseView{}, err
+	}
+	v := ViewLease(sl.Lease, market.LeaseReleased, market.RoleRenter)
+	v.Reason = market.ReleasedByRenter(at)
+	return v, nil
 }

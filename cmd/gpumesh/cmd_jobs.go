@@ -69,10 +69,14 @@ The job belongs to your local node (gpumesh node with the same --data), not to t
 the node checks and pays each usage receipt, pulls the job's checkpoints (files the job writes
 in $CHECKPOINT_DIR), and, when the supplier is lost, rents again elsewhere and restarts the job
 from its last checkpoint with $JOB_ATTEMPT one higher. With --detach it returns at once;
-follow later with "gpumesh logs -f JOB".`,
+follow later with "gpumesh logs -f JOB".
+
+With --lease it rents nothing: the job runs on a lease your node rented already with
+"gpumesh rent --data" (its GPUs, supplier and remaining time), and has no other attempt.`,
 		Example: `  gpumesh run model=h100-sxm --count 1 --max-price 2.50 -- python train.py --epochs 3
   gpumesh run model=l40s --count 1 --max-price 1.20 --publish 8080:8000 --detach -- vllm serve my-model --port 8000
-  gpumesh run --count 2 --max-price 3 --checkpoint-every 1m --file train.py --detach --json -- python train.py`,
+  gpumesh run --count 2 --max-price 3 --checkpoint-every 1m --file train.py --detach --json -- python train.py
+  gpumesh run --lease 3f9c2a71 -- nvidia-smi`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.quiet = true
 			dash := cmd.ArgsLenAtDash()
@@ -163,6 +167,7 @@ follow later with "gpumesh logs -f JOB".`,
 	fl.IntVar(&jr.Replicas, "replicas", 1, "run the job on this many distinct suppliers at once, behind the same --publish address (each replica is leased, metered and settled on its own; one that fails its health checks is replaced)")
 	fl.StringVar(&jr.Health, "health", "", "HTTP path your node checks each replica at, e.g. /healthz (default: a TCP connect to the first port)")
 	fl.StringVar(&jr.HealthGrace, "health-grace", "", "how long a new replica may take to become healthy before it is replaced (default 5m)")
+	fl.StringVar(&jr.Lease, "lease", "", "run on this lease you rented already (an ID or unique prefix, as gpumesh leases lists it) instead of renting")
 	fl.StringArrayVar(&jr.Publish, "publish", nil, "[HOST:]LOCALPORT:PORT: your node listens on HOST:LOCALPORT (HOST 127.0.0.1 by default) and carries each connection to the job's PORT, on whichever supplier runs it (repeatable; declares PORT)")
 	addKeyFlags(fl, namedKeys("api"))
 	return cmd

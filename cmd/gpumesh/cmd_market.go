@@ -42,8 +42,10 @@ When no lease is made it says why, from the order book and the suppliers' answer
 With --data the lease is kept in that data dir, where "gpumesh leases" lists it.
 
 A lease is paid for through the job that runs on it: a supplier releases a lease on which no
-job starts within its claim window (30 s to 1 min by default). "gpumesh run" rents and starts
-a job at once.`,
+job starts within its claim window (30 s to 1 min by default). With --data and your node
+running there, the node rents and keeps the lease: start a job on it with
+"gpumesh run --lease ID", or end it with "gpumesh release ID". "gpumesh run" rents and
+starts a job at once.`,
 		Example: `  gpumesh rent model=h100-sxm --count 2 --hours 4 --max-price 2.50 --bootstrap /ip4/.../p2p/12D3Koo...
   gpumesh rent --ask 3f9c2a71 --count 1 --hours 1 --bootstrap /ip4/.../p2p/12D3Koo... --json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -59,6 +61,11 @@ a job at once.`,
 			terms, err := market.ParseRentTerms(count, hours, maxPrice)
 			if err != nil && (askID == "" || !errors.Is(err, market.ErrNoMaxPrice)) {
 				return termsError(err, ", unless you take an ask with --ask")
+			}
+			if c := nodeAnswers(cmd.Context(), cfg); c != nil && askID == "" {
+				// The node holds the data dir's store and key: it rents.
+				return a.rentThroughNode(cmd.Context(), c, api.RentRequest{Filter: f.String(), Count: terms.Count, Hours: hours, MaxPrice: maxPrice,
+					MinRep: &minRep, AllowUnproven: unproven, AllowSimulated: simOK, Wait: wait.String()}, timeout)
 			}
 			opts := []light.Option{light.WithRenting()}
 			if cfg.Sources["data"] != "default" {
@@ -97,15 +104,7 @@ a job at once.`,
 			if err != nil {
 				return err
 			}
-			if err := a.printLease(node.ViewLease(l, market.LeaseConfirmed, market.RoleRenter)); err != nil {
-				return err
-			}
-			if !a.json {
-				// The lease is billed only through a job: one that never
-				// runs a job is not held for long.
-				fmt.Fprintln(a.stderr, "note: the supplier releases a lease on which no job starts within its claim window (30 s to 1 min by default); `gpumesh run` rents and starts a job at once")
-			}
-			return nil
+			return a.printRented(node.ViewLease(l, market.LeaseConfirmed, market.RoleRenter))
 		},
 	}
 	fl := cmd.Flags()
@@ -119,6 +118,35 @@ a job at once.`,
 	fl.BoolVar(&unproven, "allow-unproven", false, "also lease from suppliers no trusted challenger has passed (any fresh key), after every proven one")
 	fl.BoolVar(&simOK, "allow-simulated", false, allowSimulatedUsage)
 	return cmd
+}
+
+// rentThroughNode has the node running on the data dir rent (POST
+// /api/v1/leases) and prints the lease or why none was made.
+func (a *app) rentThroughNode(ctx context.Context, c *api.Client, rr api.RentRequest, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sp := a.spin("renting through the node")
+	v, err := c.Rent(ctx, rr)
+	sp.Stop()
+	var nm *market.NoMatch
+	if errors.As(err, &nm) {
+		return a.printNoMatch(nm)
+	}
+	if err != nil {
+		return err
+	}
+	return a.printRented(v)
+}
+
+// printRented prints a lease just rented and, as text, what to do with
+// it: the lease is billed only through a job, and one that never runs a
+// job is not held for long.
+func (a *app) printRented(v api.LeaseView) error {
+	if err := a.printLease(v); err != nil || a.json {
+		return err
+	}
+	fmt.Fprintf(a.stderr, "note: the supplier releases a lease on which no job starts within its claim window (30 s to 1 min by default): start one with `gpumesh run --lease %s`, or release it with `gpumesh release %s`\n", short(v.LeaseID), short(v.LeaseID))
+	return nil
 }
 
 // termsError is a usage error for bad rent terms, in the words of the

@@ -389,8 +389,16 @@ type Quote struct {
 	Decline        string                 `protobuf:"bytes,13,opt,name=decline,proto3" json:"decline,omitempty"`                                        // "" for an offer, else a reason code
 	Free           uint32                 `protobuf:"varint,14,opt,name=free,proto3" json:"free,omitempty"`                                             // free GPUs of the model now
 	MinPriceMicros int64                  `protobuf:"varint,15,opt,name=min_price_micros,json=minPriceMicros,proto3" json:"min_price_micros,omitempty"` // with decline "price": the lowest price it would take
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// With decline "busy" because GPUs are held by leases with no job on
+	// them yet (not because too few are free): how many of the model's
+	// GPUs are so held, how many it has, and in how long such holds end
+	// (claimed or released) so that a proposal would be admitted. Zero
+	// from a supplier that predates them, or when busy means too few free.
+	Held          uint32 `protobuf:"varint,16,opt,name=held,proto3" json:"held,omitempty"`
+	Total         uint32 `protobuf:"varint,17,opt,name=total,proto3" json:"total,omitempty"`
+	RetryAfterMs  int64  `protobuf:"varint,18,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Quote) Reset() {
@@ -524,6 +532,27 @@ func (x *Quote) GetFree() uint32 {
 func (x *Quote) GetMinPriceMicros() int64 {
 	if x != nil {
 		return x.MinPriceMicros
+	}
+	return 0
+}
+
+func (x *Quote) GetHeld() uint32 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *Quote) GetTotal() uint32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *Quote) GetRetryAfterMs() int64 {
+	if x != nil {
+		return x.RetryAfterMs
 	}
 	return 0
 }
@@ -1050,6 +1079,146 @@ func (x *LeaseConfirmed) GetRefused() string {
 	return ""
 }
 
+// LeaseRelease is a renter's signed request to end its lease before its
+// end, sent over /gpumesh/lease-release/1.0.0. The lease is billed up to
+// the release, which is never counted as an unclaimed lease.
+type LeaseRelease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Renter        []byte                 `protobuf:"bytes,2,opt,name=renter,proto3" json:"renter,omitempty"`
+	Supplier      []byte                 `protobuf:"bytes,3,opt,name=supplier,proto3" json:"supplier,omitempty"`
+	LeaseId       []byte                 `protobuf:"bytes,4,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	Nonce         uint64                 `protobuf:"varint,5,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	CreatedMs     int64                  `protobuf:"varint,6,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRelease) Reset() {
+	*x = LeaseRelease{}
+	mi := &file_market_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRelease) ProtoMessage() {}
+
+func (x *LeaseRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRelease.ProtoReflect.Descriptor instead.
+func (*LeaseRelease) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LeaseRelease) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *LeaseRelease) GetRenter() []byte {
+	if x != nil {
+		return x.Renter
+	}
+	return nil
+}
+
+func (x *LeaseRelease) GetSupplier() []byte {
+	if x != nil {
+		return x.Supplier
+	}
+	return nil
+}
+
+func (x *LeaseRelease) GetLeaseId() []byte {
+	if x != nil {
+		return x.LeaseId
+	}
+	return nil
+}
+
+func (x *LeaseRelease) GetNonce() uint64 {
+	if x != nil {
+		return x.Nonce
+	}
+	return 0
+}
+
+func (x *LeaseRelease) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+// LeaseReleased is the supplier's answer to LeaseRelease.
+type LeaseReleased struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Refused       string                 `protobuf:"bytes,1,opt,name=refused,proto3" json:"refused,omitempty"`                          // why nothing changed; empty when released
+	ReleasedMs    int64                  `protobuf:"varint,2,opt,name=released_ms,json=releasedMs,proto3" json:"released_ms,omitempty"` // when the lease ended (its earlier release, if released already)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseReleased) Reset() {
+	*x = LeaseReleased{}
+	mi := &file_market_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseReleased) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseReleased) ProtoMessage() {}
+
+func (x *LeaseReleased) ProtoReflect() protoreflect.Message {
+	mi := &file_market_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseReleased.ProtoReflect.Descriptor instead.
+func (*LeaseReleased) Descriptor() ([]byte, []int) {
+	return file_market_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *LeaseReleased) GetRefused() string {
+	if x != nil {
+		return x.Refused
+	}
+	return ""
+}
+
+func (x *LeaseReleased) GetReleasedMs() int64 {
+	if x != nil {
+		return x.ReleasedMs
+	}
+	return 0
+}
+
 // BookRequest asks a node for the asks in its order book
 // (/gpumesh/orderbook/1.0.0).
 type BookRequest struct {
@@ -1062,7 +1231,7 @@ type BookRequest struct {
 
 func (x *BookRequest) Reset() {
 	*x = BookRequest{}
-	mi := &file_market_proto_msgTypes[10]
+	mi := &file_market_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1243,7 @@ func (x *BookRequest) String() string {
 func (*BookRequest) ProtoMessage() {}
 
 func (x *BookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[10]
+	mi := &file_market_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1256,7 @@ func (x *BookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BookRequest.ProtoReflect.Descriptor instead.
 func (*BookRequest) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{10}
+	return file_market_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BookRequest) GetModels() []string {
@@ -1114,7 +1283,7 @@ type BookResponse struct {
 
 func (x *BookResponse) Reset() {
 	*x = BookResponse{}
-	mi := &file_market_proto_msgTypes[11]
+	mi := &file_market_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1295,7 @@ func (x *BookResponse) String() string {
 func (*BookResponse) ProtoMessage() {}
 
 func (x *BookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_market_proto_msgTypes[11]
+	mi := &file_market_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1308,7 @@ func (x *BookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BookResponse.ProtoReflect.Descriptor instead.
 func (*BookResponse) Descriptor() ([]byte, []int) {
-	return file_market_proto_rawDescGZIP(), []int{11}
+	return file_market_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BookResponse) GetAsks() [][]byte {
@@ -1193,7 +1362,7 @@ const file_market_proto_rawDesc = "" +
 	"\x05nonce\x18\x03 \x01(\x04R\x05nonce\x12\x1d\n" +
 	"\n" +
 	"created_ms\x18\x04 \x01(\x03R\tcreatedMs\x12\x19\n" +
-	"\border_id\x18\x05 \x01(\fR\aorderId\"\x9e\x03\n" +
+	"\border_id\x18\x05 \x01(\fR\aorderId\"\xee\x03\n" +
 	"\x05Quote\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x1a\n" +
 	"\bsupplier\x18\x02 \x01(\fR\bsupplier\x12\x16\n" +
@@ -1213,7 +1382,10 @@ const file_market_proto_rawDesc = "" +
 	"\x06region\x18\f \x01(\tR\x06region\x12\x18\n" +
 	"\adecline\x18\r \x01(\tR\adecline\x12\x12\n" +
 	"\x04free\x18\x0e \x01(\rR\x04free\x12(\n" +
-	"\x10min_price_micros\x18\x0f \x01(\x03R\x0eminPriceMicros\"\xcb\x03\n" +
+	"\x10min_price_micros\x18\x0f \x01(\x03R\x0eminPriceMicros\x12\x12\n" +
+	"\x04held\x18\x10 \x01(\rR\x04held\x12\x14\n" +
+	"\x05total\x18\x11 \x01(\rR\x05total\x12$\n" +
+	"\x0eretry_after_ms\x18\x12 \x01(\x03R\fretryAfterMs\"\xcb\x03\n" +
 	"\rLeaseProposal\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06renter\x18\x02 \x01(\fR\x06renter\x12\x1a\n" +
@@ -1262,7 +1434,19 @@ const file_market_proto_rawDesc = "" +
 	"\fLeaseConfirm\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\fR\aleaseId\"*\n" +
 	"\x0eLeaseConfirmed\x12\x18\n" +
-	"\arefused\x18\x01 \x01(\tR\arefused\";\n" +
+	"\arefused\x18\x01 \x01(\tR\arefused\"\xac\x01\n" +
+	"\fLeaseRelease\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
+	"\x06renter\x18\x02 \x01(\fR\x06renter\x12\x1a\n" +
+	"\bsupplier\x18\x03 \x01(\fR\bsupplier\x12\x19\n" +
+	"\blease_id\x18\x04 \x01(\fR\aleaseId\x12\x14\n" +
+	"\x05nonce\x18\x05 \x01(\x04R\x05nonce\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x06 \x01(\x03R\tcreatedMs\"J\n" +
+	"\rLeaseReleased\x12\x18\n" +
+	"\arefused\x18\x01 \x01(\tR\arefused\x12\x1f\n" +
+	"\vreleased_ms\x18\x02 \x01(\x03R\n" +
+	"releasedMs\";\n" +
 	"\vBookRequest\x12\x16\n" +
 	"\x06models\x18\x01 \x03(\tR\x06models\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"\"\n" +
@@ -1281,7 +1465,7 @@ func file_market_proto_rawDescGZIP() []byte {
 	return file_market_proto_rawDescData
 }
 
-var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_market_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_market_proto_goTypes = []any{
 	(*Ask)(nil),            // 0: gpumesh.market.v1.Ask
 	(*Bid)(nil),            // 1: gpumesh.market.v1.Bid
@@ -1293,8 +1477,10 @@ var file_market_proto_goTypes = []any{
 	(*LeaseResponse)(nil),  // 7: gpumesh.market.v1.LeaseResponse
 	(*LeaseConfirm)(nil),   // 8: gpumesh.market.v1.LeaseConfirm
 	(*LeaseConfirmed)(nil), // 9: gpumesh.market.v1.LeaseConfirmed
-	(*BookRequest)(nil),    // 10: gpumesh.market.v1.BookRequest
-	(*BookResponse)(nil),   // 11: gpumesh.market.v1.BookResponse
+	(*LeaseRelease)(nil),   // 10: gpumesh.market.v1.LeaseRelease
+	(*LeaseReleased)(nil),  // 11: gpumesh.market.v1.LeaseReleased
+	(*BookRequest)(nil),    // 12: gpumesh.market.v1.BookRequest
+	(*BookResponse)(nil),   // 13: gpumesh.market.v1.BookResponse
 }
 var file_market_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -1315,7 +1501,7 @@ func file_market_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_market_proto_rawDesc), len(file_market_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

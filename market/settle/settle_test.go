@@ -717,7 +717,7 @@ func TestTermsOf(t *testing.T) {
 	l := &market.Lease{
 		Lease: &mpb.Lease{StartMs: testStart.UnixMilli(), EndMs: testStart.Add(time.Hour).UnixMilli(), Count: 4, PriceMicros: 3_600_000},
 		ID:    market.ID{7}, Supplier: sup.id, Renter: ren.id,
-		Proposal: &market.Proposal{LeaseProposal: &mpb.LeaseProposal{ReceiptIntervalMs: 2000}},
+		Proposal: &market.Proposal{LeaseProposal: &mpb.LeaseProposal{ReceiptIntervalMs: 2000, JobSpecHash: make([]byte, 32)}},
 	}
 	job := make([]byte, 16)
 	got := TermsOf(l, job)
@@ -725,6 +725,16 @@ func TestTermsOf(t *testing.T) {
 		Start: testStart, End: testStart.Add(time.Hour), Interval: 2 * time.Second, CreditLimit: 16_000} // two intervals: 2 × 2 s × 4 GPUs at 3.60/h
 	if metaOf(market.RoleRenter, got) != metaOf(market.RoleRenter, want) {
 		t.Fatalf("TermsOf = %+v, want %+v", got, want)
+	}
+	// A lease that binds no job spec takes its jobs on one meter: every
+	// job's terms name the lease's job ID.
+	l.Proposal.JobSpecHash = nil
+	a, b := TermsOf(l, job), TermsOf(l, []byte("another job id!!"))
+	if !bytes.Equal(a.JobID, LeaseJobID(l.ID)) || metaOf(market.RoleRenter, a) != metaOf(market.RoleRenter, b) {
+		t.Fatalf("terms of two jobs on a lease with no spec bound differ or do not name its job ID: %x, %x", a.JobID, b.JobID)
+	}
+	if bytes.Equal(LeaseJobID(market.ID{7}), LeaseJobID(market.ID{8})) || len(LeaseJobID(l.ID)) != JobIDBytes {
+		t.Fatal("LeaseJobID is not one per lease, of JobIDBytes")
 	}
 }
 

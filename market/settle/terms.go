@@ -1,6 +1,7 @@
 package settle
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"time"
@@ -25,9 +26,15 @@ type Terms struct {
 }
 
 // TermsOf gives the metering terms of a validated lease for the job
-// jobID, with the lease's defaults filled in (market.Lease.Terms).
+// jobID, with the lease's defaults filled in (market.Lease.Terms). A
+// lease that binds no job spec (rented with no job) takes its jobs one
+// after another on one meter: its terms name LeaseJobID, whatever job
+// runs (docs/PROTOCOL.md §15.5).
 func TermsOf(l *market.Lease, jobID []byte) Terms {
 	lt := l.Terms()
+	if len(lt.JobSpecHash) == 0 {
+		jobID = LeaseJobID(l.ID)
+	}
 	return Terms{
 		LeaseID:     l.ID,
 		JobID:       jobID,
@@ -121,4 +128,12 @@ func (m leaseMeta) terms(lease market.ID) (Terms, error) {
 		Interval:    time.Duration(m.IntervalMs) * time.Millisecond,
 		CreditLimit: m.CreditLimit,
 	}, nil
+}
+
+// LeaseJobID is the job ID that the receipts of a lease binding no job
+// spec carry: the first JobIDBytes of SHA-256("gpumesh-lease-jobs" ||
+// lease ID), the same for every job on it.
+func LeaseJobID(lease market.ID) []byte {
+	h := sha256.Sum256(append([]byte("gpumesh-lease-jobs"), lease[:]...))
+	return h[:JobIDBytes]
 }

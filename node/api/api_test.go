@@ -75,6 +75,21 @@ func (b *backend) Orders(f market.Filter) api.Orders {
 func (b *backend) Leases() ([]api.LeaseView, error) {
 	return []api.LeaseView{{LeaseID: "lease1", Model: "h100-sxm", Count: 1, Verified: true}}, nil
 }
+func (b *backend) Rent(_ context.Context, req market.RentRequest) (api.LeaseView, error) {
+	if req.Count == 7 {
+		return api.LeaseView{}, &market.NoMatch{Reasons: []string{"1 has 2 of 4 held by leases with no job yet (2 free); retry in 40s"}}
+	}
+	return api.LeaseView{LeaseID: "lease2", Model: "h100-sxm", Count: req.Count, Verified: true, State: "confirmed", Role: "renter"}, nil
+}
+func (b *backend) ReleaseLease(_ context.Context, id string) (api.LeaseView, error) {
+	switch id {
+	case "nosuch":
+		return api.LeaseView{}, fmt.Errorf("lease %s: %w", id, api.ErrNoLease)
+	case "busy":
+		return api.LeaseView{}, &market.ReleaseRefused{Reason: "lease busy: a job runs on the lease; stop it first"}
+	}
+	return api.LeaseView{LeaseID: id, Model: "h100-sxm", Count: 1, Verified: true, State: "released", Role: "renter"}, nil
+}
 func (b *backend) Prices() []market.PricePoint {
 	return []market.PricePoint{{Model: "h100-sxm", Trades: 4, LastMicros: 2_000_000}}
 }
@@ -749,5 +764,36 @@ func TestJobRequestToRequest(t *testing.T) {
 				t.Fatalf("got %v, want an error with %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestClientLeases: rent and release through the API, with their
+// errors typed as the CLI uses them.
+func TestClientLeases(t *testing.T) {
+	ctx := context.Background()
+	_, c := serve(t, newBackend(t))
+	l, err := c.Rent(ctx, api.RentRequest{Filter: "model=h100-sxm", Count: 2, MaxPrice: "2.50"})
+	if err != nil || l.Count != 2 || l.State != "confirmed" {
+		t.Fatalf("Rent = %+v, %v", l, err)
+	}
+	var e *api.Error
+	if _, err := c.Rent(ctx, api.RentRequest{Count: 1}); !errors.As(err, &e) || e.Status != http.StatusBadRequest || !strings.Contains(e.Message, "max_price") {
+		t.Fatalf("Rent with no max price: %v, want a 400 about max_price", err)
+	}
+	if _, err := c.Rent(ctx, api.RentRequest{Count: 1, MaxPrice: "1", Wait: "2h"}); !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+		t.Fatalf("Rent waiting 2h: %v, want a 400", err)
+	}
+	var nm *market.NoMatch
+	if _, err := c.Rent(ctx, api.RentRequest{Count: 7, MaxPrice: "1"}); !errors.Is(err, api.ErrConflict) || !errors.As(err, &nm) || !strings.Contains(nm.Reasons[0], "retry in") {
+		t.Fatalf("Rent matching nobody: %v, want ErrConflict and the NoMatch", err)
+	}
+	if v, err := c.ReleaseLease(ctx, "abcd1234"); err != nil || v.State != "released" {
+		t.Fatalf("ReleaseLease = %+v, %v", v, err)
+	}
+	if _, err := c.ReleaseLease(ctx, "nosuch"); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("ReleaseLease of an unknown lease: %v, want ErrNotFound", err)
+	}
+	if _, err := c.ReleaseLease(ctx, "busy"); !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "stop it first") {
+		t.Fatalf("ReleaseLease refused: %v, want ErrConflict with the supplier's reason", err)
 	}
 }

@@ -45,10 +45,10 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Method == "" && t.Message == "" && t.Status == e.Status
 }
 
-// Unwrap makes a 409 of POST /api/v1/jobs a *market.NoMatch for
-// errors.As, with the reasons the node gave.
+// Unwrap makes a 409 of POST /api/v1/jobs or /api/v1/leases (rent) a
+// *market.NoMatch for errors.As, with the reasons the node gave.
 func (e *Error) Unwrap() error {
-	if e.Status == http.StatusConflict && e.Method == http.MethodPost && e.Path == PathJobs {
+	if e.Status == http.StatusConflict && e.Method == http.MethodPost && (e.Path == PathJobs || e.Path == PathLeases) {
 		return &market.NoMatch{Reasons: e.Reasons}
 	}
 	return nil

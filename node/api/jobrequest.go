@@ -52,6 +52,10 @@ type JobRequest struct {
 	// attempt may take to become healthy (e.g. "10m"; "" : 5m).
 	Health      string `json:"health"`
 	HealthGrace string `json:"health_grace"`
+	// Lease runs the job on a lease this node rented already (a lease ID
+	// or its unique prefix) instead of renting: filter, count, hours and
+	// max_price are then left out.
+	Lease string `json:"lease"`
 }
 
 // JobFile is an input file of a JobRequest.
@@ -71,11 +75,15 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 	if r.Hours == 0 {
 		r.Hours = 1
 	}
-	terms, err := market.ParseRentTerms(r.Count, r.Hours, r.MaxPrice)
-	if err != nil {
-		return job.Request{}, err
+	var terms market.RentTerms
+	if r.Lease == "" {
+		if terms, err = market.ParseRentTerms(r.Count, r.Hours, r.MaxPrice); err != nil {
+			return job.Request{}, err
+		}
+	} else if r.Filter != "" || r.MaxPrice != "" || r.Replicas > 1 {
+		return job.Request{}, errors.New("lease: a job on a lease you hold takes its GPUs from it; leave out the filter, max_price and replicas")
 	}
-	req := job.Request{Filter: f, RentTerms: terms, MinReputation: reputation.DefaultFloor, AllowUnproven: r.AllowUnproven, AllowSimulated: r.AllowSimulated}
+	req := job.Request{Filter: f, RentTerms: terms, MinReputation: reputation.DefaultFloor, AllowUnproven: r.AllowUnproven, AllowSimulated: r.AllowSimulated, Lease: r.Lease}
 	if r.MinRep != nil {
 		req.MinReputation = *r.MinRep
 	}

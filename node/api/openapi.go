@@ -52,12 +52,16 @@ func docs() map[Route]routeDoc {
 	get, post, del := http.MethodGet, http.MethodPost, http.MethodDelete
 	notStarted := map[int]string{503: "jobs are not started yet"}
 	return map[Route]routeDoc{
-		{get, PathHealth}:     {summary: "Whether the node is up, its peer ID, addresses and counts", public: true, answer: Health{}},
-		{get, PathPeers}:      {summary: "The peers heard from: heartbeats, connection, reputation", answer: []Peer{}},
-		{get, PathGPUs}:       {summary: "This node's GPUs", answer: []inventory.GPU{}},
-		{get, PathOffers}:     {summary: "The offers of suppliers that a filter accepts (DHT profiles, prices from the order book)", params: []docParam{qFilter}, answer: []market.Offer{}, errors: map[int]string{400: "a bad filter"}},
-		{get, PathOrders}:     {summary: "The order book's asks and bids that a filter accepts", params: []docParam{qFilter}, answer: Orders{}, errors: map[int]string{400: "a bad filter"}},
-		{get, PathLeases}:     {summary: "This node's leases, as renter and as supplier", answer: []LeaseView{}},
+		{get, PathHealth}: {summary: "Whether the node is up, its peer ID, addresses and counts", public: true, answer: Health{}},
+		{get, PathPeers}:  {summary: "The peers heard from: heartbeats, connection, reputation", answer: []Peer{}},
+		{get, PathGPUs}:   {summary: "This node's GPUs", answer: []inventory.GPU{}},
+		{get, PathOffers}: {summary: "The offers of suppliers that a filter accepts (DHT profiles, prices from the order book)", params: []docParam{qFilter}, answer: []market.Offer{}, errors: map[int]string{400: "a bad filter"}},
+		{get, PathOrders}: {summary: "The order book's asks and bids that a filter accepts", params: []docParam{qFilter}, answer: Orders{}, errors: map[int]string{400: "a bad filter"}},
+		{get, PathLeases}: {summary: "This node's leases, as renter and as supplier", answer: []LeaseView{}},
+		{post, PathLeases}: {summary: "Rent GPUs with no job bound to them (jobs start on the lease with lease in a job request)", body: RentRequest{}, answer: LeaseView{},
+			errors: map[int]string{400: "a bad rent request", 409: "no supplier matched (ConflictBody)", 502: "the lease could not be made"}},
+		{post, PathLeaseRelease}: {summary: "Release a lease this node rented before its end", params: []docParam{{"path", "id", "a lease ID or its unique prefix", true}}, answer: LeaseView{},
+			errors: map[int]string{404: "no such lease of this node's", 409: "the supplier refused: not yours, ended, or a job runs on it", 502: "the supplier could not be reached"}},
 		{get, PathPrices}:     {summary: "The price index: trade prints by model", answer: []market.PricePoint{}},
 		{get, PathCapacity}:   {summary: "This supplier's GPUs by model: free, leased", answer: []market.Capacity{}},
 		{get, PathReputation}: {summary: "Every supplier's reputation as this node computes it", answer: []ReputationView{}},

@@ -29,6 +29,12 @@ type Backend interface {
 	Offers(f market.Filter) ([]market.Offer, error)
 	Orders(f market.Filter) Orders
 	Leases() ([]LeaseView, error)
+	// Rent leases GPUs with no job bound to them, as this node's renter.
+	Rent(ctx context.Context, req market.RentRequest) (LeaseView, error)
+	// ReleaseLease releases the lease this node rented whose ID starts
+	// with id (wrapping ErrNoLease when there is none; a supplier's
+	// refusal is a *market.ReleaseRefused).
+	ReleaseLease(ctx context.Context, id string) (LeaseView, error)
 	Prices() []market.PricePoint
 	Capacity() []market.Capacity
 	Reputation() []ReputationView
@@ -124,29 +130,31 @@ type server struct {
 func (s *server) handlers(o handlerOptions) map[Route]http.HandlerFunc {
 	get, post, del := http.MethodGet, http.MethodPost, http.MethodDelete
 	return map[Route]http.HandlerFunc{
-		{get, PathHealth}:     func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.b.Health()) },
-		{get, PathPeers}:      func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Peers())) },
-		{get, PathGPUs}:       func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.GPUs())) },
-		{get, PathOffers}:     s.offers,
-		{get, PathOrders}:     s.orders,
-		{get, PathLeases}:     s.leases,
-		{get, PathPrices}:     func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Prices())) },
-		{get, PathCapacity}:   func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Capacity())) },
-		{get, PathReputation}: func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Reputation())) },
-		{post, PathChallenge}: s.challenge,
-		{post, PathJobs}:      s.submitJob,
-		{get, PathJobs}:       s.jobs,
-		{get, PathJob}:        s.job,
-		{post, PathJobStop}:   s.stopJob,
-		{get, PathJobLogs}:    s.logs,
-		{get, PathForwards}:   s.forwards,
-		{post, PathForwards}:  s.forward,
-		{del, PathForwards}:   s.unforward,
-		{get, PathReceipts}:   s.receipts,
-		{get, PathDoctor}:     s.doctor,
-		{get, PathMetrics}:    o.metrics.ServeHTTP,
-		{"", PathPprof}:       pprof.Index,
-		{get, PathOpenAPI}:    serveOpenAPI,
+		{get, PathHealth}:        func(w http.ResponseWriter, r *http.Request) { writeJSON(w, s.b.Health()) },
+		{get, PathPeers}:         func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Peers())) },
+		{get, PathGPUs}:          func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.GPUs())) },
+		{get, PathOffers}:        s.offers,
+		{get, PathOrders}:        s.orders,
+		{get, PathLeases}:        s.leases,
+		{post, PathLeases}:       s.rent,
+		{post, PathLeaseRelease}: s.releaseLease,
+		{get, PathPrices}:        func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Prices())) },
+		{get, PathCapacity}:      func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Capacity())) },
+		{get, PathReputation}:    func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Reputation())) },
+		{post, PathChallenge}:    s.challenge,
+		{post, PathJobs}:         s.submitJob,
+		{get, PathJobs}:          s.jobs,
+		{get, PathJob}:           s.job,
+		{post, PathJobStop}:      s.stopJob,
+		{get, PathJobLogs}:       s.logs,
+		{get, PathForwards}:      s.forwards,
+		{post, PathForwards}:     s.forward,
+		{del, PathForwards}:      s.unforward,
+		{get, PathReceipts}:      s.receipts,
+		{get, PathDoctor}:        s.doctor,
+		{get, PathMetrics}:       o.metrics.ServeHTTP,
+		{"", PathPprof}:          pprof.Index,
+		{get, PathOpenAPI}:       serveOpenAPI,
 	}
 }
 

@@ -70,6 +70,12 @@ type Request struct {
 	// HealthGrace is how long a new attempt may take to become healthy
 	// before it is given up (default DefaultHealthGrace).
 	HealthGrace time.Duration
+	// Lease runs the job on a lease this renter holds already (a lease
+	// ID or its unique prefix, as `gpumesh rent` made it) instead of
+	// renting: its GPUs, its supplier and its remaining time. RentTerms
+	// and the filter are then unused, and the job has no other attempt:
+	// no failover, no restart (lease.go).
+	Lease string
 }
 
 // AttemptView is one attempt of a job.
@@ -154,6 +160,7 @@ type jobRecord struct {
 	Replica    int          `json:"replica,omitempty"`      // 0, 1, ... within the group
 	Health     string       `json:"health_check,omitempty"` // HTTP path, or "" for a TCP connect
 	Grace      int64        `json:"health_grace_ms,omitempty"`
+	OnLease    bool         `json:"on_lease,omitempty"` // it runs on a lease it was given (Request.Lease): no other attempt
 	Created    time.Time    `json:"created"`
 	Updated    time.Time    `json:"updated"`
 }
@@ -398,6 +405,9 @@ func (c *Controller) save(js *jobState) error {
 // returns once the supplier has started the process; the node then
 // follows the job on its own.
 func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
+	if req.Lease != "" {
+		return c.submitOnLease(ctx, req)
+	}
 	if err := req.RentTerms.Validate(); err != nil {
 		return View{}, err
 	}
@@ -431,6 +441,11 @@ func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
 // submit rents GPUs for one job (a replica i of group when group is set)
 // and starts its first attempt.
 func (c *Controller) submit(ctx context.Context, req Request, group string, replica int) (View, error) {
+	return c.submitWith(ctx, req, group, replica, nil)
+}
+
+// submitWith is submit, on lease l when it is set rather than renting.
+func (c *Controller) submitWith(ctx context.Context, req Request, group string, replica int, l *market.Lease) (View, error) {
 	m := req.Spec
 	if len(m.JobId) == 0 {
 		m.JobId = NewJobID()
@@ -453,6 +468,7 @@ func (c *Controller) submit(ctx context.Context, req Request, group string, repl
 	}
 	now := c.cfg.Now().UTC()
 	js := &jobState{rec: newRecord(req, spec, group, replica, now), spec: spec, filter: req.Filter, changed: make(chan struct{}), logs: map[uint32]*logFile{}}
+	js.rec.OnLease = l != nil
 	js.mu.Lock()
 	err = c.save(js)
 	js.mu.Unlock()
@@ -471,7 +487,7 @@ func (c *Controller) submit(ctx context.Context, req Request, group string, repl
 		js.mu.Unlock()
 		return c.view(js), err
 	}
-	if err := c.rentAttempt(ctx, js, nil); err != nil {
+	if err := c.firstAttempt(ctx, js, l); err != nil {
 		if replica > 0 {
 			// The group serves already; a replica that the market cannot
 			// place now is rented as a failover is, until RentFor passes.
@@ -509,11 +525,22 @@ func (c *Controller) rentAttempt(ctx context.Context, js *jobState, exclude []pe
 	if err != nil {
 		return fmt.Errorf("rent: %w", err)
 	}
+	return c.addAttempt(js, l)
+}
+
+// addAttempt records the job's next attempt, on lease l.
+func (c *Controller) addAttempt(js *jobState, l *market.Lease) error {
+	return c.addAttemptNumbered(js, l, 1)
+}
+
+// addAttemptNumbered records the job's next attempt, on lease l, numbered
+// at least from.
+func (c *Controller) addAttemptNumbered(js *jobState, l *market.Lease, from uint32) error {
 	js.mu.Lock()
 	defer js.mu.Unlock()
-	next := uint32(1)
+	next := from
 	if cur := js.rec.cur(); cur != nil {
-		next = cur.Attempt + 1
+		next = max(next, cur.Attempt+1)
 	}
 	js.rec.Attempts = append(js.rec.Attempts, attemptRec{Attempt: next, Lease: l.Raw, Supplier: l.Supplier.String(), Checkpoint: js.rec.Checkpoint, At: c.cfg.Now().UTC()})
 	js.rec.State = StateStarting

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -313,6 +314,10 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 		final   State
 		finalAt time.Time
 		settled bool
+		// A job on a lease that binds no spec settles alone (no
+		// statement): it waits for the status that ends the attempt,
+		// which follows the final receipt, before it returns.
+		local, ended bool
 	)
 	for {
 		_ = cs.st.SetReadDeadline(time.Now().Add(silence))
@@ -326,11 +331,13 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 		switch b := f.Body.(type) {
 		case *pb.ServerFrame_Status:
 			c.onStatus(js, ac, b.Status)
+			ended = ended || Ended(State(b.Status.State)) && b.Status.Attempt == ac.attempt
 			// Reattached to an attempt that ended while this node was
 			// away, its final receipt already paid: state the bill again.
 			if last := ac.payer.Last(); Ended(State(b.Status.State)) && final == "" && last != nil && last.Final && b.Status.Attempt == ac.attempt {
 				final, finalAt = State(last.State), c.cfg.Now()
-				c.sendStatement(js, ac, cs, final)
+				settled = c.sendStatement(js, ac, cs, final)
+				local = settled
 			}
 		case *pb.ServerFrame_Log:
 			if b.Log.Attempt == ac.attempt {
@@ -349,7 +356,8 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 			}
 			if done {
 				final, finalAt = State(r.State), c.cfg.Now()
-				c.sendStatement(js, ac, cs, final)
+				settled = c.sendStatement(js, ac, cs, final)
+				local = settled
 			}
 		case *pb.ServerFrame_Settlement:
 			if err := ac.payer.Settle(b.Settlement); err != nil {
@@ -362,7 +370,7 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 			_ = c.save(js)
 			js.mu.Unlock()
 		}
-		if final != "" && (settled || c.cfg.Now().Sub(finalAt) > p2p.StreamTimeout) {
+		if final != "" && (settled && (!local || ended) || c.cfg.Now().Sub(finalAt) > p2p.StreamTimeout) {
 			return final, nil
 		}
 	}
@@ -494,14 +502,25 @@ func (c *Controller) checkpointInUse(js *jobState, hash string) bool {
 	return false
 }
 
-// sendStatement signs and sends the statement of a finished attempt.
-func (c *Controller) sendStatement(js *jobState, ac *attemptCtx, cs *clientSession, outcome State) {
+// sendStatement signs and sends the statement of a finished attempt. A
+// job on a lease that binds no job spec is not stated: the lease takes
+// further jobs on the same meter, and a statement would close it. Its
+// final receipt paid, the attempt counts as settled, which it reports.
+func (c *Controller) sendStatement(js *jobState, ac *attemptCtx, cs *clientSession, outcome State) (settled bool) {
+	if len(ac.lease.Terms().JobSpecHash) == 0 {
+		js.mu.Lock()
+		js.rec.cur().Settled = true
+		_ = c.save(js)
+		js.mu.Unlock()
+		return true
+	}
 	raw, err := ac.payer.Statement(outcome.String(), c.cfg.Now())
 	if err != nil {
 		c.log.Warn("statement", "job", js.rec.ID[:8], "err", err)
-		return
+		return false
 	}
 	cs.send(&pb.ClientFrame{Body: &pb.ClientFrame_Statement{Statement: raw}})
+	return false
 }
 
 // attemptOver records how the current attempt ended and decides what
@@ -542,6 +561,11 @@ func (c *Controller) attemptOver(ctx context.Context, js *jobState, outcome Stat
 				js.rec.Message = outcome.String() + ": " + why
 			}
 		}
+	}
+	if js.rec.OnLease && js.rec.State == StateRecovering {
+		// Its lease was given, not rented for it: there is no other.
+		js.rec.State = StateFailed
+		js.rec.Message = strings.TrimPrefix(js.rec.Message+"; ", "; ") + "it ran on the lease it was given, and has no other attempt"
 	}
 	if js.rec.finished() && js.rec.FinishedAt.IsZero() {
 		js.rec.FinishedAt = c.cfg.Now().UTC()

@@ -444,6 +444,10 @@ func (e *Executor) heldLocked(id market.ID, attempt uint32) (*run, string) {
 		return old, "" // a repeated start: attach to it
 	case attempt < old.attempt:
 		return nil, fmt.Sprintf("attempt %d is stale: attempt %d ran on this lease", attempt, old.attempt)
+	case len(old.terms.JobSpecHash) == 0 && !Ended(old.State()):
+		return nil, fmt.Sprintf("attempt %d runs on this lease; a lease takes one job at a time", old.attempt)
+	case len(old.terms.JobSpecHash) == 0:
+		return nil, "" // a lease that binds no job spec takes jobs one after another
 	default:
 		return nil, fmt.Sprintf("attempt %d ran on this lease; every attempt needs a lease of its own", old.attempt)
 	}
@@ -458,9 +462,9 @@ func (e *Executor) welcome(l *market.Lease, h *pb.Hello, rawSpec, checkpoint []b
 	}
 	terms := l.Terms()
 	switch {
-	case len(terms.JobSpecHash) != 32:
-		return nil, refused("the lease binds no job spec")
-	case [32]byte(terms.JobSpecHash) != spec.Hash:
+	case len(terms.JobSpecHash) == 32 && [32]byte(terms.JobSpecHash) != spec.Hash:
+		// A lease that binds no spec (rented with no job, `gpumesh
+		// rent`) runs any job of its renter, who sent it (admitStart).
 		return nil, refused("the job spec does not match the lease's job_spec_hash")
 	case spec.Gpus != l.Count:
 		return nil, refused("the spec asks for %d GPUs, the lease has %d", spec.Gpus, l.Count)

@@ -153,8 +153,13 @@ func (r *run) meterLoop() {
 	defer t.Stop()
 	go r.sampleLoop()
 	// A lease is paid for from its start, whatever ran on it: the time
-	// the renter held the GPUs before the job started is billed at once.
+	// the renter held the GPUs before the job started is billed at once;
+	// on a lease that takes jobs one after another, the time since the
+	// last job's last receipt.
 	last := r.lease.Start()
+	if prev := r.meter.Last(); prev != nil {
+		last = maxTime(last, prev.End())
+	}
 	if r.started.After(last) && r.receipt(last, r.started, false, StateRunning) {
 		last = r.started
 	}
@@ -390,8 +395,9 @@ func (r *run) finish(last time.Time) {
 	r.setState(state, res.ExitCode, msg)
 	r.logger.Info("job ended", "state", state, "exit_code", res.ExitCode, "cpu", res.CPUTime)
 	close(r.done)
-	// One attempt per lease: its GPUs are free again whether or not the
-	// renter comes back to settle.
+	// The job is over: a lease bound to it frees its GPUs whether or not
+	// the renter comes back to settle; one that binds no job keeps them
+	// for the next (market.LeaseBook.Release).
 	r.e.release(r.lease.ID)
 }
 

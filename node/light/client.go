@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/p2p"
+	"github.com/gpumesh/gpumesh/store"
 )
 
 // ErrNoBootstrap means a client was started without bootstrap peers.
@@ -32,6 +33,7 @@ type Client struct {
 	net       *p2p.Network
 	orders    *p2p.Topic[market.Order] // nil unless renting
 	renter    *market.Renter           // nil unless renting
+	store     store.Store              // where leases are kept (WithStore); nil: none
 	bootstrap []peer.AddrInfo
 	query     time.Duration
 	cross     bool
@@ -64,7 +66,7 @@ func New(ctx context.Context, opts ...Option) (*Client, error) {
 		n.Close()
 		return nil, fmt.Errorf("light client: %w", err)
 	}
-	c := &Client{net: n, bootstrap: cfg.bootstrap, query: cfg.queryTimeout, cross: cfg.crossCheck, now: cfg.now, log: cfg.log}
+	c := &Client{net: n, store: cfg.store, bootstrap: cfg.bootstrap, query: cfg.queryTimeout, cross: cfg.crossCheck, now: cfg.now, log: cfg.log}
 	if cfg.renting {
 		ov := market.NewOrderValidator(cfg.now, market.OrderRate, market.OrderBurst)
 		if c.orders, err = p2p.JoinTopic(n.PubSub, n.Host.ID(), market.OrdersTopic, ov.Check, cfg.log); err != nil {
