@@ -51,6 +51,7 @@ type Network struct {
 	penalties *penalties          // the application-specific score (Penalize)
 	reach     *reachTracker       // what Reach reports
 	punch     *punchClock         // how long hole punching took, per peer
+	wrong     wrongPeers          // peers found on other networks
 
 	closeOnce sync.Once
 	closeErr  error
@@ -85,7 +86,7 @@ func New(cfg Config) (*Network, error) {
 		n.Close()
 		return nil, err
 	}
-	log.Info("host started", "peer", h.ID(), "addrs", h.Addrs(), "dht_mode", dhtMode(cfg.Mode))
+	log.Info("host started", "peer", h.ID(), "network", cfg.Network, "addrs", h.Addrs(), "dht_mode", dhtMode(cfg.Mode))
 	return n, nil
 }
 
@@ -193,6 +194,9 @@ func (n *Network) startServices(ctx context.Context) error {
 		return fmt.Errorf("p2p: start dht: %w", err)
 	}
 	n.penalties = newPenalties(n.cfg.Now)
+	if err := n.watchNetworks(ctx); err != nil {
+		return err
+	}
 	if err := n.startReach(ctx); err != nil {
 		return err
 	}

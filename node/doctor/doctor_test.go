@@ -219,7 +219,7 @@ func TestCheckServices(t *testing.T) {
 // TestEvaluateOrder: a report lists every check once, in order.
 func TestEvaluateOrder(t *testing.T) {
 	got := Evaluate(Facts{})
-	want := []string{CheckReachability, CheckObserved, CheckRelays, CheckPeers, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckListen, CheckServices, CheckProver}
+	want := []string{CheckReachability, CheckObserved, CheckRelays, CheckPeers, CheckNetwork, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckListen, CheckServices, CheckProver}
 	if len(got) != len(want) {
 		t.Fatalf("%d checks, want %d", len(got), len(want))
 	}
@@ -281,4 +281,14 @@ func TestCheckProver(t *testing.T) {
 			t.Errorf("%s: %+v, want %s with %q", tt.name, c, tt.status, tt.words)
 		}
 	}
+}
+
+func TestCheckNetwork(t *testing.T) {
+	wantCheck(t, checkNetwork("mainnet", "none (the first node of network mainnet)", nil), CheckNetwork, api.StatusOK, "mainnet; bootstrap: none", "")
+	other := p2p.WrongPeer{Peer: "peerA", Network: "lab-1"}
+	wantCheck(t, checkNetwork("mainnet", "configured (2 entries)", []p2p.WrongPeer{other}), CheckNetwork, api.StatusWarn,
+		"is on network lab-1, this node is on mainnet", "dropped")
+	boot := p2p.WrongPeer{Peer: "peerB", Network: "testnet-7", Bootstrap: true}
+	wantCheck(t, checkNetwork("mainnet", "configured (1 entry)", []p2p.WrongPeer{boot, other}), CheckNetwork, api.StatusFail,
+		"bootstrap peer "+boot.Peer.String()+" is on network testnet-7, this node is on mainnet", "--network testnet-7")
 }
