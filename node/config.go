@@ -31,18 +31,28 @@ type Config struct {
 	// ConfigFile is the TOML file that was read, if any.
 	ConfigFile string
 
-	Listen            []ma.Multiaddr  // addresses to listen on
-	Bootstrap         []peer.AddrInfo // peers to join through
-	GPUs              inventory.Spec  // auto | none | sim:MODEL:COUNT[,...]
-	Region            string          // region label advertised in the profile
-	API               string          // host:port of the local HTTP API, or "off"
-	LogLevel          slog.Level      // debug | info | warn | error
-	HeartbeatInterval time.Duration   // how often a heartbeat is gossiped
-	ProfileTTL        time.Duration   // lifetime of a published profile
-	ConnLow, ConnHigh int             // connection manager watermarks
-	Ban               []peer.ID       // refused by the gater
-	BootstrapTimeout  time.Duration   // how long to try bootstrap peers
-	MDNS              bool            // find peers on the LAN by multicast DNS
+	Listen    []ma.Multiaddr  // addresses to listen on
+	Network   string          // the gpumesh network's ID; p2p.DefaultNetwork when empty
+	Bootstrap []peer.AddrInfo // peers to join through
+	// BootstrapDNS are /dnsaddr bootstrap entries, resolved when the
+	// node (or light client) starts (ResolveBootstrap).
+	BootstrapDNS []ma.Multiaddr
+	// NoDefaultBootstrap: no built-in mainnet list when no bootstrap peer
+	// is configured (the first node of a network).
+	NoDefaultBootstrap bool
+	// DefaultBootstrap: Bootstrap and BootstrapDNS are the built-in
+	// mainnet list (DefaultBootstrap), set by LoadConfig.
+	DefaultBootstrap  bool
+	GPUs              inventory.Spec // auto | none | sim:MODEL:COUNT[,...]
+	Region            string         // region label advertised in the profile
+	API               string         // host:port of the local HTTP API, or "off"
+	LogLevel          slog.Level     // debug | info | warn | error
+	HeartbeatInterval time.Duration  // how often a heartbeat is gossiped
+	ProfileTTL        time.Duration  // lifetime of a published profile
+	ConnLow, ConnHigh int            // connection manager watermarks
+	Ban               []peer.ID      // refused by the gater
+	BootstrapTimeout  time.Duration  // how long to try bootstrap peers
+	MDNS              bool           // find peers on the LAN by multicast DNS
 	Pricing           market.PricingMode
 	Prices            map[string]money.Micros // list prices per GPU-hour by model
 	PriceFloors       map[string]money.Micros // floors by model (default half the list price)
@@ -168,6 +178,9 @@ func LoadConfig(in Input) (Config, error) {
 				return c, err
 			}
 		}
+	}
+	if err := c.applyDefaultBootstrap(); err != nil {
+		return c, err
 	}
 	if c.ConnLow > c.ConnHigh {
 		return c, fmt.Errorf("config: conn_low (%d) is above conn_high (%d)", c.ConnLow, c.ConnHigh)

@@ -26,8 +26,13 @@ func (n *Node) Doctor(ctx context.Context) api.DoctorReport {
 	_ = ctx // every fact is at hand; ctx is for checks that may ask peers
 	reach := n.net.Reach()
 	f := doctor.Facts{
-		Reach:   reach,
-		Peers:   len(n.net.Host.Network().Peers()),
+		Reach: reach,
+		Peers: len(n.net.Host.Network().Peers()),
+
+		Network:       n.net.NetworkID(),
+		BootstrapList: n.bootstrapList,
+		WrongPeers:    n.net.WrongNetworkPeers(),
+
 		APIAddr: n.APIAddr(),
 		GPUMode: n.cfg.GPUs.Mode,
 		GPUs:    n.gpus,
