@@ -189,18 +189,19 @@ func (c Config) networkID() string {
 	return c.Network
 }
 
-// applyDefaultBootstrap gives c the built-in mainnet list when it is on
-// the mainnet, names no bootstrap peer anywhere, and does not opt out.
-func (c *Config) applyDefaultBootstrap() error {
-	if c.networkID() != p2p.DefaultNetwork || c.NoDefaultBootstrap || c.Sources["bootstrap"] != "default" {
-		return nil
+// applyDefaultBootstrap keeps the built-in mainnet list, the bootstrap
+// key's default, only when c is on the mainnet, names no bootstrap peer
+// anywhere, and does not opt out; otherwise a default list is emptied.
+func (c *Config) applyDefaultBootstrap() {
+	if c.Sources["bootstrap"] != "default" {
+		c.DefaultBootstrap = false
+		return
 	}
-	peers, dns, err := ParseBootstrapList(DefaultBootstrap)
-	if err != nil {
-		return fmt.Errorf("config: built-in bootstrap list: %w", err)
+	if c.networkID() != p2p.DefaultNetwork || c.NoDefaultBootstrap {
+		c.Bootstrap, c.BootstrapDNS, c.DefaultBootstrap = []peer.AddrInfo{}, nil, false
+		return
 	}
-	c.Bootstrap, c.BootstrapDNS, c.DefaultBootstrap = peers, dns, true
-	return nil
+	c.DefaultBootstrap = true
 }
 
 // resolveBootstrap is c's bootstrap peers, its /dnsaddr entries resolved

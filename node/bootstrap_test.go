@@ -239,10 +239,14 @@ func TestNodeJoinsThroughDNSAddr(t *testing.T) {
 
 	// The built-in list: no lookup, the node starts alone.
 	def := testConfig(t, t.TempDir(), "none", "eu-west", nil)
-	def.Bootstrap, def.BootstrapDNS, def.DefaultBootstrap = nil, nil, false
+	var err error
+	def.Bootstrap, def.BootstrapDNS, err = ParseBootstrapList(DefaultBootstrap)
+	if err != nil {
+		t.Fatal(err)
+	}
 	def.Sources["bootstrap"] = "default"
-	if err := def.applyDefaultBootstrap(); err != nil || !def.DefaultBootstrap {
-		t.Fatalf("default list not applied: %v", err)
+	if def.applyDefaultBootstrap(); !def.DefaultBootstrap {
+		t.Fatal("default list not applied")
 	}
 	alone := startNode(t, def, WithResolver(r))
 	if len(alone.bootstrapIDs()) != 0 {

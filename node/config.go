@@ -179,9 +179,7 @@ func LoadConfig(in Input) (Config, error) {
 			}
 		}
 	}
-	if err := c.applyDefaultBootstrap(); err != nil {
-		return c, err
-	}
+	c.applyDefaultBootstrap()
 	if c.ConnLow > c.ConnHigh {
 		return c, fmt.Errorf("config: conn_low (%d) is above conn_high (%d)", c.ConnLow, c.ConnHigh)
 	}

@@ -125,7 +125,7 @@ func ConfigKeys() []Key {
 				return nil
 			},
 			show: func(c Config) any { return c.Network }},
-		{Name: "bootstrap", Arg: "multiaddr", Repeatable: true, Global: true,
+		{Name: "bootstrap", Arg: "multiaddr", Repeatable: true, Global: true, Default: DefaultBootstrap,
 			DefaultDoc: "the built-in list on `mainnet` (none yet), none on other networks",
 			Help:       "bootstrap peer to join the network through, a multiaddr ending in `/p2p/PEERID`, or a `/dnsaddr/NAME` entry",
 			set: func(c *Config, v []string) error {

@@ -14,6 +14,9 @@ import (
 // rest (a key, a store, renting).
 func (a *app) joinLight(ctx context.Context, cfg node.Config, opts ...light.Option) (*light.Client, error) {
 	boot, err := node.LightBootstrap(ctx, cfg, nil)
+	if errors.Is(err, node.ErrDefaultBootstrapUnavailable) {
+		return nil, fmt.Errorf("%w: pass --bootstrap MULTIADDR (or set %s); %w", light.ErrNoBootstrap, node.EnvName("bootstrap"), err)
+	}
 	if err != nil {
 		return nil, err
 	}
