@@ -100,8 +100,8 @@ type Node struct {
 	advertOK chan struct{}   // closed after the first successful publish
 	provided provided        // the provider records announced, and when
 
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 	// bootstrapList says which bootstrap list the node started with
 	// (Config.BootstrapList), before its /dnsaddr entries were resolved.
 	bootstrapList string

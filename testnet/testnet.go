@@ -240,9 +240,10 @@ type State struct {
 	JobNetwork bool `json:"job_network,omitempty"`
 }
 
-// BootstrapArgs returns --bootstrap flags for the testnet's bootstrap peers.
+// BootstrapArgs returns the flags that join the testnet: --network and
+// --bootstrap for each of its bootstrap peers.
 func (s *State) BootstrapArgs() []string {
-	var args []string
+	args := []string{"--network", Network}
 	for _, b := range s.Bootstrap {
 		args = append(args, "--bootstrap", b)
 	}
