@@ -213,7 +213,7 @@ func (n *Network) startServices(ctx context.Context) error {
 		n.wg.Go(func() { n.keepBootstrap(ctx) })
 	}
 	if n.cfg.MDNS {
-		n.mdns = mdns.NewMdnsService(n.Host, "gpumesh", mdnsNotifee{n})
+		n.mdns = mdns.NewMdnsService(n.Host, MDNSService(n.cfg.Network), mdnsNotifee{n})
 		if err := n.mdns.Start(); err != nil {
 			return fmt.Errorf("p2p: start mdns: %w", err)
 		}

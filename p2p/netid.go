@@ -89,6 +89,16 @@ func pubsubOptions(id string) []pubsub.Option {
 	return []pubsub.Option{pubsub.WithGossipSubProtocols(PubSubProtocols(id), features)}
 }
 
+// MDNSService is the mDNS service name of network id: "gpumesh" on the
+// mainnet, "gpumesh-<id>" elsewhere, so that nodes of different networks
+// on one LAN do not find each other.
+func MDNSService(id string) string {
+	if id == DefaultNetwork || id == "" {
+		return "gpumesh"
+	}
+	return "gpumesh-" + id
+}
+
 // AgentVersion is what a node of network id announces through identify:
 // ua followed by " (network=<id>)".
 func AgentVersion(ua, id string) string {

@@ -47,6 +47,9 @@ func TestProtocolNames(t *testing.T) {
 			t.Errorf("testnet-7 speaks %s", p)
 		}
 	}
+	if MDNSService("mainnet") != "gpumesh" || MDNSService("lab-1") != "gpumesh-lab-1" {
+		t.Errorf("mDNS services %q, %q", MDNSService("mainnet"), MDNSService("lab-1"))
+	}
 	if ps := PubSubProtocols("mainnet"); !slices.Contains(ps, "/meshsub/1.1.0") {
 		t.Errorf("mainnet pubsub protocols = %v, want go-libp2p-pubsub's", ps)
 	}
