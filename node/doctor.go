@@ -64,6 +64,7 @@ func OfflineDoctor(ctx context.Context, cfg Config, seed string, now time.Time) 
 	gpus, gerr := inventory.FromSpec(cfg.GPUs, seed, nil).Detect(ctx)
 	checks := doctor.EvaluateOffline(doctor.OfflineFacts{
 		APIAddr: cfg.API, GPUMode: cfg.GPUs.Mode, GPUs: gpus, GPUErr: gerr,
+		Network: cfg.networkID(), BootstrapList: cfg.BootstrapList(),
 		ClockSynced: doctor.KernelClockSynced(),
 		DataDir:     cfg.DataDir, Disk: doctor.MeasureDisk(cfg.DataDir),
 		ProverErr: offlineProver(gpus), UVM: doctor.HasUVM(),

@@ -106,6 +106,10 @@ func Evaluate(f Facts) []api.Check {
 // from: the configured API address, GPUs, data dir and this machine.
 type OfflineFacts struct {
 	APIAddr string // the configured API address; "" or "off" is no API
+	// Network and BootstrapList are the configured network and bootstrap
+	// list (node.Config.BootstrapList).
+	Network       string
+	BootstrapList string
 	GPUMode string
 	GPUs    []inventory.GPU
 	GPUErr  error
@@ -130,6 +134,7 @@ func EvaluateOffline(f OfflineFacts) []api.Check {
 	}
 	return []api.Check{
 		nodeCheck,
+		checkNetwork(f.Network, f.BootstrapList, nil),
 		checkGPUs(f.GPUMode, f.GPUs, f.GPUErr),
 		checkLocalClock(f.ClockSynced),
 		checkDisk(f.DataDir, f.Disk),

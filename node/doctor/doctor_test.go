@@ -240,21 +240,22 @@ func TestEvaluateOrder(t *testing.T) {
 func TestEvaluateOffline(t *testing.T) {
 	yes := true
 	f := OfflineFacts{
-		APIAddr: "127.0.0.1:1", GPUMode: inventory.ModeSim,
+		APIAddr: "127.0.0.1:1", GPUMode: inventory.ModeSim, Network: "lab-1", BootstrapList: "configured (1 entry)",
 		GPUs:        []inventory.GPU{{Model: "rtx4090", Simulated: true}, {Model: "rtx4090", Simulated: true}},
 		ClockSynced: &yes, DataDir: "/data", Disk: DiskSpace{Path: "/data", Free: 100 << 30},
 	}
 	got := EvaluateOffline(f)
-	names := []string{CheckNode, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckProver}
+	names := []string{CheckNode, CheckNetwork, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckProver}
 	if len(got) != len(names) {
 		t.Fatalf("checks %+v, want %v", got, names)
 	}
 	wantCheck(t, got[0], CheckNode, api.StatusFail, "no node is running at 127.0.0.1:1", "gpumesh node")
-	wantCheck(t, got[1], CheckGPUs, api.StatusOK, "2 simulated GPUs", "")
-	wantCheck(t, got[2], CheckClockSkew, api.StatusOK, "no skew measured", "")
-	wantCheck(t, got[3], CheckDisk, api.StatusOK, "/data", "")
-	wantCheck(t, got[4], CheckAPIBind, api.StatusOK, "loopback", "")
-	wantCheck(t, got[5], CheckProver, api.StatusOK, "simulated GPUs only", "")
+	wantCheck(t, got[1], CheckNetwork, api.StatusOK, "lab-1; bootstrap: configured (1 entry)", "")
+	wantCheck(t, got[2], CheckGPUs, api.StatusOK, "2 simulated GPUs", "")
+	wantCheck(t, got[3], CheckClockSkew, api.StatusOK, "no skew measured", "")
+	wantCheck(t, got[4], CheckDisk, api.StatusOK, "/data", "")
+	wantCheck(t, got[5], CheckAPIBind, api.StatusOK, "loopback", "")
+	wantCheck(t, got[6], CheckProver, api.StatusOK, "simulated GPUs only", "")
 
 	f.APIAddr = "off"
 	wantCheck(t, EvaluateOffline(f)[0], CheckNode, api.StatusFail, "the API is off", "--api")
