@@ -136,8 +136,8 @@ func (n *Network) keepBootstrap(ctx context.Context) {
 			if ai.ID == n.Host.ID() || n.Host.Network().Connectedness(ai.ID) == network.Connected {
 				continue
 			}
-			if _, wrong := n.wrong.get(ai.ID); wrong {
-				continue // on another network: said once, not redialled
+			if w, wrong := n.wrong.get(ai.ID); wrong && n.cfg.Now().Sub(w.Seen) < wrongPeerRetry {
+				continue // on another network: said once, not redialled for a while
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			// Past the swarm's dial backoff, which after a long outage

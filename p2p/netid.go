@@ -179,6 +179,13 @@ func (s *wrongPeers) add(w WrongPeer) bool {
 	return !seen || old.Network != w.Network
 }
 
+// forget drops id: it identified as a peer of this network since.
+func (s *wrongPeers) forget(id peer.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.peers, id)
+}
+
 func (s *wrongPeers) get(id peer.ID) (WrongPeer, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -220,10 +227,16 @@ func (n *Network) isBootstrap(id peer.ID) bool {
 // checkPeerNetwork compares the network agent announces with this node's:
 // a peer of another network is logged (once), remembered, no longer
 // protected as a bootstrap peer, dropped from the routing table and
-// disconnected. It reports whether the peer is on another network.
+// disconnected. It reports whether the peer is on another network. A
+// peer found on this network (restarted with the right --network) is
+// forgotten.
 func (n *Network) checkPeerNetwork(id peer.ID, agent string) bool {
 	other, ok := ParseAgentNetwork(agent)
-	if !ok || other == n.cfg.Network {
+	if !ok {
+		return false
+	}
+	if other == n.cfg.Network {
+		n.wrong.forget(id)
 		return false
 	}
 	w := WrongPeer{Peer: id, Network: other, Bootstrap: n.isBootstrap(id), Seen: n.cfg.Now()}
@@ -244,8 +257,13 @@ func (n *Network) checkPeerNetwork(id peer.ID, agent string) bool {
 }
 
 // wrongPeerGrace is how long a peer of another network stays connected
-// once found, so that it can identify this node in turn.
-const wrongPeerGrace = 2 * time.Second
+// once found, so that it can identify this node in turn; a bootstrap
+// peer found on another network is not redialled for wrongPeerRetry (it
+// may restart on the right one).
+const (
+	wrongPeerGrace = 2 * time.Second
+	wrongPeerRetry = 10 * time.Minute
+)
 
 // watchNetworks checks the network of every peer identify completes with,
 // until ctx ends.

@@ -253,3 +253,35 @@ func FuzzParseAgentNetwork(f *testing.F) {
 		}
 	})
 }
+
+// TestWrongPeersRemembered: peers of other networks are remembered (at
+// most maxWrongPeers, the latest), peers of unknown networks are left
+// alone, and a peer that identifies on this network since is forgotten.
+func TestWrongPeersRemembered(t *testing.T) {
+	n := startNetwork(t, ModeServer, false, nil)
+	ids := make([]peer.ID, maxWrongPeers+5)
+	for i := range ids {
+		ids[i] = mustID(t, newKey(t))
+	}
+	if n.checkPeerNetwork(ids[0], "gpumesh/0.1.0") || n.checkPeerNetwork(ids[0], "kubo/0.30 (network=lab)") || len(n.WrongNetworkPeers()) != 0 {
+		t.Fatal("a peer of unknown network was taken for another network's")
+	}
+	for _, id := range ids {
+		if !n.checkPeerNetwork(id, "gpumesh/0.1.0 (network=lab-1)") {
+			t.Fatalf("%s on lab-1 not found wrong", id)
+		}
+	}
+	if got := len(n.WrongNetworkPeers()); got != maxWrongPeers {
+		t.Fatalf("%d wrong peers remembered, want %d", got, maxWrongPeers)
+	}
+	last := ids[len(ids)-1]
+	if _, ok := n.wrong.get(last); !ok {
+		t.Fatal("the latest wrong peer was forgotten")
+	}
+	if n.checkPeerNetwork(last, AgentVersion("gpumesh/0.1.0", n.NetworkID())) {
+		t.Fatal("a peer of this network found wrong")
+	}
+	if _, ok := n.wrong.get(last); ok {
+		t.Fatal("a peer back on this network is still remembered as wrong")
+	}
+}
