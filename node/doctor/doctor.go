@@ -110,9 +110,9 @@ type OfflineFacts struct {
 	// list (node.Config.BootstrapList).
 	Network       string
 	BootstrapList string
-	GPUMode string
-	GPUs    []inventory.GPU
-	GPUErr  error
+	GPUMode       string
+	GPUs          []inventory.GPU
+	GPUErr        error
 	// ClockSynced is whether the kernel says the clock is synchronised;
 	// nil when it cannot tell.
 	ClockSynced *bool
