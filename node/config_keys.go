@@ -117,13 +117,7 @@ func ConfigKeys() []Key {
 			show: func(c Config) any { return stringsOf(c.Listen) }},
 		{Name: "network", Arg: "id", Global: true, Default: []string{p2p.DefaultNetwork},
 			Help: "the gpumesh network to join: nodes of different networks never exchange records (a-z, 0-9, '-', at most 32)",
-			set: func(c *Config, v []string) error {
-				if err := p2p.ValidNetwork(v[0]); err != nil {
-					return err
-				}
-				c.Network = v[0]
-				return nil
-			},
+			set:  parsed(func(c *Config) *string { return &c.Network }, func(s string) (string, error) { return s, p2p.ValidNetwork(s) }),
 			show: func(c Config) any { return c.Network }},
 		{Name: "bootstrap", Arg: "multiaddr", Repeatable: true, Global: true, Default: DefaultBootstrap,
 			DefaultDoc: "the built-in list on `mainnet` (none yet), none on other networks",
