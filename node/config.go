@@ -32,8 +32,18 @@ type Config struct {
 	// ConfigFile is the TOML file that was read, if any.
 	ConfigFile string
 
-	Listen            []ma.Multiaddr   // addresses to listen on
-	Bootstrap         []peer.AddrInfo  // peers to join through
+	Listen    []ma.Multiaddr  // addresses to listen on
+	Network   string          // the gpumesh network's ID; p2p.DefaultNetwork when empty
+	Bootstrap []peer.AddrInfo // peers to join through
+	// BootstrapDNS are /dnsaddr bootstrap entries, resolved when the
+	// node (or light client) starts (ResolveBootstrap).
+	BootstrapDNS []ma.Multiaddr
+	// NoDefaultBootstrap: no built-in mainnet list when no bootstrap peer
+	// is configured (the first node of a network).
+	NoDefaultBootstrap bool
+	// DefaultBootstrap: Bootstrap and BootstrapDNS are the built-in
+	// mainnet list (DefaultBootstrap), set by LoadConfig.
+	DefaultBootstrap  bool
 	GPUs              inventory.Spec   // auto | none | sim:MODEL:COUNT[,...]
 	Region            string           // region label advertised in the profile
 	API               string           // host:port of the local HTTP API, or "off"
@@ -171,6 +181,7 @@ func LoadConfig(in Input) (Config, error) {
 			}
 		}
 	}
+	c.applyDefaultBootstrap()
 	if c.ConnLow > c.ConnHigh {
 		return c, fmt.Errorf("config: conn_low (%d) is above conn_high (%d)", c.ConnLow, c.ConnHigh)
 	}

@@ -115,10 +115,26 @@ func ConfigKeys() []Key {
 			Help: "libp2p multiaddr to listen on",
 			set:  parsedList(func(c *Config) *[]ma.Multiaddr { return &c.Listen }, ma.NewMultiaddr, "a multiaddr"),
 			show: func(c Config) any { return stringsOf(c.Listen) }},
-		{Name: "bootstrap", Arg: "multiaddr", Repeatable: true, Global: true,
-			Help: "bootstrap peer to join the network through, a multiaddr ending in `/p2p/PEERID`",
-			set:  parsedAll(func(c *Config) *[]peer.AddrInfo { return &c.Bootstrap }, ParseBootstrap),
-			show: func(c Config) any { return bootstrapStrings(c.Bootstrap) }},
+		{Name: "network", Arg: "id", Global: true, Default: []string{p2p.DefaultNetwork},
+			Help: "the gpumesh network to join: nodes of different networks never exchange records (a-z, 0-9, '-', at most 32)",
+			set:  parsed(func(c *Config) *string { return &c.Network }, func(s string) (string, error) { return s, p2p.ValidNetwork(s) }),
+			show: func(c Config) any { return c.Network }},
+		{Name: "bootstrap", Arg: "multiaddr", Repeatable: true, Global: true, Default: DefaultBootstrap,
+			DefaultDoc: "the built-in list on `mainnet` (none yet), none on other networks",
+			Help:       "bootstrap peer to join the network through, a multiaddr ending in `/p2p/PEERID`, or a `/dnsaddr/NAME` entry",
+			set: func(c *Config, v []string) error {
+				peers, dns, err := ParseBootstrapList(v)
+				if err != nil {
+					return err
+				}
+				c.Bootstrap, c.BootstrapDNS = peers, dns
+				return nil
+			},
+			show: func(c Config) any { return append(bootstrapStrings(c.Bootstrap), stringsOf(c.BootstrapDNS)...) }},
+		{Name: "no_default_bootstrap", Kind: KindBool, Global: true, Default: []string{"false"},
+			Help: "use no built-in bootstrap list when none is configured: the first node of a network (as `bootstrap = []` in the file)",
+			set:  boolKey(func(c *Config) *bool { return &c.NoDefaultBootstrap }),
+			show: func(c Config) any { return c.NoDefaultBootstrap }},
 		{Name: "gpus", Arg: "spec", Default: []string{"auto"},
 			Help: "GPUs to offer: `auto` (NVML), `none`, or `sim:MODEL:COUNT[,MODEL:COUNT...]` (simulated)",
 			set:  parsed(func(c *Config) *inventory.Spec { return &c.GPUs }, inventory.ParseSpec),

@@ -26,8 +26,13 @@ func (n *Node) Doctor(ctx context.Context) api.DoctorReport {
 	_ = ctx // every fact is at hand; ctx is for checks that may ask peers
 	reach := n.net.Reach()
 	f := doctor.Facts{
-		Reach:   reach,
-		Peers:   len(n.net.Host.Network().Peers()),
+		Reach: reach,
+		Peers: len(n.net.Host.Network().Peers()),
+
+		Network:       n.net.NetworkID(),
+		BootstrapList: n.bootstrapList,
+		WrongPeers:    n.net.WrongNetworkPeers(),
+
 		APIAddr: n.APIAddr(),
 		GPUMode: n.cfg.GPUs.Mode,
 		GPUs:    n.gpus,
@@ -59,6 +64,7 @@ func OfflineDoctor(ctx context.Context, cfg Config, seed string, now time.Time) 
 	gpus, gerr := inventory.FromSpec(cfg.GPUs, seed, nil).Detect(ctx)
 	checks := doctor.EvaluateOffline(doctor.OfflineFacts{
 		APIAddr: cfg.API, GPUMode: cfg.GPUs.Mode, GPUs: gpus, GPUErr: gerr,
+		Network: cfg.networkID(), BootstrapList: cfg.BootstrapList(),
 		ClockSynced: doctor.KernelClockSynced(),
 		DataDir:     cfg.DataDir, Disk: doctor.MeasureDisk(cfg.DataDir),
 		ProverErr: offlineProver(gpus), UVM: doctor.HasUVM(),

@@ -26,6 +26,7 @@ func TestOfflineDoctor(t *testing.T) {
 	}
 	want := []struct{ name, status, detail string }{
 		{doctor.CheckNode, api.StatusFail, "no node is running at 127.0.0.1:1"},
+		{doctor.CheckNetwork, api.StatusOK, "mainnet; bootstrap: none"},
 		{doctor.CheckGPUs, api.StatusOK, "2 simulated GPUs"},
 		{doctor.CheckClockSkew, "", "no skew measured"}, // this machine's NTP decides the status
 		{doctor.CheckDisk, api.StatusOK, dir},

@@ -45,7 +45,12 @@ type options struct {
 	detector inventory.Detector
 	store    store.Store
 	cudaLib  string
+	resolver Resolver
 }
+
+// WithResolver resolves the /dnsaddr bootstrap entries (default
+// DefaultResolver, the system's DNS); tests give a fake.
+func WithResolver(r Resolver) Option { return func(o *options) { o.resolver = r } }
 
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
@@ -95,8 +100,12 @@ type Node struct {
 	advertOK chan struct{}   // closed after the first successful publish
 	provided provided        // the provider records announced, and when
 
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// bootstrapList says which bootstrap list the node started with
+	// (Config.BootstrapList), before its /dnsaddr entries were resolved.
+	bootstrapList string
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -149,10 +158,19 @@ func New(ctx context.Context, cfg Config, opts ...Option) (_ *Node, err error) {
 	if err := n.watchStore(); err != nil {
 		return nil, err
 	}
+	n.bootstrapList = cfg.BootstrapList()
+	n.cfg.Bootstrap, err = cfg.resolveBootstrap(ctx, o.resolver, false, func(err error) {
+		n.log.Warn("bootstrap list: some entries name no peer", "err", err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.log.Info("joining network", "network", cfg.networkID(), "bootstrap", n.bootstrapList, "bootstrap_peers", len(n.cfg.Bootstrap))
 	n.net, err = p2p.New(p2p.Config{
 		Key:          n.key,
+		Network:      cfg.Network,
 		ListenAddrs:  stringsOf(cfg.Listen),
-		Bootstrap:    cfg.Bootstrap,
+		Bootstrap:    n.cfg.Bootstrap,
 		Mode:         p2p.ModeServer,
 		PubSub:       true,
 		ConnLow:      cfg.ConnLow,

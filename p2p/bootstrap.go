@@ -30,7 +30,7 @@ func dhtMode(mode Mode) dht.ModeOpt {
 func dhtOptions(cfg Config) []dht.Option {
 	dopts := []dht.Option{
 		dht.Mode(dhtMode(cfg.Mode)),
-		dht.ProtocolPrefix(ProtocolPrefix),
+		dht.ProtocolPrefix(DHTPrefix(cfg.Network)),
 		dht.NamespacedValidator(ProfileNamespace, ProfileValidator{Now: cfg.Now}),
 		dht.BootstrapPeers(cfg.Bootstrap...),
 	}
@@ -42,16 +42,19 @@ func dhtOptions(cfg Config) []dht.Option {
 
 // Bootstrap connects to the configured bootstrap peers in parallel, each
 // within timeout, and refreshes the routing table. It fails with
-// ErrNoBootstrapPeers when peers were configured and none could be reached.
+// ErrNoBootstrapPeers when peers were configured and none could be reached,
+// or with ErrWrongNetwork when those reached are all gpumesh nodes of
+// another network.
 func (n *Network) Bootstrap(ctx context.Context, timeout time.Duration) error {
 	if len(n.cfg.Bootstrap) == 0 {
 		return nil
 	}
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		ok   int
-		errs []error
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		ok    int
+		errs  []error
+		wrong []error
 	)
 	for _, ai := range n.cfg.Bootstrap {
 		if ai.ID == n.Host.ID() {
@@ -63,8 +66,13 @@ func (n *Network) Bootstrap(ctx context.Context, timeout time.Duration) error {
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			err := n.Host.Connect(cctx, ai)
+			werr := n.peerNetworkErr(ai.ID)
 			mu.Lock()
 			defer mu.Unlock()
+			if werr != nil {
+				wrong = append(wrong, werr)
+				return
+			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", ai.ID, err))
 				return
@@ -73,6 +81,9 @@ func (n *Network) Bootstrap(ctx context.Context, timeout time.Duration) error {
 		}(ai)
 	}
 	wg.Wait()
+	if ok == 0 && len(wrong) > 0 {
+		return fmt.Errorf("%w (check --bootstrap and --network)", errors.Join(wrong...))
+	}
 	if ok == 0 && len(errs) > 0 {
 		return fmt.Errorf("%w (tried %d within %s): %w", ErrNoBootstrapPeers, len(errs), timeout, errors.Join(errs...))
 	}
@@ -125,6 +136,9 @@ func (n *Network) keepBootstrap(ctx context.Context) {
 			if ai.ID == n.Host.ID() || n.Host.Network().Connectedness(ai.ID) == network.Connected {
 				continue
 			}
+			if w, wrong := n.wrong.get(ai.ID); wrong && n.cfg.Now().Sub(w.Seen) < wrongPeerRetry {
+				continue // on another network: said once, not redialled for a while
+			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			// Past the swarm's dial backoff, which after a long outage
 			// (a partition between regions) grows to minutes: this dial
@@ -147,6 +161,9 @@ func (n *Network) waitRoutingTable(ctx context.Context, timeout time.Duration) e
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for n.DHT.RoutingTable().Size() == 0 {
+		if err := n.allBootstrapWrong(); err != nil {
+			return err
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: connected, but no peer answered as a gpumesh DHT server within %s", ErrNoBootstrapPeers, timeout)
@@ -154,4 +171,21 @@ func (n *Network) waitRoutingTable(ctx context.Context, timeout time.Duration) e
 		}
 	}
 	return nil
+}
+
+// allBootstrapWrong fails with ErrWrongNetwork when every bootstrap peer
+// has turned out to be on another network.
+func (n *Network) allBootstrapWrong() error {
+	var errs []error
+	for _, ai := range n.cfg.Bootstrap {
+		w, ok := n.wrong.get(ai.ID)
+		if !ok {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("%w: %s", ErrWrongNetwork, w.String(n.cfg.Network)))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w (check --bootstrap and --network)", errors.Join(errs...))
 }

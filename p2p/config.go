@@ -29,6 +29,10 @@ const (
 type Config struct {
 	// Key is the node's identity. Required.
 	Key crypto.PrivKey
+	// Network is the ID of the gpumesh network to join (ValidNetwork);
+	// DefaultNetwork when empty. It scopes the DHT and GossipSub
+	// protocols and is announced in identify's agent version.
+	Network string
 	// ListenAddrs are multiaddrs to listen on; none for a light client.
 	ListenAddrs []string
 	// Bootstrap are the peers to join the network through.
@@ -41,7 +45,8 @@ type Config struct {
 	ConnLow, ConnHigh int
 	// Banned peers are refused by the connection gater and pubsub.
 	Banned []peer.ID
-	// UserAgent is announced through identify, e.g. "gpumesh/0.1.0".
+	// UserAgent is announced through identify, e.g. "gpumesh/0.1.0",
+	// followed by the network (AgentVersion).
 	UserAgent string
 	// Registerer receives libp2p's Prometheus metrics; none when nil.
 	Registerer prometheus.Registerer
@@ -144,6 +149,12 @@ func (c *Config) fill() error {
 	if c.Key == nil {
 		return errors.New("p2p: config: Key is required")
 	}
+	if c.Network == "" {
+		c.Network = DefaultNetwork
+	}
+	if err := ValidNetwork(c.Network); err != nil {
+		return fmt.Errorf("p2p: config: %w", err)
+	}
 	if c.ConnLow == 0 {
 		c.ConnLow = 32
 	}
@@ -158,6 +169,7 @@ func (c *Config) fill() error {
 		return fmt.Errorf("p2p: config: %w", err)
 	}
 	c.Reachability = r
+	c.UserAgent = AgentVersion(c.UserAgent, c.Network)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -13,6 +13,12 @@
 // signature, then decoding, then the fields), and each failure has a named
 // error so callers and logs can say exactly why a record was refused.
 //
+// A network ID (Config.Network, netid.go) keeps gpumesh networks apart:
+// it scopes the DHT and GossipSub protocols and is announced in identify's
+// agent version, and a peer found on another network is dropped and
+// remembered (WrongNetworkPeers), so that a node bootstrapped into the
+// wrong network says so.
+//
 // The wire formats, DHT key derivations and topics are specified in
 // docs/PROTOCOL.md; the constants in protocol.go are the source of truth.
 package p2p

@@ -13,7 +13,7 @@ import (
 func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.PeerScoreInspectFn, appScore func(peer.ID) float64, onFlood func(peer.ID)) (*pubsub.PubSub, error) {
 	params, thresholds := scoreParams()
 	params.AppSpecificScore = appScore
-	return pubsub.NewGossipSub(ctx, h,
+	opts := append(pubsubOptions(cfg.Network),
 		pubsub.WithGossipSubParams(gossipParams()),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithPeerScore(params, thresholds),
@@ -33,6 +33,7 @@ func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.P
 		pubsub.WithAppSpecificRpcInspector(guardRPCs(h.ID(), onFlood)),
 		pubsub.WithLogger(cfg.Logger.With("sub", "pubsub")),
 	)
+	return pubsub.NewGossipSub(ctx, h, opts...)
 }
 
 // gossipParams are GossipSub's defaults but for GossipFactor.

@@ -56,6 +56,7 @@ type Network struct {
 	// nil unless reachability is auto on a server.
 	reachEmitter event.Emitter
 	punch        *punchClock // how long hole punching took, per peer
+	wrong        wrongPeers  // peers found on other networks
 
 	closeOnce sync.Once
 	closeErr  error
@@ -90,7 +91,7 @@ func New(cfg Config) (*Network, error) {
 		n.Close()
 		return nil, err
 	}
-	log.Info("host started", "peer", h.ID(), "addrs", h.Addrs(), "dht_mode", dhtMode(cfg.Mode))
+	log.Info("host started", "peer", h.ID(), "network", cfg.Network, "addrs", h.Addrs(), "dht_mode", dhtMode(cfg.Mode))
 	return n, nil
 }
 
@@ -225,6 +226,9 @@ func (n *Network) startServices(ctx context.Context) error {
 		return fmt.Errorf("p2p: start dht: %w", err)
 	}
 	n.penalties = newPenalties(n.cfg.Now)
+	if err := n.watchNetworks(ctx); err != nil {
+		return err
+	}
 	if err := n.startReach(ctx); err != nil {
 		return err
 	}
@@ -241,7 +245,7 @@ func (n *Network) startServices(ctx context.Context) error {
 		n.wg.Go(func() { n.keepBootstrap(ctx) })
 	}
 	if n.cfg.MDNS {
-		n.mdns = mdns.NewMdnsService(n.Host, "gpumesh", mdnsNotifee{n})
+		n.mdns = mdns.NewMdnsService(n.Host, MDNSService(n.cfg.Network), mdnsNotifee{n})
 		if err := n.mdns.Start(); err != nil {
 			return fmt.Errorf("p2p: start mdns: %w", err)
 		}

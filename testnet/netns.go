@@ -93,11 +93,16 @@ func (st *State) searchNS() string {
 // for a loopback testnet, inside node 0's namespace (behind a cone NAT)
 // with --netns, where node 0's API on 127.0.0.1 and the lab's internet are
 // reachable.
+// The command is on the testnet's network (GPUMESH_NETWORK).
 func (st *State) Command(ctx context.Context, binary string, args ...string) *exec.Cmd {
+	var cmd *exec.Cmd
 	if len(st.Nodes) > 0 && st.Nodes[0].NS != "" {
-		return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", st.Nodes[0].NS, binary}, args...)...)
+		cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", st.Nodes[0].NS, binary}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, binary, args...)
 	}
-	return exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), "GPUMESH_NETWORK="+Network)
+	return cmd
 }
 
 // quicAddr is the udp/quic-v1 address of a netns node whose tcp address

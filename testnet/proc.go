@@ -96,9 +96,11 @@ func startNode(binary string, info NodeInfo, appendLog bool) (*proc, error) {
 }
 
 // childEnv is this process's environment without GPUMESH_* settings, so
-// that a user's own node configuration does not leak into the testnet.
+// that a user's own node configuration does not leak into the testnet,
+// and with the testnet's network (GPUMESH_NETWORK).
 func childEnv() []string {
-	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GPUMESH_") })
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GPUMESH_") })
+	return append(env, "GPUMESH_NETWORK="+Network)
 }
 
 // isOurs reports whether pid is alive (not a zombie) and still runs

@@ -85,7 +85,7 @@ func TestPunchProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := p2p.New(p2p.Config{Key: key, ListenAddrs: []string{"/ip4/0.0.0.0/udp/0/quic-v1", "/ip4/0.0.0.0/tcp/0"},
+	n, err := p2p.New(p2p.Config{Key: key, Network: Network, ListenAddrs: []string{"/ip4/0.0.0.0/udp/0/quic-v1", "/ip4/0.0.0.0/tcp/0"},
 		Bootstrap: boot, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -46,6 +46,11 @@ const (
 	startBatch = 10
 )
 
+// Network is the network ID of every testnet and NAT lab node, and of
+// the commands and clients the testnet runs against them: a testnet never
+// mixes with the mainnet, nor uses its built-in bootstrap list.
+const Network = "testnet"
+
 // ErrNotRunning means the state directory records no testnet.
 var ErrNotRunning = errors.New("no testnet is running there")
 
@@ -244,9 +249,10 @@ type State struct {
 	JobNetwork bool `json:"job_network,omitempty"`
 }
 
-// BootstrapArgs returns --bootstrap flags for the testnet's bootstrap peers.
+// BootstrapArgs returns the flags that join the testnet: --network and
+// --bootstrap for each of its bootstrap peers.
 func (s *State) BootstrapArgs() []string {
-	var args []string
+	args := []string{"--network", Network}
 	for _, b := range s.Bootstrap {
 		args = append(args, "--bootstrap", b)
 	}
@@ -280,7 +286,7 @@ func plan(o Options, i int, bootstrap []string, ln *netlab.Node) NodeInfo {
 		}
 	}
 	n.Args = []string{
-		"node", "--data", n.DataDir,
+		"node", "--data", n.DataDir, "--network", Network,
 		"--listen", "/ip4/" + listenIP + "/tcp/" + port,
 		"--listen", "/ip4/" + listenIP + "/udp/" + port + "/quic-v1",
 		"--api", n.API,

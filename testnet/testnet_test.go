@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/gpumesh/gpumesh/node"
 	"github.com/gpumesh/gpumesh/node/api"
 	"log/slog"
 	"math/rand/v2"
@@ -366,7 +367,7 @@ func TestPlan(t *testing.T) {
 	o := Options{Dir: "/run", BasePort: 40100, HeartbeatInterval: 2 * time.Second, AuditInterval: 2 * time.Minute}
 	n := plan(o, 3, []string{"/ip4/127.0.0.1/tcp/40100/p2p/A"}, nil)
 	want := []string{
-		"node", "--data", "/run/node-3",
+		"node", "--data", "/run/node-3", "--network", "testnet",
 		"--listen", "/ip4/127.0.0.1/tcp/40103", "--listen", "/ip4/127.0.0.1/udp/40103/quic-v1",
 		"--api", "127.0.0.1:41103", "--gpus", "sim:l40s:2", "--region", "ap-south",
 		"--heartbeat-interval", "2s", "--log-level", "info",
@@ -428,5 +429,53 @@ func TestIsOursRejectsOtherProcesses(t *testing.T) {
 	}
 	if isOurs(0, "") || isOurs(-1, "") {
 		t.Error("isOurs(non-positive pid) = true")
+	}
+}
+
+// TestTestnetNeverUsesDefaultBootstrap: every testnet and NAT-lab node's
+// configuration, as `gpumesh node` loads it from its arguments and the
+// environment the testnet gives it, is on the testnet's own network, and
+// the first node (no --bootstrap) gets no built-in bootstrap list; the
+// commands the testnet runs are on its network too.
+func TestTestnetNeverUsesDefaultBootstrap(t *testing.T) {
+	o := Options{Dir: "/run", BasePort: 40100, HeartbeatInterval: 2 * time.Second, AuditInterval: 2 * time.Minute}
+	childVars := map[string]string{}
+	for _, kv := range childEnv() {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "GPUMESH_") {
+			childVars[k] = v
+		}
+	}
+	for i, boot := range [][]string{nil, {"/ip4/127.0.0.1/tcp/40100/p2p/12D3KooWMD2urRgmT4JHgTz7XHd2ieUftbDqHFXqXqg1ReTvAktV"}} {
+		args := plan(o, i, boot, nil).Args
+		flags := map[string][]string{}
+		for j := 1; j < len(args); j++ {
+			name, val, eq := strings.Cut(strings.TrimPrefix(args[j], "--"), "=")
+			if !eq {
+				j++
+				val = args[j]
+			}
+			key := strings.ReplaceAll(name, "-", "_")
+			flags[key] = append(flags[key], val)
+		}
+		data := flags["data"][0]
+		delete(flags, "data")
+		for _, env := range []map[string]string{childVars, nil} {
+			c, err := node.LoadConfig(node.Input{DataFlag: data, Flags: flags,
+				Env:      func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+				ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist }})
+			if err != nil {
+				t.Fatalf("node %d: %v", i, err)
+			}
+			if c.Network != Network || c.DefaultBootstrap || len(c.BootstrapDNS) != 0 {
+				t.Errorf("node %d: network %q, built-in bootstrap list %v (%v)", i, c.Network, c.DefaultBootstrap, c.BootstrapDNS)
+			}
+		}
+	}
+	if childVars["GPUMESH_NETWORK"] != Network {
+		t.Errorf("the testnet's commands run with GPUMESH_NETWORK=%q", childVars["GPUMESH_NETWORK"])
+	}
+	st := &State{}
+	if cmd := st.Command(context.Background(), "true"); !slices.Contains(cmd.Env, "GPUMESH_NETWORK="+Network) {
+		t.Errorf("State.Command runs without GPUMESH_NETWORK=%s", Network)
 	}
 }

@@ -75,6 +75,31 @@ func checkPeers(n int) api.Check {
 	return ok(CheckPeers, fmt.Sprintf("%d connected %s", n, plural(n, "peer")))
 }
 
+// checkNetwork names the network and the bootstrap list in use, and
+// fails when a bootstrap peer is on another network (the node joined the
+// wrong one, or none), warns when another peer is.
+func checkNetwork(network, bootstrap string, wrong []p2p.WrongPeer) api.Check {
+	detail := network + "; bootstrap: " + bootstrap
+	if len(wrong) == 0 {
+		return ok(CheckNetwork, detail)
+	}
+	parts := make([]string, 0, len(wrong))
+	boot := ""
+	for _, w := range wrong {
+		parts = append(parts, w.String(network))
+		if w.Bootstrap && boot == "" {
+			boot = w.Network
+		}
+	}
+	detail += "; " + strings.Join(parts, "; ")
+	if boot != "" {
+		return fail(CheckNetwork, detail,
+			"give --bootstrap peers of network "+network+", or pass --network "+boot+" to join theirs")
+	}
+	return warn(CheckNetwork, detail,
+		"nothing to do unless they should be on this network: nodes of other networks are dropped, and exchange no records with this one")
+}
+
 func checkGPUs(mode string, gpus []inventory.GPU, err error) api.Check {
 	if err != nil {
 		return fail(CheckGPUs, "GPU detection failed: "+err.Error(), "check the NVIDIA driver with nvidia-smi, or pass --gpus none to rent only")

@@ -23,6 +23,7 @@ const (
 	CheckObserved     = "observed-addresses"
 	CheckRelays       = "relay-reservations"
 	CheckPeers        = "peers"
+	CheckNetwork      = "network"
 	CheckGPUs         = "gpus"
 	CheckClockSkew    = "clock-skew"
 	CheckDisk         = "disk"
@@ -47,16 +48,22 @@ const (
 
 // Facts is what the checks are evaluated from.
 type Facts struct {
-	Reach   p2p.ReachInfo
-	Peers   int      // connected peers
-	Listen  []string // libp2p listen addresses
-	APIAddr string   // the API's address, "" when off
-	GPUMode string   // inventory.ModeAuto, ModeNone or ModeSim
-	GPUs    []inventory.GPU
-	GPUErr  error // GPU detection failed
-	Skew    SkewSummary
-	DataDir string
-	Disk    DiskSpace
+	Reach p2p.ReachInfo
+	Peers int // connected peers
+	// Network is the node's network ID, BootstrapList which bootstrap
+	// list it uses (node.Config.BootstrapList), and WrongPeers the peers
+	// found on other networks.
+	Network       string
+	BootstrapList string
+	WrongPeers    []p2p.WrongPeer
+	Listen        []string // libp2p listen addresses
+	APIAddr       string   // the API's address, "" when off
+	GPUMode       string   // inventory.ModeAuto, ModeNone or ModeSim
+	GPUs          []inventory.GPU
+	GPUErr        error // GPU detection failed
+	Skew          SkewSummary
+	DataDir       string
+	Disk          DiskSpace
 	// RunsJobs: the node sells, so it runs renters' jobs; JobNetErr is
 	// why those jobs share its network (nil: each has its own, so jobs
 	// may serve ports).
@@ -84,6 +91,7 @@ func Evaluate(f Facts) []api.Check {
 		checkObserved(f.Reach),
 		checkRelays(f.Reach),
 		checkPeers(f.Peers),
+		checkNetwork(f.Network, f.BootstrapList, f.WrongPeers),
 		checkGPUs(f.GPUMode, f.GPUs, f.GPUErr),
 		checkClockSkew(f.Skew),
 		checkDisk(f.DataDir, f.Disk),
@@ -98,9 +106,13 @@ func Evaluate(f Facts) []api.Check {
 // from: the configured API address, GPUs, data dir and this machine.
 type OfflineFacts struct {
 	APIAddr string // the configured API address; "" or "off" is no API
-	GPUMode string
-	GPUs    []inventory.GPU
-	GPUErr  error
+	// Network and BootstrapList are the configured network and bootstrap
+	// list (node.Config.BootstrapList).
+	Network       string
+	BootstrapList string
+	GPUMode       string
+	GPUs          []inventory.GPU
+	GPUErr        error
 	// ClockSynced is whether the kernel says the clock is synchronised;
 	// nil when it cannot tell.
 	ClockSynced *bool
@@ -122,6 +134,7 @@ func EvaluateOffline(f OfflineFacts) []api.Check {
 	}
 	return []api.Check{
 		nodeCheck,
+		checkNetwork(f.Network, f.BootstrapList, nil),
 		checkGPUs(f.GPUMode, f.GPUs, f.GPUErr),
 		checkLocalClock(f.ClockSynced),
 		checkDisk(f.DataDir, f.Disk),

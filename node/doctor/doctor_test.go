@@ -219,7 +219,7 @@ func TestCheckServices(t *testing.T) {
 // TestEvaluateOrder: a report lists every check once, in order.
 func TestEvaluateOrder(t *testing.T) {
 	got := Evaluate(Facts{})
-	want := []string{CheckReachability, CheckObserved, CheckRelays, CheckPeers, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckListen, CheckServices, CheckProver}
+	want := []string{CheckReachability, CheckObserved, CheckRelays, CheckPeers, CheckNetwork, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckListen, CheckServices, CheckProver}
 	if len(got) != len(want) {
 		t.Fatalf("%d checks, want %d", len(got), len(want))
 	}
@@ -240,21 +240,22 @@ func TestEvaluateOrder(t *testing.T) {
 func TestEvaluateOffline(t *testing.T) {
 	yes := true
 	f := OfflineFacts{
-		APIAddr: "127.0.0.1:1", GPUMode: inventory.ModeSim,
+		APIAddr: "127.0.0.1:1", GPUMode: inventory.ModeSim, Network: "lab-1", BootstrapList: "configured (1 entry)",
 		GPUs:        []inventory.GPU{{Model: "rtx4090", Simulated: true}, {Model: "rtx4090", Simulated: true}},
 		ClockSynced: &yes, DataDir: "/data", Disk: DiskSpace{Path: "/data", Free: 100 << 30},
 	}
 	got := EvaluateOffline(f)
-	names := []string{CheckNode, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckProver}
+	names := []string{CheckNode, CheckNetwork, CheckGPUs, CheckClockSkew, CheckDisk, CheckAPIBind, CheckProver}
 	if len(got) != len(names) {
 		t.Fatalf("checks %+v, want %v", got, names)
 	}
 	wantCheck(t, got[0], CheckNode, api.StatusFail, "no node is running at 127.0.0.1:1", "gpumesh node")
-	wantCheck(t, got[1], CheckGPUs, api.StatusOK, "2 simulated GPUs", "")
-	wantCheck(t, got[2], CheckClockSkew, api.StatusOK, "no skew measured", "")
-	wantCheck(t, got[3], CheckDisk, api.StatusOK, "/data", "")
-	wantCheck(t, got[4], CheckAPIBind, api.StatusOK, "loopback", "")
-	wantCheck(t, got[5], CheckProver, api.StatusOK, "simulated GPUs only", "")
+	wantCheck(t, got[1], CheckNetwork, api.StatusOK, "lab-1; bootstrap: configured (1 entry)", "")
+	wantCheck(t, got[2], CheckGPUs, api.StatusOK, "2 simulated GPUs", "")
+	wantCheck(t, got[3], CheckClockSkew, api.StatusOK, "no skew measured", "")
+	wantCheck(t, got[4], CheckDisk, api.StatusOK, "/data", "")
+	wantCheck(t, got[5], CheckAPIBind, api.StatusOK, "loopback", "")
+	wantCheck(t, got[6], CheckProver, api.StatusOK, "simulated GPUs only", "")
 
 	f.APIAddr = "off"
 	wantCheck(t, EvaluateOffline(f)[0], CheckNode, api.StatusFail, "the API is off", "--api")
@@ -281,4 +282,14 @@ func TestCheckProver(t *testing.T) {
 			t.Errorf("%s: %+v, want %s with %q", tt.name, c, tt.status, tt.words)
 		}
 	}
+}
+
+func TestCheckNetwork(t *testing.T) {
+	wantCheck(t, checkNetwork("mainnet", "none (the first node of network mainnet)", nil), CheckNetwork, api.StatusOK, "mainnet; bootstrap: none", "")
+	other := p2p.WrongPeer{Peer: "peerA", Network: "lab-1"}
+	wantCheck(t, checkNetwork("mainnet", "configured (2 entries)", []p2p.WrongPeer{other}), CheckNetwork, api.StatusWarn,
+		"is on network lab-1, this node is on mainnet", "dropped")
+	boot := p2p.WrongPeer{Peer: "peerB", Network: "testnet-7", Bootstrap: true}
+	wantCheck(t, checkNetwork("mainnet", "configured (1 entry)", []p2p.WrongPeer{boot, other}), CheckNetwork, api.StatusFail,
+		"bootstrap peer "+boot.Peer.String()+" is on network testnet-7, this node is on mainnet", "--network testnet-7")
 }

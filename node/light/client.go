@@ -45,14 +45,16 @@ type Client struct {
 }
 
 // New joins the network in DHT client mode through the bootstrap peers
-// (WithBootstrap is required) within the bootstrap timeout.
+// (WithBootstrap is required) within the bootstrap timeout. It fails with
+// p2p.ErrWrongNetwork, naming both networks, when the bootstrap peers it
+// reached are all on another network than WithNetwork's.
 func New(ctx context.Context, opts ...Option) (*Client, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}
 	pc := p2p.Config{
-		Key: cfg.key, Bootstrap: cfg.bootstrap, Mode: p2p.ModeClient,
+		Key: cfg.key, Network: cfg.network, Bootstrap: cfg.bootstrap, Mode: p2p.ModeClient,
 		UserAgent: cfg.userAgent, Logger: cfg.log, Now: cfg.now,
 	}
 	if cfg.renting {

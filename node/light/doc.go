@@ -5,9 +5,11 @@
 //
 // One Client type does it all; its options say what it needs:
 //
-//   - New and Close: joining through the bootstrap peers, and, WithRenting,
-//     the orders topic and an ephemeral listen address (a bid must list
-//     one; suppliers answer over connections the renter opens).
+//   - New and Close: joining through the bootstrap peers, on WithNetwork's
+//     network (failing with p2p.ErrWrongNetwork when they are all on
+//     another), and, WithRenting, the orders topic and an ephemeral listen
+//     address (a bid must list one; suppliers answer over connections the
+//     renter opens).
 //   - Search: suppliers' signed profiles from the bootstrap nodes'
 //     directories (p2p.DirectoryProtocol, one round trip), or, when none
 //     answers or WithCrossCheck, through their DHT provider records, each

@@ -18,6 +18,7 @@ type Option func(*config)
 // config is a Client's configuration, defaults filled in by New.
 type config struct {
 	key              crypto.PrivKey
+	network          string
 	store            store.Store
 	bootstrap        []peer.AddrInfo
 	bootstrapTimeout time.Duration
@@ -31,6 +32,11 @@ type config struct {
 
 // WithKey sets the client's identity; a fresh ephemeral key by default.
 func WithKey(k crypto.PrivKey) Option { return func(c *config) { c.key = k } }
+
+// WithNetwork sets the ID of the network to join (p2p.ValidNetwork);
+// p2p.DefaultNetwork by default. A bootstrap peer of another network
+// fails New with p2p.ErrWrongNetwork.
+func WithNetwork(id string) Option { return func(c *config) { c.network = id } }
 
 // WithStore keeps the leases the client makes in st (the renter's side of
 // SPEC §4.5); none are kept by default. It implies WithRenting.

@@ -63,7 +63,7 @@ func startFlooder(ctx context.Context, st *testnet.State, rate float64, log *slo
 		}
 	}
 	n, err := p2p.New(p2p.Config{
-		Key: key, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Bootstrap: boots,
+		Key: key, Network: testnet.Network, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, Bootstrap: boots,
 		Mode: p2p.ModeServer, PubSub: true, UserAgent: "gpumesh-chaos-flooder",
 		Logger: log.With("who", "flooder"),
 	})

@@ -146,7 +146,7 @@ func (r *run) rentLoop(work context.Context, rng *rand.Rand) {
 		s := RentSample{Phase: r.currentPhase(), Model: m}
 		f, _ := market.ParseFilter("model=" + m)
 		start := time.Now()
-		rc, err := light.New(work, light.WithBootstrap(r.boots...), light.WithLogger(quiet), light.WithRenting())
+		rc, err := light.New(work, light.WithNetwork(testnet.Network), light.WithBootstrap(r.boots...), light.WithLogger(quiet), light.WithRenting())
 		if err == nil {
 			var l *market.Lease
 			l, err = rc.Rent(work, market.RentRequest{AllowSimulated: true, Filter: f, Count: 1, Duration: market.MinDuration, MaxPrice: 10_000_000, AllowUnproven: true})

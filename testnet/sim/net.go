@@ -26,6 +26,10 @@ const (
 	connGrace         = 30 * time.Second
 )
 
+// Network is the network ID of a simulation's nodes: a simulation never
+// mixes with the mainnet or a testnet, whatever it is connected to.
+const Network = "sim"
+
 // errGone is the dial error to a node that has left.
 var errGone = errors.New("peer has left the simulation")
 

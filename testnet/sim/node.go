@@ -80,7 +80,7 @@ func startNode(d nodeDeps, index int, key crypto.PrivKey, region string, spec *S
 	}()
 	// A light DHT client: nobody serves the DHT, so it stays idle;
 	// profiles come from the claims instead.
-	n.net, err = p2p.New(p2p.Config{Key: key, Host: h, Mode: p2p.ModeClient, PubSub: true, Now: d.clock.Now, Logger: log})
+	n.net, err = p2p.New(p2p.Config{Key: key, Network: Network, Host: h, Mode: p2p.ModeClient, PubSub: true, Now: d.clock.Now, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", index, err)
 	}

@@ -435,7 +435,7 @@ func cliSearches(ctx context.Context, bin string, st *testnet.State, runs int) (
 	for range runs {
 		nd := st.Nodes[rand.IntN(len(st.Nodes))]
 		start := time.Now()
-		if b, err := exec.CommandContext(ctx, bin, "search", "--allow-simulated", "--json", "--bootstrap", nd.Addr).CombinedOutput(); err != nil {
+		if b, err := exec.CommandContext(ctx, bin, "search", "--network", testnet.Network, "--allow-simulated", "--json", "--bootstrap", nd.Addr).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("cli search: %w: %s", err, b)
 		}
 		out = append(out, time.Since(start))
@@ -466,7 +466,7 @@ func cliRents(ctx context.Context, bin string, st *testnet.State, runs int) ([]t
 		m := models[i%len(models)]
 		nd := st.Nodes[rand.IntN(len(st.Nodes))]
 		start := time.Now()
-		b, err := exec.CommandContext(ctx, bin, "rent", "model="+m, "--json", "--max-price", "10", "--allow-unproven", "--allow-simulated", "--bootstrap", nd.Addr).CombinedOutput()
+		b, err := exec.CommandContext(ctx, bin, "rent", "--network", testnet.Network, "model="+m, "--json", "--max-price", "10", "--allow-unproven", "--allow-simulated", "--bootstrap", nd.Addr).CombinedOutput()
 		if err != nil {
 			return nil, span, fmt.Errorf("cli rent of %s: %w: %s", m, err, b)
 		}
@@ -497,7 +497,7 @@ func rents(ctx context.Context, addrs []peer.AddrInfo, runs int) (first, every, 
 			if rc != nil {
 				rc.Close()
 			}
-			if rc, err = light.New(ctx, light.WithBootstrap(addrs[:2]...), light.WithLogger(quiet), light.WithRenting()); err != nil {
+			if rc, err = light.New(ctx, light.WithNetwork(testnet.Network), light.WithBootstrap(addrs[:2]...), light.WithLogger(quiet), light.WithRenting()); err != nil {
 				return nil, nil, nil, fmt.Errorf("rent client: %w", err)
 			}
 		}
@@ -700,7 +700,7 @@ func coldSearch(ctx context.Context, target peer.AddrInfo, log *slog.Logger) (ti
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	lc, err := light.New(ctx, light.WithBootstrap(target), light.WithLogger(log))
+	lc, err := light.New(ctx, light.WithNetwork(testnet.Network), light.WithBootstrap(target), light.WithLogger(log))
 	if err != nil {
 		return 0, 0, err
 	}
