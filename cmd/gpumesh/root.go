@@ -20,10 +20,11 @@ type app struct {
 	json           bool
 	data, config   string
 	quiet          bool // a client command: default log level warn
+	journal        bool // stderr is journald's: log with priorities, without time=
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	a := &app{stdout: stdout, stderr: stderr}
+	a := &app{stdout: stdout, stderr: stderr, journal: os.Getenv("JOURNAL_STREAM") != ""}
 	root := &cobra.Command{
 		Use:   "gpumesh",
 		Short: "A peer-to-peer GPU compute marketplace",
@@ -101,12 +102,18 @@ func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 
 // logger logs to stderr at the configured level. Commands other than node
 // are quieter by default (warn) so that their output stays readable.
+// Under systemd ($JOURNAL_STREAM set: stderr goes to the journal) lines
+// carry their syslog priority and no time (journalHandler).
 func (a *app) logger(cfg node.Config) *slog.Logger {
 	level := cfg.LogLevel
 	if a.quiet && cfg.Sources["log_level"] == "default" {
 		level = slog.LevelWarn
 	}
-	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	if a.journal {
+		return slog.New(newJournalHandler(a.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, opts))
 }
 
 // orEmpty makes a nil list print as [] rather than null.
