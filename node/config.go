@@ -81,6 +81,14 @@ type Input struct {
 	Env func(string) (string, bool)
 	// Home is the user's home directory, for the default data dir.
 	Home string
+	// ServiceDir is the data dir of the packaged service (ServiceDataDir;
+	// "" for none). The default data dir is ServiceDir rather than
+	// ~/.gpumesh when ~/.gpumesh does not exist and this process may open
+	// ServiceDir, so that `sudo gpumesh doctor` finds the service's node.
+	ServiceDir string
+	// IsDir reports whether a path is a directory this process may open
+	// (for ServiceDir and ~/.gpumesh); nil opens it.
+	IsDir func(string) bool
 	// Flags holds the flags the user set explicitly, by config key, each
 	// with its values in order (repeatable flags have several).
 	Flags map[string][]string
@@ -100,8 +108,13 @@ func (c Config) Pricer() market.Pricer {
 	return pr
 }
 
+// ServiceDataDir is the packaged systemd unit's data dir (its
+// StateDirectory=, packaging/gpumesh.service).
+const ServiceDataDir = "/var/lib/gpumesh"
+
 // DataDir resolves the data directory: --data, else $GPUMESH_HOME, else
-// ~/.gpumesh.
+// ~/.gpumesh, unless that does not exist and in.ServiceDir can be opened
+// (as root where the package is installed), then in.ServiceDir.
 func DataDir(in Input) (string, string, error) {
 	if in.DataFlag != "" {
 		return in.DataFlag, "flag:--data", nil
@@ -109,10 +122,33 @@ func DataDir(in Input) (string, string, error) {
 	if v, ok := in.Env("GPUMESH_HOME"); ok && v != "" {
 		return v, "env:GPUMESH_HOME", nil
 	}
-	if in.Home == "" {
+	isDir := in.IsDir
+	if isDir == nil {
+		isDir = openableDir
+	}
+	home := ""
+	if in.Home != "" {
+		home = filepath.Join(in.Home, ".gpumesh")
+	}
+	if in.ServiceDir != "" && (home == "" || !isDir(home)) && isDir(in.ServiceDir) {
+		return in.ServiceDir, "default:service", nil
+	}
+	if home == "" {
 		return "", "", errors.New("config: no data dir: pass --data or set GPUMESH_HOME (no home directory found)")
 	}
-	return filepath.Join(in.Home, ".gpumesh"), "default", nil
+	return home, "default", nil
+}
+
+// openableDir reports whether path is a directory this process may open
+// (a 0700 directory of another user is not).
+func openableDir(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	return err == nil && st.IsDir()
 }
 
 // LoadConfig builds the effective configuration from in.

@@ -39,7 +39,7 @@ Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" a
 		return usageError{fmt.Errorf("%w\nrun '%s --help' for usage", err, c.CommandPath())}
 	})
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.data, "data", "", "data directory (default $GPUMESH_HOME, else ~/.gpumesh)")
+	pf.StringVar(&a.data, "data", "", "data directory (default $GPUMESH_HOME, else ~/.gpumesh, else the service's "+node.ServiceDataDir+" where it may be opened)")
 	pf.StringVar(&a.config, "config", "", "TOML config file (default DATA/config.toml if present)")
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON")
 	addKeyFlags(pf, globalKeys())
@@ -90,7 +90,7 @@ func isFlagError(err error) bool {
 func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 	home, _ := os.UserHomeDir()
 	in := node.Input{
-		DataFlag: a.data, ConfigFlag: a.config, Env: os.LookupEnv, Home: home,
+		DataFlag: a.data, ConfigFlag: a.config, Env: os.LookupEnv, Home: home, ServiceDir: node.ServiceDataDir,
 		Flags: keyFlagValues(cmd.Flags()),
 	}
 	cfg, err := node.LoadConfig(in)
@@ -140,4 +140,11 @@ func (a *app) table(header []string, rows [][]string) {
 		fmt.Fprintln(w, strings.Join(r, "\t"))
 	}
 	w.Flush()
+}
+
+// defaultDataDir reports whether the data dir is a default one
+// (~/.gpumesh, or the service's), not one the user named: a command
+// that would open its store (which a running node holds) leaves it be.
+func defaultDataDir(cfg node.Config) bool {
+	return strings.HasPrefix(cfg.Sources["data"], "default")
 }
