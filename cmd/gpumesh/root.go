@@ -49,7 +49,7 @@ Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" a
 		newSearchCmd(a), newPeersCmd(a), newVersionCmd(a),
 		newRentCmd(a), newOrdersCmd(a), newLeasesCmd(a), newPricesCmd(a), newChallengeCmd(a),
 		newRunCmd(a), newJobsCmd(a), newLogsCmd(a), newStopCmd(a), newForwardCmd(a), newReceiptsCmd(a),
-		newDoctorCmd(a),
+		newDoctorCmd(a), newGenDocsCmd(a),
 	)
 	root.InitDefaultCompletionCmd()
 	refuseUnknownSubcommands(root)
