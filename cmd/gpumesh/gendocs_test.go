@@ -20,7 +20,7 @@ func TestGenDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(page), "gpumesh node") || !strings.Contains(string(page), "\\-\\-gpus") {
+	if !strings.Contains(string(page), "gpumesh node") || !strings.Contains(string(page), "--gpus") {
 		t.Errorf("gpumesh-node.1 does not document the command and --gpus:\n%.400s", page)
 	}
 	if strings.Contains(string(page), "Auto generated") {
