@@ -86,6 +86,10 @@ type Input struct {
 	// ~/.gpumesh when ~/.gpumesh does not exist and this process may open
 	// ServiceDir, so that `sudo gpumesh doctor` finds the service's node.
 	ServiceDir string
+	// ServiceConfig is the packaged service's config file
+	// (ServiceConfigFile), the default config file when the data dir is
+	// ServiceDir by default.
+	ServiceConfig string
 	// IsDir reports whether a path is a directory this process may open
 	// (for ServiceDir and ~/.gpumesh); nil opens it.
 	IsDir func(string) bool
@@ -111,6 +115,10 @@ func (c Config) Pricer() market.Pricer {
 // ServiceDataDir is the packaged systemd unit's data dir (its
 // StateDirectory=, packaging/gpumesh.service).
 const ServiceDataDir = "/var/lib/gpumesh"
+
+// ServiceConfigFile is the packaged unit's config file (a conffile of
+// the package, packaging/config.toml).
+const ServiceConfigFile = "/etc/gpumesh/config.toml"
 
 // DataDir resolves the data directory: --data, else $GPUMESH_HOME, else
 // ~/.gpumesh, unless that does not exist and in.ServiceDir can be opened
@@ -176,7 +184,7 @@ func LoadConfig(in Input) (Config, error) {
 		c.Sources[k.Name] = "default"
 	}
 
-	fileVals, path, err := readConfigFile(in, dir)
+	fileVals, path, err := readConfigFile(in, dir, src)
 	if err != nil {
 		return c, err
 	}
@@ -268,9 +276,13 @@ func splitEach(vs []string) []string {
 
 // readConfigFile reads --config, or DATA/config.toml when it exists, into
 // string values per key. Unknown keys and wrong types are errors.
-func readConfigFile(in Input, dataDir string) (map[string][]string, string, error) {
+func readConfigFile(in Input, dataDir, dataSrc string) (map[string][]string, string, error) {
 	path, explicit := in.ConfigFlag, in.ConfigFlag != ""
-	if !explicit {
+	switch {
+	case explicit:
+	case dataSrc == "default:service" && in.ServiceConfig != "":
+		path = in.ServiceConfig // the service's node: its unit's --config
+	default:
 		path = filepath.Join(dataDir, "config.toml")
 	}
 	b, err := in.ReadFile(path)

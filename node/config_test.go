@@ -393,6 +393,17 @@ func TestDataDirService(t *testing.T) {
 			}
 		})
 	}
+	// With the service's data dir comes the service's config file.
+	in := Input{Home: "/root", ServiceDir: "/var/lib/gpumesh", ServiceConfig: "/etc/gpumesh/config.toml", IsDir: dirs("/var/lib/gpumesh"),
+		ReadFile: files(map[string]string{"/etc/gpumesh/config.toml": `region = "eu-west"`, "/var/lib/gpumesh/config.toml": `region = "us-east"`})}
+	c, err := LoadConfig(in)
+	if err != nil || c.Region != "eu-west" || c.ConfigFile != "/etc/gpumesh/config.toml" {
+		t.Fatalf("service config: region %q from %q (%v), want eu-west from /etc/gpumesh/config.toml", c.Region, c.ConfigFile, err)
+	}
+	in.IsDir = dirs("/var/lib/gpumesh", "/root/.gpumesh")
+	if c, err := LoadConfig(in); err != nil || c.ConfigFile != "" {
+		t.Fatalf("with ~/.gpumesh: config %q (%v), want none", c.ConfigFile, err)
+	}
 	// The real check: a directory this process opens, not a file.
 	d := t.TempDir()
 	f := filepath.Join(d, "file")

@@ -40,7 +40,7 @@ Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" a
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.data, "data", "", "data directory (default $GPUMESH_HOME, else ~/.gpumesh, else the service's "+node.ServiceDataDir+" where it may be opened)")
-	pf.StringVar(&a.config, "config", "", "TOML config file (default DATA/config.toml if present)")
+	pf.StringVar(&a.config, "config", "", "TOML config file (default DATA/config.toml if present; "+node.ServiceConfigFile+" with the service's data dir)")
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON")
 	addKeyFlags(pf, globalKeys())
 
@@ -91,6 +91,7 @@ func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 	home, _ := os.UserHomeDir()
 	in := node.Input{
 		DataFlag: a.data, ConfigFlag: a.config, Env: os.LookupEnv, Home: home, ServiceDir: node.ServiceDataDir,
+		ServiceConfig: node.ServiceConfigFile,
 		Flags: keyFlagValues(cmd.Flags()),
 	}
 	cfg, err := node.LoadConfig(in)
