@@ -92,7 +92,7 @@ func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 	in := node.Input{
 		DataFlag: a.data, ConfigFlag: a.config, Env: os.LookupEnv, Home: home, ServiceDir: node.ServiceDataDir,
 		ServiceConfig: node.ServiceConfigFile,
-		Flags: keyFlagValues(cmd.Flags()),
+		Flags:         keyFlagValues(cmd.Flags()),
 	}
 	cfg, err := node.LoadConfig(in)
 	if err != nil {
