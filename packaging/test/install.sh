@@ -2,7 +2,8 @@
 # Installs a gpumesh .deb into this machine's /etc, /usr and /var as seen
 # through overlays in a private mount namespace, checks what it put
 # there, removes and purges it. Nothing reaches the host: every write
-# lands in WORK's upper dirs, and the mounts go with the namespace.
+# lands in WORK's upper dirs, /proc/sys is read-only, and the mounts go
+# with the namespace.
 #   unshare --mount --propagation private bash install.sh DEB WORK
 # Prints "score <N>" (systemd-analyze security --offline) on success.
 set -euo pipefail
@@ -11,6 +12,10 @@ for d in etc usr var; do
   mkdir -p "$work/$d/upper" "$work/$d/work"
   mount -t overlay overlay -o "lowerdir=/$d,upperdir=$work/$d/upper,workdir=$work/$d/work" "/$d"
 done
+# The host's sysctls are not the package's to change here: postinstall's
+# ip_forward write fails (and is let fail, as in a container).
+mount --bind /proc/sys /proc/sys
+mount -o remount,bind,ro /proc/sys
 # No running systemd here: the maintainer scripts must not try to use one.
 dpkg -i "$deb" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; exit 1; }
 getent passwd gpumesh-job >/dev/null || { echo "no gpumesh-job user after install"; exit 1; }
