@@ -116,8 +116,10 @@ func need(t *testing.T, capability string, commands ...string) {
 // this machine's /etc, /usr and /var (test/install.sh: files, conffile,
 // the job user, the shipped config loading, `systemd-analyze verify` and
 // the security score, then remove and purge), and, where it can, boots
-// Debian with the package in a container and sees the service come up
-// (test/boot.sh).
+// Debian with the package in a container (test/boot.sh): the service
+// comes up ready with its status, `gpumesh doctor` as root finds it, a
+// renter's node beside it runs a job on its simulated GPUs, and it stops
+// cleanly.
 func TestPackage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds packages and installs them: not in -short")
@@ -161,6 +163,12 @@ func TestPackage(t *testing.T) {
 		for _, want := range []string{
 			"ActiveState=active", "SubState=running", "NRestarts=0", "NoNewPrivs:\t1",
 			"after stop: ActiveState=inactive", "after stop: Result=success",
+			// A renter's node beside it ran a job on the service's GPUs:
+			// as the package's user, with no capabilities, in a job
+			// network of its own (the unit's capabilities suffice).
+			"job exit 0", "job: job user gpumesh-job", "job: CapEff:\t0000000000000000", "inet 10.213.",
+			// A config the node cannot load is not restarted.
+			"bad config: ExecMainStatus=78", "bad config: SubState=failed",
 		} {
 			if !strings.Contains(string(report), want) {
 				t.Errorf("the report lacks %q", want)

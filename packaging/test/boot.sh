@@ -19,8 +19,10 @@ if [ ! -x "$root/usr/lib/systemd/systemd" ]; then
 fi
 cp "$deb" "$root/root/gpumesh.deb"
 chroot "$root" dpkg -i /root/gpumesh.deb >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; exit 1; }
-# Simulated GPUs, and no peers: a first node.
-sed -i 's/^gpus = .*/gpus = "sim:t4:2"/' "$root/etc/gpumesh/config.toml"
+# The package's config (a reused root keeps the last run's edits), with
+# simulated GPUs for sale and no bootstrap: a first node.
+dpkg-deb --fsys-tarfile "$deb" | tar -xO ./etc/gpumesh/config.toml >"$root/etc/gpumesh/config.toml"
+sed -i 's/^gpus = .*/gpus = "sim:t4:2"\nprice = ["t4=0.50"]/' "$root/etc/gpumesh/config.toml"
 cat >"$root/usr/local/bin/gpumesh-check" <<'SH'
 #!/bin/bash
 # Inside the container: wait for gpumesh.service, report, stop it, power off.
@@ -36,10 +38,36 @@ echo "cgroup $(cat /proc/$pid/cgroup | tr '\n' ' ')"
 # As an operator would: the default data dir is the service's.
 gpumesh doctor --json >/root/doctor.json
 echo "doctor exit $?"
+# A renter's node beside it rents a GPU and runs a job under the unit:
+# the sandbox, job_user and the job network with the unit's capabilities.
+id=$(gpumesh id --json | sed -n 's/.*"peer_id": *"\([^"]*\)".*/\1/p')
+renter=(--data /root/renter --api 127.0.0.1:7451)
+gpumesh node "${renter[@]}" --listen /ip4/127.0.0.1/tcp/4002 --gpus none \
+  --bootstrap "/ip4/127.0.0.1/tcp/4001/p2p/$id" >/root/renter.log 2>&1 &
+for _ in $(seq 60); do gpumesh peers "${renter[@]}" >/dev/null 2>&1 && break; sleep 1; done
+code=1
+for _ in $(seq 20); do
+  gpumesh run "${renter[@]}" model=t4 --count 1 --max-price 1 --hours 1 --allow-unproven --allow-simulated \
+    -- sh -c 'echo "job user $(id -un)"; grep CapEff /proc/self/status; ip -4 -o addr show | grep -v " lo "' \
+    >/root/job.out 2>&1 && { code=0; break; }
+  code=$?
+  grep -q "no lease made" /root/job.out || break
+  sleep 2
+done
+sed 's/^/job: /' /root/job.out
+echo "job exit $code"
 journalctl -b -u gpumesh.service --no-pager -o short-monotonic | tail -40
 echo "warnings: $(journalctl -b -u gpumesh.service -p warning --no-pager -o cat | wc -l)"
 systemctl stop gpumesh.service
 systemctl show -p ActiveState -p Result gpumesh.service | sed 's/^/after stop: /'
+# A config the node cannot load: exit 78, and no restart loop.
+cp /etc/gpumesh/config.toml /root/config.good
+echo 'colour = "blue"' >>/etc/gpumesh/config.toml
+# start returns once the start job fails; a restart would show as
+# SubState=auto-restart.
+systemctl start gpumesh.service 2>/dev/null
+systemctl show -p SubState -p ExecMainStatus gpumesh.service | sed 's/^/bad config: /'
+cp /root/config.good /etc/gpumesh/config.toml
 echo done
 systemctl poweroff --no-block
 SH
