@@ -17,7 +17,9 @@
 // install the .deb into an overlay of this machine's root in a private
 // mount namespace (test/install.sh), check the unit with systemd-analyze
 // and, where systemd-nspawn and mmdebstrap are present, boot Debian with
-// the package installed and see the service report ready and pass
-// `gpumesh doctor` (test/boot.sh). docs/operators.md is the operator's
+// the package installed and see the service report ready, log to the
+// journal with levels, answer `gpumesh doctor`, run a job a renter's
+// node beside it rents, stop cleanly and refuse a bad config without a
+// restart loop (test/boot.sh). docs/operators.md is the operator's
 // guide.
 package packaging

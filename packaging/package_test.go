@@ -174,6 +174,19 @@ func TestPackage(t *testing.T) {
 				t.Errorf("the report lacks %q", want)
 			}
 		}
+		// The node's log lines reach the journal with their level parsed
+		// (no <N> left in the text) and without a time of their own.
+		logLines := regexp.MustCompile(`(?m)gpumesh\[\d+\]: .*$`).FindAll(report, -1)
+		sawLevel := false
+		for _, l := range logLines {
+			sawLevel = sawLevel || strings.Contains(string(l), "]: level=INFO ")
+			if regexp.MustCompile(`[ :]time=|\]: <\d>`).Match(l) {
+				t.Errorf("journal line %q: want no time= and no <N> prefix", l)
+			}
+		}
+		if !sawLevel {
+			t.Error("no level=INFO line of the node in the journal")
+		}
 		if !regexp.MustCompile(`(?m)^StatusText=\d+ peers, reach \S+, 2 of 2 GPUs free$`).Match(report) {
 			t.Error("no STATUS= from the node: want StatusText=N peers, reach R, 2 of 2 GPUs free")
 		}

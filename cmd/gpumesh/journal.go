@@ -2,10 +2,35 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
+
+// journalStream reports whether stderr is the journal stream that
+// $JOURNAL_STREAM (env, "DEVICE:INODE") names: systemd sets it for a
+// service whose output goes to journald, and a process it starts may
+// inherit it with another stderr (a shell's terminal), which must not
+// get journal lines (systemd.exec(5)).
+func journalStream(env string, stderr io.Writer) bool {
+	f, ok := stderr.(*os.File)
+	if env == "" || !ok {
+		return false
+	}
+	var dev, ino uint64
+	if _, err := fmt.Sscanf(env, "%d:%d", &dev, &ino); err != nil {
+		return false
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return false
+	}
+	return uint64(st.Dev) == dev && st.Ino == ino
+}
 
 // journalHandler logs for journald, which reads a service's stderr:
 // slog's text format without time= (the journal stamps each line), each

@@ -3,13 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpumesh/gpumesh/node"
 )
 
 // TestNodeNotifiesSystemd runs `gpumesh node` as a Type=notify unit
@@ -35,7 +42,6 @@ func TestNodeNotifiesSystemd(t *testing.T) {
 	}
 	t.Setenv("NOTIFY_SOCKET", sock)
 	t.Setenv("WATCHDOG_USEC", "2000000")
-	t.Setenv("JOURNAL_STREAM", "8:1234")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
@@ -64,14 +70,43 @@ func TestNodeNotifiesSystemd(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("node did not stop")
 	}
-	// Under JOURNAL_STREAM the log lines carry priorities, not times.
-	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
-		if strings.HasPrefix(line, "gpumesh:") {
-			continue
+}
+
+// TestJournalStream: journal lines only when $JOURNAL_STREAM names the
+// very file stderr is, as systemd sets it for a service.
+func TestJournalStream(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	env := fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+	other := fmt.Sprintf("%d:%d", st.Dev, st.Ino+1)
+	for _, c := range []struct {
+		env    string
+		stderr io.Writer
+		want   bool
+	}{
+		{env, f, true}, {other, f, false}, {"", f, false}, {"junk", f, false}, {env, &bytes.Buffer{}, false},
+	} {
+		if got := journalStream(c.env, c.stderr); got != c.want {
+			t.Errorf("journalStream(%q, %T) = %v, want %v", c.env, c.stderr, got, c.want)
 		}
-		if !regexp.MustCompile(`^<[3467]>level=`).MatchString(line) || strings.Contains(line, "time=") {
-			t.Errorf("log line %q: want <N>level=... without time=", line)
-		}
+	}
+	// And the CLI's logger then writes journal lines.
+	a := &app{stderr: f, journal: journalStream(env, f)}
+	cfg, err := node.LoadConfig(node.Input{DataFlag: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.logger(cfg).Warn("w")
+	b, _ := os.ReadFile(f.Name())
+	if !regexp.MustCompile(`^<4>level=WARN msg=w\n$`).Match(b) {
+		t.Fatalf("logged %q, want a journal line", b)
 	}
 }
 

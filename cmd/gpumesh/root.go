@@ -20,11 +20,11 @@ type app struct {
 	json           bool
 	data, config   string
 	quiet          bool // a client command: default log level warn
-	journal        bool // stderr is journald's: log with priorities, without time=
+	journal        bool // stderr is journald's ($JOURNAL_STREAM): log with priorities, without time=
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	a := &app{stdout: stdout, stderr: stderr, journal: os.Getenv("JOURNAL_STREAM") != ""}
+	a := &app{stdout: stdout, stderr: stderr, journal: journalStream(os.Getenv("JOURNAL_STREAM"), stderr)}
 	root := &cobra.Command{
 		Use:   "gpumesh",
 		Short: "A peer-to-peer GPU compute marketplace",
@@ -103,7 +103,7 @@ func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 
 // logger logs to stderr at the configured level. Commands other than node
 // are quieter by default (warn) so that their output stays readable.
-// Under systemd ($JOURNAL_STREAM set: stderr goes to the journal) lines
+// Under systemd ($JOURNAL_STREAM names stderr: it goes to the journal) lines
 // carry their syslog priority and no time (journalHandler).
 func (a *app) logger(cfg node.Config) *slog.Logger {
 	level := cfg.LogLevel
