@@ -135,4 +135,10 @@ func TestNodeConfigErrorExits78(t *testing.T) {
 	if code, _, _ := gm(t, "config", "show", "--data", data, "--region", "eu west"); code != 2 {
 		t.Fatalf("config show: exit %d, want 2", code)
 	}
+	// Job limits are checked against the host's memory when loaded.
+	code, _, stderr = gm(t, "node", "--data", data, "--gpus", "none", "--listen", "/ip4/127.0.0.1/tcp/0", "--api", "off",
+		"--job-memory", "1000TiB")
+	if code != 78 || !strings.Contains(stderr, "default memory_bytes 1099511627776000 is above the maximum") {
+		t.Fatalf("node with job_memory above the host's: exit %d, stderr %q; want 78 and the reason", code, stderr)
+	}
 }
