@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpumesh/gpumesh/internal/sdnotify/sdnotifytest"
 	"github.com/gpumesh/gpumesh/node"
 )
 
@@ -24,22 +24,7 @@ import (
 // watchdog: it sends READY=1 with its status once its API answers, then
 // WATCHDOG=1 pings, and STOPPING=1 when told to stop.
 func TestNodeNotifiesSystemd(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "notify")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	next := func() string {
-		t.Helper()
-		buf := make([]byte, 4096)
-		conn.SetReadDeadline(time.Now().Add(60 * time.Second))
-		n, err := conn.Read(buf)
-		if err != nil {
-			t.Fatalf("no notification: %v", err)
-		}
-		return string(buf[:n])
-	}
+	sock, next := sdnotifytest.Listen(t)
 	t.Setenv("NOTIFY_SOCKET", sock)
 	t.Setenv("WATCHDOG_USEC", "2000000")
 	ctx, cancel := context.WithCancel(context.Background())
