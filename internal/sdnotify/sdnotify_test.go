@@ -7,16 +7,38 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gpumesh/gpumesh/internal/sdnotify/sdnotifytest"
 )
 
 func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
+// listen makes a unixgram socket as systemd's, and returns its path and
+// a function reading the next datagram. (sdnotifytest.Listen does the
+// same for the rest of the module; a leaf under internal may not import
+// it: arch_test.go.)
+func listen(t *testing.T) (string, func() string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return path, func() string {
+		t.Helper()
+		buf := make([]byte, 4096)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("read notification: %v", err)
+		}
+		return string(buf[:n])
+	}
+}
+
 func TestNotifySendsDatagrams(t *testing.T) {
-	path, next := sdnotifytest.Listen(t)
+	path, next := listen(t)
 	n, err := New(env(map[string]string{"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "30000000"}), os.Getpid())
 	if err != nil {
 		t.Fatal(err)
