@@ -6,6 +6,8 @@
 #   make sim       the market simulation, 100 and 1000 nodes, into bench/SIM.md
 #   make chaos     20 nodes through a flood, kills and skewed clocks, into bench/CHAOS.md
 #   make gpu-check the CUDA prover on this machine's NVIDIA GPU (at most 7 min), into bench/GPU.md
+#   make package   the .deb and .rpm (systemd unit, config, man pages, completions) into dist/
+#   make package-test  build them, install the .deb in an overlay, verify the unit, boot it (root)
 SHELL := /bin/bash
 GO    ?= go
 # go-nvml's cgo bindings warn about NVML functions NVIDIA deprecated.
@@ -17,7 +19,7 @@ TESTNET  := bin/testnet
 NODES    ?= 5
 FUZZTIME ?= 10s
 
-.PHONY: all build test vet fuzz testnet testnet-netns testnet-down testnet-status bench sim chaos gpu-check clean explorer
+.PHONY: all build test vet fuzz testnet testnet-netns testnet-down testnet-status bench sim chaos gpu-check clean explorer package package-test
 
 all: build
 
@@ -117,5 +119,21 @@ chaos: build
 gpu-check: build
 	bash scripts/gpu-check.sh
 
+# The .deb and .rpm of bin/gpumesh (packaging/, docs/operators.md),
+# built by tools/pkg: a module of its own, so that nfpm's dependencies
+# stay out of go.mod. SOURCE_DATE_EPOCH, when set, is the files' mtime.
+package: build
+	cd tools/pkg && $(GO) run . -bin ../../$(BIN) -src ../../packaging -out ../../dist
+
+# The packaging tests alone (they run in `make test` too): build the
+# packages, install the .deb into an overlay of this machine's root in a
+# private mount namespace and check it (systemd-analyze verify and
+# security), then, with systemd-nspawn and mmdebstrap, boot Debian with
+# it and see gpumesh.service report ready and pass `gpumesh doctor`.
+# Root; each part skips, saying why, without its tools.
+# GPUMESH_ROOTFS_CACHE=DIR keeps the booted root between runs.
+package-test:
+	$(GO) test -count=1 -v -timeout 15m ./packaging/
+
 clean:
-	rm -rf bin
+	rm -rf bin dist

@@ -93,6 +93,18 @@ type Input struct {
 	Env func(string) (string, bool)
 	// Home is the user's home directory, for the default data dir.
 	Home string
+	// ServiceDir is the data dir of the packaged service (ServiceDataDir;
+	// "" for none). The default data dir is ServiceDir rather than
+	// ~/.gpumesh when ~/.gpumesh does not exist and this process may open
+	// ServiceDir, so that `sudo gpumesh doctor` finds the service's node.
+	ServiceDir string
+	// ServiceConfig is the packaged service's config file
+	// (ServiceConfigFile), the default config file when the data dir is
+	// ServiceDir by default.
+	ServiceConfig string
+	// IsDir reports whether a path is a directory this process may open
+	// (for ServiceDir and ~/.gpumesh); nil opens it.
+	IsDir func(string) bool
 	// Flags holds the flags the user set explicitly, by config key, each
 	// with its values in order (repeatable flags have several).
 	Flags map[string][]string
@@ -112,8 +124,17 @@ func (c Config) Pricer() market.Pricer {
 	return pr
 }
 
+// ServiceDataDir is the packaged systemd unit's data dir (its
+// StateDirectory=, packaging/gpumesh.service).
+const ServiceDataDir = "/var/lib/gpumesh"
+
+// ServiceConfigFile is the packaged unit's config file (a conffile of
+// the package, packaging/config.toml).
+const ServiceConfigFile = "/etc/gpumesh/config.toml"
+
 // DataDir resolves the data directory: --data, else $GPUMESH_HOME, else
-// ~/.gpumesh.
+// ~/.gpumesh, unless that does not exist and in.ServiceDir can be opened
+// (as root where the package is installed), then in.ServiceDir.
 func DataDir(in Input) (string, string, error) {
 	if in.DataFlag != "" {
 		return in.DataFlag, "flag:--data", nil
@@ -121,10 +142,33 @@ func DataDir(in Input) (string, string, error) {
 	if v, ok := in.Env("GPUMESH_HOME"); ok && v != "" {
 		return v, "env:GPUMESH_HOME", nil
 	}
-	if in.Home == "" {
+	isDir := in.IsDir
+	if isDir == nil {
+		isDir = openableDir
+	}
+	home := ""
+	if in.Home != "" {
+		home = filepath.Join(in.Home, ".gpumesh")
+	}
+	if in.ServiceDir != "" && (home == "" || !isDir(home)) && isDir(in.ServiceDir) {
+		return in.ServiceDir, "default:service", nil
+	}
+	if home == "" {
 		return "", "", errors.New("config: no data dir: pass --data or set GPUMESH_HOME (no home directory found)")
 	}
-	return filepath.Join(in.Home, ".gpumesh"), "default", nil
+	return home, "default", nil
+}
+
+// openableDir reports whether path is a directory this process may open
+// (a 0700 directory of another user is not).
+func openableDir(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	return err == nil && st.IsDir()
 }
 
 // LoadConfig builds the effective configuration from in.
@@ -152,7 +196,7 @@ func LoadConfig(in Input) (Config, error) {
 		c.Sources[k.Name] = "default"
 	}
 
-	fileVals, path, err := readConfigFile(in, dir)
+	fileVals, path, err := readConfigFile(in, dir, src)
 	if err != nil {
 		return c, err
 	}
@@ -245,9 +289,13 @@ func splitEach(vs []string) []string {
 
 // readConfigFile reads --config, or DATA/config.toml when it exists, into
 // string values per key. Unknown keys and wrong types are errors.
-func readConfigFile(in Input, dataDir string) (map[string][]string, string, error) {
+func readConfigFile(in Input, dataDir, dataSrc string) (map[string][]string, string, error) {
 	path, explicit := in.ConfigFlag, in.ConfigFlag != ""
-	if !explicit {
+	switch {
+	case explicit:
+	case dataSrc == "default:service" && in.ServiceConfig != "":
+		path = in.ServiceConfig // the service's node: its unit's --config
+	default:
 		path = filepath.Join(dataDir, "config.toml")
 	}
 	b, err := in.ReadFile(path)

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -358,5 +361,58 @@ func TestConfigHoldsParsedValues(t *testing.T) {
 	pr.List["l40s"] = 1
 	if _, ok := c.Prices["l40s"]; ok {
 		t.Error("Pricer shares its price map with the config")
+	}
+}
+
+// TestDataDirService: the service's data dir is the default only where
+// ~/.gpumesh does not exist and it can be opened (root on a machine with
+// the package); flags and $GPUMESH_HOME still win.
+func TestDataDirService(t *testing.T) {
+	dirs := func(ds ...string) func(string) bool {
+		return func(p string) bool { return slices.Contains(ds, p) }
+	}
+	for _, c := range []struct {
+		name     string
+		in       Input
+		dir, src string
+	}{
+		{"service dir present", Input{Home: "/root", ServiceDir: "/var/lib/gpumesh", IsDir: dirs("/var/lib/gpumesh")}, "/var/lib/gpumesh", "default:service"},
+		{"no home", Input{ServiceDir: "/var/lib/gpumesh", IsDir: dirs("/var/lib/gpumesh")}, "/var/lib/gpumesh", "default:service"},
+		{"home dir wins", Input{Home: "/root", ServiceDir: "/var/lib/gpumesh", IsDir: dirs("/var/lib/gpumesh", "/root/.gpumesh")}, "/root/.gpumesh", "default"},
+		{"service dir closed", Input{Home: "/home/u", ServiceDir: "/var/lib/gpumesh", IsDir: dirs()}, "/home/u/.gpumesh", "default"},
+		{"no service dir", Input{Home: "/home/u", IsDir: dirs("/var/lib/gpumesh")}, "/home/u/.gpumesh", "default"},
+		{"env wins", Input{Home: "/root", ServiceDir: "/var/lib/gpumesh", IsDir: dirs("/var/lib/gpumesh"),
+			Env: func(k string) (string, bool) { return "/srv/gm", k == "GPUMESH_HOME" }}, "/srv/gm", "env:GPUMESH_HOME"},
+		{"flag wins", Input{DataFlag: "/d", ServiceDir: "/var/lib/gpumesh", IsDir: dirs("/var/lib/gpumesh")}, "/d", "flag:--data"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.in.Env == nil {
+				c.in.Env = func(string) (string, bool) { return "", false }
+			}
+			dir, src, err := DataDir(c.in)
+			if err != nil || dir != c.dir || src != c.src {
+				t.Fatalf("got %q from %q (%v), want %q from %q", dir, src, err, c.dir, c.src)
+			}
+		})
+	}
+	// With the service's data dir comes the service's config file.
+	in := Input{Home: "/root", ServiceDir: "/var/lib/gpumesh", ServiceConfig: "/etc/gpumesh/config.toml", IsDir: dirs("/var/lib/gpumesh"),
+		ReadFile: files(map[string]string{"/etc/gpumesh/config.toml": `region = "eu-west"`, "/var/lib/gpumesh/config.toml": `region = "us-east"`})}
+	c, err := LoadConfig(in)
+	if err != nil || c.Region != "eu-west" || c.ConfigFile != "/etc/gpumesh/config.toml" {
+		t.Fatalf("service config: region %q from %q (%v), want eu-west from /etc/gpumesh/config.toml", c.Region, c.ConfigFile, err)
+	}
+	in.IsDir = dirs("/var/lib/gpumesh", "/root/.gpumesh")
+	if c, err := LoadConfig(in); err != nil || c.ConfigFile != "" {
+		t.Fatalf("with ~/.gpumesh: config %q (%v), want none", c.ConfigFile, err)
+	}
+	// The real check: a directory this process opens, not a file.
+	d := t.TempDir()
+	f := filepath.Join(d, "file")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !openableDir(d) || openableDir(f) || openableDir(filepath.Join(d, "missing")) {
+		t.Fatal("openableDir: want true for a directory only")
 	}
 }

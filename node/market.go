@@ -110,3 +110,6 @@ func (n *Node) freeGPUs() uint32 {
 	}
 	return uint32(max(free, 0))
 }
+
+// FreeGPUs is how many of the node's GPUs no lease or reservation holds.
+func (n *Node) FreeGPUs() int { return int(n.freeGPUs()) }

@@ -68,7 +68,7 @@ starts a job at once.`,
 					MinRep: &minRep, AllowUnproven: unproven, AllowSimulated: simOK, Wait: wait.String()}, timeout)
 			}
 			opts := []light.Option{light.WithRenting()}
-			if cfg.Sources["data"] != "default" {
+			if !defaultDataDir(cfg) {
 				key, _, err := node.LoadOrCreateKey(cfg.DataDir)
 				if err != nil {
 					return err
@@ -247,7 +247,7 @@ func newLeasesCmd(a *app) *cobra.Command {
 			ls, err := c.Leases(cmd.Context())
 			if err != nil {
 				err = explainAPIError(err, cfg, tokenErr)
-				if cfg.Sources["data"] == "default" {
+				if defaultDataDir(cfg) {
 					return err // without --data there is no store to fall back on
 				}
 				// No node answers: read the data dir's store directly.

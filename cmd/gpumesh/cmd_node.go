@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpumesh/gpumesh/clock"
+	"github.com/gpumesh/gpumesh/internal/sdnotify"
 	"github.com/gpumesh/gpumesh/node"
 )
 
@@ -20,14 +22,21 @@ func newNodeCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.loadConfig(cmd)
 			if err != nil {
-				return err
+				// EX_CONFIG: the unit does not restart on it
+				// (RestartPreventExitStatus=78).
+				return configError{err}
 			}
 			ctx := cmd.Context()
 			offset, err := cmd.Flags().GetDuration("clock-offset")
 			if err != nil {
 				return err
 			}
-			opts := []node.Option{node.WithLogger(a.logger(cfg))}
+			log := a.logger(cfg)
+			sd, err := sdnotify.New(os.Getenv, os.Getpid())
+			if err != nil {
+				log.Warn("not notifying systemd", "err", err)
+			}
+			opts := []node.Option{node.WithLogger(log)}
 			if offset != 0 {
 				opts = append(opts, node.WithClock(clock.Offset(clock.Real(), offset)))
 			}
@@ -39,7 +48,16 @@ func newNodeCmd(a *app) *cobra.Command {
 			if err := a.printStarted(n); err != nil {
 				return err
 			}
+			notified := make(chan struct{})
+			go func() {
+				defer close(notified)
+				serviceNotify(ctx, sd, n, log)
+			}()
 			<-ctx.Done()
+			<-notified
+			if err := sd.Notify(sdnotify.Stopping); err != nil {
+				log.Warn("systemd notify", "err", err)
+			}
 			fmt.Fprintln(a.stderr, "gpumesh: shutting down")
 			return n.Close()
 		},

@@ -54,7 +54,7 @@ hardware. The count left out is shown on stderr.`,
 			if walkDHT {
 				opts = append(opts, light.WithCrossCheck())
 			}
-			if cfg.Sources["data"] != "default" {
+			if !defaultDataDir(cfg) {
 				key, _, err := node.LoadOrCreateKey(cfg.DataDir)
 				if err != nil {
 					return err

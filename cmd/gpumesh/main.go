@@ -35,7 +35,8 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 // run executes the CLI and returns the process exit status: 0 on success,
-// 2 for usage errors (bad flags, a malformed filter), 1 otherwise.
+// 2 for usage errors (bad flags, a malformed filter), 78 when `gpumesh
+// node` cannot load its configuration, 1 otherwise.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
@@ -47,6 +48,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !errors.As(err, &se) {
 		fmt.Fprintln(stderr, "gpumesh:", err)
 	}
+	var ce configError
+	if errors.As(err, &ce) {
+		return exitConfig
+	}
 	var ue usageError
 	if errors.As(err, &ue) || isFlagError(err) {
 		return 2
@@ -57,6 +62,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return 1
 }
+
+// exitConfig is EX_CONFIG (sysexits.h): `gpumesh node` found its
+// configuration wrong. The systemd unit does not restart the node on it
+// (RestartPreventExitStatus=78): a restart would fail the same way.
+const exitConfig = 78
+
+// configError is a configuration the node cannot start with: exit
+// status exitConfig.
+type configError struct{ err error }
+
+func (e configError) Error() string { return e.err.Error() }
+func (e configError) Unwrap() error { return e.err }
 
 // exitError ends the command with a status of its own, silently (e.g. a
 // followed job's exit code).

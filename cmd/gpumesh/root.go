@@ -20,10 +20,11 @@ type app struct {
 	json           bool
 	data, config   string
 	quiet          bool // a client command: default log level warn
+	journal        bool // stderr is journald's ($JOURNAL_STREAM): log with priorities, without time=
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	a := &app{stdout: stdout, stderr: stderr}
+	a := &app{stdout: stdout, stderr: stderr, journal: journalStream(os.Getenv("JOURNAL_STREAM"), stderr)}
 	root := &cobra.Command{
 		Use:   "gpumesh",
 		Short: "A peer-to-peer GPU compute marketplace",
@@ -38,8 +39,8 @@ Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" a
 		return usageError{fmt.Errorf("%w\nrun '%s --help' for usage", err, c.CommandPath())}
 	})
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.data, "data", "", "data directory (default $GPUMESH_HOME, else ~/.gpumesh)")
-	pf.StringVar(&a.config, "config", "", "TOML config file (default DATA/config.toml if present)")
+	pf.StringVar(&a.data, "data", "", "data directory (default $GPUMESH_HOME, else ~/.gpumesh, else the service's "+node.ServiceDataDir+" where it may be opened)")
+	pf.StringVar(&a.config, "config", "", "TOML config file (default DATA/config.toml if present; "+node.ServiceConfigFile+" with the service's data dir)")
 	pf.BoolVar(&a.json, "json", false, "print machine-readable JSON")
 	addKeyFlags(pf, globalKeys())
 
@@ -48,7 +49,7 @@ Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" a
 		newSearchCmd(a), newPeersCmd(a), newVersionCmd(a),
 		newRentCmd(a), newOrdersCmd(a), newLeasesCmd(a), newReleaseCmd(a), newPricesCmd(a), newChallengeCmd(a),
 		newRunCmd(a), newJobsCmd(a), newLogsCmd(a), newStopCmd(a), newForwardCmd(a), newReceiptsCmd(a),
-		newDoctorCmd(a),
+		newDoctorCmd(a), newGenDocsCmd(a),
 	)
 	root.InitDefaultCompletionCmd()
 	refuseUnknownSubcommands(root)
@@ -89,8 +90,9 @@ func isFlagError(err error) bool {
 func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 	home, _ := os.UserHomeDir()
 	in := node.Input{
-		DataFlag: a.data, ConfigFlag: a.config, Env: os.LookupEnv, Home: home,
-		Flags: keyFlagValues(cmd.Flags()),
+		DataFlag: a.data, ConfigFlag: a.config, Env: os.LookupEnv, Home: home, ServiceDir: node.ServiceDataDir,
+		ServiceConfig: node.ServiceConfigFile,
+		Flags:         keyFlagValues(cmd.Flags()),
 	}
 	cfg, err := node.LoadConfig(in)
 	if err != nil {
@@ -101,12 +103,18 @@ func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 
 // logger logs to stderr at the configured level. Commands other than node
 // are quieter by default (warn) so that their output stays readable.
+// Under systemd ($JOURNAL_STREAM names stderr: it goes to the journal) lines
+// carry their syslog priority and no time (journalHandler).
 func (a *app) logger(cfg node.Config) *slog.Logger {
 	level := cfg.LogLevel
 	if a.quiet && cfg.Sources["log_level"] == "default" {
 		level = slog.LevelWarn
 	}
-	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: level}
+	if a.journal {
+		return slog.New(newJournalHandler(a.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, opts))
 }
 
 // orEmpty makes a nil list print as [] rather than null.
@@ -133,4 +141,11 @@ func (a *app) table(header []string, rows [][]string) {
 		fmt.Fprintln(w, strings.Join(r, "\t"))
 	}
 	w.Flush()
+}
+
+// defaultDataDir reports whether the data dir is a default one
+// (~/.gpumesh, or the service's), not one the user named: a command
+// that would open its store (which a running node holds) leaves it be.
+func defaultDataDir(cfg node.Config) bool {
+	return strings.HasPrefix(cfg.Sources["data"], "default")
 }

@@ -42,11 +42,19 @@ const (
 	Chromium = "chromium"
 	// Python3: python3 on PATH (the HTTP servers of service jobs).
 	Python3 = "python3"
+	// Package: the packages can be built and a .deb installed into an
+	// overlay of this machine's root (root, go, dpkg, unshare, overlayfs
+	// and systemd-analyze; packaging/).
+	Package = "package"
+	// Nspawn: a Debian root can be made and booted with systemd in a
+	// container (root, mmdebstrap with Debian's mirror, systemd-nspawn;
+	// packaging/).
+	Nspawn = "nspawn"
 )
 
 // Capabilities are the names GPUMESH_REQUIRE may list.
 func Capabilities() []string {
-	return []string{Root, Netlab, Jobnet, Docker, Podman, Cgroup, Chromium, Python3}
+	return []string{Root, Netlab, Jobnet, Docker, Podman, Cgroup, Chromium, Python3, Package, Nspawn}
 }
 
 // Skip ends t for want of capability: with t.Fatalf, as "required

@@ -177,7 +177,8 @@
 //     addresses (and with the job's namespace, if the node cannot).
 //
 // What the node changes in its own namespace: net.ipv4.ip_forward is set
-// to 1 (and left so), and the nftables table "inet gpumesh_jobs" exists
+// to 1 (and left so) unless it is 1 already (the package's sysctl.d sets
+// it at boot, so a unit that may not write /proc/sys runs jobs), and the nftables table "inet gpumesh_jobs" exists
 // while at least one job link (gmj*) does: installed, under the lock, by
 // the first job that finds it missing, and removed, under the lock, by
 // the end of a job that leaves no gmj* link in the namespace. Several

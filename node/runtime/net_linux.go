@@ -370,6 +370,22 @@ func (n *jobNetwork) detach(l *link) {
 	}
 }
 
+// ipForward is the sysctl the job network needs at 1.
+const ipForward = "/proc/sys/net/ipv4/ip_forward"
+
+// enableForwarding sets the sysctl at path to 1 unless it is already:
+// the package sets it at boot (sysctl.d), and a unit with
+// ProtectKernelTunables= may read /proc/sys but not write it.
+func enableForwarding(path string) error {
+	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == "1" {
+		return nil
+	}
+	if err := os.WriteFile(path, []byte("1"), 0); err != nil {
+		return fmt.Errorf("enable ip_forward: %w", err)
+	}
+	return nil
+}
+
 func linkExists(ctx context.Context, name string) bool {
 	return exec.CommandContext(ctx, "ip", "link", "show", name).Run() == nil
 }
@@ -377,8 +393,8 @@ func linkExists(ctx context.Context, name string) bool {
 // setUp enables forwarding and installs the table. Called under the
 // lock.
 func (n *jobNetwork) setUp(ctx context.Context) error {
-	if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0); err != nil {
-		return fmt.Errorf("job network: enable ip_forward: %w", err)
+	if err := enableForwarding(ipForward); err != nil {
+		return fmt.Errorf("job network: %w", err)
 	}
 	if err := runNft(ctx, nftRules(n.cfg)); err != nil {
 		return fmt.Errorf("job network: %w", err)
