@@ -241,6 +241,7 @@ var keySamples = map[string][3]string{
 	"claim_window":         {"20s", "30s", "40s"},
 	"unsandboxed_jobs":     {"true", "false", "true"},
 	"mdns":                 {"true", "false", "true"},
+	"reachability":         {"public", "private", "auto"},
 	"job_network":          {"false", "true", "false"},
 	"job_lan":              {"true", "false", "true"},
 	"job_dns":              {"9.9.9.9", "1.1.1.1,8.8.8.8", "2001:4860:4860::8888"},
