@@ -197,3 +197,35 @@ func TestExplainNoMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestScreenAsksReach: before its bid, a renter leaves out the asks of
+// suppliers its lease's use cannot reach, once per supplier and model
+// with the reason, and keeps the rest; without the screen it keeps all.
+func TestScreenAsksReach(t *testing.T) {
+	far, near := peer.ID("far"), peer.ID("near")
+	ask := func(s peer.ID, model string) *Ask {
+		return &Ask{Ask: &pb.Ask{Model: model, PriceMicros: 1_120_000}, Supplier: s}
+	}
+	asks := []*Ask{ask(far, "a100-80gb"), ask(near, "a100-80gb"), ask(far, "a100-80gb"), ask(far, "l40s")}
+	req := RentRequest{Unreachable: func(p peer.ID) string {
+		if p == far {
+			return "its profile says relay-only"
+		}
+		return ""
+	}}
+	kept, out := screenAsksReach(asks, req)
+	if len(kept) != 1 || kept[0].Supplier != near {
+		t.Fatalf("kept %d asks, want only near's", len(kept))
+	}
+	if len(out) != 2 {
+		t.Fatalf("%d unreachable attempts, want one per model of far: %+v", len(out), out)
+	}
+	for _, u := range out {
+		if u.q.Supplier != far || u.reason != "its profile says relay-only" || u.q.PriceMicros != 1_120_000 {
+			t.Errorf("attempt %+v %q", u.q, u.reason)
+		}
+	}
+	if kept, out := screenAsksReach(asks, RentRequest{}); len(kept) != len(asks) || out != nil {
+		t.Fatalf("without a screen: kept %d of %d, %d left out", len(kept), len(asks), len(out))
+	}
+}

@@ -201,7 +201,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	req.asked = req.Filter
 	req.Filter, req.realOnly = req.Filter.RealOnly(req.AllowSimulated)
 	t0 := time.Now()
-	cands := r.candidates(ctx, req)
+	cands, unreachable := screenAsksReach(r.candidates(ctx, req), req)
 	tCands := time.Since(t0)
 	expect := r.connectSuppliers(ctx, cands, req)
 	tConnect := time.Since(t0)
@@ -260,7 +260,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 	defer c.stop()
 	var (
 		all, declines, shunned, unproven []*Quote
-		tried, unreachable               []attempt
+		tried                            []attempt
 	)
 	for {
 		offers, more := c.collect(ctx)
@@ -311,6 +311,30 @@ func (r *Renter) sendBid(ctx context.Context, raw []byte, suppliers map[peer.ID]
 		})
 	}
 	return cancel
+}
+
+// screenAsksReach leaves out, before the bid, the asks of suppliers that
+// req.Unreachable says the lease's use cannot reach, with the reason for
+// each (once per supplier and model, at its ask's price): the renter does
+// not wait on an answer that could not lead to a lease, and says why at
+// once, whether or not such a supplier would have answered.
+func screenAsksReach(asks []*Ask, req RentRequest) (kept []*Ask, unreachable []attempt) {
+	if req.Unreachable == nil {
+		return asks, nil
+	}
+	told := map[supplierModel]bool{}
+	for _, a := range asks {
+		why := req.Unreachable(a.Supplier)
+		if why == "" {
+			kept = append(kept, a)
+			continue
+		}
+		if k := (supplierModel{a.Supplier, a.Model}); !told[k] {
+			told[k] = true
+			unreachable = append(unreachable, attempt{&Quote{Quote: &pb.Quote{Model: a.Model, PriceMicros: a.PriceMicros}, Supplier: a.Supplier}, why})
+		}
+	}
+	return kept, unreachable
 }
 
 // screenReach drops the offers of suppliers that req.Unreachable says the

@@ -109,10 +109,6 @@ func viewByModel(filter Filter, relaxed *Filter, f noMatchFacts) map[string]*mod
 		}
 		return v
 	}
-	type supplierModel struct {
-		s peer.ID
-		m string
-	}
 	simAsk := map[supplierModel]bool{} // asks left out only for being simulated
 	for _, a := range f.asks {
 		if !askMatches(filter, a) {
@@ -293,4 +289,10 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// supplierModel is one supplier's offer of one model.
+type supplierModel struct {
+	s peer.ID
+	m string
 }

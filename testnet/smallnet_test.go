@@ -25,6 +25,8 @@ const (
 	// supplier behind the other, over a direct connection, within a
 	// minute of the supplier's start.
 	smallFirstJob = 60 * time.Second
+	// smallAttempt bounds one `gpumesh run --detach` of firstJob.
+	smallAttempt = 25 * time.Second
 )
 
 // startSmallNet starts the small network; the public node is told that
@@ -52,10 +54,14 @@ func (n *natNet) firstJob(ctx context.Context, limit time.Duration) (time.Durati
 	defer cancel()
 	var last error
 	for ctx.Err() == nil {
-		id, on, err := n.runJob(ctx, "model=a100-80gb", "sh", "-c", "echo hello from behind a NAT")
+		// Each attempt has a bound of its own, so that one stuck attempt
+		// (recorded as the last error) leaves time for the next.
+		actx, acancel := context.WithTimeout(ctx, smallAttempt)
+		id, on, err := n.runJob(actx, "model=a100-80gb", "sh", "-c", "echo hello from behind a NAT")
+		acancel()
 		switch {
 		case err != nil:
-			last = err
+			last = fmt.Errorf("%s after the supplier's start: %w", time.Since(started).Round(time.Millisecond), err)
 		case on != n.st.Nodes[smallSupplier].PeerID:
 			return 0, fmt.Errorf("job %s ran on %s, want the supplier %s", id, on, n.st.Nodes[smallSupplier].PeerID)
 		default:
