@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,10 @@ func startSmallNet(t testing.TB) *natNet {
 		ExtraArgs: func(i int) []string {
 			if i == smallPublic {
 				return []string{"--reachability", "public"}
+			}
+			if i == smallRenter {
+				// What a failure leaves to read (firstJob quotes it).
+				return []string{"--log-level", "debug"}
 			}
 			return nil
 		},
@@ -80,7 +85,26 @@ func (n *natNet) firstJob(ctx context.Context, limit time.Duration) (time.Durati
 		case <-time.After(time.Second):
 		}
 	}
-	return 0, fmt.Errorf("no job ran on the supplier over a direct connection within %s of its start; last: %v", limit, last)
+	return 0, fmt.Errorf("no job ran on the supplier over a direct connection within %s of its start; last: %v\nthe renter's rent and job log lines:\n%s",
+		limit, last, grepLog(n.st.Nodes[smallRenter].Log, 40, "rent", "lease", "job", "quote", "bid", "direct", "relay"))
+}
+
+// grepLog is the last n lines of the log at path that hold any of words.
+func grepLog(path string, n int, words ...string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, w := range words {
+			if strings.Contains(l, w) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out[max(0, len(out)-n):], "\n")
 }
 
 // jobDone waits until the renter's job id ends or ctx does.
