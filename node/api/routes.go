@@ -17,6 +17,9 @@ const (
 	PathLeases = "/api/v1/leases"
 	// PathLeaseRelease: {id} is a lease ID or its unique prefix.
 	PathLeaseRelease = "/api/v1/leases/{id}/release"
+	// PathLeaseShell: {id} is a lease ID or its unique prefix; the
+	// connection is upgraded to ShellUpgrade (shell.go).
+	PathLeaseShell = "/api/v1/leases/{id}/shell"
 	PathPrices       = "/api/v1/prices"
 	PathCapacity     = "/api/v1/capacity"
 	PathReputation   = "/api/v1/reputation"
@@ -86,7 +89,7 @@ func Routes() []Route {
 	get, post, del := http.MethodGet, http.MethodPost, http.MethodDelete
 	return []Route{
 		{get, PathHealth}, {get, PathPeers}, {get, PathGPUs}, {get, PathOffers}, {get, PathOrders},
-		{get, PathLeases}, {post, PathLeases}, {post, PathLeaseRelease}, {get, PathPrices}, {get, PathCapacity}, {get, PathReputation},
+		{get, PathLeases}, {post, PathLeases}, {post, PathLeaseRelease}, {post, PathLeaseShell}, {get, PathPrices}, {get, PathCapacity}, {get, PathReputation},
 		{post, PathChallenge}, {post, PathJobs}, {get, PathJobs}, {get, PathJob}, {post, PathJobStop},
 		{get, PathJobLogs}, {get, PathForwards}, {post, PathForwards}, {del, PathForwards}, {get, PathReceipts}, {get, PathDoctor}, {get, PathMetrics}, {"", PathPprof},
 		{get, PathOpenAPI},
