@@ -63,7 +63,10 @@ func (r *run) endShell(end State, msg string, res runtime.Result) {
 	}
 	if end != "" {
 		why := string(end)
-		if msg != "" {
+		switch {
+		case end == StateExpired:
+			why = "the lease ended" // whatever else was said of it before (a halt for payment)
+		case msg != "":
 			why += ": " + msg
 		}
 		r.stdio.Finish(shell.KindEnded, []byte(why))
