@@ -75,13 +75,27 @@ func TestShellOnLease(t *testing.T) {
 		})
 	}
 
+	// A command that ends before its shell stream attaches: its output
+	// and exit status wait for it.
+	sc, err := c.Shell(ctx, lv.LeaseID[:12], api.ShellRequest{Argv: []string{"sh", "-c", "echo early; exit 3"}})
+	if err != nil {
+		t.Fatalf("shell: %v", err)
+	}
+	var early lockedBuffer
+	x, err := shell.Run(sc, shell.Streams{Stdout: &early, Stderr: &early})
+	sc.Close()
+	if err != nil || x.Status() != 3 || early.String() != "early\n" {
+		t.Fatalf("shell -- sh -c 'echo early; exit 3' = %+v, %v, output %q; want exit status 3 and early", x, err, early.String())
+	}
+	jobOver(sc.JobID)
+
 	// A command: stdin, stdout, stderr and its exit status pass through.
-	sc, err := c.Shell(ctx, lv.LeaseID[:12], api.ShellRequest{Argv: []string{"sh", "-c", "cat; echo err >&2; exit 3"}})
+	sc, err = c.Shell(ctx, lv.LeaseID[:12], api.ShellRequest{Argv: []string{"sh", "-c", "cat; echo err >&2; exit 3"}})
 	if err != nil {
 		t.Fatalf("shell: %v", err)
 	}
 	var out, errOut lockedBuffer
-	x, err := shell.Run(sc, shell.Streams{Stdin: strings.NewReader("hello\nworld\n"), Stdout: &out, Stderr: &errOut})
+	x, err = shell.Run(sc, shell.Streams{Stdin: strings.NewReader("hello\nworld\n"), Stdout: &out, Stderr: &errOut})
 	sc.Close()
 	if err != nil || x.Status() != 3 {
 		t.Fatalf("shell -- sh -c 'cat; exit 3' = %+v, %v; want exit status 3", x, err)

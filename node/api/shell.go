@@ -81,11 +81,6 @@ func (s *server) shell(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		http.Error(w, "shell: this connection cannot be upgraded", http.StatusInternalServerError)
-		return
-	}
 	sess, err := s.b.Shell(r.Context(), r.PathValue("id"), req)
 	switch {
 	case errors.Is(err, ErrNoLease):
@@ -98,9 +93,11 @@ func (s *server) shell(w http.ResponseWriter, r *http.Request) {
 		fail(w, err, http.StatusBadGateway)
 		return
 	}
-	conn, brw, err := hj.Hijack()
+	// Through the wrappers (metrics' statusWriter) to the connection.
+	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		_ = sess.Conn.Close()
+		abort(sess.Conn) // the supplier stops the job: a hang-up
+		fail(w, fmt.Errorf("shell: this connection cannot be upgraded: %w", err), http.StatusInternalServerError)
 		return
 	}
 	defer conn.Close()

@@ -130,6 +130,7 @@ type Executor struct {
 	runs     map[market.ID]*run
 	starting map[market.ID]bool // leases whose start is reading its body
 	closed   bool
+	quit     chan struct{} // closed by Close: ends the waits of shells' watchers
 	wg       sync.WaitGroup
 }
 
@@ -164,7 +165,7 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	}
 	e := &Executor{
 		cfg: cfg, log: cfg.Log.With("sub", "jobs"), gate: newGate(cfg.MaxPendingPerPeer, cfg.MaxPending),
-		runs: map[market.ID]*run{}, starting: map[market.ID]bool{},
+		runs: map[market.ID]*run{}, starting: map[market.ID]bool{}, quit: make(chan struct{}),
 	}
 	if err := e.recover(); err != nil {
 		return nil, err
@@ -180,6 +181,9 @@ func (e *Executor) Close() error {
 	e.cfg.Host.RemoveStreamHandler(SessionProtocol)
 	e.cfg.Host.RemoveStreamHandler(CheckpointProtocol)
 	e.mu.Lock()
+	if !e.closed {
+		close(e.quit)
+	}
 	e.closed = true
 	runs := make([]*run, 0, len(e.runs))
 	for _, r := range e.runs {

@@ -21,12 +21,8 @@ func (e *Executor) Shell(from peer.ID, o shell.Open) (shell.Target, *shell.Refus
 	if r == nil || r.lease.Renter != from || r.attempt != o.Attempt || r.stdio == nil {
 		return shell.Target{}, shell.Refuse(shell.RefusedNoAttempt, "no attempt %d of yours with a standard input runs on lease %x here", o.Attempt, o.LeaseID[:8])
 	}
-	r.mu.Lock()
-	state, ending := r.state, r.endState != ""
-	r.mu.Unlock()
-	if ending || Ended(state) {
-		return shell.Target{}, shell.Refuse(shell.RefusedNotRunning, "the attempt is ending")
-	}
+	// An attempt that ended before its shell came keeps its output and
+	// exit for it (shell.Stdio.Attach refuses once they were dropped).
 	t := shell.Target{Stdio: r.stdio}
 	if term, ok := r.proc.(runtime.Terminal); ok && r.stdio.TTY() {
 		t.Resize = func(s shell.Size) error { return term.Resize(runtime.WinSize{Rows: s.Rows, Cols: s.Cols}) }
@@ -35,7 +31,8 @@ func (e *Executor) Shell(from peer.ID, o shell.Open) (shell.Target, *shell.Refus
 }
 
 // watchShell stops a shell's job when no shell stream attached within
-// shell.AttachTimeout of its start, or when the attached one hung up.
+// shell.AttachTimeout of its start (and drops what a job that ended left
+// for it), or when the attached one hung up.
 func (r *run) watchShell() {
 	t := r.e.cfg.Clock.NewTimer(shell.AttachTimeout)
 	defer t.Stop()
@@ -43,8 +40,9 @@ func (r *run) watchShell() {
 	case <-r.stdio.Attached():
 	case <-t.C():
 		r.stop(StateStopped, "no shell attached to the job")
+		r.stdio.Drop()
 		return
-	case <-r.done:
+	case <-r.e.quit:
 		return
 	}
 	select {

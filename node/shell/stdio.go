@@ -17,7 +17,9 @@ type Conn interface {
 // its Stdin, Stdout and Stderr go to the runtime (runtime.Spec), and one
 // shell stream at most attaches to them. Until then the output is held,
 // MaxPending bytes at most (the job's writes wait beyond). The executor
-// calls Finish once the job has ended and its output has been drained.
+// calls Finish once the job has ended and its output has been drained: a
+// job that ends before its shell attaches (sh -c 'exit 3') keeps its
+// output and its last frame for the shell to come, until Drop.
 type Stdio struct {
 	tty      bool
 	inR      *io.PipeReader
@@ -34,6 +36,8 @@ type Stdio struct {
 	isAtt   bool
 	ended   bool
 	hung    bool
+	last    []byte // the encoded last frame, kept by Finish until a stream attaches
+	closed  bool   // finished is closed
 
 	wmu sync.Mutex // serializes writes to conn
 }
@@ -129,13 +133,16 @@ func (s *Stdio) Attach(c Conn) error {
 	case s.isAtt:
 		s.mu.Unlock()
 		return errAttached
-	case s.ended:
+	case s.ended && s.last == nil:
 		s.mu.Unlock()
 		return errEnded
 	}
 	s.isAtt, s.conn = true, c
-	pending := s.pending
-	s.pending, s.held = nil, 0
+	pending, last := s.pending, s.last
+	s.pending, s.held, s.last = nil, 0, nil
+	if last != nil {
+		pending = append(pending, last)
+	}
 	s.wmu.Lock()
 	s.mu.Unlock()
 	close(s.attached)
@@ -148,10 +155,38 @@ func (s *Stdio) Attach(c Conn) error {
 	}
 	s.wmu.Unlock()
 	s.cond.Broadcast()
+	if last != nil { // the job had ended: its last frame is out
+		s.closeFinished()
+		return nil
+	}
 	if err != nil {
 		s.lost()
 	}
 	return nil
+}
+
+// closeFinished closes finished once.
+func (s *Stdio) closeFinished() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.finished)
+	}
+}
+
+// Drop gives up on a shell that never attached: the output and last
+// frame a finished job left are dropped, and a later Attach is refused.
+func (s *Stdio) Drop() {
+	s.mu.Lock()
+	drop := !s.isAtt && s.ended
+	if drop {
+		s.pending, s.held, s.last = nil, 0, nil
+	}
+	s.mu.Unlock()
+	if drop {
+		s.closeFinished()
+	}
 }
 
 // lost marks the attached stream gone: later output is dropped, the job's
@@ -182,9 +217,10 @@ func (s *Stdio) closeInput() { _ = s.inW.Close() }
 const finishWrite = 10 * time.Second
 
 // Finish ends the attempt's streams with frame k (KindExit or KindEnded)
-// and its payload, sent to the attached stream after all the output;
-// without one, the held output is dropped. Later output is dropped, the
-// job's stdin ends. Calls after the first do nothing.
+// and its payload, sent to the attached stream after all the output.
+// Without one yet, the held output and that frame wait for one (Attach)
+// until Drop. Later output is dropped, the job's stdin ends. Calls after
+// the first do nothing.
 func (s *Stdio) Finish(k Kind, payload []byte) {
 	s.mu.Lock()
 	if s.ended {
@@ -192,7 +228,13 @@ func (s *Stdio) Finish(k Kind, payload []byte) {
 		return
 	}
 	s.ended = true
-	s.pending, s.held = nil, 0
+	if !s.isAtt {
+		s.last = Frame{Kind: k, Payload: payload}.Bytes()
+		s.mu.Unlock()
+		s.cond.Broadcast()
+		_ = s.inR.CloseWithError(io.ErrClosedPipe)
+		return
+	}
 	c := s.conn
 	s.mu.Unlock()
 	s.cond.Broadcast()
@@ -203,7 +245,7 @@ func (s *Stdio) Finish(k Kind, payload []byte) {
 		_ = WriteFrame(c, k, payload)
 		s.wmu.Unlock()
 	}
-	close(s.finished)
+	s.closeFinished()
 }
 
 // Finished is closed by Finish.
