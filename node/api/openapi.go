@@ -64,7 +64,7 @@ func docs() map[Route]routeDoc {
 			errors: map[int]string{404: "no such lease of this node's", 409: "the supplier refused: not yours, ended, or a job runs on it", 502: "the supplier could not be reached"}},
 		{post, PathLeaseShell}: {summary: "Run a shell or a command on a lease this node rented: the connection is upgraded (Upgrade: " + ShellUpgrade + ") and carries shell frames (docs/PROTOCOL.md §40)",
 			params: []docParam{{"path", "id", "a lease ID or its unique prefix", true}}, body: ShellRequest{}, status: http.StatusSwitchingProtocols,
-			errors: map[int]string{400: "a bad shell request, or no Upgrade header", 404: "no such lease of this node's", 409: "the lease is ended, busy or bound to a job", 502: "the job did not start or the supplier refused the shell"}},
+			errors: map[int]string{400: "a bad shell request, or no Upgrade header", 404: "no such lease of this node's", 409: "the lease has ended or a job runs on it", 502: "the job did not start or the supplier refused the shell"}},
 		{get, PathPrices}:     {summary: "The price index: trade prints by model", answer: []market.PricePoint{}},
 		{get, PathCapacity}:   {summary: "This supplier's GPUs by model: free, leased", answer: []market.Capacity{}},
 		{get, PathReputation}: {summary: "Every supplier's reputation as this node computes it", answer: []ReputationView{}},
