@@ -1,16 +1,20 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/node/shell"
 )
@@ -27,8 +31,10 @@ const (
 func newShellCmd(a *app) *cobra.Command {
 	var lease string
 	var noTTY bool
+	var rr api.RentRequest
+	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:   "shell --lease ID [-- CMD...]",
+		Use:   "shell (--lease ID | FILTER --max-price P) [-- CMD...]",
 		Short: "Open a shell (or run a command) inside a job sandbox on a lease you rented",
 		Long: `Shell runs a command on a lease your node rented (gpumesh rent) as a job like any other: in the
 supplier's job sandbox, on the leased GPUs, in the job's network, metered and billed on the
@@ -39,17 +45,33 @@ are (Ctrl-C interrupts the remote command, Ctrl-D ends the remote shell), window
 and your terminal is restored at the end. Otherwise (-T, or stdin not a terminal) stdin, stdout
 and stderr are passed through as they are. Either way the exit status is the remote command's.
 When the lease ends first, shell says so and exits 254; a broken connection exits 255. The
-lease stays yours afterwards: run, shell or release it.`,
+lease stays yours afterwards: run, shell or release it.
+
+With FILTER instead of --lease, shell first rents a lease as gpumesh rent does (--count, --hours,
+--max-price ...) through your node, says which on stderr, and opens the shell on it; the lease is
+released as idle within its claim window of the shell's end unless you start another job on it.`,
 		Example: `  gpumesh shell --lease 3f9c2a71
-  echo hi | gpumesh shell --lease 3f9c2a71 -- sh -c 'cat; exit 3'`,
+  echo hi | gpumesh shell --lease 3f9c2a71 -- sh -c 'cat; exit 3'
+  gpumesh shell model=h100-sxm --max-price 2.50 -- nvidia-smi`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.quiet = true
-			if lease == "" {
-				return usageError{errors.New("give the lease to open the shell on: --lease ID (gpumesh rent makes one, gpumesh leases lists them)")}
+			argv, filter := args, []string(nil)
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				argv, filter = args[dash:], args[:dash]
+			} else if lease == "" {
+				argv, filter = nil, args
 			}
-			argv := args
-			if dash := cmd.ArgsLenAtDash(); dash > 0 {
-				return usageError{fmt.Errorf("unexpected %q before --: give the command after --", args[:dash])}
+			switch {
+			case lease != "" && len(filter) > 0:
+				return usageError{fmt.Errorf("--lease or a filter, not both (got %q before --)", filter)}
+			case lease == "" && len(filter) == 0:
+				return usageError{errors.New("give the lease to open the shell on, --lease ID (gpumesh rent makes one, gpumesh leases lists them), or a filter to rent one")}
+			}
+			rr.Filter, rr.Wait = strings.Join(filter, " "), wait.String()
+			if lease == "" {
+				if _, err := rr.ToRequest(); err != nil {
+					return termsError(err, "")
+				}
 			}
 			in, _ := cmd.InOrStdin().(*os.File)
 			out, _ := a.stdout.(*os.File)
@@ -65,12 +87,26 @@ lease stays yours afterwards: run, shell or release it.`,
 					req.Env = []string{"TERM=" + t}
 				}
 			}
-			if _, err := req.ToRequest(lease); err != nil {
+			if _, err := req.ToRequest(cmp.Or(lease, "new")); err != nil {
 				return usageError{err}
 			}
 			c, err := a.nodeClient(cmd)
 			if err != nil {
 				return err
+			}
+			if lease == "" {
+				sp := a.spin("renting through the node")
+				v, err := c.Rent(cmd.Context(), rr)
+				sp.Stop()
+				var nm *market.NoMatch
+				if errors.As(err, &nm) {
+					return a.printNoMatch(nm)
+				}
+				if err != nil {
+					return jobHint(err)
+				}
+				lease = v.LeaseID
+				fmt.Fprintf(a.stderr, "gpumesh: rented lease %s (%d × %s from %s); gpumesh release %s ends it\n", short(v.LeaseID), v.Count, v.Model, shortID(v.Supplier), short(v.LeaseID))
 			}
 			sc, err := c.Shell(cmd.Context(), lease, req)
 			if err != nil {
@@ -89,6 +125,12 @@ lease stays yours afterwards: run, shell or release it.`,
 	fl := cmd.Flags()
 	fl.StringVar(&lease, "lease", "", "the lease to run on (an ID or unique prefix, as gpumesh leases lists it)")
 	fl.BoolVarP(&noTTY, "no-tty", "T", false, "pass stdin, stdout and stderr through as they are, even on a terminal")
+	fl.IntVar(&rr.Count, "count", 1, "with FILTER: GPUs to rent, all from one supplier")
+	fl.Float64Var(&rr.Hours, "hours", 1, "with FILTER: lease length in hours")
+	fl.StringVar(&rr.MaxPrice, "max-price", "", "with FILTER: highest price per GPU-hour you accept, e.g. 2.50")
+	fl.DurationVar(&wait, "wait", 2*time.Second, "with FILTER: the longest to collect quotes")
+	fl.BoolVar(&rr.AllowUnproven, "allow-unproven", false, "with FILTER: also lease from suppliers no trusted challenger has passed")
+	fl.BoolVar(&rr.AllowSimulated, "allow-simulated", false, "with FILTER: "+allowSimulatedUsage)
 	return cmd
 }
 
