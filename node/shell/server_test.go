@@ -257,3 +257,40 @@ func TestHangup(t *testing.T) {
 		t.Error("no exit after a half-close")
 	}
 }
+
+// A renter that stops reading holds neither the job's end nor the
+// executor: Finish sets a deadline on the stream's writes.
+func TestFinishWithARenterThatDoesNotRead(t *testing.T) {
+	r := newRig(t)
+	s := NewStdio(false)
+	r.add(1, s)
+	st, err := r.dial(t, r.renter, Open{Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	wrote := make(chan struct{})
+	go func() { // the job writes far more than the stream's window
+		defer close(wrote)
+		chunk := bytes.Repeat([]byte("x"), 32<<10)
+		for range 512 {
+			_, _ = s.Stdout().Write(chunk)
+		}
+	}()
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		time.Sleep(100 * time.Millisecond) // let the writes fill the window; the assertion is that Finish returns
+		s.Finish(KindExit, Exit{}.Encode())
+	}()
+	select {
+	case <-finished:
+	case <-time.After(time.Minute):
+		t.Fatal("Finish waited on a renter that does not read")
+	}
+	select {
+	case <-wrote:
+	case <-time.After(time.Minute):
+		t.Fatal("the job's writes stayed blocked after Finish")
+	}
+}

@@ -107,9 +107,12 @@ func (s *Stdio) write(k Kind, p []byte) {
 		}
 		s.mu.Unlock()
 	default:
+		// Not holding mu while a write waits: Finish must get it to set
+		// the stream's write deadline. Attach took wmu before it let go
+		// of mu, so the held output goes out first.
 		c := s.conn
-		s.wmu.Lock()
 		s.mu.Unlock()
+		s.wmu.Lock()
 		err := WriteData(c, k, p)
 		s.wmu.Unlock()
 		if err != nil {
