@@ -133,6 +133,16 @@ func TestShellTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The terminal's files block in read(2), which their Close does not
+	// end: a line wakes the shell's reader of the terminal (its stream is
+	// closed: it returns), and the master reads EIO once the slave is
+	// closed.
+	if _, err := ptm.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	pts.Close()
+	for range read {
+	}
 	if after.Lflag != before.Lflag || after.Iflag != before.Iflag || after.Oflag != before.Oflag {
 		t.Errorf("terminal not restored: lflag %#x iflag %#x oflag %#x, were %#x %#x %#x", after.Lflag, after.Iflag, after.Oflag, before.Lflag, before.Iflag, before.Oflag)
 	}
