@@ -21,6 +21,7 @@ import (
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/runtime"
+	"github.com/gpumesh/gpumesh/node/shell"
 	"github.com/gpumesh/gpumesh/node/tunnel"
 	"github.com/gpumesh/gpumesh/p2p"
 )
@@ -34,6 +35,7 @@ type jobParts struct {
 	ctrl     *job.Controller
 	exec     *job.Executor
 	tunnels  *tunnel.Server // renters' connections to their jobs' ports
+	shells   *shell.Server  // renters' shells on their leases
 	evidence *p2p.Topic[[]byte]
 	netErr   error // why jobs share the node's network (nil: they do not)
 }
@@ -102,6 +104,9 @@ func (n *Node) startJobs(ctx context.Context) error {
 			n.log.Warn("jobs share this machine's network; jobs that serve ports are refused", "why", j.netErr)
 		}
 		if j.tunnels, err = tunnel.NewServer(tunnel.ServerConfig{Host: n.net.Host, Resolve: j.exec.Tunnel, Log: n.log}); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		if j.shells, err = shell.NewServer(shell.ServerConfig{Host: n.net.Host, Resolve: j.exec.Shell, Log: n.log}); err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
 	}
@@ -203,6 +208,9 @@ func (n *Node) closeJobs() error {
 	}
 	if n.jobs.tunnels != nil {
 		errs = append(errs, n.jobs.tunnels.Close())
+	}
+	if n.jobs.shells != nil {
+		errs = append(errs, n.jobs.shells.Close())
 	}
 	if n.jobs.exec != nil {
 		errs = append(errs, n.jobs.exec.Close())

@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/api"
+	"github.com/gpumesh/gpumesh/node/job"
+	"github.com/gpumesh/gpumesh/node/shell"
 	"github.com/gpumesh/gpumesh/store"
 )
 
@@ -88,4 +93,55 @@ func (b *apiBackend) ReleaseLease(ctx context.Context, id string) (api.LeaseView
 	v := ViewLease(sl.Lease, market.LeaseReleased, market.RoleRenter)
 	v.Reason = market.ReleasedByRenter(at)
 	return v, nil
+}
+
+// Shell starts req's job (a shell: it has a standard input) on the lease
+// this node rented whose ID starts with lease, and attaches a shell
+// stream to it (/gpumesh/shell/1.0.0). A stream the supplier refuses
+// stops the job.
+func (b *apiBackend) Shell(ctx context.Context, lease string, req job.Request) (api.ShellSession, error) {
+	ctrl := b.n.jobs.ctrl
+	if ctrl == nil {
+		return api.ShellSession{}, api.ErrNotStarted
+	}
+	req.Lease = lease
+	v, err := ctrl.Submit(ctx, req)
+	if errors.Is(err, store.ErrNotFound) {
+		return api.ShellSession{}, fmt.Errorf("%w: %w", api.ErrNoLease, err)
+	}
+	if err != nil {
+		return api.ShellSession{}, err
+	}
+	st, err := b.attachShell(ctx, v, req)
+	if err != nil {
+		if _, serr := ctrl.Stop(v.JobID, "the shell did not attach"); serr != nil {
+			b.n.log.Warn("stop a shell's job", "job", v.JobID, "err", serr)
+		}
+		return api.ShellSession{}, fmt.Errorf("shell on lease %s: %w", short(v.LeaseID), err)
+	}
+	return api.ShellSession{JobID: v.JobID, Conn: st}, nil
+}
+
+// attachShell opens the shell stream to the supplier of v's attempt.
+func (b *apiBackend) attachShell(ctx context.Context, v job.View, req job.Request) (network.Stream, error) {
+	id, err := market.ParseID(v.LeaseID)
+	if err != nil {
+		return nil, err
+	}
+	sup, err := peer.Decode(v.Supplier)
+	if err != nil {
+		return nil, fmt.Errorf("supplier %q: %w", v.Supplier, err)
+	}
+	o := shell.Open{LeaseID: id, Attempt: v.Attempt}
+	if in := req.Spec.Stdin; in != nil && in.Tty {
+		o.TTY, o.Size = true, shell.Size{Rows: uint16(in.Rows), Cols: uint16(in.Cols)}
+	}
+	return shell.Dial(ctx, jobDialer{b.n}, sup, o)
+}
+
+func short(s string) string {
+	if len(s) > 8 {
+		return s[:8]
+	}
+	return s
 }

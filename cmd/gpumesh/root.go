@@ -48,7 +48,7 @@ Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" a
 		newNodeCmd(a), newIDCmd(a), newGPUsCmd(a), newConfigCmd(a),
 		newSearchCmd(a), newPeersCmd(a), newVersionCmd(a),
 		newRentCmd(a), newOrdersCmd(a), newLeasesCmd(a), newReleaseCmd(a), newPricesCmd(a), newChallengeCmd(a),
-		newRunCmd(a), newJobsCmd(a), newLogsCmd(a), newStopCmd(a), newForwardCmd(a), newReceiptsCmd(a),
+		newRunCmd(a), newShellCmd(a), newJobsCmd(a), newLogsCmd(a), newStopCmd(a), newForwardCmd(a), newReceiptsCmd(a),
 		newDoctorCmd(a), newGenDocsCmd(a),
 	)
 	root.InitDefaultCompletionCmd()

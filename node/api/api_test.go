@@ -81,6 +81,10 @@ func (b *backend) Rent(_ context.Context, req market.RentRequest) (api.LeaseView
 	}
 	return api.LeaseView{LeaseID: "lease2", Model: "h100-sxm", Count: req.Count, Verified: true, State: "confirmed", Role: "renter"}, nil
 }
+func (b *backend) Shell(_ context.Context, lease string, _ job.Request) (api.ShellSession, error) {
+	return api.ShellSession{}, fmt.Errorf("lease %s: %w", lease, api.ErrNoLease)
+}
+
 func (b *backend) ReleaseLease(_ context.Context, id string) (api.LeaseView, error) {
 	switch id {
 	case "nosuch":

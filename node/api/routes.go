@@ -17,20 +17,23 @@ const (
 	PathLeases = "/api/v1/leases"
 	// PathLeaseRelease: {id} is a lease ID or its unique prefix.
 	PathLeaseRelease = "/api/v1/leases/{id}/release"
-	PathPrices       = "/api/v1/prices"
-	PathCapacity     = "/api/v1/capacity"
-	PathReputation   = "/api/v1/reputation"
-	PathChallenge    = "/api/v1/challenge"
-	PathJobs         = "/api/v1/jobs"
-	PathJob          = "/api/v1/jobs/{id}"
-	PathJobStop      = "/api/v1/jobs/{id}/stop"
-	PathJobLogs      = "/api/v1/jobs/{id}/logs"
-	PathForwards     = "/api/v1/forwards"
-	PathReceipts     = "/api/v1/receipts"
-	PathDoctor       = "/api/v1/doctor"
-	PathMetrics      = "/metrics"
-	PathPprof        = "/debug/pprof/"
-	PathOpenAPI      = "/api/v1/openapi.json"
+	// PathLeaseShell: {id} is a lease ID or its unique prefix; the
+	// connection is upgraded to ShellUpgrade (shell.go).
+	PathLeaseShell = "/api/v1/leases/{id}/shell"
+	PathPrices     = "/api/v1/prices"
+	PathCapacity   = "/api/v1/capacity"
+	PathReputation = "/api/v1/reputation"
+	PathChallenge  = "/api/v1/challenge"
+	PathJobs       = "/api/v1/jobs"
+	PathJob        = "/api/v1/jobs/{id}"
+	PathJobStop    = "/api/v1/jobs/{id}/stop"
+	PathJobLogs    = "/api/v1/jobs/{id}/logs"
+	PathForwards   = "/api/v1/forwards"
+	PathReceipts   = "/api/v1/receipts"
+	PathDoctor     = "/api/v1/doctor"
+	PathMetrics    = "/metrics"
+	PathPprof      = "/debug/pprof/"
+	PathOpenAPI    = "/api/v1/openapi.json"
 
 	// The Explorer's public read routes (explorer.go). {peer} is a peer
 	// ID.
@@ -86,7 +89,7 @@ func Routes() []Route {
 	get, post, del := http.MethodGet, http.MethodPost, http.MethodDelete
 	return []Route{
 		{get, PathHealth}, {get, PathPeers}, {get, PathGPUs}, {get, PathOffers}, {get, PathOrders},
-		{get, PathLeases}, {post, PathLeases}, {post, PathLeaseRelease}, {get, PathPrices}, {get, PathCapacity}, {get, PathReputation},
+		{get, PathLeases}, {post, PathLeases}, {post, PathLeaseRelease}, {post, PathLeaseShell}, {get, PathPrices}, {get, PathCapacity}, {get, PathReputation},
 		{post, PathChallenge}, {post, PathJobs}, {get, PathJobs}, {get, PathJob}, {post, PathJobStop},
 		{get, PathJobLogs}, {get, PathForwards}, {post, PathForwards}, {del, PathForwards}, {get, PathReceipts}, {get, PathDoctor}, {get, PathMetrics}, {"", PathPprof},
 		{get, PathOpenAPI},

@@ -35,6 +35,11 @@ type Backend interface {
 	// with id (wrapping ErrNoLease when there is none; a supplier's
 	// refusal is a *market.ReleaseRefused).
 	ReleaseLease(ctx context.Context, id string) (LeaseView, error)
+	// Shell starts req's job on the lease this node rented whose ID
+	// starts with lease, attaches a shell stream to it and returns that
+	// stream (wrapping ErrNoLease when there is no such lease; a
+	// supplier's refusal of the stream is a *shell.Refusal).
+	Shell(ctx context.Context, lease string, req job.Request) (ShellSession, error)
 	Prices() []market.PricePoint
 	Capacity() []market.Capacity
 	Reputation() []ReputationView
@@ -138,6 +143,7 @@ func (s *server) handlers(o handlerOptions) map[Route]http.HandlerFunc {
 		{get, PathLeases}:        s.leases,
 		{post, PathLeases}:       s.rent,
 		{post, PathLeaseRelease}: s.releaseLease,
+		{post, PathLeaseShell}:   s.shell,
 		{get, PathPrices}:        func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Prices())) },
 		{get, PathCapacity}:      func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Capacity())) },
 		{get, PathReputation}:    func(w http.ResponseWriter, r *http.Request) { writeJSON(w, nonNil(s.b.Reputation())) },

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/runtime"
+	"github.com/gpumesh/gpumesh/node/shell"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
 	"github.com/gpumesh/gpumesh/verify/inventory"
@@ -128,6 +130,7 @@ type Executor struct {
 	runs     map[market.ID]*run
 	starting map[market.ID]bool // leases whose start is reading its body
 	closed   bool
+	quit     chan struct{} // closed by Close: ends the waits of shells' watchers
 	wg       sync.WaitGroup
 }
 
@@ -162,7 +165,7 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	}
 	e := &Executor{
 		cfg: cfg, log: cfg.Log.With("sub", "jobs"), gate: newGate(cfg.MaxPendingPerPeer, cfg.MaxPending),
-		runs: map[market.ID]*run{}, starting: map[market.ID]bool{},
+		runs: map[market.ID]*run{}, starting: map[market.ID]bool{}, quit: make(chan struct{}),
 	}
 	if err := e.recover(); err != nil {
 		return nil, err
@@ -178,6 +181,9 @@ func (e *Executor) Close() error {
 	e.cfg.Host.RemoveStreamHandler(SessionProtocol)
 	e.cfg.Host.RemoveStreamHandler(CheckpointProtocol)
 	e.mu.Lock()
+	if !e.closed {
+		close(e.quit)
+	}
 	e.closed = true
 	runs := make([]*run, 0, len(e.runs))
 	for _, r := range e.runs {
@@ -575,6 +581,17 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 		WorkDir: work, CheckpointDir: cpDir, GPUs: l.GpuUuids, GPUDevices: devices, Limits: limits,
 		RunAs: e.cfg.RunAs, Hide: hide, Image: spec.Image, Stdout: lf, Stderr: lf,
 	}
+	if in := spec.Stdin; in != nil {
+		// A shell's job: its output goes to the log as any job's, and to
+		// the renter's shell stream once that attaches.
+		r.stdio = shell.NewStdio(in.Tty)
+		rs.Stdin = r.stdio.Stdin()
+		rs.Stdout, rs.Stderr = io.MultiWriter(lf, r.stdio.Stdout()), io.MultiWriter(lf, r.stdio.Stderr())
+		if in.Tty { // one writer: the terminal's output
+			rs.Stderr = rs.Stdout
+			rs.TTY = &runtime.WinSize{Rows: uint16(in.Rows), Cols: uint16(in.Cols)}
+		}
+	}
 	rec := runRecord{
 		LeaseID: l.ID.String(), JobID: spec.ID(), Renter: l.Renter.String(), Attempt: attempt,
 		State: StateStarting, Dir: dir, Started: e.cfg.Now().UTC(), Updated: e.cfg.Now().UTC(),
@@ -607,6 +624,13 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 		defer e.wg.Done()
 		r.meterLoop()
 	}()
+	if r.stdio != nil {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			r.watchShell()
+		}()
+	}
 	if disk > 0 {
 		dirs := []string{work}
 		if !strings.HasPrefix(cpDir, work+string(filepath.Separator)) {

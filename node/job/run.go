@@ -17,6 +17,7 @@ import (
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/runtime"
+	"github.com/gpumesh/gpumesh/node/shell"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 )
@@ -60,6 +61,9 @@ type run struct {
 	cpFinger  [32]byte
 	cut       chan struct{} // closed to cut the open tunnels (cutTunnels)
 	usage     usageAcc      // GPU usage sampled since the last receipt
+	// stdio is a shell's standard streams (the spec's stdin), nil for
+	// other jobs.
+	stdio *shell.Stdio
 }
 
 // State is the attempt's state now.
@@ -382,6 +386,7 @@ func (r *run) finish(last time.Time) {
 			msg = "killed by signal " + res.Signal
 		}
 	}
+	r.endShell(end, msg, res)
 	r.receipt(last, r.e.cfg.Now(), true, state)
 	r.cp.Close() // the final receipt holds the last checkpoint
 	// The attempt's files are the supplier's disk: the last checkpoint is

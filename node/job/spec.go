@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"strings"
@@ -85,6 +86,7 @@ func checkSpec(m *pb.JobSpec) error {
 		checkRestart,
 		checkLimits,
 		checkPorts,
+		checkStdin,
 	} {
 		if err := check(m); err != nil {
 			return err
@@ -171,6 +173,23 @@ func checkCheckpointDir(m *pb.JobSpec) error {
 		if f.Path == m.CheckpointDir || strings.HasPrefix(f.Path, m.CheckpointDir+"/") {
 			return malformed("file %q lies in checkpoint_dir %q", f.Path, m.CheckpointDir)
 		}
+	}
+	return nil
+}
+
+// checkStdin checks a standard input: for the process runtime, and a
+// terminal's size within 1..65535.
+func checkStdin(m *pb.JobSpec) error {
+	in := m.Stdin
+	switch {
+	case in == nil:
+		return nil
+	case m.Runtime != "" && m.Runtime != "process":
+		return malformed("stdin needs the process runtime, not %s", m.Runtime)
+	case in.Tty && (in.Rows == 0 || in.Cols == 0 || in.Rows > math.MaxUint16 || in.Cols > math.MaxUint16):
+		return malformed("terminal size %dx%d outside 1..65535", in.Cols, in.Rows)
+	case !in.Tty && (in.Rows != 0 || in.Cols != 0):
+		return malformed("a terminal size without a terminal")
 	}
 	return nil
 }

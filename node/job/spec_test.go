@@ -78,6 +78,19 @@ func TestSpecRejects(t *testing.T) {
 				m.Ports = append(m.Ports, &pb.Port{Number: uint32(8000 + i), Protocol: "tcp"})
 			}
 		},
+		"stdin in a container": func(m *pb.JobSpec) {
+			m.Runtime, m.Image, m.Stdin = "docker", "alpine", &pb.Stdin{}
+		},
+		"terminal of no rows":     func(m *pb.JobSpec) { m.Stdin = &pb.Stdin{Tty: true, Cols: 80} },
+		"terminal of 65536 cols":  func(m *pb.JobSpec) { m.Stdin = &pb.Stdin{Tty: true, Rows: 24, Cols: 65536} },
+		"size without a terminal": func(m *pb.JobSpec) { m.Stdin = &pb.Stdin{Rows: 24, Cols: 80} },
+	}
+	for _, ok := range []*pb.Stdin{{}, {Tty: true, Rows: 24, Cols: 80}, {Tty: true, Rows: 65535, Cols: 1}} {
+		m := validSpec()
+		m.Stdin = ok
+		if _, err := EncodeSpec(m); err != nil {
+			t.Errorf("stdin %v: %v", ok, err)
+		}
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -160,6 +160,9 @@ func validateContainer(s *Spec) error {
 	if s.Image == "" {
 		return fmt.Errorf("%w: no image", ErrInvalidSpec)
 	}
+	if s.Stdin != nil || s.TTY != nil {
+		return fmt.Errorf("%w: standard input and terminals are for the process runtime only", ErrInvalidSpec)
+	}
 	for _, d := range []string{s.WorkDir, s.CheckpointDir} {
 		if strings.ContainsAny(d, ":,\n") {
 			return fmt.Errorf("%w: %s: a container volume path cannot contain ':' or ','", ErrInvalidSpec, d)

@@ -75,7 +75,13 @@
 //
 // The job's stdout and stderr go through pipes to Spec.Stdout and
 // Spec.Stderr (one pipe when they are the same writer, so the order
-// holds). When the job's main process exits, whatever it left running in
+// holds); its stdin is /dev/null, or a pipe fed from Spec.Stdin. With
+// Spec.TTY all three are instead the slave of a pseudo-terminal whose
+// master the node reads and writes, and the job leads a session with it
+// as its controlling terminal (in a PID namespace the init starts the
+// job with setsid and TIOCSCTTY, so the terminal's signals reach the
+// job's foreground group and never the init); Terminal.Resize sets its
+// size (TIOCSWINSZ on the master). When the job's main process exits, whatever it left running in
 // its PID namespace (and group, and cgroup) is killed, the pipes are
 // drained and Done closes: a process the job started, setsid or
 // double-forked daemons included, never outlives it. Stop kills the init

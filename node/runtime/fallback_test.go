@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -175,5 +176,59 @@ func TestFallBackWithoutDevpts(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "jobs get no /dev/pts"); n != 1 {
 		t.Errorf("logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// TestTerminalWithoutNamespace: without a PID namespace the shim itself
+// leads the job's session on its terminal (setsid, TIOCSCTTY): Ctrl-C
+// interrupts the interactive shell's foreground job, Ctrl-D ends it with
+// its status, and a resize reaches it.
+func TestTerminalWithoutNamespace(t *testing.T) {
+	r := &processRuntime{log: slog.New(slog.DiscardHandler), allowBare: true}
+	r.noUserNS.Store(true)
+	work, ck := filepath.Join(t.TempDir(), "w"), filepath.Join(t.TempDir(), "c")
+	for _, d := range []string{work, ck} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out lockedBuffer
+	in, keys := io.Pipe()
+	defer in.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := r.Start(ctx, Spec{JobID: "ab", Argv: []string{"sh", "-i"}, WorkDir: work, CheckpointDir: ck,
+		Stdout: &out, Stderr: &out, Stdin: in, TTY: &WinSize{Rows: 24, Cols: 80}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(0)
+	see := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute)
+		for !strings.Contains(out.String(), what) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in %q", what, out.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if err := p.(Terminal).Resize(WinSize{Rows: 50, Cols: 132}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(keys, "stty size; echo RE''ADY; sleep 100\n")
+	see("50 132\r\n")
+	see("READY\r\n")
+	_, _ = io.WriteString(keys, "\x03")
+	_, _ = io.WriteString(keys, "echo status $?\n")
+	see("status 130\r\n")
+	_, _ = io.WriteString(keys, "(exit 7)\n\x04")
+	select {
+	case <-p.Done():
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the shell did not end on Ctrl-D: %q", out.String())
+	}
+	if res := p.Result(); res.ExitCode != 7 {
+		t.Errorf("result %+v, want exit 7 (%q)", res, out.String())
 	}
 }

@@ -89,10 +89,17 @@ func startExecStage(cfg *shimConfig) (int, error) {
 		return 0, fmt.Errorf("config pipe: %w", err)
 	}
 	defer cfgR.Close()
+	sys := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if cfg.TTY {
+		// The job leads a session whose controlling terminal is its
+		// stdin, so the terminal's signals (Ctrl-C) reach the job's
+		// foreground group, never this init.
+		sys.Setsid, sys.Setctty, sys.Ctty = true, true, 0
+	}
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{"gpumesh-job-exec"}, &syscall.ProcAttr{
 		Env:   []string{shimEnv + "=" + shimExecValue},
 		Files: []uintptr{0, 1, 2, cfgR.Fd(), statusFD},
-		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+		Sys:   sys,
 	})
 	if err != nil {
 		cfgW.Close()

@@ -44,6 +44,11 @@ type shimConfig struct {
 	Rlimits    []rlimit `json:"rlimits"`
 	User       *idPair  `json:"user,omitempty"` // RunAs; nil keeps the node's user
 	NodePID    int      `json:"node_pid"`       // the shim dies if its parent is not this pid (the init, in a PID namespace)
+	// TTY: the job's stdin (fd 0) is a terminal that becomes its
+	// controlling terminal, in a session the job leads. In a PID
+	// namespace the init starts the exec stage so; without one the node
+	// starts the shim so.
+	TTY bool `json:"tty,omitempty"`
 }
 
 type idPair struct {
@@ -125,6 +130,7 @@ func buildPlan(s Spec, in planInput) (cfg shimConfig, notes []string, err error)
 		Covers:     covers,
 		PrivateDev: true,
 		DevBinds:   jobDevBinds(s, in.devDir),
+		TTY:        s.TTY != nil,
 	}
 	if in.runAs != nil {
 		cfg.User = &idPair{UID: in.runAs.uid, GID: in.runAs.gid}

@@ -349,7 +349,7 @@ func (e *shimError) Unwrap() error { return e.err }
 // failed). On failure everything it started is gone, cg included.
 func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, userns bool, cg *jobCgroup, devs *v1Devices, log *slog.Logger) (*process, error) {
 	cfg.NodePID = os.Getpid()
-	pp, err := openShimPipes(cfg.PIDNamespace, !sameWriter(s.Stdout, s.Stderr))
+	pp, err := openShimPipes(cfg.PIDNamespace, !sameWriter(s.Stdout, s.Stderr), s.Stdin != nil, s.TTY)
 	if err != nil {
 		if cg != nil {
 			_ = cg.remove()
@@ -382,6 +382,12 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 	p.copy(pp.outR, s.Stdout)
 	if pp.errR != pp.outR {
 		p.copy(pp.errR, s.Stderr)
+	}
+	if pp.tty {
+		p.term = pp.outR
+	}
+	if s.Stdin != nil {
+		p.feed(pp.inW, s.Stdin, !pp.tty)
 	}
 	reports := readShimReports(pp.stR)
 	if devs != nil {
@@ -423,6 +429,11 @@ type shimPipes struct {
 	stR, stW   *os.File // the shim's status lines: the shim writes stW (statusFD)
 	outR, outW *os.File // the job's stdout
 	errR, errW *os.File // the job's stderr: the stdout pair where both go to one writer
+	// inR is the job's stdin (nil: /dev/null) and inW the node's end of
+	// it. With a terminal (tty) outR, errR and inW are its master and
+	// outW, errW and inR its slave.
+	inR, inW *os.File
+	tty      bool
 	// The init of a PID namespace reports the job's end on resR and takes
 	// pause, resume and stop on ctlW; nil without a PID namespace.
 	resR, resW *os.File
@@ -431,9 +442,10 @@ type shimPipes struct {
 }
 
 // openShimPipes opens the pipes of one shim: a stderr pipe of its own
-// when separate, the result and control pipes when pidNS. On failure it
-// closes what it opened.
-func openShimPipes(pidNS, separate bool) (*shimPipes, error) {
+// when separate, a stdin pipe when stdin, a terminal of that size instead
+// of the stdio pipes when tty is set, the result and control pipes when
+// pidNS. On failure it closes what it opened.
+func openShimPipes(pidNS, separate, stdin bool, tty *WinSize) (*shimPipes, error) {
 	pp := &shimPipes{}
 	pipe := func() (rd, wr *os.File, err error) {
 		rd, wr, err = os.Pipe()
@@ -445,10 +457,22 @@ func openShimPipes(pidNS, separate bool) (*shimPipes, error) {
 	var err1, err2, err3, err4, err5, err6 error
 	pp.cfgR, pp.cfgW, err1 = pipe()
 	pp.stR, pp.stW, err2 = pipe()
-	pp.outR, pp.outW, err3 = pipe()
-	pp.errR, pp.errW = pp.outR, pp.outW
-	if separate {
-		pp.errR, pp.errW, err4 = pipe()
+	switch {
+	case tty != nil:
+		pp.outR, pp.outW, err3 = openTerminal(*tty)
+		if err3 == nil {
+			pp.all = append(pp.all, pp.outR, pp.outW)
+			pp.errR, pp.errW, pp.inR, pp.inW, pp.tty = pp.outR, pp.outW, pp.outW, pp.outR, true
+		}
+	default:
+		pp.outR, pp.outW, err3 = pipe()
+		pp.errR, pp.errW = pp.outR, pp.outW
+		if separate {
+			pp.errR, pp.errW, err4 = pipe()
+		}
+		if stdin && err4 == nil {
+			pp.inR, pp.inW, err4 = pipe()
+		}
 	}
 	if pidNS {
 		pp.resR, pp.resW, err5 = pipe()
@@ -476,6 +500,9 @@ func (pp *shimPipes) closeShimEnds() {
 	if pp.errW != pp.outW {
 		pp.errW.Close()
 	}
+	if pp.inR != nil && pp.inR != pp.outW {
+		pp.inR.Close()
+	}
 	if pp.resW != nil {
 		pp.resW.Close()
 		pp.ctlR.Close()
@@ -484,11 +511,17 @@ func (pp *shimPipes) closeShimEnds() {
 
 // shimAttr is how the shim is started: in its own process group, killed
 // with the node, in the namespaces cfg asks for (a user namespace mapping
-// the node's user to root when userns), and in cg when there is one.
+// the node's user to root when userns), and in cg when there is one. A
+// job on a terminal without a PID namespace leads a session of its own
+// instead (whose group id is its pid too), its stdin its controlling
+// terminal.
 func shimAttr(cfg shimConfig, userns bool, cg *jobCgroup) *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{
 		Setpgid:   true,            // Stop and Pause reach the whole tree
 		Pdeathsig: syscall.SIGKILL, // no node, no metering: no job
+	}
+	if cfg.TTY && !cfg.PIDNamespace {
+		attr.Setpgid, attr.Setsid, attr.Setctty, attr.Ctty = false, true, true, 0
 	}
 	if cfg.Namespace {
 		attr.Cloneflags |= syscall.CLONE_NEWNS
@@ -522,6 +555,7 @@ func shimCmd(pp *shimPipes, attr *syscall.SysProcAttr) *exec.Cmd {
 		Path:        "/proc/self/exe", // this very binary, even if replaced on disk
 		Args:        []string{"gpumesh-job-shim"},
 		Env:         []string{shimEnv + "=" + shimEnvValue},
+		Stdin:       pp.inR, // nil: /dev/null
 		Stdout:      pp.outW,
 		Stderr:      pp.errW,
 		ExtraFiles:  extra,
@@ -631,6 +665,9 @@ type process struct {
 	// through the init, which reaches every process of the namespace.
 	result *os.File
 	ctl    *os.File
+	// term is the master of the job's terminal (Spec.TTY), nil without
+	// one; it is one of pipes, closed at the end.
+	term *os.File
 	// With a network namespace: nsFD holds it (closed at the end), ns
 	// enters it, link is its veth pair (root only) and jnet releases it.
 	nsFD *os.File
@@ -651,6 +688,30 @@ func (p *process) copy(rd *os.File, w io.Writer) {
 		defer p.copies.Done()
 		_, _ = io.Copy(w, rd)
 	}()
+}
+
+// feed copies in into w, the job's stdin, until either ends; closing w
+// then when closeAtEnd (a pipe: the job reads EOF). w is one of pipes or
+// closed by wait too, so a job that ended stops the copy at its next
+// write.
+func (p *process) feed(w *os.File, in io.Reader, closeAtEnd bool) {
+	if closeAtEnd {
+		p.pipes = append(p.pipes, w)
+	}
+	go func() {
+		_, _ = io.Copy(w, in)
+		if closeAtEnd {
+			w.Close()
+		}
+	}()
+}
+
+// Resize sets the size of the job's terminal (Terminal).
+func (p *process) Resize(ws WinSize) error {
+	if p.term == nil {
+		return fmt.Errorf("job %d: no terminal", p.pid)
+	}
+	return p.live(func() error { return setTermSize(p.term, ws) })
 }
 
 // wait waits for the leader, kills what it left behind, reaps it, drains

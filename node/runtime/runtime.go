@@ -90,7 +90,36 @@ type Spec struct {
 	Image string
 	// Stdout and Stderr receive the job's output (io.Discard when nil).
 	// When they are the same writer, one pipe carries both, in order.
+	// With TTY both are the terminal's output, written to Stdout.
 	Stdout, Stderr io.Writer
+	// Stdin, when set, is copied to the job's standard input until it
+	// ends: through a pipe that closes then (the job reads EOF), or into
+	// the terminal with TTY (where EOF is the byte 0x04, Ctrl-D, sent as
+	// any other). Nil gives the job /dev/null. The runtime stops reading
+	// it at its first read after the job is done: its owner closes it to
+	// end a read that blocks. The process runtime only: docker and podman
+	// refuse it (ErrInvalidSpec).
+	Stdin io.Reader
+	// TTY, when set, runs the job on a pseudo-terminal of this size: the
+	// terminal is its stdin, stdout and stderr and its controlling
+	// terminal (the job leads a session of its own), so Ctrl-C (0x03)
+	// on Stdin interrupts its foreground process group as in any
+	// terminal; Terminal.Resize changes the size. The process runtime
+	// only.
+	TTY *WinSize
+}
+
+// WinSize is a terminal's size in characters.
+type WinSize struct {
+	Rows, Cols uint16
+}
+
+// Terminal is implemented by the Process of a job started with
+// Spec.TTY.
+type Terminal interface {
+	// Resize sets the terminal's size: the job's foreground process
+	// group gets SIGWINCH.
+	Resize(WinSize) error
 }
 
 // Result is how a job ended.
@@ -254,6 +283,7 @@ func validate(s *Spec) error {
 		checkGPUDevices,
 		checkHide,
 		checkLimits,
+		checkTTY,
 	} {
 		if err := check(s); err != nil {
 			return err
@@ -264,6 +294,14 @@ func validate(s *Spec) error {
 	}
 	if s.Stderr == nil {
 		s.Stderr = io.Discard
+	}
+	return nil
+}
+
+// checkTTY checks the terminal's size: both at least 1.
+func checkTTY(s *Spec) error {
+	if s.TTY != nil && (s.TTY.Rows == 0 || s.TTY.Cols == 0) {
+		return invalid("terminal size %dx%d: rows and columns must be at least 1", s.TTY.Cols, s.TTY.Rows)
 	}
 	return nil
 }

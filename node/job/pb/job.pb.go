@@ -49,7 +49,11 @@ type JobSpec struct {
 	// ports are the TCP ports the job serves inside its own network (a
 	// service): the renter reaches them through /gpumesh/tunnel/1.0.0, and
 	// only them. Ascending, each once.
-	Ports         []*Port `protobuf:"bytes,13,rep,name=ports,proto3" json:"ports,omitempty"`
+	Ports []*Port `protobuf:"bytes,13,rep,name=ports,proto3" json:"ports,omitempty"`
+	// stdin, when set, gives the job a standard input that its renter's
+	// shell stream (/gpumesh/shell/1.0.0, PROTOCOL §40) attaches to: a
+	// pipe, or a terminal. The process runtime only.
+	Stdin         *Stdin `protobuf:"bytes,14,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -175,6 +179,74 @@ func (x *JobSpec) GetPorts() []*Port {
 	return nil
 }
 
+func (x *JobSpec) GetStdin() *Stdin {
+	if x != nil {
+		return x.Stdin
+	}
+	return nil
+}
+
+// Stdin is a job's standard input: what `gpumesh shell` runs.
+type Stdin struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tty           bool                   `protobuf:"varint,1,opt,name=tty,proto3" json:"tty,omitempty"`   // a terminal: stdin, stdout and stderr, the controlling terminal
+	Rows          uint32                 `protobuf:"varint,2,opt,name=rows,proto3" json:"rows,omitempty"` // with tty: its size, 1..65535 each
+	Cols          uint32                 `protobuf:"varint,3,opt,name=cols,proto3" json:"cols,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Stdin) Reset() {
+	*x = Stdin{}
+	mi := &file_job_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Stdin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Stdin) ProtoMessage() {}
+
+func (x *Stdin) ProtoReflect() protoreflect.Message {
+	mi := &file_job_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Stdin.ProtoReflect.Descriptor instead.
+func (*Stdin) Descriptor() ([]byte, []int) {
+	return file_job_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Stdin) GetTty() bool {
+	if x != nil {
+		return x.Tty
+	}
+	return false
+}
+
+func (x *Stdin) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *Stdin) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
 // Port is one port a job serves.
 type Port struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -186,7 +258,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_job_proto_msgTypes[1]
+	mi := &file_job_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -198,7 +270,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[1]
+	mi := &file_job_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -211,7 +283,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{1}
+	return file_job_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Port) GetNumber() uint32 {
@@ -238,7 +310,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_job_proto_msgTypes[2]
+	mi := &file_job_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +322,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[2]
+	mi := &file_job_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +335,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{2}
+	return file_job_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *EnvVar) GetName() string {
@@ -291,7 +363,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_job_proto_msgTypes[3]
+	mi := &file_job_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +375,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[3]
+	mi := &file_job_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +388,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{3}
+	return file_job_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *File) GetPath() string {
@@ -354,7 +426,7 @@ type Restart struct {
 
 func (x *Restart) Reset() {
 	*x = Restart{}
-	mi := &file_job_proto_msgTypes[4]
+	mi := &file_job_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -366,7 +438,7 @@ func (x *Restart) String() string {
 func (*Restart) ProtoMessage() {}
 
 func (x *Restart) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[4]
+	mi := &file_job_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -379,7 +451,7 @@ func (x *Restart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Restart.ProtoReflect.Descriptor instead.
 func (*Restart) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{4}
+	return file_job_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Restart) GetPolicy() string {
@@ -417,7 +489,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_job_proto_msgTypes[5]
+	mi := &file_job_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +501,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[5]
+	mi := &file_job_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +514,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{5}
+	return file_job_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Limits) GetMemoryBytes() int64 {
@@ -508,7 +580,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_job_proto_msgTypes[6]
+	mi := &file_job_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +592,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[6]
+	mi := &file_job_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +605,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{6}
+	return file_job_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Hello) GetLease() []byte {
@@ -608,7 +680,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_job_proto_msgTypes[7]
+	mi := &file_job_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -620,7 +692,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[7]
+	mi := &file_job_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -633,7 +705,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{7}
+	return file_job_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Welcome) GetRefused() string {
@@ -687,7 +759,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_job_proto_msgTypes[8]
+	mi := &file_job_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +771,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[8]
+	mi := &file_job_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +784,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{8}
+	return file_job_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ServerFrame) GetBody() isServerFrame_Body {
@@ -799,7 +871,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_job_proto_msgTypes[9]
+	mi := &file_job_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +883,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[9]
+	mi := &file_job_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +896,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{9}
+	return file_job_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Status) GetAttempt() uint32 {
@@ -873,7 +945,7 @@ type Log struct {
 
 func (x *Log) Reset() {
 	*x = Log{}
-	mi := &file_job_proto_msgTypes[10]
+	mi := &file_job_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +957,7 @@ func (x *Log) String() string {
 func (*Log) ProtoMessage() {}
 
 func (x *Log) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[10]
+	mi := &file_job_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +970,7 @@ func (x *Log) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Log.ProtoReflect.Descriptor instead.
 func (*Log) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{10}
+	return file_job_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Log) GetAttempt() uint32 {
@@ -937,7 +1009,7 @@ type ClientFrame struct {
 
 func (x *ClientFrame) Reset() {
 	*x = ClientFrame{}
-	mi := &file_job_proto_msgTypes[11]
+	mi := &file_job_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1021,7 @@ func (x *ClientFrame) String() string {
 func (*ClientFrame) ProtoMessage() {}
 
 func (x *ClientFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[11]
+	mi := &file_job_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1034,7 @@ func (x *ClientFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientFrame.ProtoReflect.Descriptor instead.
 func (*ClientFrame) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{11}
+	return file_job_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ClientFrame) GetBody() isClientFrame_Body {
@@ -1034,7 +1106,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_job_proto_msgTypes[12]
+	mi := &file_job_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1118,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[12]
+	mi := &file_job_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1131,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{12}
+	return file_job_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CheckpointRequest) GetLeaseId() []byte {
@@ -1097,7 +1169,7 @@ type CheckpointHeader struct {
 
 func (x *CheckpointHeader) Reset() {
 	*x = CheckpointHeader{}
-	mi := &file_job_proto_msgTypes[13]
+	mi := &file_job_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1181,7 @@ func (x *CheckpointHeader) String() string {
 func (*CheckpointHeader) ProtoMessage() {}
 
 func (x *CheckpointHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[13]
+	mi := &file_job_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1194,7 @@ func (x *CheckpointHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointHeader.ProtoReflect.Descriptor instead.
 func (*CheckpointHeader) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{13}
+	return file_job_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CheckpointHeader) GetRefused() string {
@@ -1157,7 +1229,7 @@ var File_job_proto protoreflect.FileDescriptor
 
 const file_job_proto_rawDesc = "" +
 	"\n" +
-	"\tjob.proto\x12\x0egpumesh.job.v1\"\xcc\x03\n" +
+	"\tjob.proto\x12\x0egpumesh.job.v1\"\xf9\x03\n" +
 	"\aJobSpec\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\fR\x05jobId\x12\x12\n" +
@@ -1172,7 +1244,12 @@ const file_job_proto_rawDesc = "" +
 	" \x01(\tR\aruntime\x12\x14\n" +
 	"\x05image\x18\v \x01(\tR\x05image\x12%\n" +
 	"\x0echeckpoint_dir\x18\f \x01(\tR\rcheckpointDir\x12*\n" +
-	"\x05ports\x18\r \x03(\v2\x14.gpumesh.job.v1.PortR\x05ports\":\n" +
+	"\x05ports\x18\r \x03(\v2\x14.gpumesh.job.v1.PortR\x05ports\x12+\n" +
+	"\x05stdin\x18\x0e \x01(\v2\x15.gpumesh.job.v1.StdinR\x05stdin\"A\n" +
+	"\x05Stdin\x12\x10\n" +
+	"\x03tty\x18\x01 \x01(\bR\x03tty\x12\x12\n" +
+	"\x04rows\x18\x02 \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\x03 \x01(\rR\x04cols\":\n" +
 	"\x04Port\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\rR\x06number\x12\x1a\n" +
 	"\bprotocol\x18\x02 \x01(\tR\bprotocol\"2\n" +
@@ -1261,36 +1338,38 @@ func file_job_proto_rawDescGZIP() []byte {
 	return file_job_proto_rawDescData
 }
 
-var file_job_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_job_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_job_proto_goTypes = []any{
 	(*JobSpec)(nil),           // 0: gpumesh.job.v1.JobSpec
-	(*Port)(nil),              // 1: gpumesh.job.v1.Port
-	(*EnvVar)(nil),            // 2: gpumesh.job.v1.EnvVar
-	(*File)(nil),              // 3: gpumesh.job.v1.File
-	(*Restart)(nil),           // 4: gpumesh.job.v1.Restart
-	(*Limits)(nil),            // 5: gpumesh.job.v1.Limits
-	(*Hello)(nil),             // 6: gpumesh.job.v1.Hello
-	(*Welcome)(nil),           // 7: gpumesh.job.v1.Welcome
-	(*ServerFrame)(nil),       // 8: gpumesh.job.v1.ServerFrame
-	(*Status)(nil),            // 9: gpumesh.job.v1.Status
-	(*Log)(nil),               // 10: gpumesh.job.v1.Log
-	(*ClientFrame)(nil),       // 11: gpumesh.job.v1.ClientFrame
-	(*CheckpointRequest)(nil), // 12: gpumesh.job.v1.CheckpointRequest
-	(*CheckpointHeader)(nil),  // 13: gpumesh.job.v1.CheckpointHeader
+	(*Stdin)(nil),             // 1: gpumesh.job.v1.Stdin
+	(*Port)(nil),              // 2: gpumesh.job.v1.Port
+	(*EnvVar)(nil),            // 3: gpumesh.job.v1.EnvVar
+	(*File)(nil),              // 4: gpumesh.job.v1.File
+	(*Restart)(nil),           // 5: gpumesh.job.v1.Restart
+	(*Limits)(nil),            // 6: gpumesh.job.v1.Limits
+	(*Hello)(nil),             // 7: gpumesh.job.v1.Hello
+	(*Welcome)(nil),           // 8: gpumesh.job.v1.Welcome
+	(*ServerFrame)(nil),       // 9: gpumesh.job.v1.ServerFrame
+	(*Status)(nil),            // 10: gpumesh.job.v1.Status
+	(*Log)(nil),               // 11: gpumesh.job.v1.Log
+	(*ClientFrame)(nil),       // 12: gpumesh.job.v1.ClientFrame
+	(*CheckpointRequest)(nil), // 13: gpumesh.job.v1.CheckpointRequest
+	(*CheckpointHeader)(nil),  // 14: gpumesh.job.v1.CheckpointHeader
 }
 var file_job_proto_depIdxs = []int32{
-	2,  // 0: gpumesh.job.v1.JobSpec.env:type_name -> gpumesh.job.v1.EnvVar
-	3,  // 1: gpumesh.job.v1.JobSpec.files:type_name -> gpumesh.job.v1.File
-	4,  // 2: gpumesh.job.v1.JobSpec.restart:type_name -> gpumesh.job.v1.Restart
-	5,  // 3: gpumesh.job.v1.JobSpec.limits:type_name -> gpumesh.job.v1.Limits
-	1,  // 4: gpumesh.job.v1.JobSpec.ports:type_name -> gpumesh.job.v1.Port
-	9,  // 5: gpumesh.job.v1.ServerFrame.status:type_name -> gpumesh.job.v1.Status
-	10, // 6: gpumesh.job.v1.ServerFrame.log:type_name -> gpumesh.job.v1.Log
-	7,  // [7:7] is the sub-list for method output_type
-	7,  // [7:7] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	3,  // 0: gpumesh.job.v1.JobSpec.env:type_name -> gpumesh.job.v1.EnvVar
+	4,  // 1: gpumesh.job.v1.JobSpec.files:type_name -> gpumesh.job.v1.File
+	5,  // 2: gpumesh.job.v1.JobSpec.restart:type_name -> gpumesh.job.v1.Restart
+	6,  // 3: gpumesh.job.v1.JobSpec.limits:type_name -> gpumesh.job.v1.Limits
+	2,  // 4: gpumesh.job.v1.JobSpec.ports:type_name -> gpumesh.job.v1.Port
+	1,  // 5: gpumesh.job.v1.JobSpec.stdin:type_name -> gpumesh.job.v1.Stdin
+	10, // 6: gpumesh.job.v1.ServerFrame.status:type_name -> gpumesh.job.v1.Status
+	11, // 7: gpumesh.job.v1.ServerFrame.log:type_name -> gpumesh.job.v1.Log
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_job_proto_init() }
@@ -1298,13 +1377,13 @@ func file_job_proto_init() {
 	if File_job_proto != nil {
 		return
 	}
-	file_job_proto_msgTypes[8].OneofWrappers = []any{
+	file_job_proto_msgTypes[9].OneofWrappers = []any{
 		(*ServerFrame_Status)(nil),
 		(*ServerFrame_Log)(nil),
 		(*ServerFrame_Receipt)(nil),
 		(*ServerFrame_Settlement)(nil),
 	}
-	file_job_proto_msgTypes[11].OneofWrappers = []any{
+	file_job_proto_msgTypes[12].OneofWrappers = []any{
 		(*ClientFrame_Voucher)(nil),
 		(*ClientFrame_Stop)(nil),
 		(*ClientFrame_Statement)(nil),
@@ -1315,7 +1394,7 @@ func file_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_job_proto_rawDesc), len(file_job_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
