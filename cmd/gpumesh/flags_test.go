@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 )
 
 // showJSON runs `config show --json` with args and returns its rows by key.
@@ -122,4 +125,29 @@ func TestNoHandWrittenKeyFlags(t *testing.T) {
 		}
 	}
 	walk(newRoot(nil, nil))
+}
+
+// TestRunningAPI: a client command with the default API address finds
+// the node running on its data dir at the address the node wrote there;
+// an address the user gave, or a data dir with no running node's file,
+// is left as it is.
+func TestRunningAPI(t *testing.T) {
+	dir := t.TempDir()
+	cfg := node.Config{DataDir: dir, API: "127.0.0.1:7450", Sources: map[string]string{"api": "default"}}
+	runningAPI(&cfg)
+	if cfg.API != "127.0.0.1:7450" {
+		t.Fatalf("no api.addr: API %q", cfg.API)
+	}
+	if err := os.WriteFile(filepath.Join(dir, api.AddrFile), []byte("127.0.0.1:45313\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runningAPI(&cfg)
+	if cfg.API != "127.0.0.1:45313" || cfg.Sources["api"] == "default" {
+		t.Fatalf("api.addr not used: API %q from %q", cfg.API, cfg.Sources["api"])
+	}
+	given := node.Config{DataDir: dir, API: "127.0.0.1:9999", Sources: map[string]string{"api": "flag"}}
+	runningAPI(&given)
+	if given.API != "127.0.0.1:9999" {
+		t.Fatalf("a given --api was replaced by %q", given.API)
+	}
 }
