@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gpumesh/gpumesh/node/api"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/testnet/netlab"
 )
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpumesh/gpumesh/node/api"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gpumesh/gpumesh/node/api"
 
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/testnet/netlab"

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/gpumesh/gpumesh/node"
-	"github.com/gpumesh/gpumesh/node/api"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -21,6 +19,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 
 	"go.uber.org/goleak"
 
