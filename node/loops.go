@@ -48,6 +48,11 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 	peerJoined := n.watch(ctx, new(event.EvtPeerIdentificationCompleted), "watch for peers")
 	addrsChanged := n.watch(ctx, new(event.EvtLocalAddressesUpdated), "watch own addresses")
 	var published string // reachKey of the last published profile
+	// asked is the reachKey the supplier's asks were last re-posted for.
+	// Its first asks go out when the market starts, before this loop and
+	// often before a node behind NAT holds its relay reservation: their
+	// addresses are whatever the host had then, and renters dial those.
+	asked := n.market.startKey
 	for {
 		// Peers identified before this attempt are in the routing table
 		// it uses; only one identified after it starts calls for a retry.
@@ -68,6 +73,11 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 		} else {
 			backoff = time.Second
 			published = key
+			if key != asked {
+				// The asks carry the addresses the profile now states.
+				n.market.addrsChanged()
+				asked = key
+			}
 			if first {
 				close(n.advertOK)
 				first = false
@@ -119,8 +129,7 @@ func (n *Node) waitToAdvertise(ctx context.Context, wait time.Duration, peerJoin
 			return false
 		case <-time.After(advertiseGap):
 		}
-		n.log.Info("reachability or addresses changed; republishing the profile", "reach", n.net.Reach().Reach)
-		n.market.addrsChanged()
+		n.log.Info("reachability or addresses changed; republishing the profile and re-posting the asks", "reach", n.net.Reach().Reach)
 		return true
 	}
 }

@@ -25,6 +25,10 @@ type marketParts struct {
 	orders   *p2p.Topic[market.Order]
 	trades   *p2p.Topic[*market.TradePrint]
 	supplier *market.Supplier // nil unless this node sells
+	// startKey is the node's reachKey when the market started: what its
+	// first asks state of how to reach it (advertiseLoop re-posts them
+	// once that changes).
+	startKey string
 }
 
 // addrsChanged has the supplier, if any, re-post its asks with the host's
@@ -41,6 +45,7 @@ func (m *marketParts) addrsChanged() {
 // peers.
 func (n *Node) startMarket(ctx context.Context) error {
 	m := &n.market
+	m.startKey = n.reachKey()
 	m.trust = newTrustView(n.id, n.now, n.net.Refuses)
 	for _, p := range n.dir.List(nil, math.MaxInt, math.MaxInt, n.now()) {
 		m.trust.observe(p)
