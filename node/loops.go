@@ -59,6 +59,12 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 		drain(peerJoined)
 		key := n.reachKey()
 		err := n.publishProfile(ctx)
+		if key != asked {
+			// The asks carry the addresses the profile states (gossip
+			// reaches renters even when the DHT put failed).
+			n.market.addrsChanged()
+			asked = key
+		}
 		wait := republish
 		if err != nil {
 			if ctx.Err() != nil {
@@ -73,11 +79,6 @@ func (n *Node) advertiseLoop(ctx context.Context) {
 		} else {
 			backoff = time.Second
 			published = key
-			if key != asked {
-				// The asks carry the addresses the profile now states.
-				n.market.addrsChanged()
-				asked = key
-			}
 			if first {
 				close(n.advertOK)
 				first = false
