@@ -291,10 +291,12 @@ func compareStrings(a, b string) int {
 //     address (a symmetric NAT picks a new port per destination);
 //   - behind NAT (AutoNAT private, relay addresses held, the operator
 //     says private, or a peer saw a public address that is none of this
-//     node's own), punchable when peers saw one public address and port:
-//     one observer cannot tell a cone NAT from a symmetric one, so hole
-//     punching is tried, and only a spread of ports makes it relay-only;
-//     relay-only when no peer saw a public address at all;
+//     node's own), punchable when peers saw one public address and port
+//     and it holds a relay slot (unknown until then: hole punching starts
+//     from a relayed connection): one observer cannot tell a cone NAT
+//     from a symmetric one, so hole punching is tried, and only a spread
+//     of ports makes it relay-only; relay-only when no peer saw a public
+//     address at all;
 //   - unknown until AutoNAT or the observations tell.
 func classify(info ReachInfo, all []ma.Multiaddr) (Reach, string) {
 	switch {
@@ -323,6 +325,10 @@ func classify(info ReachInfo, all []ma.Multiaddr) (Reach, string) {
 	switch {
 	case publicDirect:
 		return ReachPunchable, "behind NAT with a stable public mapping: peers reach it through relays and upgrade to a direct connection by hole punching"
+	case len(info.Observed) > 0 && len(info.RelayAddrs) == 0:
+		// Hole punching starts from a relayed connection: until the node
+		// holds a relay slot, no peer can reach it at all.
+		return ReachUnknown, "behind NAT and reserving a relay slot: no peer can reach it until it holds one"
 	case agreedObservation(info.Observed):
 		return ReachPunchable, "behind NAT with a stable public mapping (several peers saw the same public address and port): peers reach it through relays and upgrade to a direct connection by hole punching"
 	case len(info.Observed) > 0:

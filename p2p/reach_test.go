@@ -34,9 +34,12 @@ func TestClassifyReach(t *testing.T) {
 			{Addr: "/ip4/11.1.0.9/tcp/40001", Observers: 1}, {Addr: "/ip4/11.1.0.9/tcp/51234", Observers: 1},
 		}}, []ma.Multiaddr{private, circuit}, ReachRelayOnly},
 		{"the operator says public", ReachInfo{AutoNAT: "unknown", Configured: ReachabilityPublic}, []ma.Multiaddr{pub}, ReachPublic},
-		{"one observer of a translated address, before autonat", ReachInfo{AutoNAT: "unknown", Translated: true, Observed: []Observation{
+		{"one observer of a translated address, before autonat", ReachInfo{AutoNAT: "unknown", Translated: true, RelayAddrs: []string{circuit.String()}, Observed: []Observation{
 			{Addr: "/ip4/11.1.0.9/udp/4001/quic-v1", Observers: 1},
-		}}, []ma.Multiaddr{private}, ReachPunchable},
+		}}, []ma.Multiaddr{private, circuit}, ReachPunchable},
+		{"translated, no relay slot yet", ReachInfo{AutoNAT: "unknown", Translated: true, Observed: []Observation{
+			{Addr: "/ip4/11.1.0.9/udp/4001/quic-v1", Observers: 2},
+		}}, []ma.Multiaddr{private}, ReachUnknown},
 		{"one observer, autonat private", ReachInfo{AutoNAT: "private", RelayAddrs: []string{circuit.String()}, Observed: []Observation{
 			{Addr: "/ip4/11.1.0.9/tcp/4001", Observers: 1},
 		}}, []ma.Multiaddr{private, circuit}, ReachPunchable},
