@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,8 +29,10 @@ type Topic[T any] struct {
 	self  peer.ID
 	obs   Observer // nil: nothing is counted
 
-	closeOnce sync.Once
-	closed    chan struct{} // closed by Close: a Publish waiting for a peer gives up
+	mu       sync.Mutex     // guards isClosed against waiters added while Close runs
+	isClosed bool           // Close has begun
+	closed   chan struct{}  // closed by Close: a Publish waiting for a peer gives up
+	waiters  sync.WaitGroup // Publishes holding a topic event handler (waitPeer)
 }
 
 // Observer is told what happens on a topic, for metrics. Its methods
@@ -153,6 +156,11 @@ func (t *Topic[T]) Publish(ctx context.Context, data []byte) error {
 		return fmt.Errorf("topic %s: publish: %w", t.name, err)
 	}
 	if err := t.topic.Publish(ctx, data); err != nil {
+		select {
+		case <-t.closed:
+			err = ErrTopicClosed
+		default:
+		}
 		return fmt.Errorf("topic %s: publish: %w", t.name, err)
 	}
 	t.published()
@@ -184,6 +192,14 @@ func (t *Topic[T]) waitPeer(ctx context.Context) error {
 	if len(t.topic.ListPeers()) > 0 {
 		return nil
 	}
+	t.mu.Lock()
+	if t.isClosed {
+		t.mu.Unlock()
+		return ErrTopicClosed
+	}
+	t.waiters.Add(1)
+	t.mu.Unlock()
+	defer t.waiters.Done()
 	h, err := t.topic.EventHandler()
 	if err != nil {
 		return fmt.Errorf("watch topic peers: %w", err)
@@ -252,9 +268,36 @@ func (t *Topic[T]) Next(ctx context.Context) (Message[T], error) {
 // Peers lists the peers we share the topic with.
 func (t *Topic[T]) Peers() []peer.ID { return t.topic.ListPeers() }
 
-// Close leaves the topic.
+// closeWait bounds how long Close waits for pubsub to let the topic go.
+const closeWait = 5 * time.Second
+
+// Close leaves the topic. pubsub refuses to close a topic that still has
+// a subscription or an event handler ("outstanding event handlers or
+// subscriptions"), and cancelling a subscription is only a request to
+// its event loop, which may take the topic's removal first. So Close
+// waits until every Publish waiting for a peer has let go of its event
+// handler, then asks pubsub to close the topic until the cancelled
+// subscription is gone (pubsub has no error value to test for, so its
+// message is), for at most closeWait. A second Close returns nil.
 func (t *Topic[T]) Close() error {
-	t.closeOnce.Do(func() { close(t.closed) })
+	t.mu.Lock()
+	if t.isClosed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.isClosed = true
+	close(t.closed)
+	t.mu.Unlock()
 	t.sub.Cancel()
-	return errors.Join(t.topic.Close(), t.ps.UnregisterTopicValidator(t.name))
+	t.waiters.Wait()
+	err := t.topic.Close()
+	for deadline, gap := time.Now().Add(closeWait), time.Millisecond; err != nil &&
+		strings.Contains(err.Error(), "outstanding") && time.Now().Before(deadline); gap = min(2*gap, 100*time.Millisecond) {
+		time.Sleep(gap)
+		err = t.topic.Close()
+	}
+	if err != nil {
+		err = fmt.Errorf("topic %s: close: %w", t.name, err)
+	}
+	return errors.Join(err, t.ps.UnregisterTopicValidator(t.name))
 }
