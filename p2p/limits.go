@@ -37,6 +37,23 @@ const (
 	MaxTunnelMemory      = 128 << 20
 )
 
+// ClusterProtocol is node/cluster's stream protocol: one TCP connection
+// between the jobs of two members of a renter's cluster.
+const ClusterProtocol protocol.ID = "/gpumesh/cluster/1.0.0"
+
+// ClusterService is the resource manager's service scope of cluster
+// streams (node/cluster), with limits of its own as TunnelService has:
+// gloo, NCCL and Ray open many connections between two members.
+const ClusterService = "gpumesh.cluster"
+
+// Limits of ClusterService: streams in all and per peer, and the memory
+// their flow-control windows may reserve.
+const (
+	MaxClusterStreams     = 1024
+	MaxClusterStreamsPeer = 256
+	MaxClusterMemory      = 128 << 20
+)
+
 // newResourceManager sizes libp2p's limits for a small daemon: 256 MiB of
 // memory and 512 file descriptors in all, scaled from libp2p's defaults,
 // with room for MaxStreamMemory on one stream (libp2p's default is 16 MiB).
@@ -52,21 +69,27 @@ func newResourceManager() (network.ResourceManager, error) {
 	// carry streams, which stay bounded as scaled.
 	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(rcmgr.PartialLimitConfig{
 		System: rcmgr.ResourceLimits{ConnsInbound: MaxInboundConns, Conns: MaxInboundConns + 256, FD: MaxInboundConns + 256},
-		Service: map[string]rcmgr.ResourceLimits{TunnelService: {
-			Streams: MaxTunnelStreams, StreamsInbound: MaxTunnelStreams, StreamsOutbound: MaxTunnelStreams,
-			Memory: MaxTunnelMemory,
-		}},
-		ServicePeer: map[string]rcmgr.ResourceLimits{TunnelService: {
-			Streams: MaxTunnelStreamsPeer, StreamsInbound: MaxTunnelStreamsPeer, StreamsOutbound: MaxTunnelStreamsPeer,
-			Memory: MaxTunnelMemory / 4,
-		}},
-		Protocol: map[protocol.ID]rcmgr.ResourceLimits{TunnelProtocol: {
-			Streams: MaxTunnelStreams, StreamsInbound: MaxTunnelStreams, StreamsOutbound: MaxTunnelStreams,
-			Memory: MaxTunnelMemory,
-		}},
-		ProtocolPeer: map[protocol.ID]rcmgr.ResourceLimits{TunnelProtocol: {
-			Streams: MaxTunnelStreamsPeer, StreamsInbound: MaxTunnelStreamsPeer, StreamsOutbound: MaxTunnelStreamsPeer,
-			Memory: MaxTunnelMemory / 4,
-		}},
+		Service: map[string]rcmgr.ResourceLimits{
+			TunnelService:  streamLimits(MaxTunnelStreams, MaxTunnelMemory),
+			ClusterService: streamLimits(MaxClusterStreams, MaxClusterMemory),
+		},
+		ServicePeer: map[string]rcmgr.ResourceLimits{
+			TunnelService:  streamLimits(MaxTunnelStreamsPeer, MaxTunnelMemory/4),
+			ClusterService: streamLimits(MaxClusterStreamsPeer, MaxClusterMemory/2),
+		},
+		Protocol: map[protocol.ID]rcmgr.ResourceLimits{
+			TunnelProtocol:  streamLimits(MaxTunnelStreams, MaxTunnelMemory),
+			ClusterProtocol: streamLimits(MaxClusterStreams, MaxClusterMemory),
+		},
+		ProtocolPeer: map[protocol.ID]rcmgr.ResourceLimits{
+			TunnelProtocol:  streamLimits(MaxTunnelStreamsPeer, MaxTunnelMemory/4),
+			ClusterProtocol: streamLimits(MaxClusterStreamsPeer, MaxClusterMemory/2),
+		},
 	}.Build(scaled)))
+}
+
+// streamLimits is a scope of n streams each way and in all, and mem bytes.
+func streamLimits(n int, mem int64) rcmgr.ResourceLimits {
+	l := rcmgr.LimitVal(n)
+	return rcmgr.ResourceLimits{Streams: l, StreamsInbound: l, StreamsOutbound: l, Memory: rcmgr.LimitVal64(mem)}
 }

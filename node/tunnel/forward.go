@@ -187,12 +187,12 @@ func (f *Forwarder) carry(c net.Conn) {
 	f.mu.Lock()
 	f.stats.Open++
 	f.mu.Unlock()
-	lc, ok := c.(halfConn)
+	lc, ok := c.(HalfConn)
 	if !ok {
 		_ = st.Reset()
 		return
 	}
-	n := join(lc, st, f.ctx.Done())
+	n := Join(lc, st, f.ctx.Done())
 	f.mu.Lock()
 	f.stats.Open--
 	f.stats.BytesOut += n.AToB

@@ -5,9 +5,9 @@ import (
 	"sync"
 )
 
-// halfConn is a connection whose write half closes on its own: a
+// HalfConn is a connection whose write half closes on its own: a
 // *net.TCPConn or a network.Stream.
-type halfConn interface {
+type HalfConn interface {
 	io.ReadWriteCloser
 	CloseWrite() error
 }
@@ -26,19 +26,19 @@ type Counts struct {
 	AToB, BToA int64
 }
 
-// join pipes a and b both ways until both directions have ended or done
+// Join pipes a and b both ways until both directions have ended or done
 // closes, then closes both. A direction that reaches EOF closes the other
 // side's write half, and the other direction goes on (half-close); one
 // that fails aborts both. Back-pressure is the connections' own: a
 // direction reads only as fast as it writes.
-func join(a, b halfConn, done <-chan struct{}) Counts {
+func Join(a, b HalfConn, done <-chan struct{}) Counts {
 	var (
 		c     Counts
 		once  sync.Once
 		wg    sync.WaitGroup
 		abort = func() {
 			once.Do(func() {
-				for _, x := range []halfConn{a, b} {
+				for _, x := range []HalfConn{a, b} {
 					if r, ok := x.(aborter); ok {
 						_ = r.Reset()
 					} else {
@@ -48,7 +48,7 @@ func join(a, b halfConn, done <-chan struct{}) Counts {
 			})
 		}
 	)
-	copyHalf := func(dst, src halfConn, n *int64) {
+	copyHalf := func(dst, src HalfConn, n *int64) {
 		defer wg.Done()
 		buf := bufPool.Get().(*[]byte)
 		defer bufPool.Put(buf)

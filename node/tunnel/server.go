@@ -152,7 +152,7 @@ func (s *Server) handle(st network.Stream) {
 		s.refuse(st, Refuse(RefusedUnreachable, "port %d of the job: %v", req.Port, err))
 		return
 	}
-	jc, ok := conn.(halfConn)
+	jc, ok := conn.(HalfConn)
 	if !ok {
 		conn.Close()
 		s.refuse(st, Refuse(RefusedUnreachable, "port %d of the job: a %T cannot half-close", req.Port, conn))
@@ -174,7 +174,7 @@ func (s *Server) handle(st network.Stream) {
 		case <-over:
 		}
 	}()
-	n := join(st, jc, cut)
+	n := Join(st, jc, cut)
 	close(over)
 	s.log.Debug("tunnel closed", "peer", from, "attempt", t.Attempt, "port", req.Port, "in", n.AToB, "out", n.BToA)
 }
