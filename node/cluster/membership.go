@@ -241,6 +241,14 @@ func abort(c net.Conn) {
 	_ = c.Close()
 }
 
+// directDial marks ctx for dials of member links: direct addresses
+// only, and no dial backoff (a failed attempt, such as a TCP
+// simultaneous open with the other side's own dial, is tried again at
+// the next retry rather than after libp2p's backoff of 5 s and more).
+func directDial(ctx context.Context) context.Context {
+	return network.WithForceDirectDial(ctx, "gpumesh cluster member")
+}
+
 // linkRetry is how often a connection that has no direct link to its
 // target's supplier tries again.
 const linkRetry = 500 * time.Millisecond
@@ -251,6 +259,7 @@ const linkRetry = 500 * time.Millisecond
 func (mb *Membership) openStream(to Member, port uint16) (network.Stream, error) {
 	ctx, cancel := context.WithTimeout(mb.ctx, mb.s.cfg.LinkWait)
 	defer cancel()
+	ctx = directDial(ctx)
 	var last error
 	for {
 		// Without network.WithAllowLimitedConn, NewStream never runs on a
@@ -264,6 +273,7 @@ func (mb *Membership) openStream(to Member, port uint16) (network.Stream, error)
 			return mb.handshake(st, to, port)
 		}
 		last = err
+		mb.log.Debug("cluster stream: no direct connection yet", "to_rank", to.Rank, "err", err)
 		select {
 		case <-ctx.Done():
 			if mb.ctx.Err() != nil {
@@ -359,12 +369,24 @@ func (mb *Membership) keepLinks() {
 	defer mb.wg.Done()
 	t := time.NewTicker(mb.s.cfg.Refresh)
 	defer t.Stop()
-	for {
+	for first := true; ; first = false {
 		var wg sync.WaitGroup
 		for _, o := range mb.others() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				// Two members dialling each other at the same moment over
+				// TCP can meet in one simultaneous open, where both sides
+				// take the client's part and the handshake fails on both:
+				// at first only the lower rank dials; the higher one waits
+				// a little for that connection before it dials too.
+				if first && o.Rank < mb.m.Self {
+					select {
+					case <-mb.ctx.Done():
+						return
+					case <-time.After(2 * linkRetry):
+					}
+				}
 				mb.link(o)
 			}()
 		}
@@ -382,6 +404,7 @@ func (mb *Membership) keepLinks() {
 func (mb *Membership) link(o Member) {
 	ctx, cancel := context.WithTimeout(mb.ctx, mb.s.cfg.Refresh)
 	defer cancel()
+	ctx = directDial(ctx)
 	if !mb.direct(o.Supplier) {
 		if err := mb.s.h.Connect(ctx, peer.AddrInfo{ID: o.Supplier, Addrs: o.Addrs}); err != nil {
 			mb.log.Debug("cluster member link", "rank", o.Rank, "err", err)
