@@ -259,12 +259,18 @@ const linkRetry = 500 * time.Millisecond
 func (mb *Membership) openStream(to Member, port uint16) (network.Stream, error) {
 	ctx, cancel := context.WithTimeout(mb.ctx, mb.s.cfg.LinkWait)
 	defer cancel()
-	ctx = directDial(ctx)
 	var last error
-	for {
+	for try := 0; ; try++ {
 		// Without network.WithAllowLimitedConn, NewStream never runs on a
-		// relayed connection: it waits for a direct one.
-		st, err := mb.s.h.NewStream(ctx, to.Supplier, Protocol)
+		// relayed connection: it waits for a direct one (a hole punch).
+		// Every other try dials direct addresses only, past libp2p's dial
+		// backoff (see directDial); the others may dial through a relay,
+		// which is what starts a hole punch.
+		sctx := ctx
+		if try%2 == 1 {
+			sctx = directDial(ctx)
+		}
+		st, err := mb.s.h.NewStream(sctx, to.Supplier, Protocol)
 		if err == nil && st.Conn().Stat().Limited {
 			_ = st.Reset()
 			err = network.ErrLimitedConn
@@ -399,25 +405,31 @@ func (mb *Membership) keepLinks() {
 	}
 }
 
-// link makes sure of a direct connection to o's supplier (dialling it,
-// which starts hole punching behind NAT) and measures its round trip.
+// link makes sure of a direct connection to o's supplier and measures
+// its round trip. It dials direct addresses first (past the dial
+// backoff); when none answers, it dials as libp2p will, through a relay
+// too: a relayed connection is where a hole punch starts, and the
+// punched connection is the direct one.
 func (mb *Membership) link(o Member) {
 	ctx, cancel := context.WithTimeout(mb.ctx, mb.s.cfg.Refresh)
 	defer cancel()
-	ctx = directDial(ctx)
 	if !mb.direct(o.Supplier) {
-		if err := mb.s.h.Connect(ctx, peer.AddrInfo{ID: o.Supplier, Addrs: o.Addrs}); err != nil {
-			mb.log.Debug("cluster member link", "rank", o.Rank, "err", err)
+		ai := peer.AddrInfo{ID: o.Supplier, Addrs: o.Addrs}
+		if err := mb.s.h.Connect(directDial(ctx), ai); err != nil {
+			mb.log.Debug("cluster member link: no direct dial", "to_rank", o.Rank, "err", err)
+			if err := mb.s.h.Connect(ctx, ai); err != nil {
+				mb.log.Debug("cluster member link", "to_rank", o.Rank, "err", err)
+			}
 			return
 		}
 		if !mb.direct(o.Supplier) {
-			return // relayed for now; the hole punch upgrades it
+			return
 		}
 	}
 	select { // ping records the round trip in the peerstore
 	case res := <-ping.Ping(ctx, mb.s.h, o.Supplier):
 		if res.Error != nil {
-			mb.log.Debug("cluster member ping", "rank", o.Rank, "err", res.Error)
+			mb.log.Debug("cluster member ping", "to_rank", o.Rank, "err", res.Error)
 		}
 	case <-ctx.Done():
 	}
