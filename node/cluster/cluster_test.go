@@ -399,3 +399,23 @@ func FuzzReply(f *testing.F) {
 		}
 	})
 }
+
+// TestAdmissionOpenTimeout: a peer that sends no Open within
+// OpenTimeout is refused malformed, and the stream is not held.
+func TestAdmissionOpenTimeout(t *testing.T) {
+	ms := newCluster(t, 2, Config{OpenTimeout: 200 * time.Millisecond}, true)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ms[0].h.Connect(ctx, peer.AddrInfo{ID: ms[1].h.ID(), Addrs: ms[1].h.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ms[0].h.NewStream(ctx, ms[1].h.ID(), Protocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Reset()
+	_ = st.SetDeadline(time.Now().Add(time.Minute))
+	if r, err := readReply(st); err != nil || r == nil || r.Code != RefusedMalformed {
+		t.Fatalf("got %v %v, want %s", r, err, RefusedMalformed)
+	}
+}

@@ -150,9 +150,15 @@ func (s *Service) membership(lease market.ID) *Membership {
 	return s.byLease[lease]
 }
 
+// replyTimeout bounds the write of a refusal.
+const replyTimeout = 5 * time.Second
+
 // refuse answers st with a refusal and closes it.
 func (s *Service) refuse(st network.Stream, r *Refusal) {
 	s.log.Debug("cluster stream refused", "peer", st.Conn().RemotePeer(), "code", r.Code, "why", r.Message)
+	// The Open's deadline may have passed (a refusal for its timeout):
+	// the Reply gets a little time of its own.
+	_ = st.SetWriteDeadline(time.Now().Add(replyTimeout))
 	_ = p2p.WriteMsg(st, &pb.ClusterReply{Refused: r.Code, Message: r.Message})
 	_ = st.Close()
 }
