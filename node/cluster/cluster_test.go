@@ -419,3 +419,27 @@ func TestAdmissionOpenTimeout(t *testing.T) {
 		t.Fatalf("got %v %v, want %s", r, err, RefusedMalformed)
 	}
 }
+
+// TestCut: Cut resets the open streams, on either side, and the
+// membership goes on admitting new ones.
+func TestCut(t *testing.T) {
+	ms := newCluster(t, 3, Config{}, true)
+	for _, cutter := range []int{2, 0} {
+		c := jobConn(t, ms[0].mb, netip.AddrPortFrom(Addr(2), ms[2].port()))
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("%q %v", buf, err)
+		}
+		ms[cutter].mb.Cut()
+		if err := closedOrReset(c); err != nil {
+			t.Fatalf("cut by rank %d: %v", cutter, err)
+		}
+		c = jobConn(t, ms[0].mb, netip.AddrPortFrom(Addr(2), ms[2].port()))
+		if got, err := exchange(c, []byte("again")); err != nil || string(got) != "againrank2" {
+			t.Fatalf("after the cut by rank %d: %q %v", cutter, got, err)
+		}
+	}
+}

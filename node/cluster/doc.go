@@ -28,7 +28,8 @@
 // is done before the job needs the links; [Membership.Links] reports them
 // (direct or not, round-trip time, streams). [Membership.Attach] gives
 // the membership its way into the own job once it runs; [Membership.Leave]
-// refuses further streams and resets the open ones.
+// refuses further streams and resets the open ones; [Membership.Cut]
+// resets the open ones only (a job halted for payment).
 //
 // A member's job can reach only the other members' jobs, and only
 // through their suppliers' admission: never anything else of their

@@ -38,6 +38,7 @@ type Membership struct {
 	dial     func(ctx context.Context, port uint16) (net.Conn, error)
 	paused   func() string
 	left     bool
+	cut      chan struct{}   // closed by Cut and Leave: the open streams end
 	admitted int             // inbound streams open
 	in       map[peer.ID]int // inbound streams open per remote peer
 	open     map[peer.ID]int // streams open per remote peer, both ways
@@ -86,6 +87,9 @@ func (mb *Membership) Leave() {
 	mb.s.mu.Unlock()
 	mb.mu.Lock()
 	first := !mb.left
+	if first {
+		close(mb.cut)
+	}
 	mb.left = true
 	mb.mu.Unlock()
 	mb.cancel()
@@ -98,18 +102,31 @@ func (mb *Membership) Leave() {
 	}
 }
 
+// Cut resets every cluster stream open now, both ways, and stays a
+// member: for a job halted for payment, whose new streams paused
+// refuses, or restarted in place.
+func (mb *Membership) Cut() {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	if !mb.left {
+		close(mb.cut)
+		mb.cut = make(chan struct{})
+	}
+}
+
 // enter counts a stream with p against the membership (inbound ones
-// against its bounds too), or refuses it.
-func (mb *Membership) enter(p peer.ID, inbound bool) (release func(), no *Refusal) {
+// against its bounds too), or refuses it. cut closes when the stream
+// must end.
+func (mb *Membership) enter(p peer.ID, inbound bool) (cut <-chan struct{}, release func(), no *Refusal) {
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
 	switch {
 	case mb.left:
-		return nil, Refuse(RefusedNoMember, "no cluster here has that lease with this peer as a member")
+		return nil, nil, Refuse(RefusedNoMember, "no cluster here has that lease with this peer as a member")
 	case inbound && mb.admitted >= mb.s.cfg.PerAttempt:
-		return nil, Refuse(RefusedBusy, "%d streams open to this cluster attempt, its limit", mb.admitted)
+		return nil, nil, Refuse(RefusedBusy, "%d streams open to this cluster attempt, its limit", mb.admitted)
 	case inbound && mb.in[p] >= mb.s.cfg.PerPeer:
-		return nil, Refuse(RefusedBusy, "%d streams open from this peer, its limit", mb.in[p])
+		return nil, nil, Refuse(RefusedBusy, "%d streams open from this peer, its limit", mb.in[p])
 	}
 	if inbound {
 		mb.admitted++
@@ -117,7 +134,7 @@ func (mb *Membership) enter(p peer.ID, inbound bool) (release func(), no *Refusa
 	}
 	mb.open[p]++
 	mb.wg.Add(1)
-	return func() {
+	return mb.cut, func() {
 		mb.mu.Lock()
 		if inbound {
 			mb.admitted--
@@ -164,7 +181,7 @@ func (mb *Membership) accept(st network.Stream, req Request) {
 		mb.s.refuse(st, no)
 		return
 	}
-	release, no := mb.enter(from, true)
+	cut, release, no := mb.enter(from, true)
 	if no != nil {
 		mb.s.refuse(st, no)
 		return
@@ -189,7 +206,7 @@ func (mb *Membership) accept(st network.Stream, req Request) {
 		return
 	}
 	_ = st.SetDeadline(time.Time{})
-	n := tunnel.Join(st, jc, mb.ctx.Done())
+	n := tunnel.Join(st, jc, cut)
 	mb.log.Debug("cluster stream closed", "from_rank", req.FromRank, "port", req.Port, "in", n.AToB, "out", n.BToA)
 }
 
@@ -216,7 +233,7 @@ func (mb *Membership) Connect(conn net.Conn, dst netip.AddrPort) {
 		return
 	}
 	to := mb.m.Members[rank]
-	release, no := mb.enter(to.Supplier, false)
+	cut, release, no := mb.enter(to.Supplier, false)
 	if no != nil {
 		abort(conn)
 		return
@@ -228,7 +245,14 @@ func (mb *Membership) Connect(conn net.Conn, dst netip.AddrPort) {
 		abort(conn)
 		return
 	}
-	n := tunnel.Join(hc, st, mb.ctx.Done())
+	select {
+	case <-cut: // cut while the stream opened
+		_ = st.Reset()
+		abort(conn)
+		return
+	default:
+	}
+	n := tunnel.Join(hc, st, cut)
 	mb.log.Debug("cluster connection closed", "to_rank", rank, "port", dst.Port(), "out", n.AToB, "in", n.BToA)
 }
 

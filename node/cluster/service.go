@@ -118,6 +118,7 @@ func (s *Service) Join(m Manifest) (*Membership, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		in:     map[peer.ID]int{},
+		cut:    make(chan struct{}),
 		open:   map[peer.ID]int{},
 		log:    s.log.With("job", m.Job, "attempt", m.Attempt, "rank", m.Self),
 	}
