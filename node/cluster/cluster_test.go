@@ -259,13 +259,7 @@ func TestAdmissionBounds(t *testing.T) {
 func TestLeave(t *testing.T) {
 	ms := newCluster(t, 3, Config{}, true)
 	c := jobConn(t, ms[0].mb, netip.AddrPortFrom(Addr(2), ms[2].port()))
-	if _, err := c.Write([]byte("ping")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
-		t.Fatalf("%q %v", buf, err)
-	}
+	echoPing(t, c)
 	eventually(t, "the stream counted on both sides", func() bool {
 		return ms[0].mb.Links()[1].Streams == 1 && ms[2].mb.Links()[0].Streams == 1
 	})
@@ -287,12 +281,7 @@ func TestLeave(t *testing.T) {
 	}
 	// The connecting side leaves: its connections are closed.
 	c = jobConn(t, ms[0].mb, netip.AddrPortFrom(Addr(1), ms[1].port()))
-	if _, err := c.Write([]byte("ping")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.ReadFull(c, buf); err != nil {
-		t.Fatal(err)
-	}
+	echoPing(t, c)
 	ms[0].mb.Leave()
 	if err := closedOrReset(c); err != nil {
 		t.Fatal(err)
@@ -336,12 +325,7 @@ func TestJoin(t *testing.T) {
 func TestLinks(t *testing.T) {
 	ms := newCluster(t, 3, Config{Refresh: 100 * time.Millisecond}, true)
 	c := jobConn(t, ms[0].mb, netip.AddrPortFrom(Addr(1), ms[1].port()))
-	if _, err := c.Write([]byte("ping")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.ReadFull(c, make([]byte, 4)); err != nil {
-		t.Fatal(err)
-	}
+	echoPing(t, c)
 	for _, m := range ms {
 		eventually(t, "direct links with round trips", func() bool {
 			for _, l := range m.mb.Links() {
@@ -426,13 +410,7 @@ func TestCut(t *testing.T) {
 	ms := newCluster(t, 3, Config{}, true)
 	for _, cutter := range []int{2, 0} {
 		c := jobConn(t, ms[0].mb, netip.AddrPortFrom(Addr(2), ms[2].port()))
-		if _, err := c.Write([]byte("ping")); err != nil {
-			t.Fatal(err)
-		}
-		buf := make([]byte, 4)
-		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
-			t.Fatalf("%q %v", buf, err)
-		}
+		echoPing(t, c)
 		ms[cutter].mb.Cut()
 		if err := closedOrReset(c); err != nil {
 			t.Fatalf("cut by rank %d: %v", cutter, err)

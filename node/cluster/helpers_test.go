@@ -258,3 +258,16 @@ func closedPort(tb testing.TB) uint16 {
 	ln.Close()
 	return p
 }
+
+// echoPing sends "ping" on c, a connection to an echoServer, and reads
+// it back.
+func echoPing(tb testing.TB, c net.Conn) {
+	tb.Helper()
+	if _, err := c.Write([]byte("ping")); err != nil {
+		tb.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		tb.Fatalf("%q %v", buf, err)
+	}
+}
