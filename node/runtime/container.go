@@ -157,6 +157,9 @@ func validateContainer(s *Spec) error {
 	if err := validate(s); err != nil {
 		return err
 	}
+	if s.Cluster != nil {
+		return fmt.Errorf("%w: %s", ErrInvalidSpec, clusterProcessOnly)
+	}
 	if s.Image == "" {
 		return fmt.Errorf("%w: no image", ErrInvalidSpec)
 	}

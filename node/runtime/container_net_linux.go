@@ -195,7 +195,7 @@ func (p *containerProc) DialPort(ctx context.Context, port uint16) (net.Conn, er
 	if err != nil {
 		return nil, fmt.Errorf("container %s: dial port %d: %w", p.name, port, err)
 	}
-	conn, err := p.net.cn.ns.dialOwned(ctx, fd, port)
+	conn, err := p.net.cn.ns.dialOwned(ctx, fd, loopbackPort(port))
 	if err != nil {
 		return nil, fmt.Errorf("container %s: dial port %d: %w", p.name, port, err)
 	}

@@ -231,6 +231,52 @@
 // runtime with Options.Net on a root node, and docker and podman there
 // too (see Containers).
 //
+// # The job's cluster network
+//
+// A job started with [Spec.Cluster] is one member of its renter's
+// cluster: it gets an address of the cluster's prefix, and every TCP
+// connection it opens to another address of the prefix is handed to the
+// node (ClusterNet.Connect), which carries it to that member's node. It
+// needs the process runtime with Options.Net on a root node
+// ([ClusterSupport]); elsewhere, docker and podman included, Start
+// refuses it (ErrInvalidSpec). While the shim waits for its config,
+// after eth0, the node sets up in the job's network namespace:
+//
+//   - gm0 ([ClusterIfName]), a link that carries nothing (dummy, or ifb
+//     where the kernel has no dummy driver), with ClusterNet.Addr in
+//     ClusterNet.Prefix, up; IPv6 off;
+//   - a TCP listener of the node on 127.0.0.1 of the job's namespace
+//     (made there on a locked thread, as DialPort's sockets are);
+//   - the nftables table "ip gpumesh_cluster": in an output nat chain,
+//     TCP to the prefix but not to Addr is redirected to the listener;
+//     in an output filter chain, anything else to the prefix but Addr
+//     (UDP, ICMP) is rejected (the sender gets EPERM).
+//
+// For each connection the listener accepts, the node reads where the
+// job dialled it (SO_ORIGINAL_DST) and calls Connect with it in a
+// goroutine of its own; a connection that was not redirected (the job
+// dialled the listener's port itself) or whose destination is not
+// another address of the prefix is closed at once, and so is one beyond
+// 1024 in Connect at once. A job may listen on Addr (or 0.0.0.0) on any
+// port, kernel-chosen ones included: the node reaches it with
+// [ClusterDialer] (DialCluster connects to Addr:port from inside the
+// namespace), which is how the receiving node delivers a member's
+// connection. Nothing leaves the namespace on gm0: jobs on one node never
+// see each other's cluster addresses (every cluster may use the same
+// prefix), and the host's forward rules (which drop 100.64/10) are left
+// as they are. When the job ends the listener is closed and every
+// connection still in Connect is closed too (Connect must then return);
+// the link and table go with the namespace.
+//
+// The job also gets a UTS namespace of its own with ClusterNet.Hostname
+// as its hostname (set by the shim), and an /etc/hosts mounted
+// read-only over the host's, as resolv.conf is, naming localhost, the
+// job's own hostname and ClusterNet.Hosts. Its environment ends with
+// GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME and TP_SOCKET_IFNAME set to
+// gm0, over any value of the renter's (the renter may set them; the
+// node's win), so that gloo, NCCL and tensorpipe bind the cluster
+// address.
+//
 // # Limits
 //
 // [Limits] become rlimits, which every process of the job inherits and

@@ -495,14 +495,14 @@ func resolvConf(c NetConfig, log *slog.Logger) string {
 
 func inPrefix(a netip.Addr, p string) bool { return netip.MustParsePrefix(p).Contains(a) }
 
-// dialIn connects to 127.0.0.1:port inside the network namespace held by
-// nsFD: the socket is made there, on a thread that has entered it, and
-// stays there.
-func (n *netns) dialIn(ctx context.Context, nsFD int, port uint16) (net.Conn, error) {
+// dialIn connects to dst inside the network namespace held by nsFD: the
+// socket is made there, on a thread that has entered it, and stays
+// there.
+func (n *netns) dialIn(ctx context.Context, nsFD int, dst netip.AddrPort) (net.Conn, error) {
 	var conn net.Conn
 	err := n.do(nsFD, func() error {
 		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp4", netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port).String())
+		c, err := d.DialContext(ctx, "tcp4", dst.String())
 		conn = c
 		return err
 	})
@@ -535,39 +535,44 @@ func loopbackUp() error {
 	return nil
 }
 
-// mountResolvConf puts content over /etc/resolv.conf (its target, when a
-// link), read-only, from a file on a small tmpfs mounted for the moment
-// on a staging dir.
+// mountResolvConf puts content over /etc/resolv.conf (see mountEtcFile).
 func mountResolvConf(content string, keep []string) error {
-	const target = "/etc/resolv.conf"
+	return mountEtcFile("/etc/resolv.conf", content, keep)
+}
+
+// mountEtcFile puts content over target (its target, when a link),
+// read-only, from a file on a small tmpfs mounted for the moment on a
+// staging dir.
+func mountEtcFile(target, content string, keep []string) error {
+	name := filepath.Base(target)
 	if _, err := os.Stat(target); err != nil {
-		return fmt.Errorf("resolv.conf: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	stage := stagingDir(nil, keep)
 	if stage == "" {
-		return errors.New("resolv.conf: no directory to stage it on")
+		return fmt.Errorf("%s: no directory to stage it on", name)
 	}
-	if err := unix.Mount("gpumesh-stage", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=16k,nr_inodes=8"); err != nil {
-		return fmt.Errorf("resolv.conf: stage on %s: %w", stage, err)
+	if err := unix.Mount("gpumesh-stage", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=8"); err != nil {
+		return fmt.Errorf("%s: stage on %s: %w", name, stage, err)
 	}
 	defer unix.Unmount(stage, unix.MNT_DETACH)
-	src := stage + "/resolv.conf"
+	src := stage + "/" + name
 	if err := os.WriteFile(src, []byte(content), 0o644); err != nil {
-		return fmt.Errorf("resolv.conf: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
-		return fmt.Errorf("resolv.conf: bind: %w", err)
+		return fmt.Errorf("%s: bind: %w", name, err)
 	}
 	if err := remount(target, true, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC); err != nil {
-		return fmt.Errorf("resolv.conf: read-only: %w", err)
+		return fmt.Errorf("%s: read-only: %w", name, err)
 	}
 	return nil
 }
 
 // attachNet holds the network namespace of p's shim (which waits for its
 // config, so nothing of the job runs yet) and, on a root node, gives it
-// its link.
-func (r *processRuntime) attachNet(ctx context.Context, p *process) error {
+// its link and, with cluster, its cluster network.
+func (r *processRuntime) attachNet(ctx context.Context, p *process, cluster *ClusterNet) error {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", p.pid))
 	if err != nil {
 		if r.jnet == nil {
@@ -585,12 +590,22 @@ func (r *processRuntime) attachNet(ctx context.Context, p *process) error {
 		return err
 	}
 	p.link, p.jnet = l, r.jnet
+	if cluster != nil {
+		cl, err := r.ns.setUpCluster(ctx, int(f.Fd()), cluster, p.log)
+		if err != nil {
+			return err
+		}
+		p.cluster, p.clusterAddr = cl, cluster.Addr
+	}
 	return nil
 }
 
 // releaseNet removes p's link, releases its lease and lets its network
 // namespace go. Called once, by wait, after the shim has been reaped.
 func (p *process) releaseNet() {
+	if p.cluster != nil {
+		p.cluster.close()
+	}
 	if p.link != nil {
 		p.jnet.detach(p.link)
 	}
@@ -613,34 +628,44 @@ func (p *process) linkName() string {
 // (see PortDialer). It fails for a job without a namespace of its own, or
 // once the job has ended.
 func (p *process) DialPort(ctx context.Context, port uint16) (net.Conn, error) {
-	p.mu.Lock()
-	if p.exited || p.nsFD == nil {
-		exited := p.exited
-		p.mu.Unlock()
-		if exited {
-			return nil, fmt.Errorf("job %d: dial port %d: %w", p.pid, port, ErrExited)
-		}
-		return nil, fmt.Errorf("job %d: dial port %d: %w: the job has no network namespace that the node holds", p.pid, port, ErrNotIsolated)
-	}
-	// A copy of the descriptor, so that the job's end (which closes
-	// nsFD) cannot pull it away during the dial.
-	fd, err := unix.FcntlInt(p.nsFD.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	p.mu.Unlock()
-	if err != nil {
-		return nil, fmt.Errorf("job %d: dial port %d: %w", p.pid, port, err)
-	}
-	conn, err := p.ns.dialOwned(ctx, fd, port)
+	conn, err := p.dialInside(ctx, loopbackPort(port))
 	if err != nil {
 		return nil, fmt.Errorf("job %d: dial port %d: %w", p.pid, port, err)
 	}
 	return conn, nil
 }
 
+// loopbackPort is 127.0.0.1:port.
+func loopbackPort(port uint16) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), port)
+}
+
+// dialInside connects to dst from inside the job's network namespace.
+func (p *process) dialInside(ctx context.Context, dst netip.AddrPort) (net.Conn, error) {
+	p.mu.Lock()
+	if p.exited || p.nsFD == nil {
+		exited := p.exited
+		p.mu.Unlock()
+		if exited {
+			return nil, ErrExited
+		}
+		return nil, fmt.Errorf("%w: the job has no network namespace that the node holds", ErrNotIsolated)
+	}
+	// A copy of the descriptor, so that the job's end (which closes
+	// nsFD) cannot pull it away during the dial.
+	fd, err := unix.FcntlInt(p.nsFD.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	p.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return p.ns.dialOwned(ctx, fd, dst)
+}
+
 // dialOwned is dialIn through fd, a copy of a job's namespace descriptor
 // that it closes.
-func (n *netns) dialOwned(ctx context.Context, fd int, port uint16) (net.Conn, error) {
+func (n *netns) dialOwned(ctx context.Context, fd int, dst netip.AddrPort) (net.Conn, error) {
 	defer unix.Close(fd)
-	conn, err := n.dialIn(ctx, fd, port)
+	conn, err := n.dialIn(ctx, fd, dst)
 	if errors.Is(err, unix.EPERM) {
 		return nil, fmt.Errorf("%w (entering a job's network namespace needs a node running as root)", err)
 	}

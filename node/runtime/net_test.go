@@ -106,18 +106,27 @@ func TestJobNetwork(t *testing.T) {
 	}
 	needNetLab(t)
 	host, inet := netLab(t)
+	runInLab(t, host, "TestJobNetwork", netChildEnv+"="+inet)
+}
+
+// runInLab runs the test called name, alone, in a copy of this test
+// binary started in the lab namespace host with env added (the mark of
+// the copy), and fails unless it passes there (goroutine leaks
+// included: the copy's TestMain checks them).
+func runInLab(t *testing.T, host, name, env string) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", host, self, "-test.run", "^TestJobNetwork$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), netChildEnv+"="+inet)
+	cmd := exec.Command("ip", "netns", "exec", host, self, "-test.run", "^"+name+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), env)
 	out, err := cmd.CombinedOutput()
 	t.Logf("in namespace %s:\n%s", host, out)
 	if err != nil {
 		t.Fatalf("the test in the lab's host namespace failed: %v", err)
 	}
-	if !strings.Contains(string(out), "--- PASS: TestJobNetwork") {
+	if !strings.Contains(string(out), "--- PASS: "+name) {
 		t.Fatal("the test in the lab's host namespace did not pass")
 	}
 }

@@ -38,12 +38,18 @@ type shimConfig struct {
 	DevBinds   []devBind `json:"dev_binds,omitempty"`
 	DevPTS     bool      `json:"dev_pts"`
 	// ResolvConf, when set, is mounted over /etc/resolv.conf.
-	ResolvConf string   `json:"resolv_conf,omitempty"`
-	Keep       []string `json:"keep"`   // dirs that stay reachable and writable, shallowest first
-	Covers     []cover  `json:"covers"` // deepest first
-	Rlimits    []rlimit `json:"rlimits"`
-	User       *idPair  `json:"user,omitempty"` // RunAs; nil keeps the node's user
-	NodePID    int      `json:"node_pid"`       // the shim dies if its parent is not this pid (the init, in a PID namespace)
+	ResolvConf string `json:"resolv_conf,omitempty"`
+	// UTSNamespace is set when the shim runs in a new UTS namespace
+	// (with NetNamespace), where it sets Hostname. Hosts, when set, is
+	// mounted over /etc/hosts (with Namespace). A cluster job's.
+	UTSNamespace bool     `json:"uts_namespace,omitempty"`
+	Hostname     string   `json:"hostname,omitempty"`
+	Hosts        string   `json:"hosts,omitempty"`
+	Keep         []string `json:"keep"`   // dirs that stay reachable and writable, shallowest first
+	Covers       []cover  `json:"covers"` // deepest first
+	Rlimits      []rlimit `json:"rlimits"`
+	User         *idPair  `json:"user,omitempty"` // RunAs; nil keeps the node's user
+	NodePID      int      `json:"node_pid"`       // the shim dies if its parent is not this pid (the init, in a PID namespace)
 	// TTY: the job's stdin (fd 0) is a terminal that becomes its
 	// controlling terminal, in a session the job leads. In a PID
 	// namespace the init starts the exec stage so; without one the node
@@ -135,6 +141,7 @@ func buildPlan(s Spec, in planInput) (cfg shimConfig, notes []string, err error)
 	if in.runAs != nil {
 		cfg.User = &idPair{UID: in.runAs.uid, GID: in.runAs.gid}
 	}
+	planCluster(&cfg, s.Cluster)
 	return cfg, notes, nil
 }
 

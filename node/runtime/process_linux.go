@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,6 +115,11 @@ func (r *processRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	if s.Cluster != nil {
+		if err := r.clusterSupport(); err != nil {
+			return nil, fmt.Errorf("%s: %w: %w", prefix, ErrInvalidSpec, err)
+		}
 	}
 	log := r.log.With("job", short(s.JobID), "attempt", s.Attempt)
 	in, err := r.planUser(s)
@@ -308,6 +314,7 @@ func (r *processRuntime) configure(s *Spec, cfg *shimConfig, in planInput, usern
 	// kills every process the job started, setsid or not.
 	cfg.PIDNamespace = cfg.Namespace
 	cfg.NetNamespace = r.ns != nil && cfg.Namespace
+	cfg.UTSNamespace = cfg.NetNamespace && cfg.Hostname != ""
 	if cfg.NetNamespace {
 		cfg.ResolvConf = r.resolv
 	} else if r.ns != nil {
@@ -404,7 +411,7 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 	if cfg.NetNamespace {
 		// The shim waits for its config: the job's network is ready
 		// before the job runs.
-		if err := r.attachNet(ctx, p); err != nil {
+		if err := r.attachNet(ctx, p, s.Cluster); err != nil {
 			pp.cfgW.Close()
 			_ = unix.Kill(p.pid, unix.SIGKILL)
 			go p.wait()
@@ -531,6 +538,9 @@ func shimAttr(cfg shimConfig, userns bool, cg *jobCgroup) *syscall.SysProcAttr {
 	}
 	if cfg.NetNamespace {
 		attr.Cloneflags |= syscall.CLONE_NEWNET
+	}
+	if cfg.UTSNamespace {
+		attr.Cloneflags |= syscall.CLONE_NEWUTS
 	}
 	if userns {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
@@ -674,6 +684,10 @@ type process struct {
 	ns   *netns
 	link *link
 	jnet *jobNetwork
+	// With Spec.Cluster: cluster is the node's side of the job's cluster
+	// network (closed at the end), clusterAddr the job's address in it.
+	cluster     *clusterLink
+	clusterAddr netip.Addr
 
 	mu     sync.Mutex
 	exited bool   // the leader has exited: the group may no longer be signalled

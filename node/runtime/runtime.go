@@ -107,6 +107,11 @@ type Spec struct {
 	// terminal; Terminal.Resize changes the size. The process runtime
 	// only.
 	TTY *WinSize
+	// Cluster, when set, gives the job an address in its renter's
+	// cluster (see ClusterNet). The process runtime only, on a root node
+	// with job networks (ClusterSupport); Start refuses it elsewhere
+	// (ErrInvalidSpec).
+	Cluster *ClusterNet
 }
 
 // WinSize is a terminal's size in characters.
@@ -284,6 +289,7 @@ func validate(s *Spec) error {
 		checkHide,
 		checkLimits,
 		checkTTY,
+		checkCluster,
 	} {
 		if err := check(s); err != nil {
 			return err

@@ -128,6 +128,11 @@ func runShim(execStage bool) int {
 			return rep.fatal(stageNetwork, err)
 		}
 	}
+	if cfg.UTSNamespace && cfg.Hostname != "" {
+		if err := unix.Sethostname([]byte(cfg.Hostname)); err != nil {
+			return rep.fatal(stageNetwork, fmt.Errorf("set hostname: %w", err))
+		}
+	}
 	if cfg.Namespace {
 		if stage, err := setupMounts(&cfg, rep.warn); err != nil {
 			return rep.fatal(stage, err)
@@ -135,6 +140,11 @@ func runShim(execStage bool) int {
 		if cfg.ResolvConf != "" {
 			if err := mountResolvConf(cfg.ResolvConf, cfg.Keep); err != nil {
 				rep.warn("job DNS: %v", err)
+			}
+		}
+		if cfg.Hosts != "" {
+			if err := mountEtcFile("/etc/hosts", cfg.Hosts, cfg.Keep); err != nil {
+				return rep.fatal(stageNetwork, err)
 			}
 		}
 	}
