@@ -808,7 +808,22 @@ func (s *Supplier) grant(st network.Stream, g *leaseGrant, raw []byte, now time.
 	// which may be off (a skewed machine, or a test's clock).
 	_ = st.SetReadDeadline(time.Now().Add(ConfirmWindow))
 	var c pb.LeaseConfirm
-	if err := p2p.ReadMsg(st, 256, &c); err != nil || ID(c.LeaseId) != p.ID {
+	err = p2p.ReadMsg(st, 256, &c)
+	switch {
+	case err == nil && len(c.LeaseId) == 0 && ID(c.ReleaseId) == p.ID:
+		_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
+		if err := g.withdraw(); err != nil {
+			s.log.Warn("release a reservation at its renter's word", "lease", p.ID.Short(), "err", err)
+		}
+		if !g.withdrawn {
+			return p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the supplier could not free the reservation; it lapses"})
+		}
+		// The renter's hold is dropped before it hears so, so that it
+		// may propose here again at once.
+		g.end()
+		s.log.Info("reservation released by its renter before confirmation", "lease", p.ID.Short(), "renter", p.Renter)
+		return p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: ReleasedUnconfirmed})
+	case err != nil || len(c.ReleaseId) != 0 || ID(c.LeaseId) != p.ID:
 		s.log.Info("lease not confirmed; reservation lapses", "lease", p.ID.Short(), "err", err)
 		return nil
 	}

@@ -177,6 +177,7 @@ const (
 	LeaseRefused   Outcome = "refused"   // the supplier refused the proposal (or the confirmation)
 	LeaseLapsed    Outcome = "lapsed"    // supplier: countersigned but not confirmed in time
 	LeaseReleased  Outcome = "released"  // supplier: confirmed, but no job started on it within its claim window
+	LeaseWithdrawn Outcome = "withdrawn" // countersigned, then given up by the renter before confirmation (a gang's spare)
 	LeaseFailed    Outcome = "failed"    // renter: the exchange failed (stream, bad answer, store)
 
 	// Receipts and vouchers.
@@ -213,8 +214,8 @@ func newMarket() *Market {
 			Renter:   {QuoteReceived, QuoteDeclined, QuoteInvalid},
 		}),
 		leases: counts("market_leases_total", "Lease exchanges, by side and outcome.", outcomes{
-			Supplier: {LeaseConfirmed, LeaseRefused, LeaseLapsed, LeaseReleased},
-			Renter:   {LeaseConfirmed, LeaseRefused, LeaseFailed},
+			Supplier: {LeaseConfirmed, LeaseRefused, LeaseLapsed, LeaseReleased, LeaseWithdrawn},
+			Renter:   {LeaseConfirmed, LeaseRefused, LeaseFailed, LeaseWithdrawn},
 		}),
 	}
 }
