@@ -42,11 +42,11 @@ type LeaseBook struct {
 	// mu guards the renters' holds; it is held across the lease-record
 	// writes that change them.
 	mu            sync.Mutex
-	holds         map[ID]*hold          // leases with no job started on them
-	running       map[ID]bool           // leases a job runs on now (Claim until Release)
-	barred        map[peer.ID]time.Time // renters refused until then
+	holds         map[ID]*hold            // leases with no job started on them
+	running       map[ID]bool             // leases a job runs on now (Claim until Release)
+	barred        map[peer.ID]time.Time   // renters refused until then
 	withdrawals   map[peer.ID][]time.Time // when each renter gave reservations up unconfirmed, within a claim window
-	claimsChanged chan struct{}         // a claim deadline was added
+	claimsChanged chan struct{}           // a claim deadline was added
 }
 
 // newLeaseBook opens the ledger of cfg's GPUs in cfg.Store and loads the
@@ -213,12 +213,12 @@ type leaseGrant struct {
 	p *Proposal
 	h *hold // the renter's hold, taken by admit
 
-	reserved  bool      // the ledger holds the lease's GPUs
-	offered   []byte    // the countersigned lease, stored as pending
-	unkept    bool      // confirmed in the ledger, but its record failed
-	confirmed bool      // stored as confirmed
-	withdrawn bool      // given up by its renter before confirmation, its GPUs freed
-	ended     bool      // end was called
+	reserved  bool   // the ledger holds the lease's GPUs
+	offered   []byte // the countersigned lease, stored as pending
+	unkept    bool   // confirmed in the ledger, but its record failed
+	confirmed bool   // stored as confirmed
+	withdrawn bool   // given up by its renter before confirmation, its GPUs freed
+	ended     bool   // end was called
 	outcome   holdOutcome
 	claimBy   time.Time // when a confirmed lease is released unless claimed
 }

@@ -17,12 +17,17 @@ import (
 )
 
 func (r *Renter) proposeQuote(ctx context.Context, q *Quote, t Terms) (*Lease, string, error) {
+	return r.propose(ctx, q.Supplier, r.quoteProposal(q, t))
+}
+
+// quoteProposal is the proposal that takes quote q under terms t.
+func (r *Renter) quoteProposal(q *Quote, t Terms) *pb.LeaseProposal {
 	now := r.cfg.Now()
-	return r.propose(ctx, q.Supplier, withTerms(&pb.LeaseProposal{
+	return withTerms(&pb.LeaseProposal{
 		Supplier: []byte(q.Supplier), Nonce: nonce(), CreatedMs: now.UnixMilli(),
 		ExpiresMs: now.Add(ProposalLife).UnixMilli(), Quote: q.Raw,
 		Model: q.Model, Count: q.Count, PriceMicros: q.PriceMicros, DurationS: q.DurationS,
-	}, t))
+	}, t)
 }
 
 func withTerms(p *pb.LeaseProposal, t Terms) *pb.LeaseProposal {
@@ -55,6 +60,12 @@ func (r *Renter) TakeAsk(ctx context.Context, a *Ask, count int, duration time.D
 // and confirms it. A refusal is returned as a reason, not an error.
 func (r *Renter) propose(ctx context.Context, supplier peer.ID, p *pb.LeaseProposal) (*Lease, string, error) {
 	l, refused, err := r.exchange(ctx, supplier, p)
+	r.countLease(refused, err)
+	return l, refused, err
+}
+
+// countLease counts how a lease exchange ended, on the renter's side.
+func (r *Renter) countLease(refused string, err error) {
 	switch {
 	case err != nil:
 		r.cfg.Metrics.Lease(metrics.Renter, metrics.LeaseFailed)
@@ -63,7 +74,6 @@ func (r *Renter) propose(ctx context.Context, supplier peer.ID, p *pb.LeasePropo
 	default:
 		r.cfg.Metrics.Lease(metrics.Renter, metrics.LeaseConfirmed)
 	}
-	return l, refused, err
 }
 
 // exchange is propose's exchange with the supplier: reserve, then
