@@ -810,7 +810,7 @@ func (s *Supplier) grant(st network.Stream, g *leaseGrant, raw []byte, now time.
 	var c pb.LeaseConfirm
 	err = p2p.ReadMsg(st, 256, &c)
 	switch {
-	case err == nil && len(c.LeaseId) == 0 && ID(c.ReleaseId) == p.ID:
+	case err == nil && len(c.LeaseId) == 0 && isID(c.ReleaseId, p.ID):
 		_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
 		if err := g.withdraw(); err != nil {
 			s.log.Warn("release a reservation at its renter's word", "lease", p.ID.Short(), "err", err)
@@ -823,7 +823,7 @@ func (s *Supplier) grant(st network.Stream, g *leaseGrant, raw []byte, now time.
 		g.end()
 		s.log.Info("reservation released by its renter before confirmation", "lease", p.ID.Short(), "renter", p.Renter)
 		return p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: ReleasedUnconfirmed})
-	case err != nil || len(c.ReleaseId) != 0 || ID(c.LeaseId) != p.ID:
+	case err != nil || len(c.ReleaseId) != 0 || !isID(c.LeaseId, p.ID):
 		s.log.Info("lease not confirmed; reservation lapses", "lease", p.ID.Short(), "err", err)
 		return nil
 	}
@@ -845,6 +845,10 @@ func (s *Supplier) grant(st network.Stream, g *leaseGrant, raw []byte, now time.
 	s.publishTrade(leaseRaw)
 	return nil
 }
+
+// isID reports whether b, bytes from the network, is id. (Converting
+// a shorter slice to an ID would panic.)
+func isID(b []byte, id ID) bool { return len(b) == len(id) && ID(b) == id }
 
 // isCurrentAsk reports whether a is the live ask the supplier posts now
 // for its model: a replaced (re-priced) or cancelled ask is not honoured.
