@@ -206,7 +206,7 @@ func gangUnreachable(unreachable func(peer.ID) string, reachOf func(peer.ID) p2p
 // that refused or failed in it (tried last next time), each noted in
 // gerr.
 func (r *Renter) gangTry(ctx context.Context, g GangRequest, req RentRequest, spares int, last map[peer.ID]bool, gerr *GangError) ([]*Lease, map[peer.ID]bool) {
-	offers, f, err := r.gangOffers(ctx, req, g.Nodes+spares)
+	offers, f, err := r.gangOffers(ctx, req, g.Nodes+spares, g.Prefer)
 	if err != nil {
 		gerr.NoMatch = &NoMatch{Reasons: []string{err.Error()}}
 		return nil, nil
@@ -303,10 +303,12 @@ func (r *Renter) gangTry(ctx context.Context, g GangRequest, req RentRequest, sp
 	return nil, refusers
 }
 
-// gangOffers bids for req and collects the offers of up to want distinct
-// eligible suppliers, screened as Rent screens them; f is what a
-// NoMatch explains.
-func (r *Renter) gangOffers(ctx context.Context, req RentRequest, want int) ([]*Quote, noMatchFacts, error) {
+// gangOffers bids for req and collects the offers of want distinct
+// eligible suppliers, screened as Rent screens them, and the answers of
+// the suppliers in prefer that it connected to, until nothing more is to
+// come (the wait, or its straggler cut, passed); f is what a NoMatch
+// explains.
+func (r *Renter) gangOffers(ctx context.Context, req RentRequest, want int, prefer []peer.ID) ([]*Quote, noMatchFacts, error) {
 	b, err := r.openBid(ctx, req)
 	if err != nil {
 		return nil, noMatchFacts{}, err
@@ -315,7 +317,10 @@ func (r *Renter) gangOffers(ctx context.Context, req RentRequest, want int) ([]*
 	f := noMatchFacts{unreachable: b.unreachable}
 	seen := map[peer.ID]bool{}
 	var offers []*Quote
-	for len(offers) < want {
+	preferred := func() bool {
+		return slices.ContainsFunc(prefer, func(p peer.ID) bool { return b.c.waiting[p] })
+	}
+	for len(offers) < want || preferred() {
 		batch, more := b.next(ctx, &f)
 		for _, q := range batch {
 			if !seen[q.Supplier] {
