@@ -16,6 +16,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/p2p"
 )
 
@@ -162,6 +163,7 @@ func (r *Renter) RentGang(ctx context.Context, req GangRequest) ([]*Lease, error
 		gerr.Tries = try
 		leases, refusers := r.gangTry(ctx, req, base, spares, last, gerr)
 		if leases != nil {
+			r.cfg.Metrics.Gang(metrics.GangLeased)
 			r.log.Info("gang leased", "nodes", req.Nodes, "tries", try)
 			return leases, nil
 		}
@@ -172,8 +174,10 @@ func (r *Renter) RentGang(ctx context.Context, req GangRequest) ([]*Lease, error
 		case <-ctx.Done():
 			t.Stop()
 			gerr.Err = ctx.Err()
+			r.cfg.Metrics.Gang(metrics.GangFailed)
 			return nil, gerr
 		case <-t.C:
+			r.cfg.Metrics.Gang(metrics.GangRetry)
 		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/market/pb"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/store"
@@ -52,10 +54,16 @@ func newGangNet(t *testing.T, n, gpus int) *gangNet {
 // leases in a store of its own.
 func (g *gangNet) renter(t *testing.T) (*Renter, store.Store) {
 	t.Helper()
+	return g.renterCounted(t, nil)
+}
+
+// renterCounted is renter, counting into m.
+func (g *gangNet) renterCounted(t *testing.T, m *metrics.Market) (*Renter, store.Store) {
+	t.Helper()
 	rp := newTestPeer(t, time.Now)
 	st := store.NewMemory()
 	t.Cleanup(func() { st.Close() })
-	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: g.book(), Store: st, Now: time.Now, Log: quietLog()})
+	r := NewRenter(RenterConfig{Net: rp.net, Key: rp.key, Orders: rp.orders, Book: g.book(), Store: st, Now: time.Now, Log: quietLog(), Metrics: m})
 	t.Cleanup(r.Close)
 	return r, st
 }
@@ -108,7 +116,12 @@ func supplierRecords(t *testing.T, s *testSupplier) map[string]int {
 // it leases there again at once.
 func TestRentGang(t *testing.T) {
 	g := newGangNet(t, 4, 4)
-	r, rst := g.renter(t)
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, rst := g.renterCounted(t, m.Market)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	leases, err := r.RentGang(ctx, gangReq(3))
@@ -155,6 +168,13 @@ func TestRentGang(t *testing.T) {
 		t.Fatalf("lease again at the spare: %v, %v", again, err)
 	}
 
+	if n := counter(t, reg, "gpumesh_market_gangs_total", "outcome", "leased"); n != 2 {
+		t.Errorf("%v gangs counted leased, want 2", n)
+	}
+	if n := counter(t, reg, "gpumesh_market_leases_total", "outcome", "withdrawn"); n < 1 {
+		t.Errorf("%v reservations counted withdrawn, want the spares", n)
+	}
+
 	// ReleaseLeases gives the members back without penalty.
 	if err := r.ReleaseLeases(ctx, leases); err != nil {
 		t.Fatal(err)
@@ -171,6 +191,29 @@ func TestRentGang(t *testing.T) {
 	if err := r.ReleaseLeases(ctx, leases); err != nil {
 		t.Errorf("releasing released leases again: %v, want nil", err)
 	}
+}
+
+// counter sums the counter name's series whose label is value.
+func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			for _, p := range s.GetLabel() {
+				if p.GetName() == label && p.GetValue() == value {
+					sum += s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }
 
 // TestRentGangRefused: one of the three suppliers a gang of 3 needs
@@ -409,7 +452,12 @@ func TestWithdrawalCap(t *testing.T) {
 	if free := s.sup.Ledger().Free("h100-sxm"); free != 4 {
 		t.Errorf("%d free, want 4", free)
 	}
-	_, err := r.RentGang(ctx, func() GangRequest { q := gangReq(1); q.RentFor = time.Second; q.Wait = 500 * time.Millisecond; return q }())
+	_, err := r.RentGang(ctx, func() GangRequest {
+		q := gangReq(1)
+		q.RentFor = time.Second
+		q.Wait = 500 * time.Millisecond
+		return q
+	}())
 	if err == nil || !strings.Contains(err.Error(), string(DeclineUnclaimed)) && !strings.Contains(err.Error(), "refused until") {
 		t.Errorf("a barred renter's gang: %v, want refused as barred", err)
 	}
