@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"slices"
 	"strings"
@@ -391,9 +392,7 @@ func cmpBool(x, y bool) int {
 }
 
 // releaseReservations gives every reservation in vs up at once.
-func releaseReservations(vs []*reservation, log interface {
-	Debug(string, ...any)
-}) {
+func releaseReservations(vs []*reservation, log *slog.Logger) {
 	var wg sync.WaitGroup
 	for _, v := range vs {
 		wg.Go(func() {

@@ -1,10 +1,12 @@
 package market
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,6 +279,88 @@ func TestRentGangRefused(t *testing.T) {
 	if err != nil || len(leases) != 3 {
 		t.Fatalf("gang again: %v, %v", leases, err)
 	}
+}
+
+// failConfirmed is a store whose writes of a confirmed lease record fail
+// while fail is above zero, once each.
+type failConfirmed struct {
+	store.Store
+	fail atomic.Int32
+}
+
+func (s *failConfirmed) Put(ks store.Keyspace, key, value []byte) error {
+	if ks == ksLeases && bytes.Contains(value, []byte(`"state":"confirmed"`)) && s.fail.Add(-1) >= 0 {
+		return errors.New("disk full")
+	}
+	return s.Store.Put(ks, key, value)
+}
+
+// TestRentGangConfirmFails: a member's supplier cannot keep its
+// confirmed lease after the others confirmed theirs: those are released
+// (the signed release, no bar) and the gang is tried again, and made.
+func TestRentGangConfirmFails(t *testing.T) {
+	g := &gangNet{}
+	now := time.Now
+	var asks []*Ask
+	flaky := &failConfirmed{Store: store.NewMemory()}
+	for i := range 3 {
+		s := newTestSupplier(t, now, func(c *SupplierConfig) {
+			if i == 2 {
+				c.Store = flaky
+			}
+		})
+		serveBidsInline(t, s)
+		g.sups = append(g.sups, s)
+		asks = append(asks, s.ask(t, now()))
+	}
+	g.book = func() *Book {
+		b := NewBook(now)
+		for _, a := range asks {
+			b.AddAsk(a)
+		}
+		return b
+	}
+	r, rst := g.renter(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	flaky.fail.Store(1)
+	req := gangReq(3)
+	req.Spares = -1
+	leases, err := r.RentGang(ctx, req)
+	if err != nil || len(leases) != 3 {
+		t.Fatalf("gang: %v, %v", leases, err)
+	}
+	if flaky.fail.Load() >= 0 {
+		t.Fatal("the confirmation never failed")
+	}
+	for _, s := range g.sups {
+		// One GPU for the gang's member, none left held by the first try.
+		if free := s.sup.Ledger().Free("h100-sxm"); free != 3 {
+			t.Errorf("%s: %d free, want 3", s.net.Host.ID(), free)
+		}
+		if s.sup.Leases().isBarred(r.self) {
+			t.Errorf("renter barred at %s", s.net.Host.ID())
+		}
+	}
+	released := 0
+	for _, sl := range mustLeases(t, rst) {
+		if sl.State == LeaseReleased {
+			released++
+		}
+	}
+	if released != 2 {
+		t.Errorf("the renter keeps %d leases released, want the 2 of the first try", released)
+	}
+}
+
+// mustLeases lists the leases kept in st.
+func mustLeases(t *testing.T, st store.Store) []StoredLease {
+	t.Helper()
+	ls, err := Leases(st, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ls
 }
 
 // TestRentGangContention: two renters each want a gang of two on the
