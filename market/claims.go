@@ -40,6 +40,7 @@ const (
 	holdDropped   holdOutcome = iota // refused before a lease was offered: no trace
 	holdLapsed                       // offered but not confirmed: the renter is barred a while
 	holdClaimable                    // confirmed: held until claimBy unless a job starts
+	holdWithdrawn                    // given up by the renter before confirmation: no bar, within MaxWithdrawals
 )
 
 func (o holdOutcome) String() string {
@@ -50,6 +51,8 @@ func (o holdOutcome) String() string {
 		return "lapsed"
 	case holdClaimable:
 		return "claimable"
+	case holdWithdrawn:
+		return "withdrawn"
 	}
 	return fmt.Sprintf("holdOutcome(%d)", uint8(o))
 }
@@ -208,8 +211,36 @@ func (b *LeaseBook) endHold(id ID, h *hold, outcome holdOutcome, claimBy, now ti
 		return
 	case holdLapsed:
 		b.barred[h.renter] = now.Add(b.claimWindow)
+	case holdWithdrawn:
+		b.noteWithdrawal(h.renter, now)
 	}
 	delete(b.holds, id)
+}
+
+// noteWithdrawal counts a reservation renter gave up before confirming
+// it. Such a release costs the renter nothing, as a gang lease's spares
+// must not; but reserving and releasing over and over would hold GPUs
+// for free, so more than MaxWithdrawals of them within a claim window
+// bar the renter as a lapse does. b.mu is held.
+func (b *LeaseBook) noteWithdrawal(renter peer.ID, now time.Time) {
+	recent := pruneBefore(b.withdrawals[renter], now.Add(-b.claimWindow))
+	recent = append(recent, now)
+	if len(recent) > MaxWithdrawals {
+		b.barred[renter] = now.Add(b.claimWindow)
+		delete(b.withdrawals, renter)
+		b.log.Info("renter barred: too many reservations released unconfirmed", "renter", renter, "released", len(recent), "within", b.claimWindow)
+		return
+	}
+	b.withdrawals[renter] = recent
+}
+
+// pruneBefore drops the times before cut from ts, which is in order.
+func pruneBefore(ts []time.Time, cut time.Time) []time.Time {
+	i := 0
+	for i < len(ts) && ts[i].Before(cut) {
+		i++
+	}
+	return ts[i:]
 }
 
 func (b *LeaseBook) wakeClaims() {
@@ -267,6 +298,13 @@ func (b *LeaseBook) releaseUnclaimed() (next time.Time) {
 	for renter, until := range b.barred {
 		if !now.Before(until) {
 			delete(b.barred, renter) // so that fresh identities cannot grow it forever
+		}
+	}
+	for renter, ts := range b.withdrawals {
+		if ts = pruneBefore(ts, now.Add(-b.claimWindow)); len(ts) == 0 {
+			delete(b.withdrawals, renter)
+		} else {
+			b.withdrawals[renter] = ts
 		}
 	}
 	if freed {

@@ -14,6 +14,8 @@
 //     matched against a filter: MatchOffers) and the filter language.
 //   - The two sides of a lease (Renter, Supplier), and the supplier's
 //     release of leases on which no job starts.
+//   - Gang leases (Renter.RentGang): leases on several distinct
+//     suppliers, all or nothing, for a cluster job.
 //   - What a renter asks for (RentTerms: count, duration, max price),
 //     parsed and checked once for the CLI, the API and the node.
 //   - The one owner of a supplier's leases (LeaseBook): granting,
@@ -49,6 +51,14 @@
 // Lease.ClaimWindow).
 // When nothing matches, the renter explains why from the declines, its own
 // checks and an order book (see Renter.Rent).
+//
+// The exchange has two phases on one stream, reserve and then confirm or
+// release (LeaseConfirm.release_id, which frees the GPUs at once and,
+// unlike a lapse, bars nobody), so a renter can hold several reservations
+// at once and commit to all or none: a gang lease reserves Nodes plus a
+// few spares in parallel, confirms the best Nodes and releases the rest.
+// Reservations never wait (a supplier too busy refuses at once), so
+// contending gangs cannot deadlock.
 //
 // # Trust
 //

@@ -42,10 +42,11 @@ type LeaseBook struct {
 	// mu guards the renters' holds; it is held across the lease-record
 	// writes that change them.
 	mu            sync.Mutex
-	holds         map[ID]*hold          // leases with no job started on them
-	running       map[ID]bool           // leases a job runs on now (Claim until Release)
-	barred        map[peer.ID]time.Time // renters refused until then
-	claimsChanged chan struct{}         // a claim deadline was added
+	holds         map[ID]*hold            // leases with no job started on them
+	running       map[ID]bool             // leases a job runs on now (Claim until Release)
+	barred        map[peer.ID]time.Time   // renters refused until then
+	withdrawals   map[peer.ID][]time.Time // when each renter gave reservations up unconfirmed, within a claim window
+	claimsChanged chan struct{}           // a claim deadline was added
 }
 
 // newLeaseBook opens the ledger of cfg's GPUs in cfg.Store and loads the
@@ -60,7 +61,7 @@ func newLeaseBook(cfg SupplierConfig, changed func()) (*LeaseBook, error) {
 	b := &LeaseBook{
 		store: cfg.Store, ledger: led, now: cfg.Now, clock: cfg.Clock, claimWindow: cfg.ClaimWindow,
 		changed: changed, log: cfg.Log.With("sub", "supplier"), metrics: cfg.Metrics,
-		holds: map[ID]*hold{}, running: map[ID]bool{}, barred: map[peer.ID]time.Time{}, claimsChanged: make(chan struct{}, 1),
+		holds: map[ID]*hold{}, running: map[ID]bool{}, barred: map[peer.ID]time.Time{}, withdrawals: map[peer.ID][]time.Time{}, claimsChanged: make(chan struct{}, 1),
 	}
 	if err := b.loadHolds(); err != nil {
 		return nil, fmt.Errorf("load leases: %w", err)
@@ -212,10 +213,13 @@ type leaseGrant struct {
 	p *Proposal
 	h *hold // the renter's hold, taken by admit
 
-	reserved  bool      // the ledger holds the lease's GPUs
-	offered   []byte    // the countersigned lease, stored as pending
-	unkept    bool      // confirmed in the ledger, but its record failed
-	confirmed bool      // stored as confirmed
+	reserved  bool   // the ledger holds the lease's GPUs
+	offered   []byte // the countersigned lease, stored as pending
+	unkept    bool   // confirmed in the ledger, but its record failed
+	confirmed bool   // stored as confirmed
+	withdrawn bool   // given up by its renter before confirmation, its GPUs freed
+	ended     bool   // end was called
+	outcome   holdOutcome
 	claimBy   time.Time // when a confirmed lease is released unless claimed
 }
 
@@ -261,19 +265,52 @@ func (g *leaseGrant) confirm(l *Lease) (claimBy time.Time, err error) {
 	return claimBy, nil
 }
 
+// withdraw gives the offered lease up at its renter's word, before
+// confirmation (LeaseConfirm.release_id): its GPUs are freed at once and
+// it is stored as released, ReleasedBeforeConfirmation; end then drops
+// the renter's hold without barring it (see LeaseBook.noteWithdrawal for
+// the cap). A record that cannot be written is reported, but the GPUs
+// are freed and the renter not barred all the same: the lease was never
+// confirmed, so its pending record reads as lapsed.
+func (g *leaseGrant) withdraw() error {
+	b, id, now := g.b, g.p.ID, g.b.now()
+	if err := b.ledger.Release(id); err != nil && !errors.Is(err, ErrNoReservation) {
+		return fmt.Errorf("lease %s: free its GPUs: %w", id.Short(), err)
+	}
+	g.withdrawn = true
+	b.changed()
+	rec := LeaseRecord{Envelope: g.offered, State: LeaseReleased, Role: RoleSupplier, Saved: now.UTC(), Reason: ReleasedBeforeConfirmation}
+	if err := putLeaseRecord(b.store, id, rec); err != nil {
+		return fmt.Errorf("lease %s: keep its release: %w", id.Short(), err)
+	}
+	return nil
+}
+
+// ReleasedBeforeConfirmation is the reason kept with a lease its renter
+// gave up before confirming it (LeaseConfirm.release_id).
+const ReleasedBeforeConfirmation = "released by the renter before confirmation"
+
 // end ends the exchange and returns how it ended. It is the one place
 // that undoes what a grant left unfinished: the GPUs of a lease never
 // offered, or whose confirmed record could not be kept, are freed at
 // once; an offered lease left unconfirmed is stored as lapsed, and its
 // GPUs lapse at its confirm deadline (its renter is barred a while). It
-// then ends the renter's hold and counts the lease.
+// then ends the renter's hold and counts the lease. Calls after the
+// first change nothing and return the first's outcome.
 func (g *leaseGrant) end() holdOutcome {
+	if g.ended {
+		return g.outcome
+	}
+	g.ended = true
 	b, id, now := g.b, g.p.ID, g.b.now()
 	outcome := holdDropped
 	switch {
 	case g.confirmed:
 		outcome = holdClaimable
 		b.metrics.Lease(metrics.Supplier, metrics.LeaseConfirmed)
+	case g.withdrawn:
+		outcome = holdWithdrawn
+		b.metrics.Lease(metrics.Supplier, metrics.LeaseWithdrawn)
 	case g.offered != nil && !g.unkept:
 		outcome = holdLapsed
 		if err := saveLease(b.store, id, g.offered, LeaseLapsed, RoleSupplier, now); err != nil {
@@ -290,5 +327,6 @@ func (g *leaseGrant) end() holdOutcome {
 	}
 	b.endHold(id, g.h, outcome, g.claimBy, now)
 	b.log.Debug("lease exchange ended", "lease", id.Short(), "outcome", outcome)
+	g.outcome = outcome
 	return outcome
 }

@@ -114,6 +114,15 @@ const (
 	// with no job started on them: pending (unconfirmed) or confirmed
 	// and unclaimed.
 	MaxRenterHolds = 2
+	// MaxWithdrawals bounds the reservations one renter may give up
+	// unconfirmed (LeaseConfirm.release_id) at a supplier within a claim
+	// window without penalty: one more bars it as a lapse does.
+	MaxWithdrawals = 4
+
+	// ReleasedUnconfirmed is a supplier's LeaseConfirmed.refused for a
+	// reservation its renter released (LeaseConfirm.release_id): freed,
+	// not confirmed, and no penalty.
+	ReleasedUnconfirmed = "released before confirmation"
 
 	// MinReceiptInterval and MaxReceiptInterval bound a proposal's
 	// receipt_interval_ms; DefaultReceiptInterval applies when it is 0.

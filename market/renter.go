@@ -192,92 +192,26 @@ type attempt struct {
 // falls back to the next quote. With no lease it returns a *NoMatch that
 // says why.
 func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
-	if req.Wait == 0 {
-		req.Wait = 2 * time.Second
-	}
-	if req.Enough == 0 {
-		req.Enough = 3
-	}
-	req.asked = req.Filter
-	req.Filter, req.realOnly = req.Filter.RealOnly(req.AllowSimulated)
-	t0 := time.Now()
-	cands, unreachable := screenAsksReach(r.candidates(ctx, req), req)
-	tCands := time.Since(t0)
-	expect := r.connectSuppliers(ctx, cands, req)
-	tConnect := time.Since(t0)
-	now := r.cfg.Now()
-	b := &pb.Bid{
-		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(req.Wait + BidLife).UnixMilli(),
-		Filter: req.Filter.String(), Count: uint32(req.Count), DurationS: uint32(req.Duration / time.Second),
-		MaxPriceMicros: int64(req.MaxPrice),
-	}
-	for _, a := range r.cfg.Net.Host.Addrs() {
-		if len(b.Addrs) < 16 {
-			b.Addrs = append(b.Addrs, a.Bytes())
-		}
-	}
-	raw, err := SealBid(b, r.cfg.Key)
+	req = req.withDefaults()
+	b, err := r.openBid(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	bidID := IDOf(raw)
-	// The renter's own book applies the caps relays apply: a bid it
-	// refuses, they would refuse too, and penalise the renter's relay.
-	if r.cfg.Book != nil {
-		bid, err := OpenBid(raw, now)
-		if err != nil {
-			return nil, fmt.Errorf("rent: own bid invalid: %w", err)
-		}
-		if err := r.cfg.Book.AddBidFrom(bid, ""); err != nil {
-			return nil, fmt.Errorf("rent: the order book refuses the bid (a renter has at most %d live bids; wait for one to end): %w", MaxBidsPerRenter, err)
-		}
-	}
-	ch := make(chan *Quote, 256)
-	r.mu.Lock()
-	r.waiting[bidID] = ch
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		delete(r.waiting, bidID)
-		r.mu.Unlock()
-	}()
-	// The suppliers connected above get the bid straight, too, so that
-	// their answers do not wait on gossip; the rest hear it by gossip.
-	stopSends := r.sendBid(ctx, raw, expect)
-	defer stopSends()
-	// Once the rent is over, its bid is withdrawn (gossipBid).
-	over := make(chan []byte, 1)
-	defer func() { over <- r.withdrawOwn(bidID) }()
-	if err := r.gossipBid(ctx, raw, bidID, len(expect) > 0, over); err != nil {
-		return nil, err
-	}
-	tBid := time.Since(t0)
-
+	defer b.close()
 	// Lease from the best offers collected; when every one of them
 	// refuses, collect the answers still to come (within the same
 	// ceiling) and try those.
-	c := r.newCollector(ch, req, expect)
-	defer c.stop()
-	var (
-		all, declines, shunned, unproven []*Quote
-		tried                            []attempt
-	)
+	f := noMatchFacts{unreachable: b.unreachable}
 	for {
-		offers, more := c.collect(ctx)
-		r.log.Debug("rent: quotes in", "bid", bidID.Short(), "offers", len(offers), "more", more,
-			"asks", len(cands), "expected", len(expect), "book", tCands, "connected", tConnect, "bid_out", tBid, "first_offer", c.first, "collected", time.Since(t0))
-		declines = append(declines, c.takeDeclines()...)
-		offers, sh, un := r.screen(offers, req)
-		offers, ur := screenReach(offers, req)
-		all, shunned, unproven, unreachable = append(all, offers...), append(shunned, sh...), append(unproven, un...), append(unreachable, ur...)
+		offers, more := b.next(ctx, &f)
 		for _, q := range offers {
 			l, refused, err := r.proposeQuote(ctx, q, req.Terms)
 			if err != nil {
-				tried = append(tried, attempt{q, err.Error()})
+				f.tried = append(f.tried, attempt{q, err.Error()})
 				continue
 			}
 			if refused != "" {
-				tried = append(tried, attempt{q, refused})
+				f.tried = append(f.tried, attempt{q, refused})
 				continue
 			}
 			return l, nil
@@ -286,8 +220,128 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 			break
 		}
 	}
-	return nil, r.explain(ctx, req, noMatchFacts{offers: all, declines: declines, shunned: shunned,
-		unproven: unproven, tried: tried, unreachable: unreachable})
+	return nil, r.explain(ctx, req, f)
+}
+
+// withDefaults fills req's Wait and Enough and applies RealOnly to its
+// filter, keeping the filter as asked.
+func (req RentRequest) withDefaults() RentRequest {
+	if req.Wait == 0 {
+		req.Wait = 2 * time.Second
+	}
+	if req.Enough == 0 {
+		req.Enough = 3
+	}
+	req.asked = req.Filter
+	req.Filter, req.realOnly = req.Filter.RealOnly(req.AllowSimulated)
+	return req
+}
+
+// A bidRound is one bid out for a rent: the suppliers it was sent to
+// straight, and the collection of their answers. close ends it.
+type bidRound struct {
+	r           *Renter
+	req         RentRequest
+	id          ID
+	cands       []*Ask
+	expect      map[peer.ID]bool
+	unreachable []attempt // asks left out before the bid (screenAsksReach)
+	c           *collector
+	t0          time.Time
+	times       []any // how long finding, connecting and bidding took, for the log
+	closers     []func()
+}
+
+// openBid finds the suppliers that could serve req (its filter applied,
+// its defaults filled), connects to them, and sends them a bid, straight
+// and by gossip; the round's collector gathers their answers.
+func (r *Renter) openBid(ctx context.Context, req RentRequest) (_ *bidRound, err error) {
+	t0 := time.Now()
+	b := &bidRound{r: r, req: req, t0: t0}
+	defer func() {
+		if err != nil {
+			b.close()
+		}
+	}()
+	b.cands, b.unreachable = screenAsksReach(r.candidates(ctx, req), req)
+	tCands := time.Since(t0)
+	b.expect = r.connectSuppliers(ctx, b.cands, req)
+	tConnect := time.Since(t0)
+	now := r.cfg.Now()
+	bid := &pb.Bid{
+		Nonce: nonce(), CreatedMs: now.UnixMilli(), ExpiresMs: now.Add(req.Wait + BidLife).UnixMilli(),
+		Filter: req.Filter.String(), Count: uint32(req.Count), DurationS: uint32(req.Duration / time.Second),
+		MaxPriceMicros: int64(req.MaxPrice),
+	}
+	for _, a := range r.cfg.Net.Host.Addrs() {
+		if len(bid.Addrs) < 16 {
+			bid.Addrs = append(bid.Addrs, a.Bytes())
+		}
+	}
+	raw, err := SealBid(bid, r.cfg.Key)
+	if err != nil {
+		return nil, err
+	}
+	bidID := IDOf(raw)
+	b.id = bidID
+	// The renter's own book applies the caps relays apply: a bid it
+	// refuses, they would refuse too, and penalise the renter's relay.
+	if r.cfg.Book != nil {
+		ob, err := OpenBid(raw, now)
+		if err != nil {
+			return nil, fmt.Errorf("rent: own bid invalid: %w", err)
+		}
+		if err := r.cfg.Book.AddBidFrom(ob, ""); err != nil {
+			return nil, fmt.Errorf("rent: the order book refuses the bid (a renter has at most %d live bids; wait for one to end): %w", MaxBidsPerRenter, err)
+		}
+	}
+	ch := make(chan *Quote, 256)
+	r.mu.Lock()
+	r.waiting[bidID] = ch
+	r.mu.Unlock()
+	b.defer_(func() {
+		r.mu.Lock()
+		delete(r.waiting, bidID)
+		r.mu.Unlock()
+	})
+	// The suppliers connected above get the bid straight, too, so that
+	// their answers do not wait on gossip; the rest hear it by gossip.
+	b.defer_(r.sendBid(ctx, raw, b.expect))
+	// Once the rent is over, its bid is withdrawn (gossipBid).
+	over := make(chan []byte, 1)
+	b.defer_(func() { over <- r.withdrawOwn(bidID) })
+	if err := r.gossipBid(ctx, raw, bidID, len(b.expect) > 0, over); err != nil {
+		return nil, err
+	}
+	b.times = []any{"book", tCands, "connected", tConnect, "bid_out", time.Since(t0)}
+	b.c = r.newCollector(ch, req, b.expect)
+	b.defer_(b.c.stop)
+	return b, nil
+}
+
+// defer_ has close run f, before what was deferred earlier.
+func (b *bidRound) defer_(f func()) { b.closers = append(b.closers, f) }
+
+// close stops the collection and withdraws the bid.
+func (b *bidRound) close() {
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		b.closers[i]()
+	}
+	b.closers = nil
+}
+
+// next returns, ranked and screened, the acceptable offers that came in
+// since the last call (collector.collect), and adds to f the answers and
+// offers screened out; more reports whether answers may still come.
+func (b *bidRound) next(ctx context.Context, f *noMatchFacts) (offers []*Quote, more bool) {
+	offers, more = b.c.collect(ctx)
+	b.r.log.Debug("rent: quotes in", append([]any{"bid", b.id.Short(), "offers", len(offers), "more", more,
+		"asks", len(b.cands), "expected", len(b.expect), "first_offer", b.c.first, "collected", time.Since(b.t0)}, b.times...)...)
+	f.declines = append(f.declines, b.c.takeDeclines()...)
+	offers, sh, un := b.r.screen(offers, b.req)
+	offers, ur := screenReach(offers, b.req)
+	f.offers, f.shunned, f.unproven, f.unreachable = append(f.offers, offers...), append(f.shunned, sh...), append(f.unproven, un...), append(f.unreachable, ur...)
+	return offers, more
 }
 
 // sendBid sends the sealed bid raw to each of suppliers over

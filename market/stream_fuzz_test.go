@@ -1,6 +1,7 @@
 package market
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -50,5 +51,33 @@ func FuzzLeaseResponse(f *testing.F) {
 		var c pb.LeaseConfirm
 		_ = proto.Unmarshal(b, &c)
 		_, _ = OpenProposal(b, now)
+	})
+}
+
+// FuzzLeaseConfirm: whatever a renter sends as its LeaseConfirm, the
+// supplier's reading of it never panics, confirms only a message whose
+// lease_id alone names the lease, and releases only one whose release_id
+// alone does: nothing else, an older renter's empty message included,
+// confirms or releases by mistake.
+func FuzzLeaseConfirm(f *testing.F) {
+	id := ID{7, 7, 7}
+	for _, m := range []*pb.LeaseConfirm{{}, {LeaseId: id[:]}, {ReleaseId: id[:]}, {LeaseId: id[:], ReleaseId: id[:]}, {ReleaseId: []byte{7}}} {
+		b, _ := proto.Marshal(m)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var c pb.LeaseConfirm
+		if proto.Unmarshal(b, &c) != nil {
+			return
+		}
+		got := confirmWord(&c, id)
+		switch {
+		case got == wordConfirm && (len(c.ReleaseId) != 0 || !bytes.Equal(c.LeaseId, id[:])):
+			t.Fatalf("confirmed by %x / %x", c.LeaseId, c.ReleaseId)
+		case got == wordRelease && (len(c.LeaseId) != 0 || !bytes.Equal(c.ReleaseId, id[:])):
+			t.Fatalf("released by %x / %x", c.LeaseId, c.ReleaseId)
+		case got == wordLapse && (len(c.LeaseId) == 0) != (len(c.ReleaseId) == 0) && (bytes.Equal(c.LeaseId, id[:]) || bytes.Equal(c.ReleaseId, id[:])):
+			t.Fatalf("a lone field naming the lease lapsed: %x / %x", c.LeaseId, c.ReleaseId)
+		}
 	})
 }

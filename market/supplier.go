@@ -808,8 +808,27 @@ func (s *Supplier) grant(st network.Stream, g *leaseGrant, raw []byte, now time.
 	// which may be off (a skewed machine, or a test's clock).
 	_ = st.SetReadDeadline(time.Now().Add(ConfirmWindow))
 	var c pb.LeaseConfirm
-	if err := p2p.ReadMsg(st, 256, &c); err != nil || ID(c.LeaseId) != p.ID {
+	err = p2p.ReadMsg(st, 256, &c)
+	if err != nil {
 		s.log.Info("lease not confirmed; reservation lapses", "lease", p.ID.Short(), "err", err)
+		return nil
+	}
+	switch confirmWord(&c, p.ID) {
+	case wordRelease:
+		_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
+		if err := g.withdraw(); err != nil {
+			s.log.Warn("release a reservation at its renter's word", "lease", p.ID.Short(), "err", err)
+		}
+		if !g.withdrawn {
+			return p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: "the supplier could not free the reservation; it lapses"})
+		}
+		// The renter's hold is dropped before it hears so, so that it
+		// may propose here again at once.
+		g.end()
+		s.log.Info("reservation released by its renter before confirmation", "lease", p.ID.Short(), "renter", p.Renter)
+		return p2p.WriteMsg(st, &pb.LeaseConfirmed{Refused: ReleasedUnconfirmed})
+	case wordLapse:
+		s.log.Info("lease not confirmed; reservation lapses", "lease", p.ID.Short(), "err", "not a confirmation of this lease")
 		return nil
 	}
 	_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
@@ -830,6 +849,32 @@ func (s *Supplier) grant(st network.Stream, g *leaseGrant, raw []byte, now time.
 	s.publishTrade(leaseRaw)
 	return nil
 }
+
+// What a renter's LeaseConfirm says of the lease offered.
+type confirmVerdict uint8
+
+const (
+	wordLapse   confirmVerdict = iota // neither, both, or another lease: it lapses, as before release_id
+	wordConfirm                       // lease_id is the lease's, release_id empty
+	wordRelease                       // release_id is the lease's, lease_id empty
+)
+
+// confirmWord reads c, from the renter, as what it says of lease id:
+// exactly one of its fields, naming exactly id, confirms or releases it;
+// anything else lets the reservation lapse.
+func confirmWord(c *pb.LeaseConfirm, id ID) confirmVerdict {
+	switch {
+	case len(c.ReleaseId) == 0 && isID(c.LeaseId, id):
+		return wordConfirm
+	case len(c.LeaseId) == 0 && isID(c.ReleaseId, id):
+		return wordRelease
+	}
+	return wordLapse
+}
+
+// isID reports whether b, bytes from the network, is id. (Converting
+// a shorter slice to an ID would panic.)
+func isID(b []byte, id ID) bool { return len(b) == len(id) && ID(b) == id }
 
 // isCurrentAsk reports whether a is the live ask the supplier posts now
 // for its model: a replaced (re-priced) or cancelled ask is not honoured.

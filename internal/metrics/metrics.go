@@ -51,7 +51,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{
 		m.Gossip.received, m.Gossip.accepted, m.Gossip.rejected, m.Gossip.published,
-		m.Market.quotes, m.Market.leases, m.Settle.receipts, m.Settle.vouchers, m.Audit.challenges,
+		m.Market.quotes, m.Market.leases, m.Market.gangs, m.Settle.receipts, m.Settle.vouchers, m.Audit.challenges,
 		m.Profiles.fetched,
 	} {
 		if err := reg.Register(c); err != nil {
@@ -177,6 +177,7 @@ const (
 	LeaseRefused   Outcome = "refused"   // the supplier refused the proposal (or the confirmation)
 	LeaseLapsed    Outcome = "lapsed"    // supplier: countersigned but not confirmed in time
 	LeaseReleased  Outcome = "released"  // supplier: confirmed, but no job started on it within its claim window
+	LeaseWithdrawn Outcome = "withdrawn" // countersigned, then given up by the renter before confirmation (a gang's spare)
 	LeaseFailed    Outcome = "failed"    // renter: the exchange failed (stream, bad answer, store)
 
 	// Receipts and vouchers.
@@ -201,10 +202,19 @@ func counts(name, help string, valid outcomes) *prometheus.CounterVec {
 	return c
 }
 
-// Market counts quotes and leases by side and outcome.
+// Market counts quotes and leases by side and outcome, and gang leases
+// by outcome.
 type Market struct {
 	quotes, leases *prometheus.CounterVec
+	gangs          *prometheus.CounterVec
 }
+
+// Gang lease outcomes (renter).
+const (
+	GangLeased Outcome = "leased" // every member confirmed
+	GangRetry  Outcome = "retry"  // a try that did not make the gang whole: everything released, tried again
+	GangFailed Outcome = "failed" // no gang before RentFor or the context ended
+)
 
 func newMarket() *Market {
 	return &Market{
@@ -213,9 +223,25 @@ func newMarket() *Market {
 			Renter:   {QuoteReceived, QuoteDeclined, QuoteInvalid},
 		}),
 		leases: counts("market_leases_total", "Lease exchanges, by side and outcome.", outcomes{
-			Supplier: {LeaseConfirmed, LeaseRefused, LeaseLapsed, LeaseReleased},
-			Renter:   {LeaseConfirmed, LeaseRefused, LeaseFailed},
+			Supplier: {LeaseConfirmed, LeaseRefused, LeaseLapsed, LeaseReleased, LeaseWithdrawn},
+			Renter:   {LeaseConfirmed, LeaseRefused, LeaseFailed, LeaseWithdrawn},
 		}),
+		gangs: gangCounter(),
+	}
+}
+
+func gangCounter() *prometheus.CounterVec {
+	c := counter("market_gangs_total", "Gang leases (leases on several suppliers, all or nothing), by outcome: each try that failed and was retried, and how each gang ended.", "outcome")
+	for _, o := range []Outcome{GangLeased, GangRetry, GangFailed} {
+		c.WithLabelValues(string(o))
+	}
+	return c
+}
+
+// Gang counts a gang lease's try or end.
+func (m *Market) Gang(o Outcome) {
+	if m != nil {
+		m.gangs.WithLabelValues(string(o)).Inc()
 	}
 }
 

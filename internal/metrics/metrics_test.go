@@ -54,7 +54,7 @@ func TestSeriesStartAtZero(t *testing.T) {
 	want := map[string]int{
 		"gpumesh_gossip_received_total": 1, "gpumesh_gossip_accepted_total": 1, "gpumesh_gossip_published_total": 1,
 		"gpumesh_gossip_rejected_total": len(Reasons),
-		"gpumesh_market_quotes_total":   7, "gpumesh_market_leases_total": 7,
+		"gpumesh_market_quotes_total":   7, "gpumesh_market_leases_total": 9, "gpumesh_market_gangs_total": 3,
 		"gpumesh_settle_receipts_total": 5, "gpumesh_settle_vouchers_total": 4,
 		"gpumesh_challenges_total":       len(Verdicts),
 		"gpumesh_profiles_fetched_total": 2,

@@ -987,10 +987,16 @@ func (x *LeaseResponse) GetRefused() string {
 }
 
 // LeaseConfirm is the renter's last message on /gpumesh/lease/1.0.0: the
-// stream is authenticated, so it is not signed separately.
+// stream is authenticated, so it is not signed separately. It carries
+// exactly one of its fields: lease_id confirms the lease, release_id
+// gives the reservation up at once (a gang lease's spare, or a gang that
+// could not be had whole), which does not bar the renter as a lapse does.
+// A supplier that predates release_id sees no lease_id and lets the
+// reservation lapse: it never confirms one by mistake.
 type LeaseConfirm struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeaseId       []byte                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	ReleaseId     []byte                 `protobuf:"bytes,2,opt,name=release_id,json=releaseId,proto3" json:"release_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1028,6 +1034,13 @@ func (*LeaseConfirm) Descriptor() ([]byte, []int) {
 func (x *LeaseConfirm) GetLeaseId() []byte {
 	if x != nil {
 		return x.LeaseId
+	}
+	return nil
+}
+
+func (x *LeaseConfirm) GetReleaseId() []byte {
+	if x != nil {
+		return x.ReleaseId
 	}
 	return nil
 }
@@ -1430,9 +1443,11 @@ const file_market_proto_rawDesc = "" +
 	"\x05lease\x18\x05 \x01(\fR\x05lease\"?\n" +
 	"\rLeaseResponse\x12\x14\n" +
 	"\x05lease\x18\x01 \x01(\fR\x05lease\x12\x18\n" +
-	"\arefused\x18\x02 \x01(\tR\arefused\")\n" +
+	"\arefused\x18\x02 \x01(\tR\arefused\"H\n" +
 	"\fLeaseConfirm\x12\x19\n" +
-	"\blease_id\x18\x01 \x01(\fR\aleaseId\"*\n" +
+	"\blease_id\x18\x01 \x01(\fR\aleaseId\x12\x1d\n" +
+	"\n" +
+	"release_id\x18\x02 \x01(\fR\treleaseId\"*\n" +
 	"\x0eLeaseConfirmed\x12\x18\n" +
 	"\arefused\x18\x01 \x01(\tR\arefused\"\xac\x01\n" +
 	"\fLeaseRelease\x12\x18\n" +
