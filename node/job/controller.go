@@ -114,8 +114,11 @@ type View struct {
 	Group      string        `json:"group,omitempty"`   // replicas: the group's (first replica's) job ID
 	Replica    int           `json:"replica"`           // replicas: 0, 1, ...
 	Health     string        `json:"health,omitempty"`  // a job that serves ports: healthy, unhealthy: why, or starting
-	Created    time.Time     `json:"created"`
-	Updated    time.Time     `json:"updated"`
+	Outputs    string        `json:"outputs,omitempty"` // the folder holding its outputs, once taken
+	// OutputsRefused says why a succeeded attempt's outputs were refused.
+	OutputsRefused string    `json:"outputs_refused,omitempty"`
+	Created        time.Time `json:"created"`
+	Updated        time.Time `json:"updated"`
 }
 
 // attemptRec is the durable record of one attempt.
@@ -161,8 +164,12 @@ type jobRecord struct {
 	Health     string       `json:"health_check,omitempty"` // HTTP path, or "" for a TCP connect
 	Grace      int64        `json:"health_grace_ms,omitempty"`
 	OnLease    bool         `json:"on_lease,omitempty"` // it runs on a lease it was given (Request.Lease): no other attempt
-	Created    time.Time    `json:"created"`
-	Updated    time.Time    `json:"updated"`
+	Outputs    string       `json:"outputs,omitempty"`  // hash of the outputs taken (outputs.go)
+	// OutputsRefused says why a succeeded attempt's outputs were refused.
+	OutputsRefused string    `json:"outputs_refused,omitempty"`
+	Task           int       `json:"task,omitempty"` // a task's index in its group (Group)
+	Created        time.Time `json:"created"`
+	Updated        time.Time `json:"updated"`
 }
 
 // newRecord is the record of a job submitted as req, its spec checked,
@@ -611,6 +618,10 @@ func (c *Controller) view(js *jobState) View {
 		JobID: r.ID, State: r.State, ExitCode: r.ExitCode, Message: r.Message, Argv: js.spec.Argv,
 		Checkpoint: r.Checkpoint, Failovers: r.Failovers, Restarts: r.Restarts, Created: r.Created, Updated: r.Updated,
 		Attempts: []AttemptView{}, Publish: r.Publish, Group: r.Group, Replica: r.Replica, Health: health,
+		OutputsRefused: r.OutputsRefused,
+	}
+	if r.Outputs != "" {
+		v.Outputs = c.outputsDir(r.ID)
 	}
 	for _, a := range r.Attempts {
 		l, err := market.OpenLease(a.Lease, c.cfg.Now())

@@ -1,0 +1,116 @@
+package job
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpumesh/gpumesh/node/job/pb"
+)
+
+// TestOutputsOfSucceededAttempt: the attempt that succeeds (the second:
+// the first fails and is restarted) has its $OUTPUT_DIR brought back to
+// the renter's node, files and folders, never a symlink; the failed
+// attempt's outputs are not taken.
+func TestOutputsOfSucceededAttempt(t *testing.T) {
+	m := newMesh(t, 1, nil)
+	script := `echo "$JOB_ATTEMPT" > "$OUTPUT_DIR/out.txt"; mkdir "$OUTPUT_DIR/sub"; echo deep > "$OUTPUT_DIR/sub/y"
+ln -s /etc/passwd "$OUTPUT_DIR/link"; [ "$JOB_ATTEMPT" -ge 2 ] || exit 3`
+	v := m.submit(shJob(script, func(s *pb.JobSpec) { s.Restart = &pb.Restart{Policy: "on-failure", MaxRestarts: 2} }))
+	v = m.waitJob(v.JobID, StateSucceeded)
+	if len(v.Attempts) != 2 {
+		t.Fatalf("want two attempts: %s", describe(v))
+	}
+	if v.Outputs == "" || v.OutputsRefused != "" {
+		t.Fatalf("outputs %q, refused %q", v.Outputs, v.OutputsRefused)
+	}
+	if got, err := os.ReadFile(filepath.Join(v.Outputs, "out.txt")); err != nil || string(got) != "2\n" {
+		t.Fatalf("out.txt %q, %v; want the succeeding attempt's", got, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(v.Outputs, "sub", "y")); err != nil || string(got) != "deep\n" {
+		t.Fatalf("sub/y %q, %v", got, err)
+	}
+	if _, err := os.Lstat(filepath.Join(v.Outputs, "link")); !os.IsNotExist(err) {
+		t.Fatalf("a symlink came back: %v", err)
+	}
+}
+
+// TestOutputsOfFailedJobNotTaken: a job that fails for good brings no
+// outputs back.
+func TestOutputsOfFailedJobNotTaken(t *testing.T) {
+	m := newMesh(t, 1, nil)
+	v := m.submit(shJob(`echo bad > "$OUTPUT_DIR/out.txt"; exit 4`, nil))
+	v = m.waitJob(v.JobID, StateFailed)
+	if v.Outputs != "" {
+		t.Fatalf("a failed job's outputs were taken: %s", v.Outputs)
+	}
+	if _, err := os.Lstat(m.ctrl.outputsDir(v.JobID)); !os.IsNotExist(err) {
+		t.Fatalf("outputs folder of a failed job: %v", err)
+	}
+}
+
+// TestOutputsHostileArchiveRefused: an archive with a path escape, a
+// symlink, a device, or not matching its hash, or too large, is refused
+// with a reason and leaves nothing behind.
+func TestOutputsHostileArchiveRefused(t *testing.T) {
+	entry := func(h *tar.Header, data string) func(*tar.Writer) {
+		return func(tw *tar.Writer) {
+			h.Size = int64(len(data))
+			if h.Mode == 0 {
+				h.Mode = 0o644
+			}
+			if err := tw.WriteHeader(h); err != nil {
+				t.Fatal(err)
+			}
+			_, _ = tw.Write([]byte(data))
+		}
+	}
+	build := func(entries ...func(*tar.Writer)) []byte {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, e := range entries {
+			e(tw)
+		}
+		_ = tw.Close()
+		return b.Bytes()
+	}
+	ok := entry(&tar.Header{Name: "a.txt", Typeflag: tar.TypeReg}, "fine")
+	for _, tc := range []struct {
+		name    string
+		archive []byte
+		hash    func([]byte) [32]byte
+		want    string
+	}{
+		{"path escape", build(ok, entry(&tar.Header{Name: "../../evil", Typeflag: tar.TypeReg}, "x")), nil, "escapes"},
+		{"absolute path", build(ok, entry(&tar.Header{Name: "/tmp/evil", Typeflag: tar.TypeReg}, "x")), nil, "escapes"},
+		{"symlink", build(ok, entry(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}, "")), nil, "not a file or folder"},
+		{"device", build(ok, entry(&tar.Header{Name: "d", Typeflag: tar.TypeChar}, "")), nil, "not a file or folder"},
+		{"file over a folder's symlink", build(entry(&tar.Header{Name: "a/b", Typeflag: tar.TypeReg}, "x"), entry(&tar.Header{Name: "a/b/c", Typeflag: tar.TypeReg}, "x")), nil, ""},
+		{"hash mismatch", build(ok), func([]byte) [32]byte { return [32]byte{1} }, "does not match"},
+		{"too large", make([]byte, MaxOutputSize+1), nil, "too large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			parent := t.TempDir()
+			dst := filepath.Join(parent, "outputs")
+			h := sha256.Sum256(tc.archive)
+			if tc.hash != nil {
+				h = tc.hash(tc.archive)
+			}
+			err := unpackFresh(tc.archive, h, dst)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one saying %q", err, tc.want)
+			}
+			left, _ := os.ReadDir(parent)
+			if len(left) != 0 {
+				t.Fatalf("left behind: %v", left)
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(parent), "evil")); err == nil {
+				t.Fatal("an entry escaped")
+			}
+		})
+	}
+}
