@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/gpumesh/gpumesh/node/job/pb"
@@ -113,16 +114,22 @@ func (r *run) dropOutputs(d time.Duration) {
 	})
 }
 
-// outputsDir is where a job's outputs are kept on the renter's node.
-func (c *Controller) outputsDir(id string) string {
-	return filepath.Join(c.cfg.DataDir, "jobs", id, "outputs")
+// outputsDir is where a job's outputs are kept on the renter's node: a
+// task's in its group's folder.
+func (c *Controller) outputsDir(r *jobRecord) string {
+	if r.TaskOf != "" {
+		return filepath.Join(c.cfg.DataDir, "jobs", r.TaskOf, "tasks", strconv.Itoa(r.Task))
+	}
+	return filepath.Join(c.cfg.DataDir, "jobs", r.ID, "outputs")
 }
 
 // takeOutputs pulls the announced outputs of a succeeded attempt and
 // unpacks them into the job's outputs folder, unless it holds them
 // already. A refused archive leaves nothing behind.
 func (c *Controller) takeOutputs(ctx context.Context, js *jobState, ac *attemptCtx, ann *pb.Outputs) error {
-	dst := c.outputsDir(js.rec.ID)
+	js.mu.Lock()
+	dst := c.outputsDir(&js.rec)
+	js.mu.Unlock()
 	if _, err := os.Lstat(dst); err == nil {
 		return nil // taken already: exactly once
 	}

@@ -48,7 +48,7 @@ func TestOutputsOfFailedJobNotTaken(t *testing.T) {
 	if v.Outputs != "" {
 		t.Fatalf("a failed job's outputs were taken: %s", v.Outputs)
 	}
-	if _, err := os.Lstat(m.ctrl.outputsDir(v.JobID)); !os.IsNotExist(err) {
+	if _, err := os.Lstat(m.ctrl.outputsDir(&jobRecord{ID: v.JobID})); !os.IsNotExist(err) {
 		t.Fatalf("outputs folder of a failed job: %v", err)
 	}
 }
