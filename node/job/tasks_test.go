@@ -96,3 +96,39 @@ func TestTaskGroupFailsWithATask(t *testing.T) {
 		t.Fatalf("tasks after the failure: %+v", v.Tasks)
 	}
 }
+
+// TestTaskGroupResumesAfterRestart: the renter's node stops while a group
+// runs; the restarted controller, from the same store, resumes the group
+// and starts the remaining tasks, each once.
+func TestTaskGroupResumesAfterRestart(t *testing.T) {
+	var cfg ControllerConfig
+	m := newMesh(t, 2, func(c *ControllerConfig) { cfg = *c })
+	req := shJob(`echo "$TASK_INDEX" > "$OUTPUT_DIR/out.txt"; sleep 0.3`, nil)
+	req.Tasks, req.Parallel = 4, 1
+	g := m.submit(req)
+	eventually(t, time.Minute, "a task done", func() bool { return m.view(g.JobID).Done >= 1 })
+	if err := m.ctrl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewController(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ctrl = c
+	c.Start()
+	v := m.waitGroup(g.JobID, StateSucceeded)
+	seen := map[string]bool{}
+	for i, tv := range v.Tasks {
+		if seen[tv.JobID] {
+			t.Fatalf("task %d shares job %s", i, tv.JobID)
+		}
+		seen[tv.JobID] = true
+		got, err := os.ReadFile(filepath.Join(v.Outputs, fmt.Sprint(i), "out.txt"))
+		if err != nil || string(got) != fmt.Sprintf("%d\n", i) {
+			t.Fatalf("task %d out.txt %q, %v", i, got, err)
+		}
+	}
+	if n := len(m.rentCalls()); n != 4 {
+		t.Fatalf("%d leases for 4 tasks", n)
+	}
+}
