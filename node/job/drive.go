@@ -337,6 +337,9 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 			// away, its final receipt already paid: state the bill again.
 			if last := ac.payer.Last(); Ended(State(b.Status.State)) && final == "" && last != nil && last.Final && b.Status.Attempt == ac.attempt {
 				final, finalAt = State(last.State), c.cfg.Now()
+				if final == StateSucceeded && outputs != nil {
+					c.takeOutputsOrNote(ctx, js, ac, outputs)
+				}
 				settled = c.sendStatement(js, ac, cs, final)
 				local = settled
 			}
@@ -362,13 +365,7 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 			if done && State(r.State) == StateSucceeded && outputs != nil {
 				// Before the attempt is stated: the outputs are what
 				// the renter paid for.
-				if err := c.takeOutputs(ctx, js, ac, outputs); err != nil {
-					c.log.Warn("outputs not taken", "job", js.rec.ID[:8], "attempt", ac.attempt, "err", err)
-					js.mu.Lock()
-					js.rec.OutputsRefused = err.Error()
-					_ = c.save(js)
-					js.mu.Unlock()
-				}
+				c.takeOutputsOrNote(ctx, js, ac, outputs)
 			}
 			if done {
 				final, finalAt = State(r.State), c.cfg.Now()

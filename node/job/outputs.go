@@ -156,6 +156,19 @@ func (c *Controller) takeOutputs(ctx context.Context, js *jobState, ac *attemptC
 	return err
 }
 
+// takeOutputsOrNote takes the outputs, or logs and records why not.
+func (c *Controller) takeOutputsOrNote(ctx context.Context, js *jobState, ac *attemptCtx, ann *pb.Outputs) {
+	err := c.takeOutputs(ctx, js, ac, ann)
+	if err == nil {
+		return
+	}
+	c.log.Warn("outputs not taken", "job", js.rec.ID[:8], "attempt", ac.attempt, "err", err)
+	js.mu.Lock()
+	js.rec.OutputsRefused = err.Error()
+	_ = c.save(js)
+	js.mu.Unlock()
+}
+
 // unpackFresh unpacks a checked archive into dst, which must not exist,
 // through a fresh sibling folder renamed into place once whole; on any
 // error nothing is left behind.

@@ -3,13 +3,20 @@ package job
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/node/job/pb"
+	"github.com/gpumesh/gpumesh/p2p"
 )
 
 // TestOutputsOfSucceededAttempt: the attempt that succeeds (the second:
@@ -110,6 +117,71 @@ func TestOutputsHostileArchiveRefused(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(filepath.Dir(parent), "evil")); err == nil {
 				t.Fatal("an entry escaped")
+			}
+		})
+	}
+}
+
+// TestOutputsHostileSupplierRefused: over the wire, a supplier whose
+// outputs do not match its announcement, claim more than the limit, or
+// hold an escaping path or a symlink, is refused with a reason, and the
+// renter's node keeps nothing of them.
+func TestOutputsHostileSupplierRefused(t *testing.T) {
+	m := newMesh(t, 1, nil)
+	sup := m.sups[0]
+	l, err := m.lease(sup, 99, market.Terms{ReceiptInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := tarWith(t, "out.txt", []byte("ok"))
+	escape := tarWith(t, "../../evil", []byte("x"))
+	link := tarLink(t)
+	for _, tc := range []struct {
+		name     string
+		header   *pb.CheckpointHeader // nil: the archive's true hash and size
+		archive  []byte
+		announce []byte // the archive the announcement names
+		want     string
+	}{
+		{"hash mismatch", nil, good, tarWith(t, "out.txt", []byte("other")), "does not match its announcement"},
+		{"header lies", &pb.CheckpointHeader{Hash: make([]byte, 32), Size: uint64(len(good))}, good, good, "does not match its header"},
+		{"too large", &pb.CheckpointHeader{Hash: make([]byte, 32), Size: MaxOutputSize + 1}, nil, good, "archive header"},
+		{"path escape", nil, escape, escape, "escapes"},
+		{"symlink", nil, link, link, "not a file or folder"},
+		{"refused", &pb.CheckpointHeader{Refused: "no outputs"}, nil, good, "no outputs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sup.host.SetStreamHandler(CheckpointProtocol, func(st network.Stream) {
+				defer st.Close()
+				var req pb.CheckpointRequest
+				if err := p2p.ReadMsg(st, 1024, &req); err != nil || !req.Outputs {
+					st.Reset()
+					return
+				}
+				h := tc.header
+				if h == nil {
+					sum := sha256.Sum256(tc.archive)
+					h = &pb.CheckpointHeader{Hash: sum[:], Size: uint64(len(tc.archive))}
+				}
+				_ = p2p.WriteMsg(st, h)
+				if tc.archive != nil {
+					_ = p2p.WriteRaw(st, tc.archive)
+				}
+			})
+			id := hex.EncodeToString(NewJobID())
+			js := &jobState{rec: jobRecord{ID: id}, changed: make(chan struct{})}
+			sum := sha256.Sum256(tc.announce)
+			ann := &pb.Outputs{Attempt: 1, Hash: sum[:], Size: uint64(len(tc.announce))}
+			err := m.ctrl.takeOutputs(context.Background(), js, &attemptCtx{attempt: 1, lease: l}, ann)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one saying %q", err, tc.want)
+			}
+			parent := filepath.Dir(m.ctrl.outputsDir(&js.rec))
+			if left, _ := os.ReadDir(parent); len(left) != 0 {
+				t.Fatalf("left behind in %s: %v", parent, left)
+			}
+			if js.rec.Outputs != "" {
+				t.Fatal("refused outputs recorded")
 			}
 		})
 	}

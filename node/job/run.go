@@ -425,10 +425,10 @@ func (r *run) attach(st network.Stream, logOffset uint64) {
 		old.close()
 	}
 	_ = st.SetReadDeadline(time.Time{})
-	s.send(r.status())
 	if f := r.outputsFrame(); f != nil {
-		s.send(f)
+		s.send(f) // before the status: a renter that finds the attempt ended takes them first
 	}
+	s.send(r.status())
 	for _, rc := range r.meter.Unacked() {
 		s.send(&pb.ServerFrame{Body: &pb.ServerFrame_Receipt{Receipt: rc.Raw}})
 	}
