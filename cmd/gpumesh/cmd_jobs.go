@@ -71,12 +71,18 @@ in $CHECKPOINT_DIR), and, when the supplier is lost, rents again elsewhere and r
 from its last checkpoint with $JOB_ATTEMPT one higher. With --detach it returns at once;
 follow later with "gpumesh logs -f JOB".
 
+With --tasks N it runs the command N times as a task group: each task is a job of its own
+(its own lease, bill, restarts and failovers) with $TASK_INDEX (0..N-1) and $TASK_COUNT in its
+environment, at most --parallel at once. Files a job writes in $OUTPUT_DIR come back to your
+node when it succeeds: DATA/jobs/JOB/outputs, or DATA/jobs/GROUP/tasks/I for a task.
+
 With --lease it rents nothing: the job runs on a lease your node rented already with
 "gpumesh rent --data" (its GPUs, supplier and remaining time), and has no other attempt.`,
 		Example: `  gpumesh run model=h100-sxm --count 1 --max-price 2.50 -- python train.py --epochs 3
   gpumesh run model=l40s --count 1 --max-price 1.20 --publish 8080:8000 --detach -- vllm serve my-model --port 8000
   gpumesh run --count 2 --max-price 3 --checkpoint-every 1m --file train.py --detach --json -- python train.py
-  gpumesh run --lease 3f9c2a71 -- nvidia-smi`,
+  gpumesh run --lease 3f9c2a71 -- nvidia-smi
+  gpumesh run --tasks 100 --parallel 8 vram>=24 --max-price 1 -- sh -c 'python sweep.py --point $TASK_INDEX --out $OUTPUT_DIR'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a.quiet = true
 			dash := cmd.ArgsLenAtDash()
@@ -121,6 +127,9 @@ With --lease it rents nothing: the job runs on a lease your node rented already 
 			}
 			if err != nil {
 				return jobHint(err)
+			}
+			if v.TaskCount > 0 {
+				return a.followGroup(cmd.Context(), c, v, detach)
 			}
 			if detach {
 				if a.json {
@@ -168,6 +177,8 @@ With --lease it rents nothing: the job runs on a lease your node rented already 
 	fl.StringVar(&jr.Health, "health", "", "HTTP path your node checks each replica at, e.g. /healthz (default: a TCP connect to the first port)")
 	fl.StringVar(&jr.HealthGrace, "health-grace", "", "how long a new replica may take to become healthy before it is replaced (default 5m)")
 	fl.StringVar(&jr.Lease, "lease", "", "run on this lease you rented already (an ID or unique prefix, as gpumesh leases lists it) instead of renting")
+	fl.IntVar(&jr.Tasks, "tasks", 0, "run the command this many times as a task group, each task a job of its own with $TASK_INDEX and $TASK_COUNT")
+	fl.IntVar(&jr.Parallel, "parallel", 0, "with --tasks: at most this many tasks at once (default min(tasks, 8))")
 	fl.StringArrayVar(&jr.Publish, "publish", nil, "[HOST:]LOCALPORT:PORT: your node listens on HOST:LOCALPORT (HOST 127.0.0.1 by default) and carries each connection to the job's PORT, on whichever supplier runs it (repeatable; declares PORT)")
 	addKeyFlags(fl, namedKeys("api"))
 	return cmd
@@ -220,6 +231,10 @@ func newJobsCmd(a *app) *cobra.Command {
 				if a.json {
 					return a.printJSON(v)
 				}
+				if v.TaskCount > 0 {
+					a.printGroup(v)
+					return nil
+				}
 				a.printJob(v)
 				return nil
 			}
@@ -235,10 +250,16 @@ func newJobsCmd(a *app) *cobra.Command {
 				return nil
 			}
 			var rows [][]string
+			bar := a.stdoutTerminal()
 			for _, v := range vs {
 				replica := "-"
 				if v.Group != "" {
 					replica = fmt.Sprintf("%s/%d", short(v.Group)[:8], v.Replica)
+				}
+				if v.TaskCount > 0 {
+					state := v.State.String() + " " + taskProgress(v, bar)
+					rows = append(rows, []string{v.JobID[:12], state, "-", "-", "-", "-", v.PaidMicros.String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
+					continue
 				}
 				rows = append(rows, []string{v.JobID[:12], v.State.String(), orDash(v.Health), replica, strconv.Itoa(int(v.Attempt)), shortID(v.Supplier), v.PaidMicros.String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
 			}
@@ -280,9 +301,12 @@ func short(s string) string {
 }
 
 func newLogsCmd(a *app) *cobra.Command {
-	var follow bool
+	var (
+		follow bool
+		task   int
+	)
 	cmd := &cobra.Command{
-		Use:   "logs JOB",
+		Use:   "logs JOB [--task I]",
 		Short: "Print a job's output, all attempts in order; -f follows it until the job ends",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -290,7 +314,7 @@ func newLogsCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = c.Logs(cmd.Context(), args[0], 0, follow, a.stdout)
+			err = c.TaskLogs(cmd.Context(), args[0], task, 0, follow, a.stdout)
 			if cmd.Context().Err() != nil {
 				return nil // interrupted: the job goes on
 			}
@@ -298,6 +322,7 @@ func newLogsCmd(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output as it arrives, until the job ends")
+	cmd.Flags().IntVar(&task, "task", -1, "of a task group (JOB is the group): the output of its task with this index")
 	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }

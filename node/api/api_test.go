@@ -748,6 +748,11 @@ func TestJobRequestToRequest(t *testing.T) {
 		{"health not a path", func(r *api.JobRequest) { r.Ports = []string{"80"}; r.Health = "healthz" }, `health "healthz"`},
 		{"health with a newline", func(r *api.JobRequest) { r.Ports = []string{"80"}; r.Health = "/a\r\nX: y" }, "health"},
 		{"health grace too short", func(r *api.JobRequest) { r.Ports = []string{"80"}; r.HealthGrace = "1ms" }, "health_grace"},
+		{"tasks", func(r *api.JobRequest) { r.Tasks, r.Parallel = 20, 4 }, ""},
+		{"negative tasks", func(r *api.JobRequest) { r.Tasks = -1 }, "tasks -1"},
+		{"too many tasks", func(r *api.JobRequest) { r.Tasks = 10001 }, "tasks 10001"},
+		{"parallel over tasks", func(r *api.JobRequest) { r.Tasks, r.Parallel = 2, 3 }, "parallel 3"},
+		{"tasks with ports", func(r *api.JobRequest) { r.Tasks, r.Ports = 2, []string{"80"} }, "tasks run to their end"},
 		{"too many ports", func(r *api.JobRequest) {
 			for i := range 17 {
 				r.Ports = append(r.Ports, strconv.Itoa(8000+i))

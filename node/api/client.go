@@ -222,7 +222,16 @@ func (c *Client) Unforward(ctx context.Context, id, listen string) error {
 // Logs copies a job's output from byte offset from to w; with follow it
 // goes on until the job ends (or ctx does), without a timeout.
 func (c *Client) Logs(ctx context.Context, id string, from int64, follow bool, w io.Writer) error {
+	return c.TaskLogs(ctx, id, -1, from, follow, w)
+}
+
+// TaskLogs is Logs of task index of the task group id (index < 0: of the
+// job id itself).
+func (c *Client) TaskLogs(ctx context.Context, id string, index int, from int64, follow bool, w io.Writer) error {
 	q := url.Values{QueryFrom: {strconv.FormatInt(from, 10)}}
+	if index >= 0 {
+		q.Set(QueryTask, strconv.Itoa(index))
+	}
 	timeout := c.timeout
 	if follow {
 		q.Set(QueryFollow, "1")

@@ -56,6 +56,12 @@ type JobRequest struct {
 	// or its unique prefix) instead of renting: filter, count, hours and
 	// max_price are then left out.
 	Lease string `json:"lease"`
+	// Tasks runs the command this many times as a task group, each task
+	// a job of its own with TASK_INDEX (0..tasks-1) and TASK_COUNT in its
+	// environment (0 or 1: once); Parallel bounds the tasks running at
+	// once (0: min(tasks, 8)).
+	Tasks    int `json:"tasks"`
+	Parallel int `json:"parallel"`
 }
 
 // JobFile is an input file of a JobRequest.
@@ -134,6 +140,9 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 	if err := r.services(&req, len(spec.Ports) > 0); err != nil {
 		return job.Request{}, err
 	}
+	if err := r.tasks(&req, len(spec.Ports) > 0); err != nil {
+		return job.Request{}, err
+	}
 	req.Spec = spec
 	if _, err := job.EncodeSpec(spec); err != nil && !strings.Contains(err.Error(), "job_id") {
 		return job.Request{}, err
@@ -163,6 +172,20 @@ func (r JobRequest) services(req *job.Request, serves bool) error {
 		req.HealthGrace = g
 	}
 	req.Replicas, req.Health = r.Replicas, r.Health
+	return nil
+}
+
+// tasks checks and copies the task group settings.
+func (r JobRequest) tasks(req *job.Request, serves bool) error {
+	switch {
+	case r.Tasks < 0 || r.Tasks > job.MaxTasks:
+		return fmt.Errorf("tasks %d: want 1 to %d", r.Tasks, job.MaxTasks)
+	case r.Parallel < 0 || r.Parallel > r.Tasks && r.Parallel > 0:
+		return fmt.Errorf("parallel %d: want 1 to tasks (%d)", r.Parallel, r.Tasks)
+	case r.Tasks > 1 && (serves || r.Replicas > 1 || r.Lease != ""):
+		return errors.New("tasks run to their end: leave out ports, publish, replicas and lease")
+	}
+	req.Tasks, req.Parallel = r.Tasks, r.Parallel
 	return nil
 }
 

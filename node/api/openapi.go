@@ -79,6 +79,7 @@ func docs() map[Route]routeDoc {
 			errors: map[int]string{404: "no such job", 503: "jobs are not started yet"}},
 		{get, PathJobLogs}: {summary: "A job's output, from a byte offset, optionally followed until the job ends", params: []docParam{
 			pJobID, {"query", QueryFrom, "the byte offset to start at", false}, {"query", QueryFollow, "1: follow until the job ends", false},
+			{"query", QueryTask, "a task group's task index: that task's output", false},
 		}, media: "application/octet-stream", errors: map[int]string{404: "no such job", 503: "jobs are not started yet"}},
 		{get, PathForwards}: {summary: "The renter's forwards: local addresses that reach a job's port", params: []docParam{{"query", QueryJob, "a job ID or prefix; all jobs when absent", false}},
 			answer: []job.ForwardView{}, errors: map[int]string{404: "no such job", 503: "jobs are not started yet"}},

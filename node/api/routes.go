@@ -61,6 +61,7 @@ const (
 	QueryReason = "reason" // stop: why
 	QueryFrom   = "from"   // logs: byte offset
 	QueryFollow = "follow" // logs: "1" follows until the job ends
+	QueryTask   = "task"   // logs: a task group's task index
 	QueryLease  = "lease"  // receipts: a lease ID or its prefix
 	QueryJob    = "job"    // forwards: a job ID or its prefix
 	QueryListen = "listen" // forwards: a local address

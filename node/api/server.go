@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -288,11 +289,26 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
+	q := r.URL.Query()
+	if t := q.Get(QueryTask); t != "" {
+		// One task of a task group: its own job's log.
+		i, err := strconv.Atoi(t)
+		tj, ok := js.(interface {
+			TaskJob(group string, index int) (string, error)
+		})
+		if err != nil || !ok {
+			fail(w, fmt.Errorf("task %q: want a task index of a task group", t), http.StatusBadRequest)
+			return
+		}
+		if id, err = tj.TaskJob(id, i); err != nil {
+			fail(w, err, http.StatusNotFound)
+			return
+		}
+	}
 	if _, err := js.Job(id); err != nil {
 		fail(w, err, http.StatusNotFound)
 		return
 	}
-	q := r.URL.Query()
 	from, _ := strconv.ParseInt(q.Get(QueryFrom), 10, 64)
 	follow := q.Get(QueryFollow) == "1" || q.Get(QueryFollow) == "true"
 	w.Header().Set("Content-Type", "application/octet-stream")

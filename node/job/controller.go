@@ -76,6 +76,15 @@ type Request struct {
 	// and the filter are then unused, and the job has no other attempt:
 	// no failover, no restart (lease.go).
 	Lease string
+	// Tasks runs the job this many times (0 or 1: once) as a task group
+	// (tasks.go): each task a job of its own, with TASK_INDEX and
+	// TASK_COUNT in its environment. Parallel bounds the tasks running at
+	// once (0: min(Tasks, DefaultParallel)).
+	Tasks    int
+	Parallel int
+
+	taskOf string // a task's group
+	task   int    // a task's index in its group
 }
 
 // AttemptView is one attempt of a job.
@@ -114,8 +123,22 @@ type View struct {
 	Group      string        `json:"group,omitempty"`   // replicas: the group's (first replica's) job ID
 	Replica    int           `json:"replica"`           // replicas: 0, 1, ...
 	Health     string        `json:"health,omitempty"`  // a job that serves ports: healthy, unhealthy: why, or starting
-	Created    time.Time     `json:"created"`
-	Updated    time.Time     `json:"updated"`
+	TaskOf     string        `json:"task_of,omitempty"` // a task: its group's ID
+	Task       int           `json:"task"`              // a task: its index in the group
+	// A task group (tasks.go): its tasks, how many of them are done,
+	// running, failed or pending, and how many may run at once.
+	TaskCount int        `json:"task_count,omitempty"`
+	Parallel  int        `json:"parallel,omitempty"`
+	Tasks     []TaskView `json:"tasks,omitempty"`
+	Done      int        `json:"done,omitempty"`
+	Running   int        `json:"running,omitempty"`
+	Failed    int        `json:"failed,omitempty"`
+	Pending   int        `json:"pending,omitempty"`
+	Outputs   string     `json:"outputs,omitempty"` // the folder holding its outputs, once taken
+	// OutputsRefused says why a succeeded attempt's outputs were refused.
+	OutputsRefused string    `json:"outputs_refused,omitempty"`
+	Created        time.Time `json:"created"`
+	Updated        time.Time `json:"updated"`
 }
 
 // attemptRec is the durable record of one attempt.
@@ -161,8 +184,13 @@ type jobRecord struct {
 	Health     string       `json:"health_check,omitempty"` // HTTP path, or "" for a TCP connect
 	Grace      int64        `json:"health_grace_ms,omitempty"`
 	OnLease    bool         `json:"on_lease,omitempty"` // it runs on a lease it was given (Request.Lease): no other attempt
-	Created    time.Time    `json:"created"`
-	Updated    time.Time    `json:"updated"`
+	Outputs    string       `json:"outputs,omitempty"`  // hash of the outputs taken (outputs.go)
+	// OutputsRefused says why a succeeded attempt's outputs were refused.
+	OutputsRefused string    `json:"outputs_refused,omitempty"`
+	TaskOf         string    `json:"task_of,omitempty"` // a task's group (tasks.go)
+	Task           int       `json:"task,omitempty"`    // a task's index in its group
+	Created        time.Time `json:"created"`
+	Updated        time.Time `json:"updated"`
 }
 
 // newRecord is the record of a job submitted as req, its spec checked,
@@ -173,6 +201,7 @@ func newRecord(req Request, spec *Spec, group string, replica int, now time.Time
 		MaxPrice: req.MaxPrice, MinRep: req.MinReputation, Unproven: req.AllowUnproven, Simulated: req.AllowSimulated, Interval: req.ReceiptInterval.Milliseconds(),
 		Credit: req.CreditLimit, State: StateRenting, Created: now,
 		Group: group, Replica: replica, Health: req.Health, Grace: req.HealthGrace.Milliseconds(),
+		TaskOf: req.taskOf, Task: req.task,
 	}
 }
 
@@ -234,6 +263,7 @@ type Controller struct {
 
 	mu      sync.Mutex
 	jobs    map[string]*jobState
+	groups  map[string]*groupState // task groups (tasks.go)
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -273,7 +303,7 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	if cfg.Net == nil {
 		return nil, errors.New("controller: no network")
 	}
-	c := &Controller{cfg: cfg, log: cfg.Log.With("sub", "renter-jobs"), jobs: map[string]*jobState{}}
+	c := &Controller{cfg: cfg, log: cfg.Log.With("sub", "renter-jobs"), jobs: map[string]*jobState{}, groups: map[string]*groupState{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	codec := store.JSONCodec[jobRecord]{}
 	err := cfg.Store.Iterate(ksJobs, nil, func(_, v []byte) error {
@@ -296,6 +326,9 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("controller: load jobs: %w", err)
+	}
+	if err := c.loadGroups(); err != nil {
+		return nil, fmt.Errorf("controller: load task groups: %w", err)
 	}
 	return c, nil
 }
@@ -320,6 +353,9 @@ func (c *Controller) Start() {
 		if !done {
 			c.goDrive(js)
 		}
+	}
+	for _, gs := range c.groups {
+		c.goGroup(gs) // returns at once when the group is over
 	}
 }
 
@@ -411,6 +447,9 @@ func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
 	if err := req.RentTerms.Validate(); err != nil {
 		return View{}, err
 	}
+	if req.Tasks > 1 {
+		return c.submitTasks(ctx, req)
+	}
 	if req.Replicas <= 1 {
 		return c.submit(ctx, req, "", 0)
 	}
@@ -488,7 +527,7 @@ func (c *Controller) submitWith(ctx context.Context, req Request, group string, 
 		return c.view(js), err
 	}
 	if err := c.firstAttempt(ctx, js, l); err != nil {
-		if replica > 0 {
+		if replica > 0 || req.taskOf != "" {
 			// The group serves already; a replica that the market cannot
 			// place now is rented as a failover is, until RentFor passes.
 			c.log.Warn("replica not leased yet; the node keeps trying", "group", group[:8], "replica", replica, "err", err)
@@ -559,9 +598,18 @@ func (c *Controller) Jobs() []View {
 		all = append(all, js)
 	}
 	c.mu.Unlock()
-	out := make([]View, 0, len(all))
+	groups := make([]*groupState, 0, len(c.groups))
+	for _, gs := range c.groups {
+		groups = append(groups, gs)
+	}
+	out := make([]View, 0, len(all)+len(groups))
 	for _, js := range all {
-		out = append(out, c.view(js))
+		if v := c.view(js); v.TaskOf == "" { // a group's tasks are in its view
+			out = append(out, v)
+		}
+	}
+	for _, gs := range groups {
+		out = append(out, c.groupView(gs))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Created.After(out[j].Created) })
 	return out
@@ -569,6 +617,12 @@ func (c *Controller) Jobs() []View {
 
 // Job gives one job by ID or unique ID prefix.
 func (c *Controller) Job(id string) (View, error) {
+	if gs, err := c.findGroup(id); err != nil || gs != nil {
+		if err != nil {
+			return View{}, err
+		}
+		return c.groupView(gs), nil
+	}
 	js, err := c.find(id)
 	if err != nil {
 		return View{}, err
@@ -611,6 +665,10 @@ func (c *Controller) view(js *jobState) View {
 		JobID: r.ID, State: r.State, ExitCode: r.ExitCode, Message: r.Message, Argv: js.spec.Argv,
 		Checkpoint: r.Checkpoint, Failovers: r.Failovers, Restarts: r.Restarts, Created: r.Created, Updated: r.Updated,
 		Attempts: []AttemptView{}, Publish: r.Publish, Group: r.Group, Replica: r.Replica, Health: health,
+		OutputsRefused: r.OutputsRefused, TaskOf: r.TaskOf, Task: r.Task,
+	}
+	if r.Outputs != "" {
+		v.Outputs = c.outputsDir(&r)
 	}
 	for _, a := range r.Attempts {
 		l, err := market.OpenLease(a.Lease, c.cfg.Now())
@@ -647,6 +705,12 @@ func (c *Controller) checkpointPath(id, hash string) string {
 
 // Stop asks the job's supplier to stop it.
 func (c *Controller) Stop(id, why string) (View, error) {
+	if gs, err := c.findGroup(id); err != nil || gs != nil {
+		if err != nil {
+			return View{}, err
+		}
+		return c.stopGroup(gs, why)
+	}
 	js, err := c.find(id)
 	if err != nil {
 		return View{}, err
@@ -677,6 +741,12 @@ func (c *Controller) Stop(id, why string) (View, error) {
 // arrives until the job is over or ctx ends. It returns the offset after
 // the last byte written.
 func (c *Controller) Logs(ctx context.Context, id string, from int64, follow bool, w io.Writer) (int64, error) {
+	if gs, err := c.findGroup(id); err != nil || gs != nil {
+		if err == nil {
+			err = fmt.Errorf("%s is a task group: name one of its tasks (TaskJob)", id)
+		}
+		return from, err
+	}
 	js, err := c.find(id)
 	if err != nil {
 		return from, err

@@ -27,6 +27,12 @@
 //     written without following a symlink the job planted.
 //   - A supplier's per-job limits, and an attempt's capped, followable log
 //     file.
+//   - Outputs (outputs.go): a succeeded attempt's $OUTPUT_DIR, packed by
+//     the supplier as a checkpoint is, announced before the final receipt,
+//     pulled and unpacked once by the renter before it settles.
+//   - Task groups (tasks.go): N tasks of one command, each a job of its
+//     own with TASK_INDEX and TASK_COUNT, at most Parallel at once, kept
+//     in the store as a groupRecord.
 //
 // # The renter side: a Controller
 //

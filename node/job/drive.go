@@ -314,6 +314,7 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 		final   State
 		finalAt time.Time
 		settled bool
+		outputs *pb.Outputs // the attempt's announced outputs
 		// A job on a lease that binds no spec settles alone (no
 		// statement): it waits for the status that ends the attempt,
 		// which follows the final receipt, before it returns.
@@ -336,6 +337,9 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 			// away, its final receipt already paid: state the bill again.
 			if last := ac.payer.Last(); Ended(State(b.Status.State)) && final == "" && last != nil && last.Final && b.Status.Attempt == ac.attempt {
 				final, finalAt = State(last.State), c.cfg.Now()
+				if final == StateSucceeded && outputs != nil {
+					c.takeOutputsOrNote(ctx, js, ac, outputs)
+				}
 				settled = c.sendStatement(js, ac, cs, final)
 				local = settled
 			}
@@ -346,6 +350,10 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 				js.notify()
 				js.mu.Unlock()
 			}
+		case *pb.ServerFrame_Outputs:
+			if b.Outputs.Attempt == ac.attempt {
+				outputs = b.Outputs
+			}
 		case *pb.ServerFrame_Receipt:
 			r, done, err := c.onReceipt(ctx, js, ac, cs, b.Receipt, every)
 			if err != nil {
@@ -353,6 +361,11 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 					return "", err // a cheating supplier: fail over
 				}
 				continue
+			}
+			if done && State(r.State) == StateSucceeded && outputs != nil {
+				// Before the attempt is stated: the outputs are what
+				// the renter paid for.
+				c.takeOutputsOrNote(ctx, js, ac, outputs)
 			}
 			if done {
 				final, finalAt = State(r.State), c.cfg.Now()
@@ -443,37 +456,12 @@ func (c *Controller) pullCheckpoint(ctx context.Context, js *jobState, ac *attem
 	js.mu.Lock()
 	have, _ := hex.DecodeString(js.rec.Checkpoint)
 	js.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	st, err := c.cfg.Net.NewStream(ctx, ac.lease.Supplier, CheckpointProtocol)
-	if err != nil {
+	archive, err := c.fetchArchive(ctx, ac, &pb.CheckpointRequest{LeaseId: ac.lease.ID[:], Attempt: ac.attempt, Have: have}, MaxCheckpointSize)
+	if err != nil || archive == nil {
 		return err
 	}
-	defer st.Close()
-	_ = st.SetDeadline(time.Now().Add(time.Minute))
-	if err := p2p.WriteMsg(st, &pb.CheckpointRequest{LeaseId: ac.lease.ID[:], Attempt: ac.attempt, Have: have}); err != nil {
-		return err
-	}
-	var h pb.CheckpointHeader
-	if err := p2p.ReadMsg(st, 1024, &h); err != nil {
-		return err
-	}
-	switch {
-	case h.Refused != "":
-		return &refusal{h.Refused}
-	case h.Unchanged:
-		return nil
-	case h.Size > MaxCheckpointSize || len(h.Hash) != 32:
-		return fmt.Errorf("checkpoint header: size %d, hash %d bytes", h.Size, len(h.Hash))
-	}
-	archive, err := p2p.ReadRaw(st, MaxCheckpointSize)
-	if err != nil {
-		return err
-	}
-	if sum := sha256.Sum256(archive); string(sum[:]) != string(h.Hash) || uint64(len(archive)) != h.Size {
-		return errors.New("checkpoint archive does not match its header")
-	}
-	hash := hex.EncodeToString(h.Hash)
+	sum := sha256.Sum256(archive)
+	hash := hex.EncodeToString(sum[:])
 	if err := writeFileSync(c.checkpointPath(js.rec.ID, hash), archive); err != nil {
 		return fmt.Errorf("keep checkpoint: %w", err)
 	}

@@ -568,6 +568,7 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 		e: e, lease: l, terms: l.Terms(), spec: spec, attempt: attempt, dir: dir, cp: cp,
 		log: lf, meter: meter, state: StateStarting, paid: make(chan struct{}, 1), done: make(chan struct{}), cut: make(chan struct{}),
 		logger: e.log.With("lease", l.ID.Short(), "job", spec.ID()[:8], "attempt", attempt),
+		disk:   disk,
 	}
 	if len(checkpoint) > 0 {
 		r.cpArchive, r.cpHash = checkpoint, cpHash
@@ -578,7 +579,7 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 	hide := append([]string{filepath.Join(e.cfg.DataDir, "jobs")}, e.cfg.Hide...)
 	rs := runtime.Spec{
 		JobID: spec.ID(), Attempt: int(attempt), Argv: spec.Argv, Env: envList(spec.Env),
-		WorkDir: work, CheckpointDir: cpDir, GPUs: l.GpuUuids, GPUDevices: devices, Limits: limits,
+		WorkDir: work, CheckpointDir: cpDir, OutputDir: filepath.Join(work, outputRel), GPUs: l.GpuUuids, GPUDevices: devices, Limits: limits,
 		RunAs: e.cfg.RunAs, Hide: hide, Image: spec.Image, Stdout: lf, Stderr: lf,
 	}
 	if in := spec.Stdin; in != nil {
@@ -671,6 +672,11 @@ func prepareAttempt(dir, cpRel string, spec *Spec, checkpoint []byte, cpHash [32
 		return nil, fmt.Errorf("working folder: %w", err)
 	}
 	defer work.Close()
+	out, err := mkdirAllBeneath(work, outputRel, 0o750)
+	if err != nil {
+		return nil, fmt.Errorf("output folder: %w", err)
+	}
+	out.Close()
 	cp, err := mkdirAllBeneath(root, cpRel, 0o750)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint folder: %w", err)
@@ -735,6 +741,12 @@ func (e *Executor) handleCheckpoint(st network.Stream) error {
 		return p2p.WriteMsg(st, &pb.CheckpointHeader{Refused: fmt.Sprintf("attempt %d runs here, not %d", r.attempt, req.Attempt)})
 	}
 	archive, hash := r.checkpoint()
+	if req.Outputs {
+		if archive, hash = r.outputs(); len(archive) == 0 {
+			return p2p.WriteMsg(st, &pb.CheckpointHeader{Refused: "no outputs"})
+		}
+		req.Have = nil
+	}
 	if len(archive) == 0 {
 		return p2p.WriteMsg(st, &pb.CheckpointHeader{Refused: "no checkpoint yet"})
 	}

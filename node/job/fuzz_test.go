@@ -83,7 +83,8 @@ func FuzzSessionFrames(f *testing.F) {
 	sf, _ := proto.Marshal(&pb.ServerFrame{Body: &pb.ServerFrame_Log{Log: &pb.Log{Attempt: 1, Offset: 9, Data: []byte("hi")}}})
 	cf, _ := proto.Marshal(&pb.ClientFrame{Body: &pb.ClientFrame_Stop{Stop: "why"}})
 	w, _ := proto.Marshal(&pb.Welcome{SendBody: true})
-	for _, b := range [][]byte{hello, huge, sf, cf, w, {}} {
+	of, _ := proto.Marshal(&pb.ServerFrame{Body: &pb.ServerFrame_Outputs{Outputs: &pb.Outputs{Attempt: 1, Hash: make([]byte, 32), Size: 9}}})
+	for _, b := range [][]byte{hello, huge, sf, cf, w, of, {}} {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -119,4 +120,25 @@ func readDirNames(dir string) ([]string, error) {
 		out = append(out, e.Name())
 	}
 	return out, err
+}
+
+// FuzzUnpackOutputs: an outputs archive from a supplier either lands
+// whole in its folder or leaves nothing at all, and never writes beside
+// it.
+func FuzzUnpackOutputs(f *testing.F) {
+	f.Add(tarWith(f, "out.txt", []byte("3 1\n")))
+	f.Add(tarWith(f, "../x", []byte("3")))
+	f.Add(tarLink(f))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, archive []byte) {
+		root := t.TempDir()
+		err := unpackFresh(archive, sha256.Sum256(archive), root+"/outputs")
+		entries, _ := readDirNames(root)
+		switch {
+		case err != nil && len(entries) != 0:
+			t.Fatalf("a refused archive left %q", entries)
+		case err == nil && (len(entries) != 1 || entries[0] != "outputs"):
+			t.Fatalf("archive wrote %q beside its folder", entries)
+		}
+	})
 }

@@ -44,23 +44,26 @@ type run struct {
 	paid    chan struct{} // a voucher came in
 	done    chan struct{} // closed after the final receipt
 
-	mu        sync.Mutex
-	rec       runRecord
-	state     State
-	exitCode  int
-	message   string
-	endState  State // set by stop: the state the attempt ends in
-	sess      *session
-	paused    bool
-	pausedAt  time.Time     // start of the unbilled paused time not yet metered
-	haltedAt  time.Time     // when the current pause began
-	pausedFor time.Duration // paused time inside the current interval
-	settled   bool
-	cpArchive []byte
-	cpHash    [32]byte
-	cpFinger  [32]byte
-	cut       chan struct{} // closed to cut the open tunnels (cutTunnels)
-	usage     usageAcc      // GPU usage sampled since the last receipt
+	mu         sync.Mutex
+	rec        runRecord
+	state      State
+	exitCode   int
+	message    string
+	endState   State // set by stop: the state the attempt ends in
+	sess       *session
+	paused     bool
+	pausedAt   time.Time     // start of the unbilled paused time not yet metered
+	haltedAt   time.Time     // when the current pause began
+	pausedFor  time.Duration // paused time inside the current interval
+	settled    bool
+	cpArchive  []byte
+	cpHash     [32]byte
+	cpFinger   [32]byte
+	disk       int64  // the job's disk limit (0: none)
+	outArchive []byte // a succeeded attempt's outputs (outputs.go), until settled or OutputRetention
+	outHash    [32]byte
+	cut        chan struct{} // closed to cut the open tunnels (cutTunnels)
+	usage      usageAcc      // GPU usage sampled since the last receipt
 	// stdio is a shell's standard streams (the spec's stdin), nil for
 	// other jobs.
 	stdio *shell.Stdio
@@ -387,6 +390,9 @@ func (r *run) finish(last time.Time) {
 		}
 	}
 	r.endShell(end, msg, res)
+	if state == StateSucceeded {
+		r.packOutputs()
+	}
 	r.receipt(last, r.e.cfg.Now(), true, state)
 	r.cp.Close() // the final receipt holds the last checkpoint
 	// The attempt's files are the supplier's disk: the last checkpoint is
@@ -419,6 +425,9 @@ func (r *run) attach(st network.Stream, logOffset uint64) {
 		old.close()
 	}
 	_ = st.SetReadDeadline(time.Time{})
+	if f := r.outputsFrame(); f != nil {
+		s.send(f) // before the status: a renter that finds the attempt ended takes them first
+	}
 	s.send(r.status())
 	for _, rc := range r.meter.Unacked() {
 		s.send(&pb.ServerFrame{Body: &pb.ServerFrame_Receipt{Receipt: rc.Raw}})
@@ -478,6 +487,9 @@ func (r *run) countersign(s *session, stmt []byte) {
 	first := !r.settled
 	r.settled = true
 	r.mu.Unlock()
+	if first {
+		r.dropOutputs(OutputKeep)
+	}
 	if first {
 		r.logger.Info("settled")
 	}

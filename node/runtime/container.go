@@ -221,6 +221,7 @@ func containerEnv(runtime, mode string, s Spec) []string {
 		[2]string{"CHECKPOINT_DIR", containerCheckpoint},
 		[2]string{"JOB_ATTEMPT", strconv.Itoa(s.Attempt)},
 		[2]string{"GPUMESH_JOB_ID", s.JobID})
+	fixed = append(fixed, outputEnv(containerWork, s)...)
 	return jobEnv([][2]string{{"TMPDIR", containerWork + "/tmp"}}, s.Env, fixed)
 }
 

@@ -251,11 +251,11 @@ func scratchCovers(seen map[string]bool, size int64, privateDev bool) []cover {
 // and job ID).
 func planEnv(s Spec, workDir, ckDir string) []string {
 	gpus := strings.Join(s.GPUs, ",")
+	fixed := [][2]string{{"HOME", workDir}, {"CUDA_VISIBLE_DEVICES", gpus}, {"CHECKPOINT_DIR", ckDir},
+		{"JOB_ATTEMPT", fmt.Sprint(s.Attempt)}, {"GPUMESH_JOB_ID", s.JobID}}
 	return jobEnv(
 		[][2]string{{"PATH", DefaultPath}, {"HOME", workDir}, {"LANG", "C.UTF-8"}, {"TMPDIR", filepath.Join(workDir, "tmp")}},
-		s.Env,
-		[][2]string{{"HOME", workDir}, {"CUDA_VISIBLE_DEVICES", gpus}, {"CHECKPOINT_DIR", ckDir},
-			{"JOB_ATTEMPT", fmt.Sprint(s.Attempt)}, {"GPUMESH_JOB_ID", s.JobID}},
+		s.Env, append(fixed, outputEnv(workDir, s)...),
 	)
 }
 

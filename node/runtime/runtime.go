@@ -64,6 +64,9 @@ type Spec struct {
 	WorkDir string
 	// CheckpointDir is absolute and exists; exported as CHECKPOINT_DIR.
 	CheckpointDir string
+	// OutputDir, when set, is a folder below WorkDir; exported as
+	// OUTPUT_DIR (the job's outputs, brought back to the renter).
+	OutputDir string
 	// GPUs are exported as CUDA_VISIBLE_DEVICES, comma-joined; none
 	// exports CUDA_VISIBLE_DEVICES="" (no GPU).
 	GPUs []string
@@ -559,6 +562,16 @@ func jobEnv(defaults [][2]string, renter []string, fixed [][2]string) []string {
 		b.set(kv[0], kv[1])
 	}
 	return b.list()
+}
+
+// outputEnv exports OUTPUT_DIR, s.OutputDir as the job sees it with its
+// work dir at work; nothing when the job has no output dir.
+func outputEnv(work string, s Spec) [][2]string {
+	rel, err := filepath.Rel(s.WorkDir, s.OutputDir)
+	if s.OutputDir == "" || err != nil || !filepath.IsLocal(rel) {
+		return nil
+	}
+	return [][2]string{{"OUTPUT_DIR", filepath.Join(work, rel)}}
 }
 
 // sameWriter reports whether a and b are the same writer, without

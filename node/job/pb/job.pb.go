@@ -752,6 +752,7 @@ type ServerFrame struct {
 	//	*ServerFrame_Log
 	//	*ServerFrame_Receipt
 	//	*ServerFrame_Settlement
+	//	*ServerFrame_Outputs
 	Body          isServerFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -830,6 +831,15 @@ func (x *ServerFrame) GetSettlement() []byte {
 	return nil
 }
 
+func (x *ServerFrame) GetOutputs() *Outputs {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_Outputs); ok {
+			return x.Outputs
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Body interface {
 	isServerFrame_Body()
 }
@@ -850,6 +860,10 @@ type ServerFrame_Settlement struct {
 	Settlement []byte `protobuf:"bytes,4,opt,name=settlement,proto3,oneof"` // the supplier's countersigned Settlement
 }
 
+type ServerFrame_Outputs struct {
+	Outputs *Outputs `protobuf:"bytes,5,opt,name=outputs,proto3,oneof"` // a succeeded attempt's $OUTPUT_DIR archive, announced before the final receipt
+}
+
 func (*ServerFrame_Status) isServerFrame_Body() {}
 
 func (*ServerFrame_Log) isServerFrame_Body() {}
@@ -857,6 +871,71 @@ func (*ServerFrame_Log) isServerFrame_Body() {}
 func (*ServerFrame_Receipt) isServerFrame_Body() {}
 
 func (*ServerFrame_Settlement) isServerFrame_Body() {}
+
+func (*ServerFrame_Outputs) isServerFrame_Body() {}
+
+// Outputs announces the archive of a succeeded attempt's $OUTPUT_DIR,
+// which the renter pulls on /gpumesh/checkpoint/1.0.0 (outputs = 4)
+// before it settles the attempt.
+type Outputs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attempt       uint32                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Hash          []byte                 `protobuf:"bytes,2,opt,name=hash,proto3" json:"hash,omitempty"`  // sha-256 of the archive
+	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"` // bytes of the archive
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Outputs) Reset() {
+	*x = Outputs{}
+	mi := &file_job_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Outputs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Outputs) ProtoMessage() {}
+
+func (x *Outputs) ProtoReflect() protoreflect.Message {
+	mi := &file_job_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Outputs.ProtoReflect.Descriptor instead.
+func (*Outputs) Descriptor() ([]byte, []int) {
+	return file_job_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Outputs) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Outputs) GetHash() []byte {
+	if x != nil {
+		return x.Hash
+	}
+	return nil
+}
+
+func (x *Outputs) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
 
 type Status struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -871,7 +950,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_job_proto_msgTypes[10]
+	mi := &file_job_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +962,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[10]
+	mi := &file_job_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +975,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{10}
+	return file_job_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Status) GetAttempt() uint32 {
@@ -945,7 +1024,7 @@ type Log struct {
 
 func (x *Log) Reset() {
 	*x = Log{}
-	mi := &file_job_proto_msgTypes[11]
+	mi := &file_job_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1036,7 @@ func (x *Log) String() string {
 func (*Log) ProtoMessage() {}
 
 func (x *Log) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[11]
+	mi := &file_job_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1049,7 @@ func (x *Log) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Log.ProtoReflect.Descriptor instead.
 func (*Log) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{11}
+	return file_job_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Log) GetAttempt() uint32 {
@@ -1009,7 +1088,7 @@ type ClientFrame struct {
 
 func (x *ClientFrame) Reset() {
 	*x = ClientFrame{}
-	mi := &file_job_proto_msgTypes[12]
+	mi := &file_job_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1100,7 @@ func (x *ClientFrame) String() string {
 func (*ClientFrame) ProtoMessage() {}
 
 func (x *ClientFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[12]
+	mi := &file_job_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1113,7 @@ func (x *ClientFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientFrame.ProtoReflect.Descriptor instead.
 func (*ClientFrame) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{12}
+	return file_job_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ClientFrame) GetBody() isClientFrame_Body {
@@ -1099,14 +1178,15 @@ type CheckpointRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LeaseId       []byte                 `protobuf:"bytes,1,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
 	Attempt       uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Have          []byte                 `protobuf:"bytes,3,opt,name=have,proto3" json:"have,omitempty"` // sha-256 the renter already has
+	Have          []byte                 `protobuf:"bytes,3,opt,name=have,proto3" json:"have,omitempty"`        // sha-256 the renter already has
+	Outputs       bool                   `protobuf:"varint,4,opt,name=outputs,proto3" json:"outputs,omitempty"` // the attempt's outputs archive, not its checkpoint (have unused)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_job_proto_msgTypes[13]
+	mi := &file_job_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1198,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[13]
+	mi := &file_job_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1211,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{13}
+	return file_job_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CheckpointRequest) GetLeaseId() []byte {
@@ -1155,6 +1235,13 @@ func (x *CheckpointRequest) GetHave() []byte {
 	return nil
 }
 
+func (x *CheckpointRequest) GetOutputs() bool {
+	if x != nil {
+		return x.Outputs
+	}
+	return false
+}
+
 // CheckpointHeader answers; unless unchanged or refused, the archive
 // follows as one length-prefixed message of size bytes.
 type CheckpointHeader struct {
@@ -1169,7 +1256,7 @@ type CheckpointHeader struct {
 
 func (x *CheckpointHeader) Reset() {
 	*x = CheckpointHeader{}
-	mi := &file_job_proto_msgTypes[14]
+	mi := &file_job_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1268,7 @@ func (x *CheckpointHeader) String() string {
 func (*CheckpointHeader) ProtoMessage() {}
 
 func (x *CheckpointHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[14]
+	mi := &file_job_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1281,7 @@ func (x *CheckpointHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointHeader.ProtoReflect.Descriptor instead.
 func (*CheckpointHeader) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{14}
+	return file_job_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CheckpointHeader) GetRefused() string {
@@ -1292,15 +1379,20 @@ const file_job_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x1b\n" +
 	"\tsend_body\x18\x04 \x01(\bR\bsendBody\x12\x12\n" +
-	"\x04busy\x18\x05 \x01(\bR\x04busy\"\xae\x01\n" +
+	"\x04busy\x18\x05 \x01(\bR\x04busy\"\xe3\x01\n" +
 	"\vServerFrame\x120\n" +
 	"\x06status\x18\x01 \x01(\v2\x16.gpumesh.job.v1.StatusH\x00R\x06status\x12'\n" +
 	"\x03log\x18\x02 \x01(\v2\x13.gpumesh.job.v1.LogH\x00R\x03log\x12\x1a\n" +
 	"\areceipt\x18\x03 \x01(\fH\x00R\areceipt\x12 \n" +
 	"\n" +
 	"settlement\x18\x04 \x01(\fH\x00R\n" +
-	"settlementB\x06\n" +
-	"\x04body\"\x88\x01\n" +
+	"settlement\x123\n" +
+	"\aoutputs\x18\x05 \x01(\v2\x17.gpumesh.job.v1.OutputsH\x00R\aoutputsB\x06\n" +
+	"\x04body\"K\n" +
+	"\aOutputs\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\fR\x04hash\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\"\x88\x01\n" +
 	"\x06Status\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -1315,11 +1407,12 @@ const file_job_proto_rawDesc = "" +
 	"\avoucher\x18\x01 \x01(\fH\x00R\avoucher\x12\x14\n" +
 	"\x04stop\x18\x02 \x01(\tH\x00R\x04stop\x12\x1e\n" +
 	"\tstatement\x18\x03 \x01(\fH\x00R\tstatementB\x06\n" +
-	"\x04body\"\\\n" +
+	"\x04body\"v\n" +
 	"\x11CheckpointRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\fR\aleaseId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x12\n" +
-	"\x04have\x18\x03 \x01(\fR\x04have\"r\n" +
+	"\x04have\x18\x03 \x01(\fR\x04have\x12\x18\n" +
+	"\aoutputs\x18\x04 \x01(\bR\aoutputs\"r\n" +
 	"\x10CheckpointHeader\x12\x18\n" +
 	"\arefused\x18\x01 \x01(\tR\arefused\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12\x12\n" +
@@ -1338,7 +1431,7 @@ func file_job_proto_rawDescGZIP() []byte {
 	return file_job_proto_rawDescData
 }
 
-var file_job_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_job_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_job_proto_goTypes = []any{
 	(*JobSpec)(nil),           // 0: gpumesh.job.v1.JobSpec
 	(*Stdin)(nil),             // 1: gpumesh.job.v1.Stdin
@@ -1350,11 +1443,12 @@ var file_job_proto_goTypes = []any{
 	(*Hello)(nil),             // 7: gpumesh.job.v1.Hello
 	(*Welcome)(nil),           // 8: gpumesh.job.v1.Welcome
 	(*ServerFrame)(nil),       // 9: gpumesh.job.v1.ServerFrame
-	(*Status)(nil),            // 10: gpumesh.job.v1.Status
-	(*Log)(nil),               // 11: gpumesh.job.v1.Log
-	(*ClientFrame)(nil),       // 12: gpumesh.job.v1.ClientFrame
-	(*CheckpointRequest)(nil), // 13: gpumesh.job.v1.CheckpointRequest
-	(*CheckpointHeader)(nil),  // 14: gpumesh.job.v1.CheckpointHeader
+	(*Outputs)(nil),           // 10: gpumesh.job.v1.Outputs
+	(*Status)(nil),            // 11: gpumesh.job.v1.Status
+	(*Log)(nil),               // 12: gpumesh.job.v1.Log
+	(*ClientFrame)(nil),       // 13: gpumesh.job.v1.ClientFrame
+	(*CheckpointRequest)(nil), // 14: gpumesh.job.v1.CheckpointRequest
+	(*CheckpointHeader)(nil),  // 15: gpumesh.job.v1.CheckpointHeader
 }
 var file_job_proto_depIdxs = []int32{
 	3,  // 0: gpumesh.job.v1.JobSpec.env:type_name -> gpumesh.job.v1.EnvVar
@@ -1363,13 +1457,14 @@ var file_job_proto_depIdxs = []int32{
 	6,  // 3: gpumesh.job.v1.JobSpec.limits:type_name -> gpumesh.job.v1.Limits
 	2,  // 4: gpumesh.job.v1.JobSpec.ports:type_name -> gpumesh.job.v1.Port
 	1,  // 5: gpumesh.job.v1.JobSpec.stdin:type_name -> gpumesh.job.v1.Stdin
-	10, // 6: gpumesh.job.v1.ServerFrame.status:type_name -> gpumesh.job.v1.Status
-	11, // 7: gpumesh.job.v1.ServerFrame.log:type_name -> gpumesh.job.v1.Log
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	11, // 6: gpumesh.job.v1.ServerFrame.status:type_name -> gpumesh.job.v1.Status
+	12, // 7: gpumesh.job.v1.ServerFrame.log:type_name -> gpumesh.job.v1.Log
+	10, // 8: gpumesh.job.v1.ServerFrame.outputs:type_name -> gpumesh.job.v1.Outputs
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_job_proto_init() }
@@ -1382,8 +1477,9 @@ func file_job_proto_init() {
 		(*ServerFrame_Log)(nil),
 		(*ServerFrame_Receipt)(nil),
 		(*ServerFrame_Settlement)(nil),
+		(*ServerFrame_Outputs)(nil),
 	}
-	file_job_proto_msgTypes[12].OneofWrappers = []any{
+	file_job_proto_msgTypes[13].OneofWrappers = []any{
 		(*ClientFrame_Voucher)(nil),
 		(*ClientFrame_Stop)(nil),
 		(*ClientFrame_Statement)(nil),
@@ -1394,7 +1490,7 @@ func file_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_job_proto_rawDesc), len(file_job_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
