@@ -15,10 +15,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/node/api"
+	"github.com/gpumesh/gpumesh/node/cluster"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/node/shell"
@@ -34,8 +36,9 @@ type jobParts struct {
 	renter   *market.Renter
 	ctrl     *job.Controller
 	exec     *job.Executor
-	tunnels  *tunnel.Server // renters' connections to their jobs' ports
-	shells   *shell.Server  // renters' shells on their leases
+	tunnels  *tunnel.Server   // renters' connections to their jobs' ports
+	shells   *shell.Server    // renters' shells on their leases
+	cluster  *cluster.Service // cluster members' connections to each other's jobs
 	evidence *p2p.Topic[[]byte]
 	netErr   error // why jobs share the node's network (nil: they do not)
 }
@@ -89,13 +92,19 @@ func (n *Node) startJobs(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("node: %w", err)
 		}
+		// A member's job may not listen yet when another's first
+		// connection comes (torchrun's store, a rank still importing):
+		// the connect to it is retried for a while (job.RetryRefused).
+		if j.cluster, err = cluster.New(cluster.Config{Host: n.net.Host, Log: n.log, DialTimeout: clusterDialTimeout}); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
 		j.exec, err = job.NewExecutor(job.ExecutorConfig{
 			Host: n.net.Host, Key: n.key, Store: n.store, Ledger: j.ledger, Runtimes: rts,
 			DataDir: n.cfg.DataDir, RunAs: n.jobUser(), HaltGrace: n.cfg.HaltGrace, Limits: limits,
 			GPUDevices: job.DeviceNodes(n.gpus, "/dev"), Usage: n.usage,
-			Hide:   []string{filepath.Join(n.cfg.DataDir, KeyFile), filepath.Join(n.cfg.DataDir, api.TokenFile), storeDir(n.cfg.DataDir), filepath.Join(n.cfg.DataDir, "renter-jobs")},
-			Leases: sup.Leases(),
-			Clock:  n.clock, Now: n.now, Log: n.log,
+			Hide:   []string{filepath.Join(n.cfg.DataDir, KeyFile), filepath.Join(n.cfg.DataDir, api.TokenFile), storeDir(n.cfg.DataDir), filepath.Join(n.cfg.DataDir, "renter-jobs"), filepath.Join(n.cfg.DataDir, "outputs")},
+			Leases: sup.Leases(), Cluster: j.cluster,
+			Clock: n.clock, Now: n.now, Log: n.log,
 		})
 		if err != nil {
 			return fmt.Errorf("node: %w", err)
@@ -114,7 +123,8 @@ func (n *Node) startJobs(ctx context.Context) error {
 	j.renter = n.market.asm.Renter
 	j.ctrl, err = job.NewController(job.ControllerConfig{
 		Net: jobDialer{n}, Key: n.key, Store: n.store, Ledger: j.ledger, DataDir: n.cfg.DataDir,
-		Rent: n.rent, Now: n.now, Log: n.log,
+		Rent: n.rent, RentGang: n.rentGang, ReleaseLeases: n.releaseLeases, PeerAddrs: n.net.Host.Peerstore().Addrs,
+		Now: n.now, Log: n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
@@ -215,6 +225,9 @@ func (n *Node) closeJobs() error {
 	if n.jobs.exec != nil {
 		errs = append(errs, n.jobs.exec.Close())
 	}
+	if n.jobs.cluster != nil {
+		errs = append(errs, n.jobs.cluster.Close())
+	}
 	if n.jobs.evidence != nil {
 		errs = append(errs, n.jobs.evidence.Close())
 	}
@@ -239,6 +252,52 @@ func (n *Node) rent(ctx context.Context, req market.RentRequest) (*market.Lease,
 		req.Unreachable = n.jobUnreachable()
 	}
 	return n.jobs.renter.Rent(ctx, req)
+}
+
+// rentGang leases a cluster's members as rent leases one job's GPUs.
+func (n *Node) rentGang(ctx context.Context, req market.GangRequest) ([]*market.Lease, error) {
+	req.Books = n.bootstrapIDs()
+	req.Exclude = append(req.Exclude, n.id)
+	req.ScreenBy(n.verify.rep)
+	if req.Unreachable == nil {
+		req.Unreachable = n.jobUnreachable()
+	}
+	if req.ReachOf == nil {
+		req.ReachOf = n.memberReach
+	}
+	return n.jobs.renter.RentGang(ctx, req)
+}
+
+// clusterDialTimeout bounds how long a supplier tries to connect an
+// admitted cluster stream to its own job's port.
+const clusterDialTimeout = 20 * time.Second
+
+// memberReach is how the members of a cluster reach supplier s, as its
+// kept profile says: its reach, except that a supplier whose reach is
+// not known yet and whose every address is private or loopback (a LAN,
+// a testnet on one machine) is taken as punchable: peers that share its
+// network dial it directly.
+func (n *Node) memberReach(s peer.ID) p2p.Reach {
+	p, ok := n.keptProfile(s)
+	if !ok {
+		return p2p.ReachUnknown
+	}
+	r := p.ReachOf()
+	if r != p2p.ReachUnknown || len(p.Addrs) == 0 {
+		return r
+	}
+	for _, a := range p.Addrs {
+		ip, err := manet.ToIP(a)
+		if err != nil || !(ip.IsLoopback() || ip.IsPrivate()) {
+			return r
+		}
+	}
+	return p2p.ReachPunchable
+}
+
+// releaseLeases gives back leases no job will run on, unpenalised.
+func (n *Node) releaseLeases(ctx context.Context, leases []*market.Lease) error {
+	return n.jobs.renter.ReleaseLeases(ctx, leases)
 }
 
 // jobUnreachable says why a job session from this node cannot reach a

@@ -92,7 +92,7 @@ func TestTaskGroupSurvivesLostSupplier(t *testing.T) {
 	if v.State != job.StateSucceeded || v.Done != 20 {
 		t.Fatalf("group %s (%s): %d done, %d failed, %+v", v.State, v.Message, v.Done, v.Failed, v.Tasks)
 	}
-	dir := filepath.Join(renter.cfg.DataDir, "jobs", g.JobID, "tasks")
+	dir := filepath.Join(renter.cfg.DataDir, "outputs", g.JobID)
 	entries, err := os.ReadDir(dir)
 	if err != nil || len(entries) != 20 {
 		t.Fatalf("%d task folders in %s (%v), want 20", len(entries), dir, err)

@@ -74,7 +74,7 @@ follow later with "gpumesh logs -f JOB".
 With --tasks N it runs the command N times as a task group: each task is a job of its own
 (its own lease, bill, restarts and failovers) with $TASK_INDEX (0..N-1) and $TASK_COUNT in its
 environment, at most --parallel at once. Files a job writes in $OUTPUT_DIR come back to your
-node when it succeeds: DATA/jobs/JOB/outputs, or DATA/jobs/GROUP/tasks/I for a task.
+node when it succeeds: DATA/outputs/JOB, or DATA/outputs/GROUP/I for a task.
 
 With --lease it rents nothing: the job runs on a lease your node rented already with
 "gpumesh rent --data" (its GPUs, supplier and remaining time), and has no other attempt.`,
@@ -173,6 +173,8 @@ With --lease it rents nothing: the job runs on a lease your node rented already 
 	fl.StringVar(&jr.Image, "image", "", "container image, with --runtime docker|podman")
 	fl.BoolVar(&detach, "detach", false, "return once the job runs; your node goes on following it")
 	fl.StringArrayVar(&jr.Ports, "port", nil, "a TCP port the job serves, as 8000 or 8000/tcp (repeatable): only declared ports can be reached, through gpumesh forward or --publish")
+	fl.IntVar(&jr.Nodes, "nodes", 0, "run the job as a cluster of this many members, each on a supplier of its own with --count GPUs, leased all or nothing; each member's job gets RANK, WORLD_SIZE, NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT and a cluster address every other member reaches on any TCP port (torchrun runs unchanged)")
+	fl.IntVar(&jr.MasterPort, "master-port", 0, "with --nodes: MASTER_PORT, the port rank 0 serves the rendezvous on (default 29500)")
 	fl.IntVar(&jr.Replicas, "replicas", 1, "run the job on this many distinct suppliers at once, behind the same --publish address (each replica is leased, metered and settled on its own; one that fails its health checks is replaced)")
 	fl.StringVar(&jr.Health, "health", "", "HTTP path your node checks each replica at, e.g. /healthz (default: a TCP connect to the first port)")
 	fl.StringVar(&jr.HealthGrace, "health-grace", "", "how long a new replica may take to become healthy before it is replaced (default 5m)")
@@ -256,6 +258,9 @@ func newJobsCmd(a *app) *cobra.Command {
 				if v.Group != "" {
 					replica = fmt.Sprintf("%s/%d", short(v.Group)[:8], v.Replica)
 				}
+				if v.Nodes > 0 {
+					replica = fmt.Sprintf("cluster of %d", v.Nodes)
+				}
 				if v.TaskCount > 0 {
 					state := v.State.String() + " " + taskProgress(v, bar)
 					rows = append(rows, []string{v.JobID[:12], state, "-", "-", "-", "-", v.PaidMicros.String(), strings.Join(v.Argv, " "), v.Created.Local().Format("01-02 15:04:05")})
@@ -286,6 +291,26 @@ func (a *app) printJob(v job.View) {
 	for _, p := range v.Publish {
 		fmt.Fprintf(a.stdout, "serves    port %d on %s\n", p.Port, p.Listen)
 	}
+	if len(v.Members) > 0 {
+		fmt.Fprintf(a.stdout, "cluster   %d members, attempt %d (gpumesh logs %s --rank R)\n", v.Nodes, v.Attempt, v.JobID[:12])
+		var rows [][]string
+		for _, m := range v.Members {
+			var links []string
+			for _, l := range m.Links {
+				rtt := "?"
+				if l.RTTms > 0 {
+					rtt = strconv.FormatFloat(l.RTTms, 'f', 1, 64) + "ms"
+				}
+				if !l.Direct {
+					rtt += "(not direct)"
+				}
+				links = append(links, fmt.Sprintf("%d:%s", l.To, rtt))
+			}
+			rows = append(rows, []string{strconv.Itoa(m.Rank), m.State.String(), strconv.Itoa(int(m.Attempt)), shortID(m.Supplier), short(m.LeaseID), m.PaidMicros.String(), orDash(strings.Join(links, " ")), orDash(m.Message)})
+		}
+		a.table([]string{"RANK", "STATE", "ATTEMPT", "SUPPLIER", "LEASE", "PAID", "RTT TO RANK", "MESSAGE"}, rows)
+		fmt.Fprintln(a.stdout, "rank 0's attempts:")
+	}
 	var rows [][]string
 	for _, at := range v.Attempts {
 		rows = append(rows, []string{strconv.Itoa(int(at.Attempt)), shortID(at.Supplier), short(at.LeaseID), orDash(at.Outcome.String()), strconv.Itoa(at.Receipts), at.PaidMicros.String(), strconv.FormatBool(at.Settled), short(at.Checkpoint)})
@@ -304,9 +329,10 @@ func newLogsCmd(a *app) *cobra.Command {
 	var (
 		follow bool
 		task   int
+		rank   int
 	)
 	cmd := &cobra.Command{
-		Use:   "logs JOB [--task I]",
+		Use:   "logs JOB [--task I | --rank R]",
 		Short: "Print a job's output, all attempts in order; -f follows it until the job ends",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -314,7 +340,18 @@ func newLogsCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = c.TaskLogs(cmd.Context(), args[0], task, 0, follow, a.stdout)
+			id := args[0]
+			if rank > 0 {
+				v, err := c.Job(cmd.Context(), id)
+				if err != nil {
+					return jobHint(err)
+				}
+				if rank >= len(v.Members) {
+					return fmt.Errorf("job %s has no rank %d (a cluster of %d members)", v.JobID[:12], rank, len(v.Members))
+				}
+				id = v.Members[rank].JobID
+			}
+			err = c.TaskLogs(cmd.Context(), id, task, 0, follow, a.stdout)
 			if cmd.Context().Err() != nil {
 				return nil // interrupted: the job goes on
 			}
@@ -323,6 +360,7 @@ func newLogsCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output as it arrives, until the job ends")
 	cmd.Flags().IntVar(&task, "task", -1, "of a task group (JOB is the group): the output of its task with this index")
+	cmd.Flags().IntVar(&rank, "rank", -1, "a cluster job: the output of this rank's member (default: rank 0's)")
 	addKeyFlags(cmd.Flags(), namedKeys("api"))
 	return cmd
 }

@@ -50,11 +50,14 @@ const (
 	// container (root, mmdebstrap with Debian's mirror, systemd-nspawn;
 	// packaging/).
 	Nspawn = "nspawn"
+	// Torch: the python3 on PATH imports torch.distributed with gloo
+	// (Debian's python3-torch; the cluster lab's DDP test).
+	Torch = "torch"
 )
 
 // Capabilities are the names GPUMESH_REQUIRE may list.
 func Capabilities() []string {
-	return []string{Root, Netlab, Jobnet, Docker, Podman, Cgroup, Chromium, Python3, Package, Nspawn}
+	return []string{Root, Netlab, Jobnet, Docker, Podman, Cgroup, Chromium, Python3, Package, Nspawn, Torch}
 }
 
 // Skip ends t for want of capability: with t.Fatalf, as "required

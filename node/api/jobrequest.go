@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/node/cluster"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/runtime"
@@ -62,6 +63,11 @@ type JobRequest struct {
 	// once (0: min(tasks, 8)).
 	Tasks    int `json:"tasks"`
 	Parallel int `json:"parallel"`
+	// Nodes runs the job as a cluster of this many members (2 to 64),
+	// each on a supplier of its own with count GPUs, leased all or
+	// nothing; MasterPort is their MASTER_PORT (0: 29500).
+	Nodes      int `json:"nodes"`
+	MasterPort int `json:"master_port"`
 }
 
 // JobFile is an input file of a JobRequest.
@@ -86,10 +92,21 @@ func (r JobRequest) ToRequest() (job.Request, error) {
 		if terms, err = market.ParseRentTerms(r.Count, r.Hours, r.MaxPrice); err != nil {
 			return job.Request{}, err
 		}
-	} else if r.Filter != "" || r.MaxPrice != "" || r.Replicas > 1 {
-		return job.Request{}, errors.New("lease: a job on a lease you hold takes its GPUs from it; leave out the filter, max_price and replicas")
+	} else if r.Filter != "" || r.MaxPrice != "" || r.Replicas > 1 || r.Nodes > 1 {
+		return job.Request{}, errors.New("lease: a job on a lease you hold takes its GPUs from it; leave out the filter, max_price, replicas and nodes")
 	}
-	req := job.Request{Filter: f, RentTerms: terms, MinReputation: reputation.DefaultFloor, AllowUnproven: r.AllowUnproven, AllowSimulated: r.AllowSimulated, Lease: r.Lease}
+	switch {
+	case r.Nodes == 1 || r.Nodes < 0 || r.Nodes > cluster.MaxNodes:
+		return job.Request{}, fmt.Errorf("nodes %d: a cluster has 2 to %d members", r.Nodes, cluster.MaxNodes)
+	case r.MasterPort < 0 || r.MasterPort > 65535:
+		return job.Request{}, fmt.Errorf("master_port %d: want 1 to 65535", r.MasterPort)
+	case r.MasterPort != 0 && r.Nodes == 0:
+		return job.Request{}, errors.New("master_port: only a cluster (nodes) has one")
+	case r.Nodes > 1 && (r.Replicas > 1 || len(r.Publish) > 0 || len(r.Ports) > 0):
+		return job.Request{}, errors.New("nodes: a cluster serves no ports and has no replicas")
+	}
+	req := job.Request{Filter: f, RentTerms: terms, MinReputation: reputation.DefaultFloor, AllowUnproven: r.AllowUnproven, AllowSimulated: r.AllowSimulated, Lease: r.Lease,
+		Nodes: r.Nodes, MasterPort: r.MasterPort}
 	if r.MinRep != nil {
 		req.MinReputation = *r.MinRep
 	}

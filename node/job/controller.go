@@ -17,6 +17,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpumesh/gpumesh/market"
@@ -83,6 +84,13 @@ type Request struct {
 	Tasks    int
 	Parallel int
 
+	// Nodes, when 2 or more, runs the job as a cluster of that many
+	// members, each on a supplier of its own with Count GPUs, leased all
+	// or nothing and run together (clusterjob.go); MasterPort is their
+	// MASTER_PORT (0: DefaultMasterPort).
+	Nodes      int
+	MasterPort int
+
 	taskOf string // a task's group
 	task   int    // a task's index in its group
 }
@@ -136,9 +144,11 @@ type View struct {
 	Pending   int        `json:"pending,omitempty"`
 	Outputs   string     `json:"outputs,omitempty"` // the folder holding its outputs, once taken
 	// OutputsRefused says why a succeeded attempt's outputs were refused.
-	OutputsRefused string    `json:"outputs_refused,omitempty"`
-	Created        time.Time `json:"created"`
-	Updated        time.Time `json:"updated"`
+	OutputsRefused string       `json:"outputs_refused,omitempty"`
+	Nodes          int          `json:"nodes,omitempty"`   // a cluster: its members
+	Members        []MemberView `json:"members,omitempty"` // a cluster: its members in rank order
+	Created        time.Time    `json:"created"`
+	Updated        time.Time    `json:"updated"`
 }
 
 // attemptRec is the durable record of one attempt.
@@ -186,11 +196,16 @@ type jobRecord struct {
 	OnLease    bool         `json:"on_lease,omitempty"` // it runs on a lease it was given (Request.Lease): no other attempt
 	Outputs    string       `json:"outputs,omitempty"`  // hash of the outputs taken (outputs.go)
 	// OutputsRefused says why a succeeded attempt's outputs were refused.
-	OutputsRefused string    `json:"outputs_refused,omitempty"`
-	TaskOf         string    `json:"task_of,omitempty"` // a task's group (tasks.go)
-	Task           int       `json:"task,omitempty"`    // a task's index in its group
-	Created        time.Time `json:"created"`
-	Updated        time.Time `json:"updated"`
+	OutputsRefused string `json:"outputs_refused,omitempty"`
+	TaskOf         string `json:"task_of,omitempty"` // a task's group (tasks.go)
+	Task           int    `json:"task,omitempty"`    // a task's index in its group
+	Cluster        string `json:"cluster,omitempty"` // a cluster member's cluster: rank 0's job ID
+	Rank           int    `json:"rank,omitempty"`
+	// ClusterLeases are the current cluster attempt's leases, in rank
+	// order: the members a start names.
+	ClusterLeases [][]byte  `json:"cluster_leases,omitempty"`
+	Created       time.Time `json:"created"`
+	Updated       time.Time `json:"updated"`
 }
 
 // newRecord is the record of a job submitted as req, its spec checked,
@@ -244,6 +259,15 @@ type ControllerConfig struct {
 	// Rent makes a lease (the node's market renter with its reputation
 	// screening).
 	Rent func(ctx context.Context, req market.RentRequest) (*market.Lease, error)
+	// RentGang leases a cluster's members, all or nothing
+	// (market.Renter.RentGang); ReleaseLeases gives back leases that no
+	// attempt will use, unpenalised. nil: clusters are refused.
+	RentGang      func(ctx context.Context, req market.GangRequest) ([]*market.Lease, error)
+	ReleaseLeases func(ctx context.Context, leases []*market.Lease) error
+	// PeerAddrs gives the addresses this node knows for a peer: what a
+	// cluster's start tells each member of the others (nil: none, the
+	// members find each other through the DHT).
+	PeerAddrs func(peer.ID) []ma.Multiaddr
 	// LostAfter is how long a supplier may stay silent or unreachable
 	// before its attempt is given up (default 3 receipt intervals, at
 	// least 3 s).
@@ -282,6 +306,8 @@ type jobState struct {
 	ep      *tunnel.Endpoint    // the current attempt as a tunnel endpoint (endpoints)
 	health  healthState         // the current attempt's health (health.go)
 	filter  market.Filter       // rec.Filter, parsed once: at submit, or when the record is loaded
+	cl      *clusterState       // a cluster member's cluster; nil for other jobs
+	links   []LinkView          // a cluster member's links, as its supplier last said
 }
 
 func (js *jobState) notify() {
@@ -343,7 +369,15 @@ func (c *Controller) Start() {
 	c.started = true
 	c.wg.Add(1)
 	go c.healthLoop()
+	for _, cl := range c.restoreClusters() {
+		if !cl.over() || !c.clusterSettled(cl) {
+			c.goCluster(cl)
+		}
+	}
 	for _, js := range c.jobs {
+		if js.cl != nil {
+			continue
+		}
 		js.mu.Lock()
 		done := js.rec.finished() && (c.allSettled(&js.rec) || c.settleGaveUp(&js.rec))
 		if !js.rec.finished() {
@@ -447,8 +481,22 @@ func (c *Controller) Submit(ctx context.Context, req Request) (View, error) {
 	if err := req.RentTerms.Validate(); err != nil {
 		return View{}, err
 	}
+	if req.Tasks > 1 && req.Nodes > 1 {
+		return View{}, errors.New("a job is either a task group or a cluster, not both")
+	}
 	if req.Tasks > 1 {
 		return c.submitTasks(ctx, req)
+	}
+	if req.Nodes > 1 {
+		if req.Replicas > 1 || len(req.Publish) > 0 {
+			return View{}, errors.New("a cluster has no replicas and publishes no ports")
+		}
+		if req.MasterPort < 0 || req.MasterPort > 65535 {
+			return View{}, fmt.Errorf("master port %d outside 1..65535", req.MasterPort)
+		}
+		req.Spec = proto.Clone(req.Spec).(*pb.JobSpec)
+		req.Spec.Cluster = &pb.Cluster{Nodes: uint32(req.Nodes), MasterPort: uint32(req.MasterPort)}
+		return c.submitCluster(ctx, req)
 	}
 	if req.Replicas <= 1 {
 		return c.submit(ctx, req, "", 0)
@@ -595,7 +643,9 @@ func (c *Controller) Jobs() []View {
 	c.mu.Lock()
 	all := make([]*jobState, 0, len(c.jobs))
 	for _, js := range c.jobs {
-		all = append(all, js)
+		if js.cl == nil || js.rec.Rank == 0 {
+			all = append(all, js)
+		}
 	}
 	c.mu.Unlock()
 	groups := make([]*groupState, 0, len(c.groups))
@@ -638,6 +688,9 @@ func (c *Controller) find(id string) (*jobState, error) {
 	}
 	var found *jobState
 	for k, js := range c.jobs {
+		if js.cl != nil && js.rec.Rank > 0 {
+			continue // reached through its cluster: ClusterMember
+		}
 		if len(id) >= 4 && len(k) >= len(id) && k[:len(id)] == id {
 			if found != nil {
 				return nil, fmt.Errorf("job prefix %q is ambiguous", id)
@@ -692,6 +745,9 @@ func (c *Controller) view(js *jobState) View {
 		cur := v.Attempts[n-1]
 		v.Attempt, v.Supplier, v.LeaseID = cur.Attempt, cur.Supplier, cur.LeaseID
 	}
+	if js.cl != nil && r.Rank == 0 {
+		c.clusterView(&v, js.cl)
+	}
 	return v
 }
 
@@ -714,6 +770,9 @@ func (c *Controller) Stop(id, why string) (View, error) {
 	js, err := c.find(id)
 	if err != nil {
 		return View{}, err
+	}
+	if js.cl != nil {
+		return c.stopCluster(js.cl, why)
 	}
 	js.mu.Lock()
 	if js.rec.finished() {

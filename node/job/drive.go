@@ -103,6 +103,11 @@ func (c *Controller) connect(ctx context.Context, js *jobState) error {
 	if !cur.Started {
 		spec = js.spec.Raw
 		h.Lease, h.SpecSize = ac.lease.Raw, uint32(len(spec))
+		if js.cl != nil {
+			if h.Cluster, err = c.clusterHelloOf(js, ac.attempt); err != nil {
+				return err
+			}
+		}
 		if cur.Checkpoint != "" {
 			if checkpoint, err = os.ReadFile(c.checkpointPath(js.rec.ID, cur.Checkpoint)); err != nil {
 				return fmt.Errorf("checkpoint to resume from: %w", err)
@@ -170,9 +175,19 @@ func (c *Controller) drive(ctx context.Context, js *jobState) {
 	for ctx.Err() == nil {
 		js.mu.Lock()
 		done := js.rec.finished() && (c.allSettled(&js.rec) || c.settleGaveUp(&js.rec))
-		needLease := js.rec.cur() == nil || js.rec.State == StateRecovering && js.rec.cur().Outcome != ""
+		needLease := js.rec.cur() == nil || js.rec.cur().Outcome != "" && (js.rec.State == StateRecovering || js.cl != nil)
 		js.mu.Unlock()
-		if done {
+		if js.cl != nil {
+			// A cluster member's next attempt is its cluster's to lease
+			// (coordinate); it is done only once the cluster is over.
+			if done && js.cl.over() {
+				return
+			}
+			if needLease || done {
+				c.memberWait(ctx, js)
+				continue
+			}
+		} else if done {
 			return
 		}
 		if needLease {
@@ -372,6 +387,8 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 				settled = c.sendStatement(js, ac, cs, final)
 				local = settled
 			}
+		case *pb.ServerFrame_ClusterLinks:
+			js.onLinks(ac.attempt, b.ClusterLinks)
 		case *pb.ServerFrame_Settlement:
 			if err := ac.payer.Settle(b.Settlement); err != nil {
 				c.log.Warn("settlement refused", "job", js.rec.ID[:8], "err", err)
@@ -515,6 +532,10 @@ func (c *Controller) sendStatement(js *jobState, ac *attemptCtx, cs *clientSessi
 // comes next: the job is over, restarts under its policy, or moves to
 // another supplier.
 func (c *Controller) attemptOver(ctx context.Context, js *jobState, outcome State, why string) {
+	if js.cl != nil {
+		c.memberOver(js, outcome, why)
+		return
+	}
 	js.mu.Lock()
 	cur := js.rec.cur()
 	if cur == nil || cur.Outcome != "" {
@@ -563,17 +584,25 @@ func (c *Controller) attemptOver(ctx context.Context, js *jobState, outcome Stat
 	js.mu.Unlock()
 	c.log.Info("attempt over", "job", js.rec.ID[:8], "outcome", outcome, "job_state", state)
 	if outcome == StateLost {
-		if ac, err := c.current(js); err == nil {
-			if _, err := ac.payer.Statement("failed-over", c.cfg.Now()); err != nil {
-				c.log.Debug("statement of a lost attempt", "err", err)
-			}
-			c.wg.Add(1)
-			go func() {
-				defer c.wg.Done()
-				c.fence(c.ctx, ac.lease, ac.attempt)
-			}()
-		}
+		c.lostAttempt(js)
 	}
+}
+
+// lostAttempt states the current attempt, given up on its lost
+// supplier, and fences that supplier's copy.
+func (c *Controller) lostAttempt(js *jobState) {
+	ac, err := c.current(js)
+	if err != nil {
+		return
+	}
+	if _, err := ac.payer.Statement("failed-over", c.cfg.Now()); err != nil {
+		c.log.Debug("statement of a lost attempt", "err", err)
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.fence(c.ctx, ac.lease, ac.attempt)
+	}()
 }
 
 // recover leases GPUs for the next attempt, excluding the suppliers lost

@@ -22,6 +22,7 @@ import (
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/node/cluster"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/node/shell"
@@ -51,8 +52,10 @@ type runRecord struct {
 // required.
 type ExecutorConfig struct {
 	// Host serves the job protocols.
-	Host   Listener
-	Key    crypto.PrivKey
+	Host Listener
+	Key  crypto.PrivKey
+	// Self is this supplier's peer ID (default: Key's).
+	Self   peer.ID
 	Store  store.Store
 	Ledger *settle.Ledger
 	// Runtimes by name; "process" must be there.
@@ -80,6 +83,9 @@ type ExecutorConfig struct {
 	// Leases are the supplier's leases that jobs run on
 	// (market.Supplier.Leases).
 	Leases Leases
+	// Cluster makes cluster jobs members of their cluster's network
+	// (node/cluster); nil: cluster jobs are refused.
+	Cluster ClusterJoiner
 	// HeaderTimeout and BodyTimeout bound the reads of a session's Hello
 	// and of a start's spec and checkpoint (defaults HeaderTimeout,
 	// BodyTimeout).
@@ -143,6 +149,13 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.Key != nil && cfg.Self == "" {
+		id, err := peer.IDFromPrivateKey(cfg.Key)
+		if err != nil {
+			return nil, fmt.Errorf("executor: %w", err)
+		}
+		cfg.Self = id
 	}
 	if cfg.HaltGrace == 0 {
 		cfg.HaltGrace = 2 * time.Minute
@@ -500,7 +513,7 @@ func (e *Executor) welcome(l *market.Lease, h *pb.Hello, rawSpec, checkpoint []b
 	if err != nil {
 		return nil, refused("%v", err)
 	}
-	r, err := e.start(l, spec, h.Attempt, checkpoint, cp)
+	r, err := e.start(l, spec, h, checkpoint, cp)
 	if err != nil {
 		undo()
 		e.log.Warn("job start failed", "lease", l.ID.Short(), "err", err)
@@ -525,10 +538,32 @@ func runtimeName(s *Spec) string {
 }
 
 // start prepares the attempt's folders and starts its process.
-func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint []byte, cpHash [32]byte) (*run, error) {
+func (e *Executor) start(l *market.Lease, spec *Spec, h *pb.Hello, checkpoint []byte, cpHash [32]byte) (*run, error) {
+	attempt := h.Attempt
 	limits, disk, err := e.cfg.Limits.resolve(spec.Limits)
 	if err != nil {
 		return nil, err
+	}
+	// A cluster member joins its cluster's network before its process
+	// exists, so that the other members' connections find it as soon as
+	// it listens; it leaves when the attempt ends (finish) or its start
+	// fails here.
+	var (
+		member *cluster.Membership
+		cnet   *runtime.ClusterNet
+		cenv   []string
+	)
+	if spec.Cluster != nil {
+		mb, m, err := e.joinCluster(l, spec, h.Cluster)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		member, cnet, cenv = mb, clusterNet(m, mb.Connect), clusterEnvOf(m, spec.Cluster)
+		defer func() {
+			if member != nil {
+				member.Leave()
+			}
+		}()
 	}
 	var devices []string
 	if e.cfg.GPUDevices != nil {
@@ -578,9 +613,9 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 	}
 	hide := append([]string{filepath.Join(e.cfg.DataDir, "jobs")}, e.cfg.Hide...)
 	rs := runtime.Spec{
-		JobID: spec.ID(), Attempt: int(attempt), Argv: spec.Argv, Env: envList(spec.Env),
+		JobID: spec.ID(), Attempt: int(attempt), Argv: spec.Argv, Env: append(envList(spec.Env), cenv...),
 		WorkDir: work, CheckpointDir: cpDir, OutputDir: filepath.Join(work, outputRel), GPUs: l.GpuUuids, GPUDevices: devices, Limits: limits,
-		RunAs: e.cfg.RunAs, Hide: hide, Image: spec.Image, Stdout: lf, Stderr: lf,
+		RunAs: e.cfg.RunAs, Hide: hide, Image: spec.Image, Stdout: lf, Stderr: lf, Cluster: cnet,
 	}
 	if in := spec.Stdin; in != nil {
 		// A shell's job: its output goes to the log as any job's, and to
@@ -613,6 +648,17 @@ func (e *Executor) start(l *market.Lease, spec *Spec, attempt uint32, checkpoint
 		return nil, err
 	}
 	r.proc, r.started = proc, e.cfg.Now()
+	if member != nil {
+		if cd, ok := proc.(runtime.ClusterDialer); ok {
+			member.Attach(RetryRefused(cd.DialCluster), r.pausedCode)
+		}
+		r.member, member = member, nil // finish leaves it
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			r.reportLinks()
+		}()
+	}
 	rec.Pid, rec.State, rec.Updated = proc.Pid(), StateRunning, e.cfg.Now().UTC()
 	if err := e.saveRecord(l.ID, rec); err != nil {
 		r.logger.Warn("keep pid", "err", err)

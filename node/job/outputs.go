@@ -25,7 +25,7 @@ import (
 // is settled (then for OutputKeep more) or OutputRetention passes. The
 // renter's node pulls it on the final receipt of a succeeded attempt,
 // before it states the attempt, checks it against the announcement and
-// unpacks it into DATA/jobs/<job id>/outputs, through a fresh folder
+// unpacks it into DATA/outputs/<job id>, through a fresh folder
 // renamed into place once whole: exactly once, and nothing at all when
 // the archive is refused.
 
@@ -118,9 +118,9 @@ func (r *run) dropOutputs(d time.Duration) {
 // task's in its group's folder.
 func (c *Controller) outputsDir(r *jobRecord) string {
 	if r.TaskOf != "" {
-		return filepath.Join(c.cfg.DataDir, "jobs", r.TaskOf, "tasks", strconv.Itoa(r.Task))
+		return filepath.Join(c.cfg.DataDir, "outputs", r.TaskOf, strconv.Itoa(r.Task))
 	}
-	return filepath.Join(c.cfg.DataDir, "jobs", r.ID, "outputs")
+	return filepath.Join(c.cfg.DataDir, "outputs", r.ID)
 }
 
 // takeOutputs pulls the announced outputs of a succeeded attempt and

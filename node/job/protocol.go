@@ -32,7 +32,9 @@ const (
 	// MaxHelloSize bounds a Hello: a lease envelope and a few small
 	// fields. It is all a supplier reads from a peer before it has checked
 	// the peer's lease.
-	MaxHelloSize = market.MaxLeaseSize + 4<<10
+	// A cluster member's start lists every member (at most 64, with
+	// MaxMemberAddrs addresses each).
+	MaxHelloSize = market.MaxLeaseSize + 36<<10
 	// MaxWelcomeSize bounds a Welcome.
 	MaxWelcomeSize = 4096
 	// MaxFrameSize bounds one ServerFrame or ClientFrame.

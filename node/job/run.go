@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/node/cluster"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/node/runtime"
 	"github.com/gpumesh/gpumesh/node/shell"
@@ -67,6 +68,9 @@ type run struct {
 	// stdio is a shell's standard streams (the spec's stdin), nil for
 	// other jobs.
 	stdio *shell.Stdio
+	// member is a cluster member's place in its cluster network (nil for
+	// other jobs), left at finish.
+	member *cluster.Membership
 }
 
 // State is the attempt's state now.
@@ -354,6 +358,9 @@ func (r *run) enforceCredit(now time.Time) {
 	switch {
 	case over && !paused:
 		r.cutTunnels()
+		if r.member != nil {
+			r.member.Cut() // and refuses new ones, unpaid (pausedCode)
+		}
 		if err := r.proc.Pause(); err != nil {
 			r.logger.Warn("pause", "err", err)
 		}
@@ -367,6 +374,9 @@ func (r *run) enforceCredit(now time.Time) {
 // finish issues the final receipt once the process is gone.
 func (r *run) finish(last time.Time) {
 	r.cutTunnels()
+	if r.member != nil {
+		r.member.Leave()
+	}
 	res := r.proc.Result()
 	r.mu.Lock()
 	end := r.endState

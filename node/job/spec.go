@@ -87,6 +87,7 @@ func checkSpec(m *pb.JobSpec) error {
 		checkLimits,
 		checkPorts,
 		checkStdin,
+		checkCluster,
 	} {
 		if err := check(m); err != nil {
 			return err

@@ -34,7 +34,7 @@ import (
 // own failures past its restart policy, or failovers past the retry
 // budget, or no supplier for RentFor): the tasks still running are then
 // stopped and the pending ones never start. A task's outputs are kept in
-// DATA/jobs/<group id>/tasks/<index>.
+// DATA/outputs/<group id>/<index>.
 
 var ksGroups = store.MustKeyspace("task-groups") // group ID -> groupRecord (JSON)
 
@@ -386,7 +386,7 @@ func (c *Controller) groupView(gs *groupState) View {
 		v.Tasks = append(v.Tasks, tv)
 	}
 	if rec.State == StateSucceeded {
-		v.Outputs = filepath.Join(c.cfg.DataDir, "jobs", rec.ID, "tasks")
+		v.Outputs = filepath.Join(c.cfg.DataDir, "outputs", rec.ID)
 	}
 	return v
 }

@@ -53,7 +53,13 @@ type JobSpec struct {
 	// stdin, when set, gives the job a standard input that its renter's
 	// shell stream (/gpumesh/shell/1.0.0, PROTOCOL §40) attaches to: a
 	// pipe, or a terminal. The process runtime only.
-	Stdin         *Stdin `protobuf:"bytes,14,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	Stdin *Stdin `protobuf:"bytes,14,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	// cluster, when set, makes the job one member of a cluster: the same
+	// spec runs on nodes suppliers at once, each told its rank and the
+	// other members in its start Hello (Hello.cluster), and the members
+	// reach each other's jobs at cluster addresses (PROTOCOL "Clusters").
+	// The process runtime only.
+	Cluster       *Cluster `protobuf:"bytes,15,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -186,6 +192,199 @@ func (x *JobSpec) GetStdin() *Stdin {
 	return nil
 }
 
+func (x *JobSpec) GetCluster() *Cluster {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
+// Cluster is what a cluster job asks for in its spec.
+type Cluster struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nodes         uint32                 `protobuf:"varint,1,opt,name=nodes,proto3" json:"nodes,omitempty"`                             // members, 2..64
+	MasterPort    uint32                 `protobuf:"varint,2,opt,name=master_port,json=masterPort,proto3" json:"master_port,omitempty"` // MASTER_PORT on rank 0's address; 0: 29500
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cluster) Reset() {
+	*x = Cluster{}
+	mi := &file_job_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cluster) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cluster) ProtoMessage() {}
+
+func (x *Cluster) ProtoReflect() protoreflect.Message {
+	mi := &file_job_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
+func (*Cluster) Descriptor() ([]byte, []int) {
+	return file_job_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Cluster) GetNodes() uint32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *Cluster) GetMasterPort() uint32 {
+	if x != nil {
+		return x.MasterPort
+	}
+	return 0
+}
+
+// ClusterHello is a cluster member's start: which cluster attempt, its
+// rank and every member. It comes over the renter's authenticated
+// session stream and is not in the spec hash (ranks and members change
+// from attempt to attempt).
+type ClusterHello struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attempt       uint32                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"` // the cluster attempt, 1, 2, ...
+	Rank          uint32                 `protobuf:"varint,2,opt,name=rank,proto3" json:"rank,omitempty"`       // this member's rank
+	Members       []*ClusterMember       `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`  // every member, in rank order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterHello) Reset() {
+	*x = ClusterHello{}
+	mi := &file_job_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterHello) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterHello) ProtoMessage() {}
+
+func (x *ClusterHello) ProtoReflect() protoreflect.Message {
+	mi := &file_job_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterHello.ProtoReflect.Descriptor instead.
+func (*ClusterHello) Descriptor() ([]byte, []int) {
+	return file_job_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ClusterHello) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ClusterHello) GetRank() uint32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *ClusterHello) GetMembers() []*ClusterMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// ClusterMember is one member of a cluster attempt.
+type ClusterMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rank          uint32                 `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`
+	Supplier      []byte                 `protobuf:"bytes,2,opt,name=supplier,proto3" json:"supplier,omitempty"`              // its supplier's peer ID
+	LeaseId       []byte                 `protobuf:"bytes,3,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"` // its lease
+	Addrs         [][]byte               `protobuf:"bytes,4,rep,name=addrs,proto3" json:"addrs,omitempty"`                    // its supplier's multiaddrs (at most 8)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterMember) Reset() {
+	*x = ClusterMember{}
+	mi := &file_job_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterMember) ProtoMessage() {}
+
+func (x *ClusterMember) ProtoReflect() protoreflect.Message {
+	mi := &file_job_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterMember.ProtoReflect.Descriptor instead.
+func (*ClusterMember) Descriptor() ([]byte, []int) {
+	return file_job_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ClusterMember) GetRank() uint32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *ClusterMember) GetSupplier() []byte {
+	if x != nil {
+		return x.Supplier
+	}
+	return nil
+}
+
+func (x *ClusterMember) GetLeaseId() []byte {
+	if x != nil {
+		return x.LeaseId
+	}
+	return nil
+}
+
+func (x *ClusterMember) GetAddrs() [][]byte {
+	if x != nil {
+		return x.Addrs
+	}
+	return nil
+}
+
 // Stdin is a job's standard input: what `gpumesh shell` runs.
 type Stdin struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -198,7 +397,7 @@ type Stdin struct {
 
 func (x *Stdin) Reset() {
 	*x = Stdin{}
-	mi := &file_job_proto_msgTypes[1]
+	mi := &file_job_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +409,7 @@ func (x *Stdin) String() string {
 func (*Stdin) ProtoMessage() {}
 
 func (x *Stdin) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[1]
+	mi := &file_job_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +422,7 @@ func (x *Stdin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stdin.ProtoReflect.Descriptor instead.
 func (*Stdin) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{1}
+	return file_job_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Stdin) GetTty() bool {
@@ -258,7 +457,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_job_proto_msgTypes[2]
+	mi := &file_job_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -270,7 +469,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[2]
+	mi := &file_job_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -283,7 +482,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{2}
+	return file_job_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Port) GetNumber() uint32 {
@@ -310,7 +509,7 @@ type EnvVar struct {
 
 func (x *EnvVar) Reset() {
 	*x = EnvVar{}
-	mi := &file_job_proto_msgTypes[3]
+	mi := &file_job_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +521,7 @@ func (x *EnvVar) String() string {
 func (*EnvVar) ProtoMessage() {}
 
 func (x *EnvVar) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[3]
+	mi := &file_job_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +534,7 @@ func (x *EnvVar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnvVar.ProtoReflect.Descriptor instead.
 func (*EnvVar) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{3}
+	return file_job_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EnvVar) GetName() string {
@@ -363,7 +562,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_job_proto_msgTypes[4]
+	mi := &file_job_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +574,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[4]
+	mi := &file_job_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +587,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{4}
+	return file_job_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *File) GetPath() string {
@@ -426,7 +625,7 @@ type Restart struct {
 
 func (x *Restart) Reset() {
 	*x = Restart{}
-	mi := &file_job_proto_msgTypes[5]
+	mi := &file_job_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -438,7 +637,7 @@ func (x *Restart) String() string {
 func (*Restart) ProtoMessage() {}
 
 func (x *Restart) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[5]
+	mi := &file_job_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -451,7 +650,7 @@ func (x *Restart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Restart.ProtoReflect.Descriptor instead.
 func (*Restart) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{5}
+	return file_job_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Restart) GetPolicy() string {
@@ -489,7 +688,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_job_proto_msgTypes[6]
+	mi := &file_job_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +700,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[6]
+	mi := &file_job_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +713,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{6}
+	return file_job_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Limits) GetMemoryBytes() int64 {
@@ -574,13 +773,14 @@ type Hello struct {
 	Fence          string                 `protobuf:"bytes,8,opt,name=fence,proto3" json:"fence,omitempty"`                                           // attach: the job moved on; stop this attempt, saying why
 	SpecSize       uint32                 `protobuf:"varint,9,opt,name=spec_size,json=specSize,proto3" json:"spec_size,omitempty"`                    // start: bytes of the encoded JobSpec that follow the go-ahead
 	CheckpointSize uint64                 `protobuf:"varint,10,opt,name=checkpoint_size,json=checkpointSize,proto3" json:"checkpoint_size,omitempty"` // start: bytes of the checkpoint archive after the spec (0: none)
+	Cluster        *ClusterHello          `protobuf:"bytes,11,opt,name=cluster,proto3" json:"cluster,omitempty"`                                      // start of a cluster member (spec.cluster set): its rank and the members
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_job_proto_msgTypes[7]
+	mi := &file_job_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +792,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[7]
+	mi := &file_job_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +805,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{7}
+	return file_job_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Hello) GetLease() []byte {
@@ -664,6 +864,13 @@ func (x *Hello) GetCheckpointSize() uint64 {
 	return 0
 }
 
+func (x *Hello) GetCluster() *ClusterHello {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
 // Welcome is the supplier's answer to Hello. A start that the supplier
 // admits gets a Welcome with send_body first, then, after the spec and
 // checkpoint, the final one.
@@ -680,7 +887,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_job_proto_msgTypes[8]
+	mi := &file_job_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +899,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[8]
+	mi := &file_job_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +912,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{8}
+	return file_job_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Welcome) GetRefused() string {
@@ -753,6 +960,7 @@ type ServerFrame struct {
 	//	*ServerFrame_Receipt
 	//	*ServerFrame_Settlement
 	//	*ServerFrame_Outputs
+	//	*ServerFrame_ClusterLinks
 	Body          isServerFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -760,7 +968,7 @@ type ServerFrame struct {
 
 func (x *ServerFrame) Reset() {
 	*x = ServerFrame{}
-	mi := &file_job_proto_msgTypes[9]
+	mi := &file_job_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +980,7 @@ func (x *ServerFrame) String() string {
 func (*ServerFrame) ProtoMessage() {}
 
 func (x *ServerFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[9]
+	mi := &file_job_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +993,7 @@ func (x *ServerFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerFrame.ProtoReflect.Descriptor instead.
 func (*ServerFrame) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{9}
+	return file_job_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ServerFrame) GetBody() isServerFrame_Body {
@@ -840,6 +1048,15 @@ func (x *ServerFrame) GetOutputs() *Outputs {
 	return nil
 }
 
+func (x *ServerFrame) GetClusterLinks() *ClusterLinks {
+	if x != nil {
+		if x, ok := x.Body.(*ServerFrame_ClusterLinks); ok {
+			return x.ClusterLinks
+		}
+	}
+	return nil
+}
+
 type isServerFrame_Body interface {
 	isServerFrame_Body()
 }
@@ -864,6 +1081,10 @@ type ServerFrame_Outputs struct {
 	Outputs *Outputs `protobuf:"bytes,5,opt,name=outputs,proto3,oneof"` // a succeeded attempt's $OUTPUT_DIR archive, announced before the final receipt
 }
 
+type ServerFrame_ClusterLinks struct {
+	ClusterLinks *ClusterLinks `protobuf:"bytes,6,opt,name=cluster_links,json=clusterLinks,proto3,oneof"` // a cluster member's links to the other members, now and then
+}
+
 func (*ServerFrame_Status) isServerFrame_Body() {}
 
 func (*ServerFrame_Log) isServerFrame_Body() {}
@@ -873,6 +1094,8 @@ func (*ServerFrame_Receipt) isServerFrame_Body() {}
 func (*ServerFrame_Settlement) isServerFrame_Body() {}
 
 func (*ServerFrame_Outputs) isServerFrame_Body() {}
+
+func (*ServerFrame_ClusterLinks) isServerFrame_Body() {}
 
 // Outputs announces the archive of a succeeded attempt's $OUTPUT_DIR,
 // which the renter pulls on /gpumesh/checkpoint/1.0.0 (outputs = 4)
@@ -888,7 +1111,7 @@ type Outputs struct {
 
 func (x *Outputs) Reset() {
 	*x = Outputs{}
-	mi := &file_job_proto_msgTypes[10]
+	mi := &file_job_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1123,7 @@ func (x *Outputs) String() string {
 func (*Outputs) ProtoMessage() {}
 
 func (x *Outputs) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[10]
+	mi := &file_job_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1136,7 @@ func (x *Outputs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outputs.ProtoReflect.Descriptor instead.
 func (*Outputs) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{10}
+	return file_job_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Outputs) GetAttempt() uint32 {
@@ -937,6 +1160,120 @@ func (x *Outputs) GetSize() uint64 {
 	return 0
 }
 
+// ClusterLinks is how a cluster member's supplier reaches the other
+// members' suppliers: the renter shows the round trips between members.
+type ClusterLinks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attempt       uint32                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Links         []*ClusterLink         `protobuf:"bytes,2,rep,name=links,proto3" json:"links,omitempty"` // at most 63, one per other member
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterLinks) Reset() {
+	*x = ClusterLinks{}
+	mi := &file_job_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterLinks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterLinks) ProtoMessage() {}
+
+func (x *ClusterLinks) ProtoReflect() protoreflect.Message {
+	mi := &file_job_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterLinks.ProtoReflect.Descriptor instead.
+func (*ClusterLinks) Descriptor() ([]byte, []int) {
+	return file_job_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ClusterLinks) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *ClusterLinks) GetLinks() []*ClusterLink {
+	if x != nil {
+		return x.Links
+	}
+	return nil
+}
+
+type ClusterLink struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rank          uint32                 `protobuf:"varint,1,opt,name=rank,proto3" json:"rank,omitempty"`                // the other member
+	Direct        bool                   `protobuf:"varint,2,opt,name=direct,proto3" json:"direct,omitempty"`            // a direct (not relayed) connection is open
+	RttUs         uint32                 `protobuf:"varint,3,opt,name=rtt_us,json=rttUs,proto3" json:"rtt_us,omitempty"` // round trip, µs; 0: not measured yet
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterLink) Reset() {
+	*x = ClusterLink{}
+	mi := &file_job_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterLink) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterLink) ProtoMessage() {}
+
+func (x *ClusterLink) ProtoReflect() protoreflect.Message {
+	mi := &file_job_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterLink.ProtoReflect.Descriptor instead.
+func (*ClusterLink) Descriptor() ([]byte, []int) {
+	return file_job_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ClusterLink) GetRank() uint32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *ClusterLink) GetDirect() bool {
+	if x != nil {
+		return x.Direct
+	}
+	return false
+}
+
+func (x *ClusterLink) GetRttUs() uint32 {
+	if x != nil {
+		return x.RttUs
+	}
+	return 0
+}
+
 type Status struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Attempt       uint32                 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
@@ -950,7 +1287,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_job_proto_msgTypes[11]
+	mi := &file_job_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1299,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[11]
+	mi := &file_job_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1312,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{11}
+	return file_job_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Status) GetAttempt() uint32 {
@@ -1024,7 +1361,7 @@ type Log struct {
 
 func (x *Log) Reset() {
 	*x = Log{}
-	mi := &file_job_proto_msgTypes[12]
+	mi := &file_job_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1373,7 @@ func (x *Log) String() string {
 func (*Log) ProtoMessage() {}
 
 func (x *Log) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[12]
+	mi := &file_job_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1386,7 @@ func (x *Log) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Log.ProtoReflect.Descriptor instead.
 func (*Log) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{12}
+	return file_job_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Log) GetAttempt() uint32 {
@@ -1088,7 +1425,7 @@ type ClientFrame struct {
 
 func (x *ClientFrame) Reset() {
 	*x = ClientFrame{}
-	mi := &file_job_proto_msgTypes[13]
+	mi := &file_job_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1437,7 @@ func (x *ClientFrame) String() string {
 func (*ClientFrame) ProtoMessage() {}
 
 func (x *ClientFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[13]
+	mi := &file_job_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1450,7 @@ func (x *ClientFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientFrame.ProtoReflect.Descriptor instead.
 func (*ClientFrame) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{13}
+	return file_job_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ClientFrame) GetBody() isClientFrame_Body {
@@ -1186,7 +1523,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_job_proto_msgTypes[14]
+	mi := &file_job_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1535,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[14]
+	mi := &file_job_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1548,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{14}
+	return file_job_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CheckpointRequest) GetLeaseId() []byte {
@@ -1256,7 +1593,7 @@ type CheckpointHeader struct {
 
 func (x *CheckpointHeader) Reset() {
 	*x = CheckpointHeader{}
-	mi := &file_job_proto_msgTypes[15]
+	mi := &file_job_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1605,7 @@ func (x *CheckpointHeader) String() string {
 func (*CheckpointHeader) ProtoMessage() {}
 
 func (x *CheckpointHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_job_proto_msgTypes[15]
+	mi := &file_job_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1618,7 @@ func (x *CheckpointHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointHeader.ProtoReflect.Descriptor instead.
 func (*CheckpointHeader) Descriptor() ([]byte, []int) {
-	return file_job_proto_rawDescGZIP(), []int{15}
+	return file_job_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CheckpointHeader) GetRefused() string {
@@ -1316,7 +1653,7 @@ var File_job_proto protoreflect.FileDescriptor
 
 const file_job_proto_rawDesc = "" +
 	"\n" +
-	"\tjob.proto\x12\x0egpumesh.job.v1\"\xf9\x03\n" +
+	"\tjob.proto\x12\x0egpumesh.job.v1\"\xac\x04\n" +
 	"\aJobSpec\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\fR\x05jobId\x12\x12\n" +
@@ -1332,7 +1669,21 @@ const file_job_proto_rawDesc = "" +
 	"\x05image\x18\v \x01(\tR\x05image\x12%\n" +
 	"\x0echeckpoint_dir\x18\f \x01(\tR\rcheckpointDir\x12*\n" +
 	"\x05ports\x18\r \x03(\v2\x14.gpumesh.job.v1.PortR\x05ports\x12+\n" +
-	"\x05stdin\x18\x0e \x01(\v2\x15.gpumesh.job.v1.StdinR\x05stdin\"A\n" +
+	"\x05stdin\x18\x0e \x01(\v2\x15.gpumesh.job.v1.StdinR\x05stdin\x121\n" +
+	"\acluster\x18\x0f \x01(\v2\x17.gpumesh.job.v1.ClusterR\acluster\"@\n" +
+	"\aCluster\x12\x14\n" +
+	"\x05nodes\x18\x01 \x01(\rR\x05nodes\x12\x1f\n" +
+	"\vmaster_port\x18\x02 \x01(\rR\n" +
+	"masterPort\"u\n" +
+	"\fClusterHello\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\x12\n" +
+	"\x04rank\x18\x02 \x01(\rR\x04rank\x127\n" +
+	"\amembers\x18\x03 \x03(\v2\x1d.gpumesh.job.v1.ClusterMemberR\amembers\"p\n" +
+	"\rClusterMember\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\rR\x04rank\x12\x1a\n" +
+	"\bsupplier\x18\x02 \x01(\fR\bsupplier\x12\x19\n" +
+	"\blease_id\x18\x03 \x01(\fR\aleaseId\x12\x14\n" +
+	"\x05addrs\x18\x04 \x03(\fR\x05addrs\"A\n" +
 	"\x05Stdin\x12\x10\n" +
 	"\x03tty\x18\x01 \x01(\bR\x03tty\x12\x12\n" +
 	"\x04rows\x18\x02 \x01(\rR\x04rows\x12\x12\n" +
@@ -1362,7 +1713,7 @@ const file_job_proto_rawDesc = "" +
 	"\n" +
 	"open_files\x18\x05 \x01(\x03R\topenFiles\x12\x1d\n" +
 	"\n" +
-	"disk_bytes\x18\x06 \x01(\x03R\tdiskBytes\"\x82\x02\n" +
+	"disk_bytes\x18\x06 \x01(\x03R\tdiskBytes\"\xba\x02\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05lease\x18\x01 \x01(\fR\x05lease\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\fR\aleaseId\x12\x18\n" +
@@ -1373,13 +1724,14 @@ const file_job_proto_rawDesc = "" +
 	"\x05fence\x18\b \x01(\tR\x05fence\x12\x1b\n" +
 	"\tspec_size\x18\t \x01(\rR\bspecSize\x12'\n" +
 	"\x0fcheckpoint_size\x18\n" +
-	" \x01(\x04R\x0echeckpointSizeJ\x04\b\x04\x10\x05J\x04\b\x05\x10\x06\"\x84\x01\n" +
+	" \x01(\x04R\x0echeckpointSize\x126\n" +
+	"\acluster\x18\v \x01(\v2\x1c.gpumesh.job.v1.ClusterHelloR\aclusterJ\x04\b\x04\x10\x05J\x04\b\x05\x10\x06\"\x84\x01\n" +
 	"\aWelcome\x12\x18\n" +
 	"\arefused\x18\x01 \x01(\tR\arefused\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x1b\n" +
 	"\tsend_body\x18\x04 \x01(\bR\bsendBody\x12\x12\n" +
-	"\x04busy\x18\x05 \x01(\bR\x04busy\"\xe3\x01\n" +
+	"\x04busy\x18\x05 \x01(\bR\x04busy\"\xa8\x02\n" +
 	"\vServerFrame\x120\n" +
 	"\x06status\x18\x01 \x01(\v2\x16.gpumesh.job.v1.StatusH\x00R\x06status\x12'\n" +
 	"\x03log\x18\x02 \x01(\v2\x13.gpumesh.job.v1.LogH\x00R\x03log\x12\x1a\n" +
@@ -1387,12 +1739,20 @@ const file_job_proto_rawDesc = "" +
 	"\n" +
 	"settlement\x18\x04 \x01(\fH\x00R\n" +
 	"settlement\x123\n" +
-	"\aoutputs\x18\x05 \x01(\v2\x17.gpumesh.job.v1.OutputsH\x00R\aoutputsB\x06\n" +
+	"\aoutputs\x18\x05 \x01(\v2\x17.gpumesh.job.v1.OutputsH\x00R\aoutputs\x12C\n" +
+	"\rcluster_links\x18\x06 \x01(\v2\x1c.gpumesh.job.v1.ClusterLinksH\x00R\fclusterLinksB\x06\n" +
 	"\x04body\"K\n" +
 	"\aOutputs\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\fR\x04hash\x12\x12\n" +
-	"\x04size\x18\x03 \x01(\x04R\x04size\"\x88\x01\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\"[\n" +
+	"\fClusterLinks\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\rR\aattempt\x121\n" +
+	"\x05links\x18\x02 \x03(\v2\x1b.gpumesh.job.v1.ClusterLinkR\x05links\"P\n" +
+	"\vClusterLink\x12\x12\n" +
+	"\x04rank\x18\x01 \x01(\rR\x04rank\x12\x16\n" +
+	"\x06direct\x18\x02 \x01(\bR\x06direct\x12\x15\n" +
+	"\x06rtt_us\x18\x03 \x01(\rR\x05rttUs\"\x88\x01\n" +
 	"\x06Status\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1b\n" +
@@ -1431,40 +1791,50 @@ func file_job_proto_rawDescGZIP() []byte {
 	return file_job_proto_rawDescData
 }
 
-var file_job_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_job_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_job_proto_goTypes = []any{
 	(*JobSpec)(nil),           // 0: gpumesh.job.v1.JobSpec
-	(*Stdin)(nil),             // 1: gpumesh.job.v1.Stdin
-	(*Port)(nil),              // 2: gpumesh.job.v1.Port
-	(*EnvVar)(nil),            // 3: gpumesh.job.v1.EnvVar
-	(*File)(nil),              // 4: gpumesh.job.v1.File
-	(*Restart)(nil),           // 5: gpumesh.job.v1.Restart
-	(*Limits)(nil),            // 6: gpumesh.job.v1.Limits
-	(*Hello)(nil),             // 7: gpumesh.job.v1.Hello
-	(*Welcome)(nil),           // 8: gpumesh.job.v1.Welcome
-	(*ServerFrame)(nil),       // 9: gpumesh.job.v1.ServerFrame
-	(*Outputs)(nil),           // 10: gpumesh.job.v1.Outputs
-	(*Status)(nil),            // 11: gpumesh.job.v1.Status
-	(*Log)(nil),               // 12: gpumesh.job.v1.Log
-	(*ClientFrame)(nil),       // 13: gpumesh.job.v1.ClientFrame
-	(*CheckpointRequest)(nil), // 14: gpumesh.job.v1.CheckpointRequest
-	(*CheckpointHeader)(nil),  // 15: gpumesh.job.v1.CheckpointHeader
+	(*Cluster)(nil),           // 1: gpumesh.job.v1.Cluster
+	(*ClusterHello)(nil),      // 2: gpumesh.job.v1.ClusterHello
+	(*ClusterMember)(nil),     // 3: gpumesh.job.v1.ClusterMember
+	(*Stdin)(nil),             // 4: gpumesh.job.v1.Stdin
+	(*Port)(nil),              // 5: gpumesh.job.v1.Port
+	(*EnvVar)(nil),            // 6: gpumesh.job.v1.EnvVar
+	(*File)(nil),              // 7: gpumesh.job.v1.File
+	(*Restart)(nil),           // 8: gpumesh.job.v1.Restart
+	(*Limits)(nil),            // 9: gpumesh.job.v1.Limits
+	(*Hello)(nil),             // 10: gpumesh.job.v1.Hello
+	(*Welcome)(nil),           // 11: gpumesh.job.v1.Welcome
+	(*ServerFrame)(nil),       // 12: gpumesh.job.v1.ServerFrame
+	(*Outputs)(nil),           // 13: gpumesh.job.v1.Outputs
+	(*ClusterLinks)(nil),      // 14: gpumesh.job.v1.ClusterLinks
+	(*ClusterLink)(nil),       // 15: gpumesh.job.v1.ClusterLink
+	(*Status)(nil),            // 16: gpumesh.job.v1.Status
+	(*Log)(nil),               // 17: gpumesh.job.v1.Log
+	(*ClientFrame)(nil),       // 18: gpumesh.job.v1.ClientFrame
+	(*CheckpointRequest)(nil), // 19: gpumesh.job.v1.CheckpointRequest
+	(*CheckpointHeader)(nil),  // 20: gpumesh.job.v1.CheckpointHeader
 }
 var file_job_proto_depIdxs = []int32{
-	3,  // 0: gpumesh.job.v1.JobSpec.env:type_name -> gpumesh.job.v1.EnvVar
-	4,  // 1: gpumesh.job.v1.JobSpec.files:type_name -> gpumesh.job.v1.File
-	5,  // 2: gpumesh.job.v1.JobSpec.restart:type_name -> gpumesh.job.v1.Restart
-	6,  // 3: gpumesh.job.v1.JobSpec.limits:type_name -> gpumesh.job.v1.Limits
-	2,  // 4: gpumesh.job.v1.JobSpec.ports:type_name -> gpumesh.job.v1.Port
-	1,  // 5: gpumesh.job.v1.JobSpec.stdin:type_name -> gpumesh.job.v1.Stdin
-	11, // 6: gpumesh.job.v1.ServerFrame.status:type_name -> gpumesh.job.v1.Status
-	12, // 7: gpumesh.job.v1.ServerFrame.log:type_name -> gpumesh.job.v1.Log
-	10, // 8: gpumesh.job.v1.ServerFrame.outputs:type_name -> gpumesh.job.v1.Outputs
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	6,  // 0: gpumesh.job.v1.JobSpec.env:type_name -> gpumesh.job.v1.EnvVar
+	7,  // 1: gpumesh.job.v1.JobSpec.files:type_name -> gpumesh.job.v1.File
+	8,  // 2: gpumesh.job.v1.JobSpec.restart:type_name -> gpumesh.job.v1.Restart
+	9,  // 3: gpumesh.job.v1.JobSpec.limits:type_name -> gpumesh.job.v1.Limits
+	5,  // 4: gpumesh.job.v1.JobSpec.ports:type_name -> gpumesh.job.v1.Port
+	4,  // 5: gpumesh.job.v1.JobSpec.stdin:type_name -> gpumesh.job.v1.Stdin
+	1,  // 6: gpumesh.job.v1.JobSpec.cluster:type_name -> gpumesh.job.v1.Cluster
+	3,  // 7: gpumesh.job.v1.ClusterHello.members:type_name -> gpumesh.job.v1.ClusterMember
+	2,  // 8: gpumesh.job.v1.Hello.cluster:type_name -> gpumesh.job.v1.ClusterHello
+	16, // 9: gpumesh.job.v1.ServerFrame.status:type_name -> gpumesh.job.v1.Status
+	17, // 10: gpumesh.job.v1.ServerFrame.log:type_name -> gpumesh.job.v1.Log
+	13, // 11: gpumesh.job.v1.ServerFrame.outputs:type_name -> gpumesh.job.v1.Outputs
+	14, // 12: gpumesh.job.v1.ServerFrame.cluster_links:type_name -> gpumesh.job.v1.ClusterLinks
+	15, // 13: gpumesh.job.v1.ClusterLinks.links:type_name -> gpumesh.job.v1.ClusterLink
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_job_proto_init() }
@@ -1472,14 +1842,15 @@ func file_job_proto_init() {
 	if File_job_proto != nil {
 		return
 	}
-	file_job_proto_msgTypes[9].OneofWrappers = []any{
+	file_job_proto_msgTypes[12].OneofWrappers = []any{
 		(*ServerFrame_Status)(nil),
 		(*ServerFrame_Log)(nil),
 		(*ServerFrame_Receipt)(nil),
 		(*ServerFrame_Settlement)(nil),
 		(*ServerFrame_Outputs)(nil),
+		(*ServerFrame_ClusterLinks)(nil),
 	}
-	file_job_proto_msgTypes[13].OneofWrappers = []any{
+	file_job_proto_msgTypes[18].OneofWrappers = []any{
 		(*ClientFrame_Voucher)(nil),
 		(*ClientFrame_Stop)(nil),
 		(*ClientFrame_Statement)(nil),
@@ -1490,7 +1861,7 @@ func file_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_job_proto_rawDesc), len(file_job_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

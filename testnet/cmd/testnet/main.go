@@ -345,13 +345,21 @@ func (c *cli) demo(ctx context.Context, args []string) error {
 	if err := c.serviceDemo(ctx, st, *bin); err != nil {
 		return err
 	}
-	// Last: a price index counts only the trades of suppliers whose
+	// Then: a price index counts only the trades of suppliers whose
 	// reputation it knows. Node 0's counts the job's lease from node 1,
 	// which it passed, and its own lease above; nobody else knows node
 	// 0's reputation, so no other index counts that one.
-	return c.runSteps(ctx, st, *bin, []step{
+	if err := c.runSteps(ctx, st, *bin, []step{
 		{"node 0's price index: trade prints of suppliers whose reputation it knows (node 1, which it passed, and itself)", append([]string{"prices"}, api(0)...), false, 0},
-	})
+	}); err != nil {
+		return err
+	}
+	// The workloads decentralized compute does best: one job across
+	// several suppliers, and one split into tasks.
+	if err := c.clusterDemo(ctx, st, *bin); err != nil {
+		return err
+	}
+	return c.tasksDemo(ctx, st, *bin)
 }
 
 // runSteps runs each step's command as node 0's user (inside node 0's
