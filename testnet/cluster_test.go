@@ -253,7 +253,7 @@ func (n *natNet) torchUnderKill(ctx context.Context, t *testing.T) {
 	if !ok {
 		t.Fatalf("the reference printed %q", ref)
 	}
-	const torchrun = `OMP_NUM_THREADS=1 exec python3 -m torch.distributed.run --redirects 1 --tee 1 --nnodes=$NNODES --node_rank=$NODE_RANK --nproc_per_node=1 --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT ddp.py --steps 60 --step-sleep 0.4`
+	const torchrun = `PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 exec python3 -m torch.distributed.run --redirects 1 --tee 1 --nnodes=$NNODES --node_rank=$NODE_RANK --nproc_per_node=1 --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT ddp.py --steps 60 --step-sleep 0.4`
 	id, err := n.runCluster(ctx, 2, ddp, "sh", "-c", torchrun)
 	if err != nil {
 		t.Fatal(err)

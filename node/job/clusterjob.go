@@ -282,18 +282,17 @@ func (c *Controller) memberOver(js *jobState, outcome State, why string) {
 		js.rec.State, js.rec.Message = StateStopped, js.rec.StopAsked
 		cl.ending, cl.endState = js.rec.StopAsked, StateStopped
 	default:
-		// This member's end is the cluster attempt's.
+		// This member's end is the cluster attempt's. What it counts
+		// against is judged once every member's attempt is over
+		// (judgeAttempt): a rank that fails because another member's
+		// supplier died looks like the job's own failure until that
+		// member is known lost.
 		cl.cause = fmt.Sprintf("rank %d %s", rank, outcome)
 		if why != "" {
 			cl.cause += ": " + why
 		}
-		if give := c.clusterGivesUp(cl, outcome, js.rec.ExitCode); give != "" {
-			js.rec.State, js.rec.Message = StateFailed, give
-			cl.ending, cl.endState = give, StateFailed
-		} else {
-			js.rec.State, js.rec.Message = StateRecovering, "cluster attempt over: "+cl.cause
-			cl.restarting = true
-		}
+		js.rec.State, js.rec.Message = StateRecovering, "cluster attempt over: "+cl.cause
+		cl.restarting = true
 	}
 	if js.rec.finished() && js.rec.FinishedAt.IsZero() {
 		js.rec.FinishedAt = c.cfg.Now().UTC()
@@ -302,7 +301,6 @@ func (c *Controller) memberOver(js *jobState, outcome State, why string) {
 	state := js.rec.State
 	js.mu.Unlock()
 	cl.mu.Unlock()
-	c.keepBudgets(cl)
 	c.log.Info("cluster member's attempt over", "cluster", cl.id[:8], "rank", rank, "outcome", outcome, "member_state", state)
 	if outcome == StateLost {
 		c.lostAttempt(js)
@@ -310,13 +308,37 @@ func (c *Controller) memberOver(js *jobState, outcome State, why string) {
 	cl.poke()
 }
 
-// clusterGivesUp counts a cluster attempt that ended with a member's
-// outcome against the cluster's budgets: a member's own failure against
-// the spec's restart policy, anything else as a failover. It says why
-// the cluster fails, or "". The caller holds cl.mu.
-func (c *Controller) clusterGivesUp(cl *clusterState, outcome State, code int) string {
-	if outcome == StateFailed {
-		if cl.members[0].spec.Retries(code, cl.restarts) {
+// judgeAttempt counts a cluster attempt that is over, every member's
+// outcome known, against the cluster's budgets and says why the cluster
+// fails ("" when it goes on). A member lost, interrupted, expired or
+// fenced makes it a failover, whatever the others did meanwhile (a
+// rank whose peer vanished fails too); otherwise a member's own failure
+// counts against the spec's restart policy, with that member's exit
+// code.
+func (c *Controller) judgeAttempt(cl *clusterState) string {
+	var (
+		infra      bool
+		failedCode int
+		failed     bool
+	)
+	for _, js := range cl.members {
+		js.mu.Lock()
+		if cur := js.rec.cur(); cur != nil {
+			switch cur.Outcome {
+			case StateLost, StateInterrupted, StateExpired, StateFenced, StateHalted:
+				infra = true
+			case StateFailed:
+				if !failed {
+					failed, failedCode = true, js.rec.ExitCode
+				}
+			}
+		}
+		js.mu.Unlock()
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if !infra && failed {
+		if cl.members[0].spec.Retries(failedCode, cl.restarts) {
 			cl.restarts++
 			return ""
 		}
@@ -349,6 +371,7 @@ func (c *Controller) keepBudgets(cl *clusterState) {
 // the cluster is), and leases the next attempt once all have ended.
 func (c *Controller) coordinate(ctx context.Context, cl *clusterState) {
 	var rentFailing time.Time
+	judged := false                   // the attempt over has been counted against the budgets
 	stopped := map[*jobState]uint32{} // the attempt each member was told to stop
 	for ctx.Err() == nil {
 		cl.mu.Lock()
@@ -391,6 +414,17 @@ func (c *Controller) coordinate(ctx context.Context, cl *clusterState) {
 			c.log.Info("cluster over", "cluster", cl.id[:8], "why", ending)
 			return
 		}
+		if restarting && ending == "" && allOver && !judged {
+			judged = true
+			give := c.judgeAttempt(cl)
+			c.keepBudgets(cl)
+			if give != "" {
+				cl.mu.Lock()
+				cl.ending, cl.endState, cl.restarting = give, StateFailed, false
+				cl.mu.Unlock()
+				continue
+			}
+		}
 		if restarting && ending == "" && allOver {
 			leases, err := c.rentCluster(ctx, cl)
 			if err == nil {
@@ -400,7 +434,7 @@ func (c *Controller) coordinate(ctx context.Context, cl *clusterState) {
 				cl.mu.Lock()
 				cl.restarting = false
 				cl.mu.Unlock()
-				rentFailing = time.Time{}
+				rentFailing, judged = time.Time{}, false
 				continue
 			}
 			c.log.Warn("no cluster lease yet", "cluster", cl.id[:8], "err", err)
