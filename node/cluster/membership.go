@@ -351,7 +351,7 @@ func replyRefusal(m *pb.ClusterReply) *Refusal {
 	if m.Refused == "" {
 		return nil
 	}
-	return &Refusal{Code: m.Refused, Message: m.Message}
+	return &Refusal{Protocol: refusalOf, Code: m.Refused, Message: m.Message}
 }
 
 // Link is the state of this node's link to another member's supplier.

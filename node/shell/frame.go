@@ -266,5 +266,5 @@ func (f Frame) Reply() *Refusal {
 	if code == "" {
 		code = RefusedMalformed
 	}
-	return &Refusal{Code: code, Message: msg}
+	return &Refusal{Protocol: refusalOf, Code: code, Message: msg}
 }

@@ -1,8 +1,6 @@
 package shell
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -47,39 +45,20 @@ const (
 )
 
 // Refusal is a supplier's refusal of an Open, as either side sees it.
-type Refusal struct {
-	Code    string
-	Message string
-}
+type Refusal = p2p.Refusal
 
-func (r *Refusal) Error() string {
-	if r.Message == "" {
-		return "shell refused: " + r.Code
-	}
-	return "shell refused: " + r.Code + ": " + r.Message
-}
+// refusalOf names this protocol in its refusals.
+const refusalOf = "shell"
 
 // Refuse makes a Refusal.
 func Refuse(code, format string, args ...any) *Refusal {
-	return &Refusal{Code: code, Message: fmt.Sprintf(format, args...)}
+	return p2p.Refuse(refusalOf, code, format, args...)
 }
 
-// IsRefusal reports whether err is a supplier's refusal with one of codes
-// (any code when none is given).
+// IsRefusal reports whether err is a supplier's refusal of this protocol
+// with one of codes (any code when none is given).
 func IsRefusal(err error, codes ...string) bool {
-	var r *Refusal
-	if !errors.As(err, &r) {
-		return false
-	}
-	if len(codes) == 0 {
-		return true
-	}
-	for _, c := range codes {
-		if r.Code == c {
-			return true
-		}
-	}
-	return false
+	return p2p.IsRefusal(err, refusalOf, codes...)
 }
 
 // CheckOpen checks a decoded Open: its version, and a terminal's size of

@@ -295,7 +295,7 @@ func handshake(ctx context.Context, st network.Stream, ep Endpoint, port uint16)
 	}
 	if r.Refused != "" {
 		_ = st.Close()
-		return nil, &Refusal{Code: r.Refused, Message: r.Message}
+		return nil, &Refusal{Protocol: refusalOf, Code: r.Refused, Message: r.Message}
 	}
 	_ = st.SetDeadline(time.Time{})
 	return st, nil
