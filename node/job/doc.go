@@ -33,6 +33,15 @@
 //   - Task groups (tasks.go): N tasks of one command, each a job of its
 //     own with TASK_INDEX and TASK_COUNT, at most Parallel at once, kept
 //     in the store as a groupRecord.
+//   - Clusters (cluster.go, clusterjob.go): one spec on N suppliers
+//     (Request.Nodes), leased all or nothing, each member a job record
+//     of its own (<cluster id>-<rank>) under one clusterState; the
+//     members' Hello names them all (checked on the supplier's side by
+//     checkCluster), a lost member ends the cluster attempt and every
+//     rank restarts on N new leases from rank 0's checkpoint
+//     (judgeAttempt, coordinate). The supplier side joins the member to
+//     the cluster network (node/cluster, node/runtime's ClusterNet) and
+//     reports its links' round trips.
 //
 // # The renter side: a Controller
 //
