@@ -50,7 +50,8 @@ const (
 	// container (root, mmdebstrap with Debian's mirror, systemd-nspawn;
 	// packaging/).
 	Nspawn = "nspawn"
-	// Torch: the python3 on PATH imports torch.distributed with gloo
+	// Torch: /usr/bin/python3 (or the python3 on PATH) imports
+	// torch.distributed with gloo
 	// (Debian's python3-torch; the cluster lab's DDP test).
 	Torch = "torch"
 )
