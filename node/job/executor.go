@@ -613,7 +613,7 @@ func (e *Executor) start(l *market.Lease, spec *Spec, h *pb.Hello, checkpoint []
 	}
 	hide := append([]string{filepath.Join(e.cfg.DataDir, "jobs")}, e.cfg.Hide...)
 	rs := runtime.Spec{
-		JobID: spec.ID(), Attempt: int(attempt), Argv: spec.Argv, Env: append(envList(spec.Env), cenv...),
+		JobID: spec.ID(), Attempt: int(attempt), Lease: l.ID.String(), Argv: spec.Argv, Env: append(envList(spec.Env), cenv...),
 		WorkDir: work, CheckpointDir: cpDir, OutputDir: filepath.Join(work, outputRel), GPUs: l.GpuUuids, GPUDevices: devices, Limits: limits,
 		RunAs: e.cfg.RunAs, Hide: hide, Image: spec.Image, Stdout: lf, Stderr: lf, Cluster: cnet,
 	}

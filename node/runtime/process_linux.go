@@ -188,7 +188,7 @@ func prepareDirs(s Spec, in planInput) error {
 // this machine refused (see fallBack).
 func (r *processRuntime) launchFallingBack(ctx context.Context, s *Spec, cfg shimConfig, in planInput, userns bool, prefix string, log *slog.Logger) (Process, error) {
 	m := launchMode{cgroup: r.cg != nil, userns: userns, devpts: !r.noDevpts.Load()}
-	name := fmt.Sprintf("job-%s-%d", s.JobID, s.Attempt)
+	name := cgroupName(s)
 	for {
 		cfg.DevPTS = m.devpts
 		rules, err := devRules(cfg.DevBinds, m.devpts)
@@ -918,4 +918,14 @@ func (p *process) Stop(grace time.Duration) error {
 // containerAttr is the SysProcAttr of a docker/podman client.
 func containerAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// cgroupName names the cgroups of the attempt s: by job, attempt and
+// lease (Spec.Lease), so that no two nodes on one machine share one.
+func cgroupName(s *Spec) string {
+	name := fmt.Sprintf("job-%s-%d", s.JobID, s.Attempt)
+	if s.Lease != "" {
+		name += "-" + s.Lease[:min(len(s.Lease), 16)]
+	}
+	return name
 }

@@ -1219,3 +1219,63 @@ while [ ! -e go ]; do sleep 0.05; done`
 		})
 	}
 }
+
+// TestSameAttemptTwoLeasesOneMachine: the members of a cluster share job
+// ID and attempt, and in a testnet their suppliers share one machine.
+// Two nodes (a runtime each) starting the same attempt on two leases at
+// once each get cgroups of their own: with one name for both, one node
+// removed the other's new, still empty cgroup and its start failed
+// ("devices cgroup: ... no such file or directory").
+func TestSameAttemptTwoLeasesOneMachine(t *testing.T) {
+	var root string
+	for _, r := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		var st syscall.Statfs_t
+		if syscall.Statfs(r, &st) == nil && st.Type == 0x63677270 && syscall.Access(r, 2) == nil {
+			root = r
+			break
+		}
+	}
+	if root == "" {
+		testenv.Skip(t, testenv.Cgroup, "no writable cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+	}
+	id := make([]byte, 8)
+	rand.Read(id)
+	const members = 2
+	outs := make([]*lines, members)
+	for round := range 5 { // the collision was a race: try it a few times
+		var wg sync.WaitGroup
+		procs := make([]runtime.Process, members)
+		errs := make([]error, members)
+		for m := range members {
+			rt, err := runtime.New("process", runtime.Options{Log: testLogger(t), CgroupRoot: root})
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs[m] = newLines()
+			s := spec(t, outs[m], "sh", "-c", "grep '^0::' /proc/self/cgroup; sleep 100")
+			s.JobID, s.Attempt = hex.EncodeToString(id), round+1
+			lease := make([]byte, 32)
+			rand.Read(lease)
+			s.Lease = hex.EncodeToString(lease)
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+				defer cancel()
+				procs[m], errs[m] = rt.Start(ctx, s)
+			})
+		}
+		wg.Wait()
+		for m := range members {
+			if errs[m] != nil {
+				t.Fatalf("round %d: member %d: Start: %v", round, m, errs[m])
+			}
+			t.Cleanup(func() { _ = procs[m].Stop(0) })
+		}
+		a, b := outs[0].next(t), outs[1].next(t)
+		if a == b || !strings.HasPrefix(a, "0::/gpumesh/job-") || !strings.HasPrefix(b, "0::/gpumesh/job-") {
+			t.Fatalf("round %d: the two leases' jobs are in cgroups %q and %q, want two of their own", round, a, b)
+		}
+		for _, p := range procs {
+			_ = p.Stop(0)
+		}
+	}
+}

@@ -53,6 +53,11 @@ type Limits struct {
 type Spec struct {
 	JobID   string   // hex id, used in names (cgroup, container)
 	Attempt int      // 1, 2, ... exported as JOB_ATTEMPT
+	// Lease is the attempt's lease ID, hex: the cgroups made for the job
+	// are named by it too, since the members of a cluster share JobID
+	// and Attempt, and suppliers may share a machine (a testnet) where
+	// one name for all would let one node's cgroup replace another's.
+	Lease string
 	Argv    []string // argv[0] is looked up in the job's PATH
 	// Env are the renter's KEY=VALUE pairs: no '=' in KEY, no NUL, and
 	// none of the GPU variables the node sets (CUDA_VISIBLE_DEVICES, and
