@@ -60,6 +60,7 @@ type config struct {
 	simReport, chaosReport           string
 	skipMicro                        bool
 	carryOnly, ratesOnly             bool
+	clusterOnly                      bool
 	trials                           int
 }
 
@@ -84,6 +85,7 @@ func main() {
 	flag.BoolVar(&c.skipMicro, "skip-micro", false, "leave out the Go micro-benchmarks")
 	flag.IntVar(&c.trials, "trials", 20, "challenges per case (honest, each cheat) of the detection rates; 0 leaves them out")
 	flag.BoolVar(&c.ratesOnly, "rates-only", false, "measure only the detection rates, and put their rows, dated, into the table already at -out")
+	flag.BoolVar(&c.clusterOnly, "cluster-only", false, "measure only the cluster figures (run --nodes: all-reduce over the mesh and plain veths, formation, a member's loss; root), and put their rows, dated, into the table already at -out")
 	flag.BoolVar(&c.carryOnly, "carry-only", false, "measure nothing: only carry the sim and chaos reports' rows into the table already at -out (make sim and make chaos do, after their runs)")
 	flag.Parse()
 	for _, f := range strings.Split(scale, ",") {
@@ -101,6 +103,16 @@ func main() {
 	switch {
 	case c.carryOnly:
 		run = func(c config) error { return carryInto(c.out, c.simReport, c.chaosReport) }
+	case c.clusterOnly:
+		run = func(c config) error {
+			m := newMachine()
+			rows, err := clusterRows(context.Background(), c, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+			if err != nil {
+				return err
+			}
+			m.LoadAfter = testnet.LoadAvg()
+			return datedInto(c.out, m, rows, "-cluster-only", "| cluster ")
+		}
 	case c.ratesOnly:
 		run = func(c config) error {
 			m := newMachine()
@@ -192,6 +204,11 @@ func run(c config) error {
 			res.Rows = append(res.Rows, Row{Figure: "100 node processes up, searching and leasing", Value: fmt.Sprintf("up in %.0f s; %d offers found; leases made", sz.UpSeconds, sz.Offers), Goal: "all of it", Met: met(true)})
 		}
 	}
+	crows, err := clusterRows(ctx, c, log)
+	if err != nil {
+		crows = []Row{{Figure: "cluster figures (run --nodes)", Value: "failed: " + err.Error(), Goal: "all of them", Met: met(false)}}
+	}
+	res.Rows = append(res.Rows, crows...)
 	res.Rows = append(res.Rows, growthRows(res.Sizes)...)
 	res.Rows = append(res.Rows, carriedRows(c.simReport, c.chaosReport)...)
 	res.Notes = append(res.Notes, carriedNote(c.simReport, c.chaosReport))

@@ -96,15 +96,21 @@ func parseRates(log []byte) ([]Row, error) {
 }
 
 // ratesInto replaces the challenge rows of the table at path with rows
-// measured now on m, each naming the date, the load and the commit it
-// was measured at: the rest of the table is from an earlier run.
+// measured now on m (datedInto).
 func ratesInto(path string, m Machine, rows []Row) error {
-	for i := range rows {
-		rows[i].Figure += fmt.Sprintf(" (bench -rates-only, %s, load average %s before, %s after; commit %s)", m.Started[:min(10, len(m.Started))], m.LoadBefore, m.LoadAfter, m.Commit)
-	}
-	isRate := func(line string) bool { return strings.HasPrefix(line, "| challenge ") }
-	if err := replaceRows(path, isRate, rows, ""); err != nil {
+	if err := datedInto(path, m, rows, "-rates-only", "| challenge "); err != nil {
 		return fmt.Errorf("detection rates into %s: %w", path, err)
 	}
 	return nil
+}
+
+// datedInto replaces the rows of the table at path that start with prefix
+// with rows measured now on m by `bench flag`, each naming the date, the
+// load and the commit it was measured at: the rest of the table is from
+// an earlier run.
+func datedInto(path string, m Machine, rows []Row, flag, prefix string) error {
+	for i := range rows {
+		rows[i].Figure += fmt.Sprintf(" (bench %s, %s, load average %s before, %s after; commit %s)", flag, m.Started[:min(10, len(m.Started))], m.LoadBefore, m.LoadAfter, m.Commit)
+	}
+	return replaceRows(path, func(line string) bool { return strings.HasPrefix(line, prefix) }, rows, "")
 }
