@@ -51,14 +51,14 @@ type Limits struct {
 
 // Spec is one attempt of a job, as the supplier's executor hands it over.
 type Spec struct {
-	JobID   string   // hex id, used in names (cgroup, container)
-	Attempt int      // 1, 2, ... exported as JOB_ATTEMPT
+	JobID   string // hex id, used in names (cgroup, container)
+	Attempt int    // 1, 2, ... exported as JOB_ATTEMPT
 	// Lease is the attempt's lease ID, hex: the cgroups made for the job
 	// are named by it too, since the members of a cluster share JobID
 	// and Attempt, and suppliers may share a machine (a testnet) where
 	// one name for all would let one node's cgroup replace another's.
 	Lease string
-	Argv    []string // argv[0] is looked up in the job's PATH
+	Argv  []string // argv[0] is looked up in the job's PATH
 	// Env are the renter's KEY=VALUE pairs: no '=' in KEY, no NUL, and
 	// none of the GPU variables the node sets (CUDA_VISIBLE_DEVICES, and
 	// NVIDIA_* but NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_* and
