@@ -219,6 +219,7 @@ func (r *Renter) Rent(ctx context.Context, req RentRequest) (*Lease, error) {
 		if !more {
 			break
 		}
+		b.c.extend()
 	}
 	return nil, r.explain(ctx, req, f)
 }

@@ -63,6 +63,20 @@ func (c *collector) offerIn() {
 	}
 }
 
+// extend lifts the straggler cut once every offer in hand was refused:
+// with nothing left to lease from, the answers still expected are worth
+// waiting for until req.Wait after all (a supplier slower than the cut,
+// on a loaded machine, was the only one left to lease from). A later
+// offer sets a cut anew.
+func (c *collector) extend() {
+	if c.done {
+		return
+	}
+	c.first = 0
+	c.deadline = c.start.Add(c.req.Wait)
+	c.timer.Reset(time.Until(c.deadline))
+}
+
 func (c *collector) stop() { c.timer.Stop() }
 
 // collect returns, ranked, the acceptable offers that came in since the
