@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"io"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -314,9 +316,18 @@ func TestJoin(t *testing.T) {
 	if err := ms[0].h.Connect(context.Background(), peer.AddrInfo{ID: ms[1].h.ID(), Addrs: ms[1].h.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := ms[0].h.NewStream(context.Background(), ms[1].h.ID(), Protocol); err == nil {
-		st.Reset()
-		t.Fatal("a closed Service still serves the protocol")
+	// NewStream may negotiate lazily (identify told ms[0] that ms[1]
+	// spoke the protocol, and its update may not have come yet): the
+	// refusal then comes with the first read. A handler still serving
+	// would wait for the Open instead, past the deadline.
+	st, err := ms[0].h.NewStream(context.Background(), ms[1].h.ID(), Protocol)
+	if err == nil {
+		defer st.Reset()
+		_ = st.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = st.Read(make([]byte, 1))
+		if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a closed Service still serves the protocol (read: %v)", err)
+		}
 	}
 }
 

@@ -161,8 +161,11 @@ func (p *containerProc) adoptNet(ctx context.Context) error {
 	}
 	jn, err := p.rt.net.adopt(ctx, pid)
 	if err != nil {
-		if _, serr := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(serr, fs.ErrNotExist) {
-			return nil // the container ended before its link was made
+		// The container ended before its link was made: its process is
+		// gone, or a zombie whose namespaces are gone already (opening
+		// /proc/PID/ns/net gives ENOENT while /proc/PID still exists).
+		if _, serr := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(serr, fs.ErrNotExist) || errors.Is(err, fs.ErrNotExist) {
+			return nil
 		}
 		return err
 	}
