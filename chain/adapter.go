@@ -78,10 +78,11 @@ func (a *Adapter) Channel(ctx context.Context, renter, supplier common.Address) 
 	if err := a.contract.Call(&bind.CallOpts{Context: ctx}, &out, "channels", ChannelID(renter, supplier)); err != nil {
 		return Channel{}, fmt.Errorf("channel: %w", err)
 	}
-	c := Channel{
-		Balance: money.Micros(out[0].(*big.Int).Int64()),
-		Window:  time.Duration(out[1].(uint64)) * time.Second,
+	bal := out[0].(*big.Int)
+	if !bal.IsInt64() {
+		return Channel{}, fmt.Errorf("channel: balance %s micros does not fit money.Micros", bal)
 	}
+	c := Channel{Balance: money.Micros(bal.Int64()), Window: time.Duration(out[1].(uint64)) * time.Second}
 	if at := out[2].(uint64); at != 0 {
 		c.ClosesAt = time.Unix(int64(at), 0)
 	}
@@ -101,7 +102,11 @@ func (a *Adapter) Paid(ctx context.Context, renter, supplier common.Address, lea
 	if err := a.contract.Call(&bind.CallOpts{Context: ctx}, &out, "lanes", ChannelID(renter, supplier), lease); err != nil {
 		return Lane{}, fmt.Errorf("lane: %w", err)
 	}
-	return Lane{Nonce: out[0].(uint64), Paid: money.Micros(out[1].(*big.Int).Int64())}, nil
+	paid := out[1].(*big.Int)
+	if !paid.IsInt64() {
+		return Lane{}, fmt.Errorf("lane: paid %s micros does not fit money.Micros", paid)
+	}
+	return Lane{Nonce: out[0].(uint64), Paid: money.Micros(paid.Int64())}, nil
 }
 
 // HashVoucher asks the contract for a chain voucher's EIP-712 digest (the

@@ -1,9 +1,11 @@
 package chain
 
 import (
+	"math/big"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/gpumesh/gpumesh/money"
@@ -82,6 +84,15 @@ func TestRedeemRefusals(t *testing.T) {
 	forged.Sig, _ = sign(f.cfg.Domain.Digest(forged), forger)
 	_, err = f.redeem(forged)
 	wantErr(t, "voucher signed by another key", err, ErrSignature)
+
+	// The same signature malleated to the high s (v flipped): the signer
+	// recovers alike, but the contract takes only the low-s form.
+	high := cv3
+	s := new(big.Int).SetBytes(cv3.Sig[32:64])
+	copy(high.Sig[32:64], common.LeftPadBytes(new(big.Int).Sub(crypto.S256().Params().N, s).Bytes(), 32))
+	high.Sig[64] ^= 1
+	_, err = f.redeem(high)
+	wantErr(t, "high-s signature", err, ErrSignature)
 
 	raised := cv3
 	raised.CumMicros = 4 * uint64(money.Unit)
