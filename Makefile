@@ -40,6 +40,9 @@ test: vet
 	$(GO) build -o bin/testsummary ./internal/cmd/testsummary
 	@echo "GPUMESH_REQUIRE=$${GPUMESH_REQUIRE:-} (capabilities whose tests fail rather than skip)"
 	set -o pipefail; $(GO) test -json -count=1 -timeout 25m ./... | bin/testsummary
+	@# The chain module (chain/, go-ethereum; a module of its own, which ./... does not enter).
+	cd chain && $(GO) vet ./...
+	set -o pipefail; cd chain && $(GO) test -json -count=1 -timeout 15m ./... | ../bin/testsummary
 
 # Rebuild the Explorer's page (node/explorer/dist, committed and embedded,
 # so `go build` needs no npm) from its sources in node/explorer/web.

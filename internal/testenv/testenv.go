@@ -54,11 +54,16 @@ const (
 	// torch.distributed with gloo
 	// (Debian's python3-torch; the cluster lab's DDP test).
 	Torch = "torch"
+	// Solc: npx can run the pinned solc-js (npm's solc@0.8.37, from
+	// the npm registry or npm's cache), so that the chain module's
+	// contracts can be recompiled and compared with the committed
+	// build (chain/contracts/build.sh).
+	Solc = "solc"
 )
 
 // Capabilities are the names GPUMESH_REQUIRE may list.
 func Capabilities() []string {
-	return []string{Root, Netlab, Jobnet, Docker, Podman, Cgroup, Chromium, Python3, Package, Nspawn, Torch}
+	return []string{Root, Netlab, Jobnet, Docker, Podman, Cgroup, Chromium, Python3, Package, Nspawn, Torch, Solc}
 }
 
 // Skip ends t for want of capability: with t.Fatalf, as "required

@@ -1,0 +1,262 @@
+package chain
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/sha256"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	ethcrypto "github.com/ethereum/go-ethereum/crypto"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/record"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// The ChainKey record's identifiers; changing one is a wire change.
+const (
+	ChainKeyDomain      = "gpumesh-chainkey-v1"
+	ChainKeyPayloadType = "/gpumesh/chainkey/1"
+	// MaxChainKeySize bounds a ChainKey envelope.
+	MaxChainKeySize = 1024
+	// RecordVersion is the only version of the record accepted.
+	RecordVersion = 1
+)
+
+// ChainKey is a validated binding record: Peer holds the payment key of
+// Address on the chain and contract of Domain, and Address's key has
+// named Peer. Both signatures were checked by OpenChainKey.
+type ChainKey struct {
+	Peer    peer.ID
+	Domain  Domain
+	Address common.Address
+	Created time.Time
+	EthSig  [65]byte // the payment key's EIP-712 signature of the ChainKey statement
+	Hash    [32]byte // SHA-256 of Raw
+	Raw     []byte   // the signed envelope
+}
+
+// chainKeyRecord is the payload, a protobuf message written by hand
+// (field numbers in docs/PROTOCOL.md §43.2):
+//
+//	1 version uint32, 2 peer bytes, 3 chain_id bytes (big-endian, no
+//	leading zero), 4 contract bytes (20), 5 address bytes (20),
+//	6 created_ms int64, 7 eth_sig bytes (65)
+type chainKeyRecord struct {
+	Version   uint64
+	Peer      []byte
+	ChainID   []byte
+	Contract  []byte
+	Address   []byte
+	CreatedMs int64
+	EthSig    []byte
+}
+
+func (r *chainKeyRecord) Domain() string { return ChainKeyDomain }
+func (r *chainKeyRecord) Codec() []byte  { return []byte(ChainKeyPayloadType) }
+
+// MarshalRecord writes the fields in number order, leaving out zero ones
+// (as deterministic protobuf does).
+func (r *chainKeyRecord) MarshalRecord() ([]byte, error) {
+	var b []byte
+	if r.Version != 0 {
+		b = protowire.AppendTag(b, 1, protowire.VarintType)
+		b = protowire.AppendVarint(b, r.Version)
+	}
+	for _, f := range []struct {
+		n protowire.Number
+		v []byte
+	}{{2, r.Peer}, {3, r.ChainID}, {4, r.Contract}, {5, r.Address}} {
+		if len(f.v) > 0 {
+			b = protowire.AppendTag(b, f.n, protowire.BytesType)
+			b = protowire.AppendBytes(b, f.v)
+		}
+	}
+	if r.CreatedMs != 0 {
+		b = protowire.AppendTag(b, 6, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(r.CreatedMs))
+	}
+	if len(r.EthSig) > 0 {
+		b = protowire.AppendTag(b, 7, protowire.BytesType)
+		b = protowire.AppendBytes(b, r.EthSig)
+	}
+	return b, nil
+}
+
+// UnmarshalRecord decodes the payload; unknown fields are skipped (a
+// later field number is not a breaking change), a wrong wire type for a
+// known one is malformed.
+func (r *chainKeyRecord) UnmarshalRecord(b []byte) error {
+	*r = chainKeyRecord{}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(n))
+		}
+		b = b[n:]
+		var dst *[]byte
+		switch num {
+		case 2:
+			dst = &r.Peer
+		case 3:
+			dst = &r.ChainID
+		case 4:
+			dst = &r.Contract
+		case 5:
+			dst = &r.Address
+		case 7:
+			dst = &r.EthSig
+		}
+		switch {
+		case num == 1 || num == 6:
+			if typ != protowire.VarintType {
+				return fmt.Errorf("%w: field %d wire type %d", ErrMalformed, num, typ)
+			}
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(n))
+			}
+			b = b[n:]
+			if num == 1 {
+				r.Version = v
+			} else {
+				r.CreatedMs = int64(v)
+			}
+		case dst != nil:
+			if typ != protowire.BytesType {
+				return fmt.Errorf("%w: field %d wire type %d", ErrMalformed, num, typ)
+			}
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(n))
+			}
+			b = b[n:]
+			*dst = bytes.Clone(v)
+		default:
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(n))
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+}
+
+// ChainKeyDigest is the EIP-712 hash the payment key of account signs to
+// name peer (binary peer ID) in a ChainKey record created at createdMs.
+func (d Domain) ChainKeyDigest(peerID []byte, account common.Address, createdMs uint64) common.Hash {
+	return d.digest(ethcrypto.Keccak256(chainKeyTypeHash, ethcrypto.Keccak256(peerID),
+		common.LeftPadBytes(account[:], 32), u64Word(createdMs)))
+}
+
+// SealChainKey makes the ChainKey record binding peerKey's peer ID and
+// ethKey's address on d: ethKey signs the EIP-712 statement naming the
+// peer, and peerKey signs the envelope around it.
+func SealChainKey(d Domain, peerKey crypto.PrivKey, ethKey *ecdsa.PrivateKey, now time.Time) ([]byte, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	id, err := peer.IDFromPrivateKey(peerKey)
+	if err != nil {
+		return nil, fmt.Errorf("chainkey: peer id: %w", err)
+	}
+	ms := now.UnixMilli()
+	if ms <= 0 {
+		return nil, fmt.Errorf("%w: time %v", ErrMalformed, now)
+	}
+	addr := ethcrypto.PubkeyToAddress(ethKey.PublicKey)
+	sig, err := sign(d.ChainKeyDigest([]byte(id), addr, uint64(ms)), ethKey)
+	if err != nil {
+		return nil, err
+	}
+	return sealChainKeyRecord(&chainKeyRecord{
+		Version: RecordVersion, Peer: []byte(id), ChainID: d.ChainID.Bytes(),
+		Contract: d.Contract.Bytes(), Address: addr.Bytes(), CreatedMs: ms, EthSig: sig[:],
+	}, peerKey)
+}
+
+func sealChainKeyRecord(r *chainKeyRecord, peerKey crypto.PrivKey) ([]byte, error) {
+	env, err := record.Seal(r, peerKey)
+	if err != nil {
+		return nil, fmt.Errorf("seal %s: %w", ChainKeyDomain, err)
+	}
+	b, err := env.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("seal %s: %w", ChainKeyDomain, err)
+	}
+	if len(b) > MaxChainKeySize {
+		return nil, fmt.Errorf("seal %s: %d bytes: %w (limit %d)", ChainKeyDomain, len(b), ErrMalformed, MaxChainKeySize)
+	}
+	return b, nil
+}
+
+// OpenChainKey checks a ChainKey record and decodes it: its size, then
+// the envelope (canonical, Ed25519, domain and payload type), then the
+// fields, that the peer it names signed it (ErrSignerMismatch), and last
+// that the payment key of the address it names signed the statement
+// naming that peer (ErrSignature).
+func OpenChainKey(data []byte) (*ChainKey, error) {
+	if len(data) > MaxChainKeySize {
+		return nil, fmt.Errorf("chainkey: %d bytes: %w (limit %d)", len(data), ErrMalformed, MaxChainKeySize)
+	}
+	r := &chainKeyRecord{}
+	env, err := record.ConsumeTypedEnvelope(data, r)
+	if err != nil {
+		return nil, fmt.Errorf("chainkey: %w: %v", ErrBadEnvelope, err)
+	}
+	if string(env.PayloadType) != ChainKeyPayloadType {
+		return nil, fmt.Errorf("chainkey: %w: payload type %q", ErrBadEnvelope, env.PayloadType)
+	}
+	if canon, err := env.Marshal(); err != nil || !bytes.Equal(canon, data) {
+		return nil, fmt.Errorf("chainkey: %w: envelope not in canonical encoding", ErrBadEnvelope)
+	}
+	if env.PublicKey.Type() != crypto.Ed25519 {
+		return nil, fmt.Errorf("chainkey: %w: signed with a %s key; gpumesh identities are Ed25519", ErrBadEnvelope, env.PublicKey.Type())
+	}
+	signer, err := peer.IDFromPublicKey(env.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("chainkey: %w: signer key: %v", ErrBadEnvelope, err)
+	}
+	switch {
+	case r.Version != RecordVersion:
+		return nil, fmt.Errorf("chainkey: %w: version %d", ErrUnsupported, r.Version)
+	case len(r.ChainID) == 0 || len(r.ChainID) > 32 || r.ChainID[0] == 0:
+		return nil, fmt.Errorf("chainkey: %w: chain_id of %d bytes (big-endian, no leading zero, 1 to 32)", ErrMalformed, len(r.ChainID))
+	case len(r.Contract) != common.AddressLength:
+		return nil, fmt.Errorf("chainkey: %w: contract of %d bytes", ErrMalformed, len(r.Contract))
+	case len(r.Address) != common.AddressLength:
+		return nil, fmt.Errorf("chainkey: %w: address of %d bytes", ErrMalformed, len(r.Address))
+	case r.CreatedMs <= 0:
+		return nil, fmt.Errorf("chainkey: %w: created_ms %d", ErrMalformed, r.CreatedMs)
+	case len(r.EthSig) != 65:
+		return nil, fmt.Errorf("chainkey: %w: eth_sig of %d bytes", ErrMalformed, len(r.EthSig))
+	}
+	named, err := peer.IDFromBytes(r.Peer)
+	if err != nil {
+		return nil, fmt.Errorf("chainkey: %w: peer: %v", ErrMalformed, err)
+	}
+	if named != signer {
+		return nil, fmt.Errorf("chainkey: %w: names %s, signed by %s", ErrSignerMismatch, named, signer)
+	}
+	k := &ChainKey{
+		Peer:    named,
+		Domain:  Domain{ChainID: new(big.Int).SetBytes(r.ChainID), Contract: common.BytesToAddress(r.Contract)},
+		Address: common.BytesToAddress(r.Address),
+		Created: time.UnixMilli(r.CreatedMs),
+		EthSig:  [65]byte(r.EthSig),
+		Hash:    sha256.Sum256(data),
+		Raw:     data,
+	}
+	got, err := recoverAddr(k.Domain.ChainKeyDigest(r.Peer, k.Address, uint64(r.CreatedMs)), k.EthSig)
+	if err != nil {
+		return nil, fmt.Errorf("chainkey: %w", err)
+	}
+	if got != k.Address {
+		return nil, fmt.Errorf("chainkey: %w: statement signed by %s, record names %s", ErrSignature, got, k.Address)
+	}
+	return k, nil
+}
