@@ -1079,17 +1079,7 @@ if echo x > /dev/null; then echo NULL-OK; fi
 // one we may write (the hybrid layout's /sys/fs/cgroup/unified counts: it
 // has no memory or pids controller, but placement, kill and freeze work).
 func TestCgroupV2(t *testing.T) {
-	var root string
-	for _, r := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		var st syscall.Statfs_t
-		if syscall.Statfs(r, &st) == nil && st.Type == 0x63677270 && syscall.Access(r, 2) == nil {
-			root = r
-			break
-		}
-	}
-	if root == "" {
-		testenv.Skip(t, testenv.Cgroup, "no writable cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
-	}
+	root := cgroupV2Root(t)
 	rt, err := runtime.New("process", runtime.Options{Log: testLogger(t), CgroupRoot: root})
 	if err != nil {
 		t.Fatal(err)
@@ -1227,17 +1217,7 @@ while [ ! -e go ]; do sleep 0.05; done`
 // removed the other's new, still empty cgroup and its start failed
 // ("devices cgroup: ... no such file or directory").
 func TestSameAttemptTwoLeasesOneMachine(t *testing.T) {
-	var root string
-	for _, r := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
-		var st syscall.Statfs_t
-		if syscall.Statfs(r, &st) == nil && st.Type == 0x63677270 && syscall.Access(r, 2) == nil {
-			root = r
-			break
-		}
-	}
-	if root == "" {
-		testenv.Skip(t, testenv.Cgroup, "no writable cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
-	}
+	root := cgroupV2Root(t)
 	id := make([]byte, 8)
 	rand.Read(id)
 	const members = 2
@@ -1278,4 +1258,18 @@ func TestSameAttemptTwoLeasesOneMachine(t *testing.T) {
 			_ = p.Stop(0)
 		}
 	}
+}
+
+// cgroupV2Root is the writable cgroup2 hierarchy the cgroup tests use:
+// /sys/fs/cgroup (unified) or /sys/fs/cgroup/unified (hybrid).
+func cgroupV2Root(t *testing.T) string {
+	t.Helper()
+	for _, r := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		var st syscall.Statfs_t
+		if syscall.Statfs(r, &st) == nil && st.Type == 0x63677270 && syscall.Access(r, 2) == nil {
+			return r
+		}
+	}
+	testenv.Skip(t, testenv.Cgroup, "no writable cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+	return ""
 }
