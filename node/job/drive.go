@@ -330,17 +330,28 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 		finalAt time.Time
 		settled bool
 		outputs *pb.Outputs // the attempt's announced outputs
+		// unfetched: the succeeded attempt's outputs could not be
+		// fetched; it ends interrupted, to run again.
+		unfetched bool
 		// A job on a lease that binds no spec settles alone (no
 		// statement): it waits for the status that ends the attempt,
 		// which follows the final receipt, before it returns.
 		local, ended bool
 	)
+	// outcome is the attempt's end as the renter judges it: a succeeded
+	// attempt whose outputs could not be fetched ran for nothing.
+	outcome := func() State {
+		if unfetched && final == StateSucceeded {
+			return StateInterrupted
+		}
+		return final
+	}
 	for {
 		_ = cs.st.SetReadDeadline(time.Now().Add(silence))
 		var f pb.ServerFrame
 		if err := p2p.ReadMsg(cs.st, MaxFrameSize, &f); err != nil {
 			if final != "" {
-				return final, nil
+				return outcome(), nil
 			}
 			return "", err
 		}
@@ -353,7 +364,7 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 			if last := ac.payer.Last(); Ended(State(b.Status.State)) && final == "" && last != nil && last.Final && b.Status.Attempt == ac.attempt {
 				final, finalAt = State(last.State), c.cfg.Now()
 				if final == StateSucceeded && outputs != nil {
-					c.takeOutputsOrNote(ctx, js, ac, outputs)
+					unfetched = c.takeOutputsOrNote(ctx, js, ac, outputs)
 				}
 				settled = c.sendStatement(js, ac, cs, final)
 				local = settled
@@ -380,7 +391,7 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 			if done && State(r.State) == StateSucceeded && outputs != nil {
 				// Before the attempt is stated: the outputs are what
 				// the renter paid for.
-				c.takeOutputsOrNote(ctx, js, ac, outputs)
+				unfetched = c.takeOutputsOrNote(ctx, js, ac, outputs)
 			}
 			if done {
 				final, finalAt = State(r.State), c.cfg.Now()
@@ -401,7 +412,7 @@ func (c *Controller) follow(ctx context.Context, js *jobState) (State, error) {
 			js.mu.Unlock()
 		}
 		if final != "" && (settled && (!local || ended) || c.cfg.Now().Sub(finalAt) > p2p.StreamTimeout) {
-			return final, nil
+			return outcome(), nil
 		}
 	}
 }

@@ -138,7 +138,7 @@ func (c *Controller) takeOutputs(ctx context.Context, js *jobState, ac *attemptC
 	}
 	archive, err := c.fetchArchive(ctx, ac, &pb.CheckpointRequest{LeaseId: ac.lease.ID[:], Attempt: ac.attempt, Outputs: true}, MaxOutputSize)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errOutputsUnfetched, err)
 	}
 	var want [32]byte
 	copy(want[:], ann.Hash)
@@ -156,17 +156,30 @@ func (c *Controller) takeOutputs(ctx context.Context, js *jobState, ac *attemptC
 	return err
 }
 
-// takeOutputsOrNote takes the outputs, or logs and records why not.
-func (c *Controller) takeOutputsOrNote(ctx context.Context, js *jobState, ac *attemptCtx, ann *pb.Outputs) {
+// errOutputsUnfetched: the supplier of a succeeded attempt could not be
+// asked for its outputs (it died, say, right after its final receipt).
+var errOutputsUnfetched = errors.New("outputs could not be fetched")
+
+// takeOutputsOrNote takes the outputs, or logs and records why not. It
+// reports whether they could not even be fetched: then the attempt's
+// work is lost to the renter, whatever the supplier billed, and it is
+// run again elsewhere (the caller ends the attempt interrupted), where a
+// refused archive is the supplier's fault and stays refused.
+func (c *Controller) takeOutputsOrNote(ctx context.Context, js *jobState, ac *attemptCtx, ann *pb.Outputs) (unfetched bool) {
 	err := c.takeOutputs(ctx, js, ac, ann)
 	if err == nil {
-		return
+		return false
+	}
+	if errors.Is(err, errOutputsUnfetched) {
+		c.log.Warn("outputs of a succeeded attempt could not be fetched; it runs again", "job", js.rec.ID[:8], "attempt", ac.attempt, "err", err)
+		return true
 	}
 	c.log.Warn("outputs not taken", "job", js.rec.ID[:8], "attempt", ac.attempt, "err", err)
 	js.mu.Lock()
 	js.rec.OutputsRefused = err.Error()
 	_ = c.save(js)
 	js.mu.Unlock()
+	return false
 }
 
 // unpackFresh unpacks a checked archive into dst, which must not exist,

@@ -186,3 +186,46 @@ func TestOutputsHostileSupplierRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputsUnfetchedRunAgain: when the supplier of a succeeded attempt
+// cannot be asked for its outputs (it died right after its final
+// receipt), the outputs are not recorded as refused and the caller is
+// told to run the attempt again; an archive that arrives but is refused
+// stays refused.
+func TestOutputsUnfetchedRunAgain(t *testing.T) {
+	m := newMesh(t, 1, nil)
+	sup := m.sups[0]
+	l, err := m.lease(sup, 99, market.Terms{ReceiptInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := tarWith(t, "out.txt", []byte("ok"))
+	sum := sha256.Sum256(good)
+	ann := &pb.Outputs{Attempt: 1, Hash: sum[:], Size: uint64(len(good))}
+	take := func() (*jobState, bool) {
+		js := &jobState{rec: jobRecord{ID: hex.EncodeToString(NewJobID())}, changed: make(chan struct{})}
+		return js, m.ctrl.takeOutputsOrNote(context.Background(), js, &attemptCtx{attempt: 1, lease: l}, ann)
+	}
+	sup.host.SetStreamHandler(CheckpointProtocol, func(st network.Stream) { st.Reset() })
+	js, unfetched := take()
+	if !unfetched || js.rec.OutputsRefused != "" || js.rec.Outputs != "" {
+		t.Fatalf("a supplier that resets: unfetched %v, refused %q, outputs %q; want unfetched and nothing recorded", unfetched, js.rec.OutputsRefused, js.rec.Outputs)
+	}
+	escape := tarWith(t, "../../evil", []byte("x"))
+	esum := sha256.Sum256(escape)
+	ann = &pb.Outputs{Attempt: 1, Hash: esum[:], Size: uint64(len(escape))}
+	sup.host.SetStreamHandler(CheckpointProtocol, func(st network.Stream) {
+		defer st.Close()
+		var req pb.CheckpointRequest
+		if err := p2p.ReadMsg(st, 1024, &req); err != nil {
+			st.Reset()
+			return
+		}
+		_ = p2p.WriteMsg(st, &pb.CheckpointHeader{Hash: esum[:], Size: uint64(len(escape))})
+		_ = p2p.WriteRaw(st, escape)
+	})
+	js, unfetched = take()
+	if unfetched || !strings.Contains(js.rec.OutputsRefused, "escapes") {
+		t.Fatalf("a hostile archive: unfetched %v, refused %q; want refused", unfetched, js.rec.OutputsRefused)
+	}
+}
