@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 
 	"github.com/gpumesh/gpumesh/market"
@@ -127,12 +128,8 @@ func TestOutputsHostileArchiveRefused(t *testing.T) {
 // hold an escaping path or a symlink, is refused with a reason, and the
 // renter's node keeps nothing of them.
 func TestOutputsHostileSupplierRefused(t *testing.T) {
-	m := newMesh(t, 1, nil)
+	m, l := outputsLease(t)
 	sup := m.sups[0]
-	l, err := m.lease(sup, 99, market.Terms{ReceiptInterval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	good := tarWith(t, "out.txt", []byte("ok"))
 	escape := tarWith(t, "../../evil", []byte("x"))
 	link := tarLink(t)
@@ -151,23 +148,7 @@ func TestOutputsHostileSupplierRefused(t *testing.T) {
 		{"refused", &pb.CheckpointHeader{Refused: "no outputs"}, nil, good, "no outputs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sup.host.SetStreamHandler(CheckpointProtocol, func(st network.Stream) {
-				defer st.Close()
-				var req pb.CheckpointRequest
-				if err := p2p.ReadMsg(st, 1024, &req); err != nil || !req.Outputs {
-					st.Reset()
-					return
-				}
-				h := tc.header
-				if h == nil {
-					sum := sha256.Sum256(tc.archive)
-					h = &pb.CheckpointHeader{Hash: sum[:], Size: uint64(len(tc.archive))}
-				}
-				_ = p2p.WriteMsg(st, h)
-				if tc.archive != nil {
-					_ = p2p.WriteRaw(st, tc.archive)
-				}
-			})
+			serveOutputs(sup.host, tc.header, tc.archive)
 			id := hex.EncodeToString(NewJobID())
 			js := &jobState{rec: jobRecord{ID: id}, changed: make(chan struct{})}
 			sum := sha256.Sum256(tc.announce)
@@ -193,12 +174,8 @@ func TestOutputsHostileSupplierRefused(t *testing.T) {
 // told to run the attempt again; an archive that arrives but is refused
 // stays refused.
 func TestOutputsUnfetchedRunAgain(t *testing.T) {
-	m := newMesh(t, 1, nil)
+	m, l := outputsLease(t)
 	sup := m.sups[0]
-	l, err := m.lease(sup, 99, market.Terms{ReceiptInterval: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	good := tarWith(t, "out.txt", []byte("ok"))
 	sum := sha256.Sum256(good)
 	ann := &pb.Outputs{Attempt: 1, Hash: sum[:], Size: uint64(len(good))}
@@ -214,18 +191,42 @@ func TestOutputsUnfetchedRunAgain(t *testing.T) {
 	escape := tarWith(t, "../../evil", []byte("x"))
 	esum := sha256.Sum256(escape)
 	ann = &pb.Outputs{Attempt: 1, Hash: esum[:], Size: uint64(len(escape))}
-	sup.host.SetStreamHandler(CheckpointProtocol, func(st network.Stream) {
-		defer st.Close()
-		var req pb.CheckpointRequest
-		if err := p2p.ReadMsg(st, 1024, &req); err != nil {
-			st.Reset()
-			return
-		}
-		_ = p2p.WriteMsg(st, &pb.CheckpointHeader{Hash: esum[:], Size: uint64(len(escape))})
-		_ = p2p.WriteRaw(st, escape)
-	})
+	serveOutputs(sup.host, nil, escape)
 	js, unfetched = take()
 	if unfetched || !strings.Contains(js.rec.OutputsRefused, "escapes") {
 		t.Fatalf("a hostile archive: unfetched %v, refused %q; want refused", unfetched, js.rec.OutputsRefused)
 	}
+}
+
+// outputsLease is a mesh of one supplier and a lease on it, for the
+// outputs tests.
+func outputsLease(t *testing.T) (*mesh, *market.Lease) {
+	t.Helper()
+	m := newMesh(t, 1, nil)
+	l, err := m.lease(m.sups[0], 99, market.Terms{ReceiptInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, l
+}
+
+// serveOutputs makes h answer an outputs request with header (nil: the
+// archive's true hash and size) and archive.
+func serveOutputs(h host.Host, header *pb.CheckpointHeader, archive []byte) {
+	h.SetStreamHandler(CheckpointProtocol, func(st network.Stream) {
+		defer st.Close()
+		var req pb.CheckpointRequest
+		if err := p2p.ReadMsg(st, 1024, &req); err != nil || !req.Outputs {
+			st.Reset()
+			return
+		}
+		if header == nil {
+			sum := sha256.Sum256(archive)
+			header = &pb.CheckpointHeader{Hash: sum[:], Size: uint64(len(archive))}
+		}
+		_ = p2p.WriteMsg(st, header)
+		if archive != nil {
+			_ = p2p.WriteRaw(st, archive)
+		}
+	})
 }

@@ -97,6 +97,10 @@ func (cn *containerNet) prepare(ctx context.Context) (*jobNet, error) {
 // adopt links the namespace of a container's process, pid.
 func (cn *containerNet) adopt(ctx context.Context, pid int) (*jobNet, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		// Gone, or a zombie whose namespaces went with its exit.
+		return nil, fmt.Errorf("job network: the container's namespace: %w: %w", errProcessGone, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("job network: the container's namespace: %w", err)
 	}
@@ -117,6 +121,10 @@ func (jn *jobNet) release() {
 	jn.cn.jnet.detach(jn.link)
 	jn.fd.Close()
 }
+
+// errProcessGone: the container's process ended before its namespace
+// could be opened.
+var errProcessGone = errors.New("the container's process has ended")
 
 // errEndedEarly: the container ended before the engine reported its
 // process.
@@ -161,10 +169,10 @@ func (p *containerProc) adoptNet(ctx context.Context) error {
 	}
 	jn, err := p.rt.net.adopt(ctx, pid)
 	if err != nil {
-		// The container ended before its link was made: its process is
-		// gone, or a zombie whose namespaces are gone already (opening
-		// /proc/PID/ns/net gives ENOENT while /proc/PID still exists).
-		if _, serr := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(serr, fs.ErrNotExist) || errors.Is(err, fs.ErrNotExist) {
+		// The container ended before its link was made (its process is
+		// gone, or a zombie whose namespaces went with its exit): its
+		// result stands.
+		if _, serr := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, errProcessGone) || errors.Is(serr, fs.ErrNotExist) {
 			return nil
 		}
 		return err
