@@ -13,7 +13,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
-	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gpumesh/gpumesh/chain/pb"
 )
 
 // The ChainKey record's identifiers; changing one is a wire change.
@@ -39,109 +41,25 @@ type ChainKey struct {
 	Raw     []byte   // the signed envelope
 }
 
-// chainKeyRecord is the payload, a protobuf message written by hand
-// (field numbers in docs/PROTOCOL.md §43.2):
-//
-//	1 version uint32, 2 peer bytes, 3 chain_id bytes (big-endian, no
-//	leading zero), 4 contract bytes (20), 5 address bytes (20),
-//	6 created_ms int64, 7 eth_sig bytes (65)
-type chainKeyRecord struct {
-	Version   uint64
-	Peer      []byte
-	ChainID   []byte
-	Contract  []byte
-	Address   []byte
-	CreatedMs int64
-	EthSig    []byte
-}
+// chainKeyRecord is the payload: the protobuf message pb.ChainKey
+// (chain/pb/chainkey.proto; PROTOCOL.md §43.2) as a record.Record.
+type chainKeyRecord struct{ *pb.ChainKey }
 
 func (r *chainKeyRecord) Domain() string { return ChainKeyDomain }
 func (r *chainKeyRecord) Codec() []byte  { return []byte(ChainKeyPayloadType) }
 
-// MarshalRecord writes the fields in number order, leaving out zero ones
-// (as deterministic protobuf does).
+// MarshalRecord writes the message deterministically: fields in number
+// order, zero ones left out.
 func (r *chainKeyRecord) MarshalRecord() ([]byte, error) {
-	var b []byte
-	if r.Version != 0 {
-		b = protowire.AppendTag(b, 1, protowire.VarintType)
-		b = protowire.AppendVarint(b, r.Version)
-	}
-	for _, f := range []struct {
-		n protowire.Number
-		v []byte
-	}{{2, r.Peer}, {3, r.ChainID}, {4, r.Contract}, {5, r.Address}} {
-		if len(f.v) > 0 {
-			b = protowire.AppendTag(b, f.n, protowire.BytesType)
-			b = protowire.AppendBytes(b, f.v)
-		}
-	}
-	if r.CreatedMs != 0 {
-		b = protowire.AppendTag(b, 6, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(r.CreatedMs))
-	}
-	if len(r.EthSig) > 0 {
-		b = protowire.AppendTag(b, 7, protowire.BytesType)
-		b = protowire.AppendBytes(b, r.EthSig)
-	}
-	return b, nil
+	return proto.MarshalOptions{Deterministic: true}.Marshal(r.ChainKey)
 }
 
 // UnmarshalRecord decodes the payload; unknown fields are skipped (a
-// later field number is not a breaking change), a wrong wire type for a
-// known one is malformed.
+// later version may add some).
 func (r *chainKeyRecord) UnmarshalRecord(b []byte) error {
-	*r = chainKeyRecord{}
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(n))
-		}
-		b = b[n:]
-		var dst *[]byte
-		switch num {
-		case 2:
-			dst = &r.Peer
-		case 3:
-			dst = &r.ChainID
-		case 4:
-			dst = &r.Contract
-		case 5:
-			dst = &r.Address
-		case 7:
-			dst = &r.EthSig
-		}
-		switch {
-		case num == 1 || num == 6:
-			if typ != protowire.VarintType {
-				return fmt.Errorf("%w: field %d wire type %d", ErrMalformed, num, typ)
-			}
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(n))
-			}
-			b = b[n:]
-			if num == 1 {
-				r.Version = v
-			} else {
-				r.CreatedMs = int64(v)
-			}
-		case dst != nil:
-			if typ != protowire.BytesType {
-				return fmt.Errorf("%w: field %d wire type %d", ErrMalformed, num, typ)
-			}
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(n))
-			}
-			b = b[n:]
-			*dst = bytes.Clone(v)
-		default:
-			n := protowire.ConsumeFieldValue(num, typ, b)
-			if n < 0 {
-				return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(n))
-			}
-			b = b[n:]
-		}
+	r.ChainKey = &pb.ChainKey{}
+	if err := proto.Unmarshal(b, r.ChainKey); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	return nil
 }
@@ -173,10 +91,10 @@ func SealChainKey(d Domain, peerKey crypto.PrivKey, ethKey *ecdsa.PrivateKey, no
 	if err != nil {
 		return nil, err
 	}
-	return sealChainKeyRecord(&chainKeyRecord{
-		Version: RecordVersion, Peer: []byte(id), ChainID: d.ChainID.Bytes(),
+	return sealChainKeyRecord(&chainKeyRecord{&pb.ChainKey{
+		Version: RecordVersion, Peer: []byte(id), ChainId: d.ChainID.Bytes(),
 		Contract: d.Contract.Bytes(), Address: addr.Bytes(), CreatedMs: ms, EthSig: sig[:],
-	}, peerKey)
+	}}, peerKey)
 }
 
 func sealChainKeyRecord(r *chainKeyRecord, peerKey crypto.PrivKey) ([]byte, error) {
@@ -224,8 +142,8 @@ func OpenChainKey(data []byte) (*ChainKey, error) {
 	switch {
 	case r.Version != RecordVersion:
 		return nil, fmt.Errorf("chainkey: %w: version %d", ErrUnsupported, r.Version)
-	case len(r.ChainID) == 0 || len(r.ChainID) > 32 || r.ChainID[0] == 0:
-		return nil, fmt.Errorf("chainkey: %w: chain_id of %d bytes (big-endian, no leading zero, 1 to 32)", ErrMalformed, len(r.ChainID))
+	case len(r.ChainId) == 0 || len(r.ChainId) > 32 || r.ChainId[0] == 0:
+		return nil, fmt.Errorf("chainkey: %w: chain_id of %d bytes (big-endian, no leading zero, 1 to 32)", ErrMalformed, len(r.ChainId))
 	case len(r.Contract) != common.AddressLength:
 		return nil, fmt.Errorf("chainkey: %w: contract of %d bytes", ErrMalformed, len(r.Contract))
 	case len(r.Address) != common.AddressLength:
@@ -244,7 +162,7 @@ func OpenChainKey(data []byte) (*ChainKey, error) {
 	}
 	k := &ChainKey{
 		Peer:    named,
-		Domain:  Domain{ChainID: new(big.Int).SetBytes(r.ChainID), Contract: common.BytesToAddress(r.Contract)},
+		Domain:  Domain{ChainID: new(big.Int).SetBytes(r.ChainId), Contract: common.BytesToAddress(r.Contract)},
 		Address: common.BytesToAddress(r.Address),
 		Created: time.UnixMilli(r.CreatedMs),
 		EthSig:  [65]byte(r.EthSig),

@@ -10,9 +10,11 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/gpumesh/gpumesh/chain/pb"
 	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
+	"google.golang.org/protobuf/proto"
 )
 
 type keyPair struct {
@@ -80,8 +82,8 @@ func TestChainKeyTamper(t *testing.T) {
 	}{
 		{"version", func(r *chainKeyRecord) { r.Version = 2 }, a.peer, ErrUnsupported},
 		{"peer names b, a signs", func(r *chainKeyRecord) { r.Peer = []byte(b.id) }, a.peer, ErrSignerMismatch},
-		{"chain id", func(r *chainKeyRecord) { r.ChainID = big.NewInt(1).Bytes() }, a.peer, ErrSignature},
-		{"chain id leading zero", func(r *chainKeyRecord) { r.ChainID = append([]byte{0}, r.ChainID...) }, a.peer, ErrMalformed},
+		{"chain id", func(r *chainKeyRecord) { r.ChainId = big.NewInt(1).Bytes() }, a.peer, ErrSignature},
+		{"chain id leading zero", func(r *chainKeyRecord) { r.ChainId = append([]byte{0}, r.ChainId...) }, a.peer, ErrMalformed},
 		{"contract", func(r *chainKeyRecord) { r.Contract = bytes.Repeat([]byte{0x22}, 20) }, a.peer, ErrSignature},
 		{"contract length", func(r *chainKeyRecord) { r.Contract = r.Contract[:19] }, a.peer, ErrMalformed},
 		{"address", func(r *chainKeyRecord) { r.Address = rb.Address }, a.peer, ErrSignature},
@@ -95,8 +97,7 @@ func TestChainKeyTamper(t *testing.T) {
 		{"b seals a's binding", func(r *chainKeyRecord) { r.Peer = []byte(b.id) }, b.peer, ErrSignature},
 	}
 	for _, tc := range cases {
-		r := *ra
-		r.EthSig, r.Contract, r.ChainID = bytes.Clone(ra.EthSig), bytes.Clone(ra.Contract), bytes.Clone(ra.ChainID)
+		r := chainKeyRecord{proto.Clone(ra.ChainKey).(*pb.ChainKey)}
 		tc.change(&r)
 		raw, err := sealChainKeyRecord(&r, tc.signer)
 		if err != nil {
