@@ -204,13 +204,18 @@ func (n *natNet) waitJob(ctx context.Context, id string, limit time.Duration) jo
 
 // waitJobAt is waitJob for a job of node i.
 func (n *natNet) waitJobAt(ctx context.Context, i int, id string, limit time.Duration) job.View {
-	n.t.Helper()
+	return n.waitJobFor(n.t, ctx, i, id, limit)
+}
+
+// waitJobFor is waitJobAt failing t, which may be a subtest's.
+func (n *natNet) waitJobFor(t testing.TB, ctx context.Context, i int, id string, limit time.Duration) job.View {
+	t.Helper()
 	deadline := time.Now().Add(limit)
 	var v job.View
 	for time.Now().Before(deadline) {
 		var err error
 		if v, err = n.client(i).Job(ctx, id); err != nil {
-			n.t.Fatalf("job %s: %v", id, err)
+			t.Fatalf("job %s: %v", id, err)
 		}
 		switch v.State {
 		case job.StateSucceeded, job.StateFailed, job.StateStopped:
@@ -218,7 +223,7 @@ func (n *natNet) waitJobAt(ctx context.Context, i int, id string, limit time.Dur
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	n.t.Fatalf("job %s not done within %s: %+v", id, limit, v)
+	t.Fatalf("job %s not done within %s: %+v", id, limit, v)
 	return v
 }
 

@@ -313,6 +313,10 @@ func (n *jobNetwork) attach(ctx context.Context, target string, nsFD int) (*link
 	if err != nil {
 		if l != nil {
 			n.detach(l)
+		} else if derr := locked(n.dropTableIfUnused); derr != nil {
+			// The table set up for this link (the target's process
+			// ended before its link was made, say) goes with it.
+			n.log.Warn("job network: drop the unused table", "err", derr)
 		}
 		return nil, err
 	}
