@@ -13,6 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 
+	"github.com/gpumesh/gpumesh/market/chainpay"
 	"github.com/gpumesh/gpumesh/money"
 )
 
@@ -22,8 +23,8 @@ var erc20ABI = mustABI(`[{"type":"function","name":"approve","stateMutability":"
 
 // Config names one deployment of the contract.
 type Config struct {
-	Domain                // chain ID and contract address
-	Token  common.Address // the contract's token
+	chainpay.Domain                // chain ID and contract address
+	Token           common.Address // the contract's token
 	// Mine, if not nil, is called after each transaction is sent: the
 	// simulated backend's Commit in tests; nil on a real chain.
 	Mine func()
@@ -44,21 +45,21 @@ type Adapter struct {
 
 // New makes an adapter for key on the deployment cfg names.
 func New(b Backend, cfg Config, key *ecdsa.PrivateKey) (*Adapter, error) {
-	if err := cfg.Domain.check(); err != nil {
+	if err := cfg.Domain.Check(); err != nil {
 		return nil, err
 	}
 	return &Adapter{
 		b: b, cfg: cfg, key: key, addr: crypto.PubkeyToAddress(key.PublicKey),
-		contract: bind.NewBoundContract(cfg.Contract, ChannelABI, b, b, b),
+		contract: bind.NewBoundContract(common.Address(cfg.Contract), ChannelABI, b, b, b),
 		token:    bind.NewBoundContract(cfg.Token, erc20ABI, b, b, b),
 	}, nil
 }
 
 // Address is the adapter's payment address.
-func (a *Adapter) Address() common.Address { return a.addr }
+func (a *Adapter) Address() chainpay.Address { return chainpay.Address(a.addr) }
 
 // Domain is the EIP-712 domain of the adapter's deployment.
-func (a *Adapter) Domain() Domain { return a.cfg.Domain }
+func (a *Adapter) Domain() chainpay.Domain { return a.cfg.Domain }
 
 // Channel is the contract's state of one (renter, supplier) channel.
 type Channel struct {
@@ -68,12 +69,12 @@ type Channel struct {
 }
 
 // ChannelID is the contract's key of the channel from renter to supplier.
-func ChannelID(renter, supplier common.Address) common.Hash {
+func ChannelID(renter, supplier chainpay.Address) [32]byte {
 	return crypto.Keccak256Hash(common.LeftPadBytes(renter[:], 32), common.LeftPadBytes(supplier[:], 32))
 }
 
 // Channel reads the channel from renter to supplier.
-func (a *Adapter) Channel(ctx context.Context, renter, supplier common.Address) (Channel, error) {
+func (a *Adapter) Channel(ctx context.Context, renter, supplier chainpay.Address) (Channel, error) {
 	var out []any
 	if err := a.contract.Call(&bind.CallOpts{Context: ctx}, &out, "channels", ChannelID(renter, supplier)); err != nil {
 		return Channel{}, fmt.Errorf("channel: %w", err)
@@ -97,7 +98,7 @@ type Lane struct {
 
 // Paid reads what the lease has been paid from the channel from renter to
 // supplier.
-func (a *Adapter) Paid(ctx context.Context, renter, supplier common.Address, lease [32]byte) (Lane, error) {
+func (a *Adapter) Paid(ctx context.Context, renter, supplier chainpay.Address, lease [32]byte) (Lane, error) {
 	var out []any
 	if err := a.contract.Call(&bind.CallOpts{Context: ctx}, &out, "lanes", ChannelID(renter, supplier), lease); err != nil {
 		return Lane{}, fmt.Errorf("lane: %w", err)
@@ -111,12 +112,12 @@ func (a *Adapter) Paid(ctx context.Context, renter, supplier common.Address, lea
 
 // HashVoucher asks the contract for a chain voucher's EIP-712 digest (the
 // golden vector of Domain.Digest).
-func (a *Adapter) HashVoucher(ctx context.Context, cv ChainVoucher) (common.Hash, error) {
+func (a *Adapter) HashVoucher(ctx context.Context, cv chainpay.ChainVoucher) ([32]byte, error) {
 	var out []any
 	err := a.contract.Call(&bind.CallOpts{Context: ctx}, &out, "hashVoucher",
-		cv.Renter, cv.Supplier, cv.LeaseID, cv.Nonce, cv.CumMicros, cv.VoucherHash)
+		common.Address(cv.Renter), common.Address(cv.Supplier), cv.LeaseID, cv.Nonce, cv.CumMicros, cv.VoucherHash)
 	if err != nil {
-		return common.Hash{}, fmt.Errorf("hashVoucher: %w", err)
+		return [32]byte{}, fmt.Errorf("hashVoucher: %w", err)
 	}
 	return out[0].([32]byte), nil
 }
@@ -125,7 +126,7 @@ func (a *Adapter) HashVoucher(ctx context.Context, cv ChainVoucher) (common.Hash
 // supplier with m and sets its close window (at least the contract's
 // minimum and the channel's current one); it cancels a pending close. It
 // first approves the contract to take the tokens.
-func (a *Adapter) Deposit(ctx context.Context, supplier common.Address, m money.Micros, window time.Duration) (*types.Receipt, error) {
+func (a *Adapter) Deposit(ctx context.Context, supplier chainpay.Address, m money.Micros, window time.Duration) (*types.Receipt, error) {
 	if m < 0 {
 		return nil, fmt.Errorf("deposit: negative amount %s", m)
 	}
@@ -134,10 +135,10 @@ func (a *Adapter) Deposit(ctx context.Context, supplier common.Address, m money.
 		return nil, fmt.Errorf("deposit: scale: %w", err)
 	}
 	units := new(big.Int).Mul(big.NewInt(int64(m)), out[0].(*big.Int))
-	if _, err := a.send(ctx, a.token, erc20ABI, "approve", a.cfg.Contract, units); err != nil {
+	if _, err := a.send(ctx, a.token, erc20ABI, "approve", common.Address(a.cfg.Contract), units); err != nil {
 		return nil, fmt.Errorf("deposit: approve: %w", err)
 	}
-	r, err := a.send(ctx, a.contract, ChannelABI, "deposit", supplier, big.NewInt(int64(m)), uint64(window/time.Second))
+	r, err := a.send(ctx, a.contract, ChannelABI, "deposit", common.Address(supplier), big.NewInt(int64(m)), uint64(window/time.Second))
 	if err != nil {
 		return nil, fmt.Errorf("deposit: %w", err)
 	}
@@ -147,11 +148,11 @@ func (a *Adapter) Deposit(ctx context.Context, supplier common.Address, m money.
 // Redeem redeems cv, a chain voucher payable to the adapter's address:
 // the contract pays the lease's cumulative amount less what it has paid,
 // or nothing.
-func (a *Adapter) Redeem(ctx context.Context, cv ChainVoucher) (*types.Receipt, error) {
-	if cv.Supplier != a.addr {
+func (a *Adapter) Redeem(ctx context.Context, cv chainpay.ChainVoucher) (*types.Receipt, error) {
+	if common.Address(cv.Supplier) != a.addr {
 		return nil, fmt.Errorf("redeem: voucher pays %s, not this key's %s", cv.Supplier, a.addr)
 	}
-	r, err := a.send(ctx, a.contract, ChannelABI, "redeem", cv.Renter, cv.LeaseID, cv.Nonce, cv.CumMicros, cv.VoucherHash,
+	r, err := a.send(ctx, a.contract, ChannelABI, "redeem", common.Address(cv.Renter), cv.LeaseID, cv.Nonce, cv.CumMicros, cv.VoucherHash,
 		cv.Sig[64], [32]byte(cv.Sig[:32]), [32]byte(cv.Sig[32:64]))
 	if err != nil {
 		return nil, fmt.Errorf("redeem lease %x nonce %d: %w", cv.LeaseID[:4], cv.Nonce, err)
@@ -162,8 +163,8 @@ func (a *Adapter) Redeem(ctx context.Context, cv ChainVoucher) (*types.Receipt, 
 // RequestClose closes the channel from renter to supplier: from the
 // renter, the supplier keeps the channel's window to redeem; from the
 // supplier, at once.
-func (a *Adapter) RequestClose(ctx context.Context, renter, supplier common.Address) (*types.Receipt, error) {
-	r, err := a.send(ctx, a.contract, ChannelABI, "requestClose", renter, supplier)
+func (a *Adapter) RequestClose(ctx context.Context, renter, supplier chainpay.Address) (*types.Receipt, error) {
+	r, err := a.send(ctx, a.contract, ChannelABI, "requestClose", common.Address(renter), common.Address(supplier))
 	if err != nil {
 		return nil, fmt.Errorf("request close: %w", err)
 	}
@@ -172,8 +173,8 @@ func (a *Adapter) RequestClose(ctx context.Context, renter, supplier common.Addr
 
 // Withdraw takes back, once the close window has passed, what the
 // channel from the adapter's address to supplier still holds.
-func (a *Adapter) Withdraw(ctx context.Context, supplier common.Address) (*types.Receipt, error) {
-	r, err := a.send(ctx, a.contract, ChannelABI, "withdraw", supplier)
+func (a *Adapter) Withdraw(ctx context.Context, supplier chainpay.Address) (*types.Receipt, error) {
+	r, err := a.send(ctx, a.contract, ChannelABI, "withdraw", common.Address(supplier))
 	if err != nil {
 		return nil, fmt.Errorf("withdraw: %w", err)
 	}

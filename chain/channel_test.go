@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 
+	"github.com/gpumesh/gpumesh/market/chainpay"
 	"github.com/gpumesh/gpumesh/money"
 )
 
@@ -55,7 +57,7 @@ func TestDepositRules(t *testing.T) {
 	wantErr(t, "window under the minimum", err, ErrWindow)
 	_, err = f.renter.a.Deposit(f.ctx, f.renter.addr, money.Unit, minWindow)
 	wantErr(t, "channel to oneself", err, ErrSupplier)
-	_, err = f.renter.a.Redeem(f.ctx, ChainVoucher{Supplier: f.renter.addr})
+	_, err = f.renter.a.Redeem(f.ctx, chainpay.ChainVoucher{Supplier: f.renter.addr})
 	wantErr(t, "redeem with no channel", err, ErrNoChannel)
 }
 
@@ -79,11 +81,11 @@ func TestRedeemRefusals(t *testing.T) {
 	_, err = f.redeem(dec)
 	wantErr(t, "decreasing voucher", err, ErrDecreased)
 
-	forger, _ := crypto.GenerateKey()
+	forger, _ := secp256k1.GeneratePrivateKey()
 	forged := cv3
-	forged.Sig, _ = sign(f.cfg.Domain.Digest(forged), forger)
+	forged.Sig = chainpay.Sign(f.cfg.Domain.Digest(forged), forger)
 	_, err = f.redeem(forged)
-	wantErr(t, "voucher signed by another key", err, ErrSignature)
+	wantErr(t, "voucher signed by another key", err, chainpay.ErrSignature)
 
 	// The same signature malleated to the high s (v flipped): the signer
 	// recovers alike, but the contract takes only the low-s form.
@@ -92,12 +94,12 @@ func TestRedeemRefusals(t *testing.T) {
 	copy(high.Sig[32:64], common.LeftPadBytes(new(big.Int).Sub(crypto.S256().Params().N, s).Bytes(), 32))
 	high.Sig[64] ^= 1
 	_, err = f.redeem(high)
-	wantErr(t, "high-s signature", err, ErrSignature)
+	wantErr(t, "high-s signature", err, chainpay.ErrSignature)
 
 	raised := cv3
 	raised.CumMicros = 4 * uint64(money.Unit)
 	_, err = f.redeem(raised)
-	wantErr(t, "amount raised after signing", err, ErrSignature)
+	wantErr(t, "amount raised after signing", err, chainpay.ErrSignature)
 
 	// The other supplier presents the voucher: the contract checks it as
 	// payable to the sender, so the renter's signature does not match.
@@ -107,7 +109,7 @@ func TestRedeemRefusals(t *testing.T) {
 	stolen := cv3
 	stolen.Supplier = f.other.addr
 	_, err = f.other.a.Redeem(f.ctx, stolen)
-	wantErr(t, "voucher redeemed by another supplier", err, ErrSignature)
+	wantErr(t, "voucher redeemed by another supplier", err, chainpay.ErrSignature)
 
 	_, over := f.voucher(lease(1), 5, 6*money.Unit)
 	_, err = f.redeem(over)
@@ -131,7 +133,7 @@ func TestTwoLeasesOneChannel(t *testing.T) {
 	f.deposit(10*money.Unit, minWindow)
 	_, a := f.voucher(lease(1), 3, 2*money.Unit)
 	_, b := f.voucher(lease(2), 1, 1500000)
-	for _, cv := range []ChainVoucher{a, b} {
+	for _, cv := range []chainpay.ChainVoucher{a, b} {
 		if _, err := f.redeem(cv); err != nil {
 			t.Fatalf("redeem lease %x: %v", cv.LeaseID[:1], err)
 		}

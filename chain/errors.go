@@ -4,16 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-)
 
-// Errors of the offline checks.
-var (
-	ErrMalformed       = errors.New("malformed")
-	ErrUnsupported     = errors.New("unsupported version")
-	ErrBadEnvelope     = errors.New("bad envelope")
-	ErrSignerMismatch  = errors.New("record names another peer than its signer")
-	ErrSignature       = errors.New("bad payment-key signature")
-	ErrVoucherMismatch = errors.New("chain voucher does not match the voucher")
+	"github.com/gpumesh/gpumesh/market/chainpay"
 )
 
 // The contract's revert reasons, each a named error; an adapter call that
@@ -37,7 +29,7 @@ var (
 var revertReasons = map[string]error{
 	"no channel":       ErrNoChannel,
 	"closed":           ErrClosed,
-	"signature":        ErrSignature,
+	"signature":        chainpay.ErrSignature,
 	"stale voucher":    ErrStale,
 	"amount decreased": ErrDecreased,
 	"balance":          ErrBalance,

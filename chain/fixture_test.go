@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 	"github.com/ethereum/go-ethereum/accounts/abi/bind/v2"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -19,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/chainpay"
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/market/settle/pb"
 	"github.com/gpumesh/gpumesh/money"
@@ -38,7 +40,8 @@ var simChainID = params.AllDevChainProtocolChanges.ChainID
 // libp2p identity and its adapter.
 type party struct {
 	key  *ecdsa.PrivateKey
-	addr common.Address
+	pay  *secp256k1.PrivateKey // key, as the node holds it
+	addr chainpay.Address
 	peer lcrypto.PrivKey
 	id   peer.ID
 	a    *Adapter
@@ -82,7 +85,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("deploy channel: %v", err)
 	}
 	f := &fixture{t: t, ctx: ctx, sim: sim, cfg: Config{
-		Domain: Domain{ChainID: simChainID, Contract: contract}, Token: tokenAddr, Mine: func() { sim.Commit() },
+		Domain: chainpay.Domain{ChainID: simChainID, Contract: chainpay.Address(contract)}, Token: tokenAddr, Mine: func() { sim.Commit() },
 	}}
 	f.token = bind.NewBoundContract(tokenAddr, mustABI(testTokenABI), cl, cl, cl)
 	ps := make([]*party, 3)
@@ -96,17 +99,18 @@ func newFixture(t *testing.T) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ps[i] = &party{key: keys[i+1], addr: a.Address(), peer: pk, id: id, a: a}
+		pay := secp256k1.PrivKeyFromBytes(crypto.FromECDSA(keys[i+1]))
+		ps[i] = &party{key: keys[i+1], pay: pay, addr: a.Address(), peer: pk, id: id, a: a}
 	}
 	f.renter, f.supplier, f.other = ps[0], ps[1], ps[2]
 	f.mint(f.renter.addr, 100*money.Unit)
 	return f
 }
 
-func (f *fixture) mint(to common.Address, m money.Micros) {
+func (f *fixture) mint(to chainpay.Address, m money.Micros) {
 	f.t.Helper()
 	opts := bind.NewKeyedTransactor(f.renter.key, simChainID)
-	data, err := mustABI(testTokenABI).Pack("mint", to, big.NewInt(int64(m)))
+	data, err := mustABI(testTokenABI).Pack("mint", common.Address(to), big.NewInt(int64(m)))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -121,10 +125,10 @@ func (f *fixture) mint(to common.Address, m money.Micros) {
 }
 
 // balance is an account's token balance in micros.
-func (f *fixture) balance(of common.Address) money.Micros {
+func (f *fixture) balance(of chainpay.Address) money.Micros {
 	f.t.Helper()
 	var out []any
-	if err := f.token.Call(&bind.CallOpts{Context: f.ctx}, &out, "balanceOf", of); err != nil {
+	if err := f.token.Call(&bind.CallOpts{Context: f.ctx}, &out, "balanceOf", common.Address(of)); err != nil {
 		f.t.Fatal(err)
 	}
 	return money.Micros(out[0].(*big.Int).Int64())
@@ -152,7 +156,7 @@ func (f *fixture) deposit(m money.Micros, window time.Duration) *types.Receipt {
 // voucher is a gpumesh voucher the renter signs to the supplier on lease,
 // with its chain voucher signed by signer (the renter's key unless a test
 // forges it) payable to pay.
-func (f *fixture) voucher(lease market.ID, nonce uint64, cum money.Micros) (*settle.Voucher, ChainVoucher) {
+func (f *fixture) voucher(lease market.ID, nonce uint64, cum money.Micros) (*settle.Voucher, chainpay.ChainVoucher) {
 	f.t.Helper()
 	raw, err := settle.SealVoucher(&pb.Voucher{
 		Supplier: []byte(f.supplier.id), LeaseId: lease[:], Nonce: nonce, CumAmountMicros: int64(cum),
@@ -165,7 +169,11 @@ func (f *fixture) voucher(lease market.ID, nonce uint64, cum money.Micros) (*set
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	cv, err := SignVoucher(f.cfg.Domain, f.renter.key, f.supplier.addr, v)
+	cv, err := chainpay.VoucherOf(f.renter.addr, f.supplier.addr, v)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cv, err = chainpay.SignVoucher(f.cfg.Domain, f.renter.pay, cv)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -173,7 +181,7 @@ func (f *fixture) voucher(lease market.ID, nonce uint64, cum money.Micros) (*set
 }
 
 // redeem redeems cv as the supplier and returns the error.
-func (f *fixture) redeem(cv ChainVoucher) (*types.Receipt, error) {
+func (f *fixture) redeem(cv chainpay.ChainVoucher) (*types.Receipt, error) {
 	return f.supplier.a.Redeem(f.ctx, cv)
 }
 

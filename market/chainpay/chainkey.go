@@ -1,21 +1,19 @@
-package chain
+package chainpay
 
 import (
 	"bytes"
-	"crypto/ecdsa"
 	"crypto/sha256"
 	"fmt"
 	"math/big"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
-	ethcrypto "github.com/ethereum/go-ethereum/crypto"
+	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gpumesh/gpumesh/chain/pb"
+	"github.com/gpumesh/gpumesh/market/chainpay/pb"
 )
 
 // The ChainKey record's identifiers; changing one is a wire change.
@@ -34,15 +32,16 @@ const (
 type ChainKey struct {
 	Peer    peer.ID
 	Domain  Domain
-	Address common.Address
+	Address Address
 	Created time.Time
-	EthSig  [65]byte // the payment key's EIP-712 signature of the ChainKey statement
-	Hash    [32]byte // SHA-256 of Raw
-	Raw     []byte   // the signed envelope
+	EthSig  [SigSize]byte // the payment key's EIP-712 signature of the ChainKey statement
+	Hash    [32]byte      // SHA-256 of Raw
+	Raw     []byte        // the signed envelope
 }
 
 // chainKeyRecord is the payload: the protobuf message pb.ChainKey
-// (chain/pb/chainkey.proto; PROTOCOL.md §43.2) as a record.Record.
+// (market/chainpay/pb/chainkey.proto; PROTOCOL.md §43.2) as a
+// record.Record.
 type chainKeyRecord struct{ *pb.ChainKey }
 
 func (r *chainKeyRecord) Domain() string { return ChainKeyDomain }
@@ -64,18 +63,11 @@ func (r *chainKeyRecord) UnmarshalRecord(b []byte) error {
 	return nil
 }
 
-// ChainKeyDigest is the EIP-712 hash the payment key of account signs to
-// name peer (binary peer ID) in a ChainKey record created at createdMs.
-func (d Domain) ChainKeyDigest(peerID []byte, account common.Address, createdMs uint64) common.Hash {
-	return d.digest(ethcrypto.Keccak256(chainKeyTypeHash, ethcrypto.Keccak256(peerID),
-		common.LeftPadBytes(account[:], 32), u64Word(createdMs)))
-}
-
 // SealChainKey makes the ChainKey record binding peerKey's peer ID and
-// ethKey's address on d: ethKey signs the EIP-712 statement naming the
+// payKey's address on d: payKey signs the EIP-712 statement naming the
 // peer, and peerKey signs the envelope around it.
-func SealChainKey(d Domain, peerKey crypto.PrivKey, ethKey *ecdsa.PrivateKey, now time.Time) ([]byte, error) {
-	if err := d.check(); err != nil {
+func SealChainKey(d Domain, peerKey crypto.PrivKey, payKey *secp256k1.PrivateKey, now time.Time) ([]byte, error) {
+	if err := d.Check(); err != nil {
 		return nil, err
 	}
 	id, err := peer.IDFromPrivateKey(peerKey)
@@ -86,19 +78,18 @@ func SealChainKey(d Domain, peerKey crypto.PrivKey, ethKey *ecdsa.PrivateKey, no
 	if ms <= 0 {
 		return nil, fmt.Errorf("%w: time %v", ErrMalformed, now)
 	}
-	addr := ethcrypto.PubkeyToAddress(ethKey.PublicKey)
-	sig, err := sign(d.ChainKeyDigest([]byte(id), addr, uint64(ms)), ethKey)
-	if err != nil {
-		return nil, err
-	}
-	return sealChainKeyRecord(&chainKeyRecord{&pb.ChainKey{
+	addr := AddressOf(payKey.PubKey())
+	sig := Sign(d.ChainKeyDigest([]byte(id), addr, uint64(ms)), payKey)
+	return SealChainKeyRecord(&pb.ChainKey{
 		Version: RecordVersion, Peer: []byte(id), ChainId: d.ChainID.Bytes(),
-		Contract: d.Contract.Bytes(), Address: addr.Bytes(), CreatedMs: ms, EthSig: sig[:],
-	}}, peerKey)
+		Contract: d.Contract[:], Address: addr[:], CreatedMs: ms, EthSig: sig[:],
+	}, peerKey)
 }
 
-func sealChainKeyRecord(r *chainKeyRecord, peerKey crypto.PrivKey) ([]byte, error) {
-	env, err := record.Seal(r, peerKey)
+// SealChainKeyRecord seals m as it is, checked or not: SealChainKey's
+// last step, and the tests' way to make bad records.
+func SealChainKeyRecord(m *pb.ChainKey, peerKey crypto.PrivKey) ([]byte, error) {
+	env, err := record.Seal(&chainKeyRecord{m}, peerKey)
 	if err != nil {
 		return nil, fmt.Errorf("seal %s: %w", ChainKeyDomain, err)
 	}
@@ -144,13 +135,13 @@ func OpenChainKey(data []byte) (*ChainKey, error) {
 		return nil, fmt.Errorf("chainkey: %w: version %d", ErrUnsupported, r.Version)
 	case len(r.ChainId) == 0 || len(r.ChainId) > 32 || r.ChainId[0] == 0:
 		return nil, fmt.Errorf("chainkey: %w: chain_id of %d bytes (big-endian, no leading zero, 1 to 32)", ErrMalformed, len(r.ChainId))
-	case len(r.Contract) != common.AddressLength:
+	case len(r.Contract) != len(Address{}):
 		return nil, fmt.Errorf("chainkey: %w: contract of %d bytes", ErrMalformed, len(r.Contract))
-	case len(r.Address) != common.AddressLength:
+	case len(r.Address) != len(Address{}):
 		return nil, fmt.Errorf("chainkey: %w: address of %d bytes", ErrMalformed, len(r.Address))
 	case r.CreatedMs <= 0:
 		return nil, fmt.Errorf("chainkey: %w: created_ms %d", ErrMalformed, r.CreatedMs)
-	case len(r.EthSig) != 65:
+	case len(r.EthSig) != SigSize:
 		return nil, fmt.Errorf("chainkey: %w: eth_sig of %d bytes", ErrMalformed, len(r.EthSig))
 	}
 	named, err := peer.IDFromBytes(r.Peer)
@@ -162,14 +153,14 @@ func OpenChainKey(data []byte) (*ChainKey, error) {
 	}
 	k := &ChainKey{
 		Peer:    named,
-		Domain:  Domain{ChainID: new(big.Int).SetBytes(r.ChainId), Contract: common.BytesToAddress(r.Contract)},
-		Address: common.BytesToAddress(r.Address),
+		Domain:  Domain{ChainID: new(big.Int).SetBytes(r.ChainId), Contract: Address(r.Contract)},
+		Address: Address(r.Address),
 		Created: time.UnixMilli(r.CreatedMs),
-		EthSig:  [65]byte(r.EthSig),
+		EthSig:  [SigSize]byte(r.EthSig),
 		Hash:    sha256.Sum256(data),
 		Raw:     data,
 	}
-	got, err := recoverAddr(k.Domain.ChainKeyDigest(r.Peer, k.Address, uint64(r.CreatedMs)), k.EthSig)
+	got, err := Recover(k.Domain.ChainKeyDigest(r.Peer, k.Address, uint64(r.CreatedMs)), k.EthSig)
 	if err != nil {
 		return nil, fmt.Errorf("chainkey: %w", err)
 	}

@@ -118,6 +118,63 @@ func (x *ChainKey) GetEthSig() []byte {
 	return nil
 }
 
+// ChainVoucher travels on the job stream (a ClientFrame's chain_voucher,
+// docs/PROTOCOL.md §43.3) to a supplier that asked for chain settlement:
+// a voucher envelope and the renter payment key's EIP-712 signature of
+// its chain voucher. The chain voucher's other fields are the voucher's
+// and the two ChainKey records' own, so they are not sent.
+type ChainVoucher struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Voucher       []byte                 `protobuf:"bytes,1,opt,name=voucher,proto3" json:"voucher,omitempty"` // the signed Voucher envelope (§27)
+	Sig           []byte                 `protobuf:"bytes,2,opt,name=sig,proto3" json:"sig,omitempty"`         // 65 bytes: r ‖ s ‖ v of the chain voucher's digest
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChainVoucher) Reset() {
+	*x = ChainVoucher{}
+	mi := &file_chainkey_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChainVoucher) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChainVoucher) ProtoMessage() {}
+
+func (x *ChainVoucher) ProtoReflect() protoreflect.Message {
+	mi := &file_chainkey_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChainVoucher.ProtoReflect.Descriptor instead.
+func (*ChainVoucher) Descriptor() ([]byte, []int) {
+	return file_chainkey_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ChainVoucher) GetVoucher() []byte {
+	if x != nil {
+		return x.Voucher
+	}
+	return nil
+}
+
+func (x *ChainVoucher) GetSig() []byte {
+	if x != nil {
+		return x.Sig
+	}
+	return nil
+}
+
 var File_chainkey_proto protoreflect.FileDescriptor
 
 const file_chainkey_proto_rawDesc = "" +
@@ -131,7 +188,10 @@ const file_chainkey_proto_rawDesc = "" +
 	"\aaddress\x18\x05 \x01(\fR\aaddress\x12\x1d\n" +
 	"\n" +
 	"created_ms\x18\x06 \x01(\x03R\tcreatedMs\x12\x17\n" +
-	"\aeth_sig\x18\a \x01(\fR\x06ethSigB%Z#github.com/gpumesh/gpumesh/chain/pbb\x06proto3"
+	"\aeth_sig\x18\a \x01(\fR\x06ethSig\":\n" +
+	"\fChainVoucher\x12\x18\n" +
+	"\avoucher\x18\x01 \x01(\fR\avoucher\x12\x10\n" +
+	"\x03sig\x18\x02 \x01(\fR\x03sigB/Z-github.com/gpumesh/gpumesh/market/chainpay/pbb\x06proto3"
 
 var (
 	file_chainkey_proto_rawDescOnce sync.Once
@@ -145,9 +205,10 @@ func file_chainkey_proto_rawDescGZIP() []byte {
 	return file_chainkey_proto_rawDescData
 }
 
-var file_chainkey_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_chainkey_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_chainkey_proto_goTypes = []any{
-	(*ChainKey)(nil), // 0: gpumesh.chain.v1.ChainKey
+	(*ChainKey)(nil),     // 0: gpumesh.chain.v1.ChainKey
+	(*ChainVoucher)(nil), // 1: gpumesh.chain.v1.ChainVoucher
 }
 var file_chainkey_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -168,7 +229,7 @@ func file_chainkey_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chainkey_proto_rawDesc), len(file_chainkey_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   1,
+			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
