@@ -30,6 +30,7 @@ var (
 	ksStatements  = store.MustKeyspace("settle-statements")  // lease ID -> statement envelope
 	ksSettlements = store.MustKeyspace("settle-settlements") // lease ID -> settlement envelope
 	ksEvidence    = store.MustKeyspace("settle-evidence")    // evidence hash -> evidence envelope
+	ksChain       = store.MustKeyspace("settle-chain")       // lease ID -> nonce (8 bytes) ‖ the best chain voucher frame (supplier side)
 )
 
 // Ledger keeps receipts, vouchers, statements, settlements and evidence

@@ -35,6 +35,8 @@ type Meter struct {
 	best    *Voucher            // nil: none yet
 	paidAt  time.Time           // when best was accepted
 	settled []byte              // the settlement envelope, once countersigned
+	chain   bool                // the lease is settled on chain: only covered counts as paid
+	covered int64               // what the chain guarantees of the best chain voucher
 }
 
 // NewMeter returns the meter of the lease t names, signing with key (the
@@ -351,7 +353,11 @@ func (m *Meter) owed() int64 {
 	if m.best == nil {
 		return m.last.CumAmountMicros
 	}
-	return m.last.CumAmountMicros - m.best.CumAmountMicros
+	paid := m.best.CumAmountMicros
+	if m.chain {
+		paid = min(paid, m.covered)
+	}
+	return m.last.CumAmountMicros - paid
 }
 
 // OverCredit reports whether Owed is above the lease's credit limit: the

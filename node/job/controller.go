@@ -274,16 +274,20 @@ type ControllerConfig struct {
 	LostAfter time.Duration
 	// RetryBudget bounds failovers per job (default 3).
 	RetryBudget int
-	Now         func() time.Time
-	Log         *slog.Logger
+	// Chain, if not nil, pays suppliers that settle on chain with chain
+	// vouchers (docs/PROTOCOL.md §43.6).
+	Chain *RenterChain
+	Now   func() time.Time
+	Log   *slog.Logger
 }
 
 // Controller is the renter side of jobs. It runs inside the renter's node,
 // which pays for and follows every job it started, whether or not a
 // terminal watches it.
 type Controller struct {
-	cfg ControllerConfig
-	log *slog.Logger
+	cfg   ControllerConfig
+	log   *slog.Logger
+	chain *renterChain // nil: pays off chain only
 
 	mu      sync.Mutex
 	jobs    map[string]*jobState
@@ -330,6 +334,15 @@ func NewController(cfg ControllerConfig) (*Controller, error) {
 		return nil, errors.New("controller: no network")
 	}
 	c := &Controller{cfg: cfg, log: cfg.Log.With("sub", "renter-jobs"), jobs: map[string]*jobState{}, groups: map[string]*groupState{}}
+	if cfg.Chain != nil {
+		self, err := peer.IDFromPrivateKey(cfg.Key)
+		if err != nil {
+			return nil, fmt.Errorf("controller: %w", err)
+		}
+		if c.chain, err = newRenterChain(cfg.Chain, self); err != nil {
+			return nil, fmt.Errorf("controller: %w", err)
+		}
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	codec := store.JSONCodec[jobRecord]{}
 	err := cfg.Store.Iterate(ksJobs, nil, func(_, v []byte) error {

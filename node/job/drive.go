@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/chainpay"
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/node/job/pb"
 	"github.com/gpumesh/gpumesh/p2p"
@@ -27,9 +28,10 @@ func (r *refusal) Error() string { return "supplier refused: " + r.reason }
 
 // clientSession is the renter's end of a session stream.
 type clientSession struct {
-	st   network.Stream
-	mu   sync.Mutex
-	dead bool
+	st      network.Stream
+	chainTo *chainpay.Address // the supplier's payment address: pay on chain; nil: off chain
+	mu      sync.Mutex
+	dead    bool
 }
 
 func (cs *clientSession) send(f *pb.ClientFrame) bool {
@@ -99,6 +101,9 @@ func (c *Controller) connect(ctx context.Context, js *jobState) error {
 	stop := js.rec.StopAsked
 	js.mu.Unlock()
 	h := &pb.Hello{Attempt: ac.attempt}
+	if c.chain != nil {
+		h.ChainKey = c.chain.own.Raw
+	}
 	var spec, checkpoint []byte
 	if !cur.Started {
 		spec = js.spec.Raw
@@ -143,7 +148,7 @@ func (c *Controller) connect(ctx context.Context, js *jobState) error {
 		return &refusal{w.Refused}
 	}
 	_ = st.SetDeadline(time.Time{})
-	cs := &clientSession{st: st}
+	cs := &clientSession{st: st, chainTo: c.chainTo(w, ac.lease)}
 	js.mu.Lock()
 	if old := js.conn; old != nil {
 		old.close()
@@ -463,7 +468,13 @@ func (c *Controller) onReceipt(ctx context.Context, js *jobState, ac *attemptCtx
 	if err != nil {
 		return nil, false, err
 	}
-	cs.send(&pb.ClientFrame{Body: &pb.ClientFrame_Voucher{Voucher: voucher}})
+	f := &pb.ClientFrame{Body: &pb.ClientFrame_Voucher{Voucher: voucher}}
+	if cs.chainTo != nil {
+		if f, err = c.chain.voucherFrame(voucher, *cs.chainTo); err != nil {
+			return nil, false, fmt.Errorf("chain voucher: %w", err)
+		}
+	}
+	cs.send(f)
 	if len(r.CheckpointHash) == 32 {
 		h := hex.EncodeToString(r.CheckpointHash)
 		js.mu.Lock()

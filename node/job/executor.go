@@ -83,6 +83,9 @@ type ExecutorConfig struct {
 	// Leases are the supplier's leases that jobs run on
 	// (market.Supplier.Leases).
 	Leases Leases
+	// Chain, if not nil, settles leases on chain with renters that can
+	// pay there (docs/PROTOCOL.md §43.6).
+	Chain *SupplierChain
 	// Cluster makes cluster jobs members of their cluster's network
 	// (node/cluster); nil: cluster jobs are refused.
 	Cluster ClusterJoiner
@@ -127,8 +130,9 @@ type Leases interface {
 // Executor is the supplier side of jobs: it serves SessionProtocol and
 // CheckpointProtocol, runs attempts and meters them.
 type Executor struct {
-	cfg ExecutorConfig
-	log *slog.Logger
+	cfg   ExecutorConfig
+	log   *slog.Logger
+	chain *supplierChain // nil: settles off chain only
 
 	gate *gate // session streams not yet admitted
 
@@ -170,6 +174,10 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	if cfg.Runtimes["process"] == nil {
 		return nil, errors.New("executor: no process runtime")
 	}
+	chain, err := newSupplierChain(cfg.Chain, cfg.Self)
+	if err != nil {
+		return nil, fmt.Errorf("executor: %w", err)
+	}
 	if cfg.Leases == nil {
 		return nil, errors.New("executor: no leases")
 	}
@@ -177,7 +185,7 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
 	e := &Executor{
-		cfg: cfg, log: cfg.Log.With("sub", "jobs"), gate: newGate(cfg.MaxPendingPerPeer, cfg.MaxPending),
+		cfg: cfg, chain: chain, log: cfg.Log.With("sub", "jobs"), gate: newGate(cfg.MaxPendingPerPeer, cfg.MaxPending),
 		runs: map[market.ID]*run{}, starting: map[market.ID]bool{}, quit: make(chan struct{}),
 	}
 	if err := e.recover(); err != nil {
@@ -325,8 +333,17 @@ func (e *Executor) handleSession(st network.Stream) {
 		e.refuse(st, no)
 		return
 	}
+	w := &pb.Welcome{State: r.State().String(), Attempt: r.attempt}
+	if e.chain != nil {
+		w.ChainKey = e.chain.own.Raw
+		if ck, err := e.chain.renterKey(from, h.ChainKey); err == nil {
+			r.useChain(ck.Address)
+		} else if len(h.ChainKey) > 0 {
+			e.log.Warn("renter's ChainKey refused; its vouchers count off chain only if the lease is not chain-settled", "peer", from, "err", err)
+		}
+	}
 	_ = st.SetWriteDeadline(time.Now().Add(p2p.StreamTimeout))
-	if err := p2p.WriteMsg(st, &pb.Welcome{State: r.State().String(), Attempt: r.attempt}); err != nil {
+	if err := p2p.WriteMsg(st, w); err != nil {
 		st.Reset()
 		return
 	}
@@ -377,6 +394,9 @@ func (e *Executor) begin(st network.Stream, h *pb.Hello, admitted func()) (*run,
 		return old, nil, nil // a repeated start attaches: no body needed
 	}
 	defer e.endStart(l.ID)
+	if no := e.chain.admit(context.Background(), l.Renter, h); no != nil {
+		return nil, no, nil
+	}
 	admitted()
 	// The body is held whole (the spec is decoded and the archive served
 	// again later): account it where the node's limits apply, at a

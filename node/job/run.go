@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/chainpay"
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/node/cluster"
 	"github.com/gpumesh/gpumesh/node/job/pb"
@@ -43,7 +44,10 @@ type run struct {
 	started time.Time
 	logger  *slog.Logger
 	paid    chan struct{} // a voucher came in
-	done    chan struct{} // closed after the final receipt
+	// chainRenter is the renter's payment address once the lease is
+	// settled on chain (useChain); nil before.
+	chainRenter *chainpay.Address
+	done        chan struct{} // closed after the final receipt
 
 	mu         sync.Mutex
 	rec        runRecord
@@ -458,16 +462,13 @@ func (r *run) attach(st network.Stream, logOffset uint64) {
 		}
 		switch b := f.Body.(type) {
 		case *pb.ClientFrame_Voucher:
-			if _, err := r.meter.Accept(b.Voucher, r.e.cfg.Now()); err != nil {
-				r.logger.Warn("voucher refused", "err", err)
-				if errors.Is(err, settle.ErrEvidence) {
-					return
-				}
-				continue
+			_, err := r.meter.Accept(b.Voucher, r.e.cfg.Now())
+			if !r.voucherIn(err) {
+				return
 			}
-			select {
-			case r.paid <- struct{}{}:
-			default:
+		case *pb.ClientFrame_ChainVoucher:
+			if !r.voucherIn(r.acceptChainVoucher(b.ChainVoucher)) {
+				return
 			}
 		case *pb.ClientFrame_Stop:
 			r.stop(StateStopped, "the renter stopped it: "+b.Stop)
@@ -475,6 +476,21 @@ func (r *run) attach(st network.Stream, logOffset uint64) {
 			r.countersign(s, b.Statement)
 		}
 	}
+}
+
+// voucherIn follows a voucher's acceptance: a paused attempt is told it
+// was paid, a refusal is logged. It returns false when the session must
+// end (the voucher was evidence of the renter's misbehaviour).
+func (r *run) voucherIn(err error) bool {
+	if err != nil {
+		r.logger.Warn("voucher refused", "err", err)
+		return !errors.Is(err, settle.ErrEvidence)
+	}
+	select {
+	case r.paid <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 // countersign answers the renter's statement once the attempt is over.

@@ -774,6 +774,7 @@ type Hello struct {
 	SpecSize       uint32                 `protobuf:"varint,9,opt,name=spec_size,json=specSize,proto3" json:"spec_size,omitempty"`                    // start: bytes of the encoded JobSpec that follow the go-ahead
 	CheckpointSize uint64                 `protobuf:"varint,10,opt,name=checkpoint_size,json=checkpointSize,proto3" json:"checkpoint_size,omitempty"` // start: bytes of the checkpoint archive after the spec (0: none)
 	Cluster        *ClusterHello          `protobuf:"bytes,11,opt,name=cluster,proto3" json:"cluster,omitempty"`                                      // start of a cluster member (spec.cluster set): its rank and the members
+	ChainKey       []byte                 `protobuf:"bytes,12,opt,name=chain_key,json=chainKey,proto3" json:"chain_key,omitempty"`                    // the renter's ChainKey record (PROTOCOL.md §43.2), when it can pay on chain
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -871,6 +872,13 @@ func (x *Hello) GetCluster() *ClusterHello {
 	return nil
 }
 
+func (x *Hello) GetChainKey() []byte {
+	if x != nil {
+		return x.ChainKey
+	}
+	return nil
+}
+
 // Welcome is the supplier's answer to Hello. A start that the supplier
 // admits gets a Welcome with send_body first, then, after the spec and
 // checkpoint, the final one.
@@ -881,6 +889,7 @@ type Welcome struct {
 	Attempt       uint32                 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	SendBody      bool                   `protobuf:"varint,4,opt,name=send_body,json=sendBody,proto3" json:"send_body,omitempty"` // start admitted: send the spec and checkpoint now
 	Busy          bool                   `protobuf:"varint,5,opt,name=busy,proto3" json:"busy,omitempty"`                         // with refused: nothing is wrong with the Hello; try again later
+	ChainKey      []byte                 `protobuf:"bytes,6,opt,name=chain_key,json=chainKey,proto3" json:"chain_key,omitempty"`  // the supplier's ChainKey record: pay this lease on chain (§43.6)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -948,6 +957,13 @@ func (x *Welcome) GetBusy() bool {
 		return x.Busy
 	}
 	return false
+}
+
+func (x *Welcome) GetChainKey() []byte {
+	if x != nil {
+		return x.ChainKey
+	}
+	return nil
 }
 
 // ServerFrame is one message from the supplier after Welcome.
@@ -1418,6 +1434,7 @@ type ClientFrame struct {
 	//	*ClientFrame_Voucher
 	//	*ClientFrame_Stop
 	//	*ClientFrame_Statement
+	//	*ClientFrame_ChainVoucher
 	Body          isClientFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1487,6 +1504,15 @@ func (x *ClientFrame) GetStatement() []byte {
 	return nil
 }
 
+func (x *ClientFrame) GetChainVoucher() []byte {
+	if x != nil {
+		if x, ok := x.Body.(*ClientFrame_ChainVoucher); ok {
+			return x.ChainVoucher
+		}
+	}
+	return nil
+}
+
 type isClientFrame_Body interface {
 	isClientFrame_Body()
 }
@@ -1503,11 +1529,17 @@ type ClientFrame_Statement struct {
 	Statement []byte `protobuf:"bytes,3,opt,name=statement,proto3,oneof"` // the renter's signed Statement, to countersign
 }
 
+type ClientFrame_ChainVoucher struct {
+	ChainVoucher []byte `protobuf:"bytes,4,opt,name=chain_voucher,json=chainVoucher,proto3,oneof"` // a voucher with its chain voucher's signature (chainpay/pb.ChainVoucher, §43.6)
+}
+
 func (*ClientFrame_Voucher) isClientFrame_Body() {}
 
 func (*ClientFrame_Stop) isClientFrame_Body() {}
 
 func (*ClientFrame_Statement) isClientFrame_Body() {}
+
+func (*ClientFrame_ChainVoucher) isClientFrame_Body() {}
 
 // CheckpointRequest asks for the current checkpoint archive of an attempt
 // on /gpumesh/checkpoint/1.0.0.
@@ -1713,7 +1745,7 @@ const file_job_proto_rawDesc = "" +
 	"\n" +
 	"open_files\x18\x05 \x01(\x03R\topenFiles\x12\x1d\n" +
 	"\n" +
-	"disk_bytes\x18\x06 \x01(\x03R\tdiskBytes\"\xba\x02\n" +
+	"disk_bytes\x18\x06 \x01(\x03R\tdiskBytes\"\xd7\x02\n" +
 	"\x05Hello\x12\x14\n" +
 	"\x05lease\x18\x01 \x01(\fR\x05lease\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\fR\aleaseId\x12\x18\n" +
@@ -1725,13 +1757,15 @@ const file_job_proto_rawDesc = "" +
 	"\tspec_size\x18\t \x01(\rR\bspecSize\x12'\n" +
 	"\x0fcheckpoint_size\x18\n" +
 	" \x01(\x04R\x0echeckpointSize\x126\n" +
-	"\acluster\x18\v \x01(\v2\x1c.gpumesh.job.v1.ClusterHelloR\aclusterJ\x04\b\x04\x10\x05J\x04\b\x05\x10\x06\"\x84\x01\n" +
+	"\acluster\x18\v \x01(\v2\x1c.gpumesh.job.v1.ClusterHelloR\acluster\x12\x1b\n" +
+	"\tchain_key\x18\f \x01(\fR\bchainKeyJ\x04\b\x04\x10\x05J\x04\b\x05\x10\x06\"\xa1\x01\n" +
 	"\aWelcome\x12\x18\n" +
 	"\arefused\x18\x01 \x01(\tR\arefused\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x1b\n" +
 	"\tsend_body\x18\x04 \x01(\bR\bsendBody\x12\x12\n" +
-	"\x04busy\x18\x05 \x01(\bR\x04busy\"\xa8\x02\n" +
+	"\x04busy\x18\x05 \x01(\bR\x04busy\x12\x1b\n" +
+	"\tchain_key\x18\x06 \x01(\fR\bchainKey\"\xa8\x02\n" +
 	"\vServerFrame\x120\n" +
 	"\x06status\x18\x01 \x01(\v2\x16.gpumesh.job.v1.StatusH\x00R\x06status\x12'\n" +
 	"\x03log\x18\x02 \x01(\v2\x13.gpumesh.job.v1.LogH\x00R\x03log\x12\x1a\n" +
@@ -1762,11 +1796,12 @@ const file_job_proto_rawDesc = "" +
 	"\x03Log\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\rR\aattempt\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"g\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x8e\x01\n" +
 	"\vClientFrame\x12\x1a\n" +
 	"\avoucher\x18\x01 \x01(\fH\x00R\avoucher\x12\x14\n" +
 	"\x04stop\x18\x02 \x01(\tH\x00R\x04stop\x12\x1e\n" +
-	"\tstatement\x18\x03 \x01(\fH\x00R\tstatementB\x06\n" +
+	"\tstatement\x18\x03 \x01(\fH\x00R\tstatement\x12%\n" +
+	"\rchain_voucher\x18\x04 \x01(\fH\x00R\fchainVoucherB\x06\n" +
 	"\x04body\"v\n" +
 	"\x11CheckpointRequest\x12\x19\n" +
 	"\blease_id\x18\x01 \x01(\fR\aleaseId\x12\x18\n" +
@@ -1854,6 +1889,7 @@ func file_job_proto_init() {
 		(*ClientFrame_Voucher)(nil),
 		(*ClientFrame_Stop)(nil),
 		(*ClientFrame_Statement)(nil),
+		(*ClientFrame_ChainVoucher)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

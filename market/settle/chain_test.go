@@ -1,0 +1,92 @@
+package settle
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestChainCoverPausesUncoveredRenter: on a chain-settled lease a voucher
+// counts as paid only as far as its chain voucher's check says the
+// channel covers it. A renter whose channel is empty goes over credit
+// after the credit limit's worth of intervals although every voucher is
+// signed, and is paid up again once its channel covers the vouchers; a
+// refused chain voucher covers nothing and is not kept; the best chain
+// voucher frame is kept, synced, across a restart.
+func TestChainCoverPausesUncoveredRenter(t *testing.T) {
+	x := newPair(t)
+	x.m.RequireChain()
+	var balance int64 // what the renter's channel covers
+	check := func(v *Voucher) (int64, error) { return balance, nil }
+	var lastV []byte
+	for i := 0; !x.m.OverCredit(); i++ {
+		if i > 10 {
+			t.Fatal("an empty channel never went over credit")
+		}
+		r := x.issue(t)
+		v, err := x.p.Accept(r.Raw, x.attempt, x.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.m.AcceptChain(v, []byte("frame"), check, x.now); err != nil {
+			t.Fatal(err)
+		}
+		lastV = v
+	}
+	if x.m.Owed() <= x.terms.CreditLimit {
+		t.Fatalf("over credit with %d owed, limit %d", x.m.Owed(), x.terms.CreditLimit)
+	}
+
+	// A refused chain voucher (forged, say) covers nothing, and is not kept.
+	balance = 1 << 40
+	bad := func(v *Voucher) (int64, error) { return balance, errors.New("forged") }
+	if _, err := x.m.AcceptChain(lastV, []byte("forged frame"), bad, x.now); err == nil {
+		t.Fatal("a refused chain voucher was taken")
+	}
+	if !x.m.OverCredit() {
+		t.Fatal("a refused chain voucher covered the debt")
+	}
+	if f, _, _ := x.sled.ChainVoucher(x.terms.LeaseID); string(f) != "frame" {
+		t.Fatalf("kept frame %q, want the last good one", f)
+	}
+
+	// The channel is funded: the best voucher, sent again with its chain
+	// voucher, is covered in full, and metering goes on.
+	if _, err := x.m.AcceptChain(lastV, []byte("frame"), check, x.now); err != nil {
+		t.Fatal(err)
+	}
+	if x.m.OverCredit() || x.m.Owed() != 0 {
+		t.Fatalf("funded: owed %d, over credit %v", x.m.Owed(), x.m.OverCredit())
+	}
+	r := x.issue(t)
+	v, err := x.p.Accept(r.Raw, x.attempt, x.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.m.AcceptChain(v, []byte("next frame"), check, x.now); err != nil {
+		t.Fatal(err)
+	}
+	x.reopen(t)
+	f, nonce, err := x.sled.ChainVoucher(x.terms.LeaseID)
+	if err != nil || string(f) != "next frame" || nonce != r.Seq {
+		t.Fatalf("after restart: frame %q nonce %d %v, want the last one, nonce %d", f, nonce, err, r.Seq)
+	}
+}
+
+// TestOffChainLeaseIgnoresCover: a lease not made chain-settled counts
+// its vouchers as paid whatever a chain would cover.
+func TestOffChainLeaseIgnoresCover(t *testing.T) {
+	x := newPair(t)
+	for range 5 {
+		r := x.issue(t)
+		v, err := x.p.Accept(r.Raw, x.attempt, x.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.m.AcceptChain(v, []byte("frame"), func(*Voucher) (int64, error) { return 0, nil }, x.now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if x.m.Owed() != 0 || x.m.ChainSettled() {
+		t.Fatalf("owed %d, chain settled %v", x.m.Owed(), x.m.ChainSettled())
+	}
+}
