@@ -68,15 +68,10 @@ type Channel struct {
 	ClosesAt time.Time     // zero while open; from then redeem is refused and withdraw allowed
 }
 
-// ChannelID is the contract's key of the channel from renter to supplier.
-func ChannelID(renter, supplier chainpay.Address) [32]byte {
-	return crypto.Keccak256Hash(common.LeftPadBytes(renter[:], 32), common.LeftPadBytes(supplier[:], 32))
-}
-
 // Channel reads the channel from renter to supplier.
 func (a *Adapter) Channel(ctx context.Context, renter, supplier chainpay.Address) (Channel, error) {
 	var out []any
-	if err := a.contract.Call(&bind.CallOpts{Context: ctx}, &out, "channels", ChannelID(renter, supplier)); err != nil {
+	if err := a.contract.Call(&bind.CallOpts{Context: ctx}, &out, "channels", chainpay.ChannelID(renter, supplier)); err != nil {
 		return Channel{}, fmt.Errorf("channel: %w", err)
 	}
 	bal := out[0].(*big.Int)
@@ -100,7 +95,7 @@ type Lane struct {
 // supplier.
 func (a *Adapter) Paid(ctx context.Context, renter, supplier chainpay.Address, lease [32]byte) (Lane, error) {
 	var out []any
-	if err := a.contract.Call(&bind.CallOpts{Context: ctx}, &out, "lanes", ChannelID(renter, supplier), lease); err != nil {
+	if err := a.contract.Call(&bind.CallOpts{Context: ctx}, &out, "lanes", chainpay.ChannelID(renter, supplier), lease); err != nil {
 		return Lane{}, fmt.Errorf("lane: %w", err)
 	}
 	paid := out[1].(*big.Int)

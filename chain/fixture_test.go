@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"math/big"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,7 +15,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/eth/ethconfig"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
+	"github.com/ethereum/go-ethereum/node"
 	"github.com/ethereum/go-ethereum/params"
 	lcrypto "github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -53,6 +56,7 @@ type fixture struct {
 	t                       *testing.T
 	ctx                     context.Context
 	sim                     *simulated.Backend
+	ipc                     string // the chain's JSON-RPC socket
 	token                   *bind.BoundContract
 	cfg                     Config
 	renter, supplier, other *party
@@ -73,7 +77,8 @@ func newFixture(t *testing.T) *fixture {
 		keys[i] = k
 		alloc[crypto.PubkeyToAddress(k.PublicKey)] = types.Account{Balance: new(big.Int).Mul(big.NewInt(1000), big.NewInt(params.Ether))}
 	}
-	sim := simulated.NewBackend(alloc)
+	ipc := filepath.Join(t.TempDir(), "sim.ipc")
+	sim := simulated.NewBackend(alloc, func(nc *node.Config, _ *ethconfig.Config) { nc.IPCPath = ipc })
 	t.Cleanup(func() { sim.Close() })
 	cl := sim.Client()
 	tokenAddr, err := deployCode(ctx, cl, simChainID, keys[0], testTokenBin, nil, func() { sim.Commit() })
@@ -84,7 +89,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatalf("deploy channel: %v", err)
 	}
-	f := &fixture{t: t, ctx: ctx, sim: sim, cfg: Config{
+	f := &fixture{t: t, ctx: ctx, sim: sim, ipc: ipc, cfg: Config{
 		Domain: chainpay.Domain{ChainID: simChainID, Contract: chainpay.Address(contract)}, Token: tokenAddr, Mine: func() { sim.Commit() },
 	}}
 	f.token = bind.NewBoundContract(tokenAddr, mustABI(testTokenABI), cl, cl, cl)
