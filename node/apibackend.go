@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/catalog"
 	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/chainpay"
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node/api"
@@ -197,6 +199,31 @@ func (b *apiBackend) Receipts(lease string) ([]settle.Report, error) {
 		return nil, api.ErrNotStarted
 	}
 	return Receipts(b.n.jobs.ledger, lease, b.n.now())
+}
+
+func (b *apiBackend) Redeemable() ([]api.Redeemable, error) {
+	if b.n.jobs.ledger == nil {
+		return nil, api.ErrNotStarted
+	}
+	return Redeemable(b.n.jobs.ledger)
+}
+
+// Redeemable lists the chain vouchers led keeps, decoded and checked.
+func Redeemable(led *settle.Ledger) ([]api.Redeemable, error) {
+	var out []api.Redeemable
+	err := led.EachChainVoucher(func(lease market.ID, nonce uint64, kept []byte) error {
+		d, cv, err := chainpay.DecodeRedeemable(kept)
+		if err != nil {
+			return fmt.Errorf("lease %s: %w", lease.Short(), err)
+		}
+		out = append(out, api.Redeemable{
+			LeaseID: lease.String(), Nonce: nonce, CumMicros: money.Micros(cv.CumMicros),
+			Renter: cv.Renter.String(), Supplier: cv.Supplier.String(),
+			ChainID: d.ChainID.String(), Contract: d.Contract.String(), Raw: hex.EncodeToString(kept),
+		})
+		return nil
+	})
+	return out, err
 }
 
 func (b *apiBackend) Doctor(ctx context.Context) api.DoctorReport { return b.n.Doctor(ctx) }

@@ -79,6 +79,14 @@ type Config struct {
 	JobDisk, JobDiskMax           int64
 	JobOpenFiles, JobOpenFilesMax int64
 
+	// Chain names the [chains.NAME] table of the deployment this node
+	// settles on ("": off chain only); Chains are the file's tables
+	// (config_chain.go). SettleRequire refuses renters that cannot pay
+	// there.
+	Chain         string
+	Chains        map[string]ChainConfig
+	SettleRequire bool
+
 	// Sources says where each key's value came from: "default",
 	// "file:PATH", "env:NAME" or "flag:--NAME".
 	Sources map[string]string
@@ -196,11 +204,11 @@ func LoadConfig(in Input) (Config, error) {
 		c.Sources[k.Name] = "default"
 	}
 
-	fileVals, path, err := readConfigFile(in, dir, src)
+	fileVals, path, chains, err := readConfigFile(in, dir, src)
 	if err != nil {
 		return c, err
 	}
-	c.ConfigFile = path
+	c.ConfigFile, c.Chains = path, chains
 	for _, k := range keys {
 		if v, ok := fileVals[k.Name]; ok {
 			if err := apply(&c, k, v, "file:"+path); err != nil {
@@ -230,6 +238,9 @@ func LoadConfig(in Input) (Config, error) {
 		return c, fmt.Errorf("config: conn_low (%d) is above conn_high (%d)", c.ConnLow, c.ConnHigh)
 	}
 	if err := c.checkFloors(); err != nil {
+		return c, err
+	}
+	if _, err := c.ActiveChain(); err != nil {
 		return c, err
 	}
 	// The per-GPU share of job_memory auto needs the GPUs, found later:
@@ -288,8 +299,9 @@ func splitEach(vs []string) []string {
 }
 
 // readConfigFile reads --config, or DATA/config.toml when it exists, into
-// string values per key. Unknown keys and wrong types are errors.
-func readConfigFile(in Input, dataDir, dataSrc string) (map[string][]string, string, error) {
+// string values per key and its [chains.*] tables. Unknown keys and
+// wrong types are errors.
+func readConfigFile(in Input, dataDir, dataSrc string) (map[string][]string, string, map[string]ChainConfig, error) {
 	path, explicit := in.ConfigFlag, in.ConfigFlag != ""
 	switch {
 	case explicit:
@@ -301,11 +313,19 @@ func readConfigFile(in Input, dataDir, dataSrc string) (map[string][]string, str
 	b, err := in.ReadFile(path)
 	if err != nil {
 		if !explicit && errors.Is(err, os.ErrNotExist) {
-			return nil, "", nil
+			return nil, "", nil, nil
 		}
-		return nil, "", fmt.Errorf("config: read %s: %w", path, err)
+		return nil, "", nil, fmt.Errorf("config: read %s: %w", path, err)
 	}
-	return parseConfigFile(b, path)
+	vals, path, err := parseConfigFile(b, path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	chains, err := parseChains(b, path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return vals, path, chains, nil
 }
 
 func parseConfigFile(b []byte, path string) (map[string][]string, string, error) {
@@ -324,6 +344,12 @@ func parseConfigFile(b []byte, path string) (map[string][]string, string, error)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if k == "chains" {
+			if _, ok := raw[k].(map[string]any); !ok {
+				return nil, "", fmt.Errorf("config: %s: chains: want [chains.NAME] tables, got %s", path, tomlType(raw[k]))
+			}
+			continue // the chain tables: parseChains
+		}
 		key, ok := known[k]
 		if !ok {
 			return nil, "", fmt.Errorf("config: %s: unknown key %q (known: %s)", path, k, strings.Join(Keys(), ", "))

@@ -69,6 +69,10 @@ func (n *Node) startJobs(ctx context.Context) error {
 		}
 	})
 	n.goLoop(func() { n.readEvidence(ctx) })
+	supChain, renChain, err := n.chainSettlement()
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 
 	if n.market.supplier != nil {
 		rts := map[string]runtime.Runtime{}
@@ -102,8 +106,8 @@ func (n *Node) startJobs(ctx context.Context) error {
 			Host: n.net.Host, Key: n.key, Store: n.store, Ledger: j.ledger, Runtimes: rts,
 			DataDir: n.cfg.DataDir, RunAs: n.jobUser(), HaltGrace: n.cfg.HaltGrace, Limits: limits,
 			GPUDevices: job.DeviceNodes(n.gpus, "/dev"), Usage: n.usage,
-			Hide:   []string{filepath.Join(n.cfg.DataDir, KeyFile), filepath.Join(n.cfg.DataDir, api.TokenFile), storeDir(n.cfg.DataDir), filepath.Join(n.cfg.DataDir, "renter-jobs"), filepath.Join(n.cfg.DataDir, "outputs")},
-			Leases: sup.Leases(), Cluster: j.cluster,
+			Hide:   n.hiddenFromJobs(),
+			Leases: sup.Leases(), Cluster: j.cluster, Chain: supChain,
 			Clock: n.clock, Now: n.now, Log: n.log,
 		})
 		if err != nil {
@@ -124,7 +128,7 @@ func (n *Node) startJobs(ctx context.Context) error {
 	j.ctrl, err = job.NewController(job.ControllerConfig{
 		Net: jobDialer{n}, Key: n.key, Store: n.store, Ledger: j.ledger, DataDir: n.cfg.DataDir,
 		Rent: n.rent, RentGang: n.rentGang, ReleaseLeases: n.releaseLeases, PeerAddrs: n.net.Host.Peerstore().Addrs,
-		Now: n.now, Log: n.log,
+		Chain: renChain, Now: n.now, Log: n.log,
 	})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
@@ -134,6 +138,21 @@ func (n *Node) startJobs(ctx context.Context) error {
 	}
 	j.ctrl.Start()
 	return nil
+}
+
+// hiddenFromJobs are the paths jobs must not read: the node's key, API
+// token and store, the renter's jobs and outputs, and the payment key
+// file and its passphrase file.
+func (n *Node) hiddenFromJobs() []string {
+	d := n.cfg.DataDir
+	hide := []string{filepath.Join(d, KeyFile), filepath.Join(d, api.TokenFile), storeDir(d), filepath.Join(d, "renter-jobs"), filepath.Join(d, "outputs")}
+	if ch, err := n.cfg.ActiveChain(); err == nil && ch != nil {
+		hide = append(hide, ch.KeyFile)
+		if ch.PassphraseFile != "" {
+			hide = append(hide, ch.PassphraseFile)
+		}
+	}
+	return hide
 }
 
 // newRuntime makes the job runtime called name. On a node running as

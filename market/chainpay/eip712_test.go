@@ -174,3 +174,34 @@ func TestVoucherFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestRedeemable: a kept chain voucher decodes to the deployment and
+// voucher it was made from; a forged signature or a field cut short is
+// refused.
+func TestRedeemable(t *testing.T) {
+	k := newKeyPair(t)
+	cv := goldenVoucher
+	cv.Renter = k.addr
+	cv, err := SignVoucher(testDomain, k.pay, cv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := EncodeRedeemable(testDomain, cv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, got, err := DecodeRedeemable(b)
+	if err != nil || !d.Equal(testDomain) || got != cv {
+		t.Fatalf("decode: %+v %v", got, err)
+	}
+	forged := cv
+	forged.CumMicros++
+	if b, _ := EncodeRedeemable(testDomain, forged); b != nil {
+		if _, _, err := DecodeRedeemable(b); !errors.Is(err, ErrSignature) {
+			t.Errorf("raised amount: %v", err)
+		}
+	}
+	if _, _, err := DecodeRedeemable(b[:len(b)-3]); !errors.Is(err, ErrMalformed) {
+		t.Errorf("cut short: %v", err)
+	}
+}

@@ -20,9 +20,10 @@ import (
 
 // ChainCheck checks the chain voucher that came with v, a voucher the
 // Meter has accepted, and returns how much of v's cumulative amount the
-// channel covers (at most v.CumAmountMicros); an error refuses the chain
-// voucher, which then covers nothing.
-type ChainCheck func(v *Voucher) (covered int64, err error)
+// channel covers (at most v.CumAmountMicros) and the bytes to keep for a
+// redeemer; an error refuses the chain voucher, which then covers
+// nothing and is not kept.
+type ChainCheck func(v *Voucher) (covered int64, keep []byte, err error)
 
 // RequireChain makes the lease chain-settled from now on: only what the
 // chain vouchers cover counts as paid. It cannot be undone.
@@ -41,16 +42,16 @@ func (m *Meter) ChainSettled() bool {
 
 // AcceptChain takes a voucher of a chain-settled lease with its chain
 // voucher: the voucher as Accept takes it, then check; when check passes
-// and the voucher is the best one, frame (the chain voucher as it came,
-// what a redeemer presents) is kept, synced, beside the best voucher, and
-// what it covers counts as paid. It returns the voucher and what refused
-// it or its chain voucher.
-func (m *Meter) AcceptChain(voucherRaw, frame []byte, check ChainCheck, now time.Time) (*Voucher, error) {
+// and the voucher is the best one, what check says to keep (what a
+// redeemer presents) is kept, synced, beside the best voucher, and what
+// it covers counts as paid. It returns the voucher and what refused it
+// or its chain voucher.
+func (m *Meter) AcceptChain(voucherRaw []byte, check ChainCheck, now time.Time) (*Voucher, error) {
 	v, err := m.Accept(voucherRaw, now)
 	if err != nil {
 		return nil, err
 	}
-	covered, err := check(v)
+	covered, frame, err := check(v)
 	if err != nil {
 		m.led.metrics.Voucher(metrics.Supplier, metrics.Refused)
 		return v, fmt.Errorf("settle: lease %s: chain voucher nonce %d: %w", m.t.LeaseID.Short(), v.Nonce, err)
@@ -73,7 +74,7 @@ func (m *Meter) AcceptChain(voucherRaw, frame []byte, check ChainCheck, now time
 	return v, nil
 }
 
-// ChainVoucher returns the best chain voucher frame a supplier kept for
+// ChainVoucher returns what a supplier kept of the best chain voucher of
 // lease (AcceptChain) and its voucher's nonce; nil when there is none.
 func (l *Ledger) ChainVoucher(lease market.ID) (frame []byte, nonce uint64, err error) {
 	return l.chainVoucher(lease)
@@ -90,4 +91,16 @@ func (l *Ledger) chainVoucher(lease market.ID) ([]byte, uint64, error) {
 		return nil, 0, fmt.Errorf("read chain voucher: entry of %d bytes", len(v))
 	}
 	return v[8:], binary.BigEndian.Uint64(v[:8]), nil
+}
+
+// EachChainVoucher calls fn with every lease's kept chain voucher, in
+// lease ID order, until fn returns an error; kept is valid only during
+// the call.
+func (l *Ledger) EachChainVoucher(fn func(lease market.ID, nonce uint64, kept []byte) error) error {
+	return l.s.Iterate(ksChain, nil, func(k, v []byte) error {
+		if len(k) != len(market.ID{}) || len(v) < 8 {
+			return fmt.Errorf("chain voucher entry: key of %d bytes, value of %d", len(k), len(v))
+		}
+		return fn(market.ID(k), binary.BigEndian.Uint64(v[:8]), v[8:])
+	})
 }

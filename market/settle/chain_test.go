@@ -3,6 +3,8 @@ package settle
 import (
 	"errors"
 	"testing"
+
+	"github.com/gpumesh/gpumesh/market"
 )
 
 // TestChainCoverPausesUncoveredRenter: on a chain-settled lease a voucher
@@ -16,7 +18,8 @@ func TestChainCoverPausesUncoveredRenter(t *testing.T) {
 	x := newPair(t)
 	x.m.RequireChain()
 	var balance int64 // what the renter's channel covers
-	check := func(v *Voucher) (int64, error) { return balance, nil }
+	frame := "frame"
+	check := func(v *Voucher) (int64, []byte, error) { return balance, []byte(frame), nil }
 	var lastV []byte
 	for i := 0; !x.m.OverCredit(); i++ {
 		if i > 10 {
@@ -27,7 +30,7 @@ func TestChainCoverPausesUncoveredRenter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := x.m.AcceptChain(v, []byte("frame"), check, x.now); err != nil {
+		if _, err := x.m.AcceptChain(v, check, x.now); err != nil {
 			t.Fatal(err)
 		}
 		lastV = v
@@ -38,8 +41,8 @@ func TestChainCoverPausesUncoveredRenter(t *testing.T) {
 
 	// A refused chain voucher (forged, say) covers nothing, and is not kept.
 	balance = 1 << 40
-	bad := func(v *Voucher) (int64, error) { return balance, errors.New("forged") }
-	if _, err := x.m.AcceptChain(lastV, []byte("forged frame"), bad, x.now); err == nil {
+	bad := func(v *Voucher) (int64, []byte, error) { return balance, []byte("forged frame"), errors.New("forged") }
+	if _, err := x.m.AcceptChain(lastV, bad, x.now); err == nil {
 		t.Fatal("a refused chain voucher was taken")
 	}
 	if !x.m.OverCredit() {
@@ -51,7 +54,7 @@ func TestChainCoverPausesUncoveredRenter(t *testing.T) {
 
 	// The channel is funded: the best voucher, sent again with its chain
 	// voucher, is covered in full, and metering goes on.
-	if _, err := x.m.AcceptChain(lastV, []byte("frame"), check, x.now); err != nil {
+	if _, err := x.m.AcceptChain(lastV, check, x.now); err != nil {
 		t.Fatal(err)
 	}
 	if x.m.OverCredit() || x.m.Owed() != 0 {
@@ -62,13 +65,24 @@ func TestChainCoverPausesUncoveredRenter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := x.m.AcceptChain(v, []byte("next frame"), check, x.now); err != nil {
+	frame = "next frame"
+	if _, err := x.m.AcceptChain(v, check, x.now); err != nil {
 		t.Fatal(err)
 	}
 	x.reopen(t)
 	f, nonce, err := x.sled.ChainVoucher(x.terms.LeaseID)
 	if err != nil || string(f) != "next frame" || nonce != r.Seq {
 		t.Fatalf("after restart: frame %q nonce %d %v, want the last one, nonce %d", f, nonce, err, r.Seq)
+	}
+	n := 0
+	if err := x.sled.EachChainVoucher(func(lease market.ID, nonce uint64, kept []byte) error {
+		n++
+		if lease != x.terms.LeaseID || nonce != r.Seq || string(kept) != "next frame" {
+			t.Errorf("listed lease %s nonce %d %q", lease.Short(), nonce, kept)
+		}
+		return nil
+	}); err != nil || n != 1 {
+		t.Fatalf("EachChainVoucher: %d entries, %v", n, err)
 	}
 }
 
@@ -82,7 +96,7 @@ func TestOffChainLeaseIgnoresCover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := x.m.AcceptChain(v, []byte("frame"), func(*Voucher) (int64, error) { return 0, nil }, x.now); err != nil {
+		if _, err := x.m.AcceptChain(v, func(*Voucher) (int64, []byte, error) { return 0, []byte("frame"), nil }, x.now); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -113,6 +113,10 @@ func (b *backend) Jobs() api.JobService {
 	}
 	return b.jobs
 }
+func (b *backend) Redeemable() ([]api.Redeemable, error) {
+	return []api.Redeemable{{LeaseID: "lease1", Nonce: 4, CumMicros: 2500000, Raw: "0a01"}}, nil
+}
+
 func (b *backend) Receipts(lease string) ([]settle.Report, error) {
 	b.mu.Lock()
 	b.gotLease = lease
@@ -471,6 +475,9 @@ func TestClientRoundTrip(t *testing.T) {
 	out.Reset()
 	if err := c.Logs(ctx, "job1", 0, false, &out); err != nil || out.String() != b.jobs.log || b.jobs.gotFollow {
 		t.Fatalf("Logs: %q, %v, follow %v", out.String(), err, b.jobs.gotFollow)
+	}
+	if rs, err := c.Redeemable(ctx); err != nil || len(rs) != 1 || rs[0].Nonce != 4 || rs[0].CumMicros != 2500000 || rs[0].Raw != "0a01" {
+		t.Fatalf("Redeemable: %+v, %v", rs, err)
 	}
 	reps, err := c.Receipts(ctx, "lea")
 	if err != nil || len(reps) != 1 || reps[0].Receipts != 3 || b.gotLease != "lea" {

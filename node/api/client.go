@@ -249,6 +249,13 @@ func (c *Client) TaskLogs(ctx context.Context, id string, index int, from int64,
 	return nil
 }
 
+// Redeemable lists the supplier's best chain voucher of each
+// chain-settled lease.
+func (c *Client) Redeemable(ctx context.Context) ([]Redeemable, error) {
+	var rs []Redeemable
+	return rs, c.call(ctx, c.timeout, http.MethodGet, PathRedeemable, nil, nil, &rs)
+}
+
 // Receipts verifies the bills of the leases whose ID starts with lease
 // (all when empty).
 func (c *Client) Receipts(ctx context.Context, lease string) ([]settle.Report, error) {

@@ -90,6 +90,7 @@ func docs() map[Route]routeDoc {
 		}, status: http.StatusNoContent, errors: map[int]string{400: "no job given", 404: "no such job or forward", 503: "jobs are not started yet"}},
 		{get, PathReceipts}: {summary: "The bills of this node's leases, each receipt and voucher checked", params: []docParam{{"query", QueryLease, "a lease ID or prefix; all when absent", false}},
 			answer: []settle.Report{}, errors: notStarted},
+		{get, PathRedeemable}: {summary: "The best chain voucher of each chain-settled lease this supplier holds, for its redeemer", answer: []Redeemable{}, errors: notStarted},
 		{get, PathDoctor}:  {summary: "The node's self-checks (reachability, GPUs, clock, disk, services)", answer: DoctorReport{}},
 		{get, PathMetrics}: {summary: "Prometheus metrics (the application's and libp2p's)", media: "text/plain"},
 		{"", PathPprof}:    {summary: "Go's profiler index (net/http/pprof); any method", media: "text/html"},

@@ -30,6 +30,10 @@ const (
 	PathJobLogs    = "/api/v1/jobs/{id}/logs"
 	PathForwards   = "/api/v1/forwards"
 	PathReceipts   = "/api/v1/receipts"
+	// PathRedeemable lists a supplier's best chain voucher of each
+	// chain-settled lease (docs/PROTOCOL.md §43.6): what its redeemer
+	// sends to the contract.
+	PathRedeemable = "/api/v1/chain/redeemable"
 	PathDoctor     = "/api/v1/doctor"
 	PathMetrics    = "/metrics"
 	PathPprof      = "/debug/pprof/"
@@ -92,7 +96,7 @@ func Routes() []Route {
 		{get, PathHealth}, {get, PathPeers}, {get, PathGPUs}, {get, PathOffers}, {get, PathOrders},
 		{get, PathLeases}, {post, PathLeases}, {post, PathLeaseRelease}, {post, PathLeaseShell}, {get, PathPrices}, {get, PathCapacity}, {get, PathReputation},
 		{post, PathChallenge}, {post, PathJobs}, {get, PathJobs}, {get, PathJob}, {post, PathJobStop},
-		{get, PathJobLogs}, {get, PathForwards}, {post, PathForwards}, {del, PathForwards}, {get, PathReceipts}, {get, PathDoctor}, {get, PathMetrics}, {"", PathPprof},
+		{get, PathJobLogs}, {get, PathForwards}, {post, PathForwards}, {del, PathForwards}, {get, PathReceipts}, {get, PathRedeemable}, {get, PathDoctor}, {get, PathMetrics}, {"", PathPprof},
 		{get, PathOpenAPI},
 		{get, PathExplorerSummary}, {get, PathExplorerSuppliers}, {get, PathExplorerSupplier}, {get, PathExplorerTrades},
 		{get, PathExplorerAttestations}, {get, PathExplorerBook},

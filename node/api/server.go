@@ -52,6 +52,9 @@ type Backend interface {
 	// Receipts verifies the bills of the leases whose ID starts with
 	// lease (all when empty); ErrNotStarted before jobs are started.
 	Receipts(lease string) ([]settle.Report, error)
+	// Redeemable lists the best chain voucher the supplier keeps of each
+	// chain-settled lease; ErrNotStarted before jobs are started.
+	Redeemable() ([]Redeemable, error)
 	// Doctor checks what the node needs to be found and rented, as its
 	// peers see it.
 	Doctor(ctx context.Context) DoctorReport
@@ -158,6 +161,7 @@ func (s *server) handlers(o handlerOptions) map[Route]http.HandlerFunc {
 		{post, PathForwards}:     s.forward,
 		{del, PathForwards}:      s.unforward,
 		{get, PathReceipts}:      s.receipts,
+		{get, PathRedeemable}:    s.redeemable,
 		{get, PathDoctor}:        s.doctor,
 		{get, PathMetrics}:       o.metrics.ServeHTTP,
 		{"", PathPprof}:          pprof.Index,
@@ -383,6 +387,15 @@ func (s *server) receipts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, nonNil(reps))
+}
+
+func (s *server) redeemable(w http.ResponseWriter, _ *http.Request) {
+	rs, err := s.b.Redeemable()
+	if err != nil {
+		fail(w, err, http.StatusInternalServerError)
+		return
+	}
+	writeJSON(w, nonNil(rs))
 }
 
 func (s *server) doctor(w http.ResponseWriter, r *http.Request) {

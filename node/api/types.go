@@ -5,6 +5,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/audit"
 	"github.com/gpumesh/gpumesh/verify/reputation"
@@ -167,4 +168,19 @@ func (r DoctorReport) Check(name string) (Check, bool) {
 		}
 	}
 	return Check{}, false
+}
+
+// Redeemable is one chain-settled lease's best chain voucher, as a
+// supplier keeps it (GET /api/v1/chain/redeemable).
+type Redeemable struct {
+	LeaseID   string       `json:"lease_id"`
+	Nonce     uint64       `json:"nonce"`
+	CumMicros money.Micros `json:"cum_micros"`
+	Renter    string       `json:"renter"`   // the renter's payment address
+	Supplier  string       `json:"supplier"` // this supplier's
+	ChainID   string       `json:"chain_id"`
+	Contract  string       `json:"contract"`
+	// Raw is the chainpay.Redeemable encoding, hex: what a redeemer
+	// decodes (chainpay.DecodeRedeemable) and sends to the contract.
+	Raw string `json:"raw"`
 }

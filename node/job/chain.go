@@ -123,20 +123,24 @@ func (c *supplierChain) admit(ctx context.Context, renter peer.ID, h *pb.Hello) 
 // channel holds less what the supplier's other unredeemed chain vouchers
 // on the channel already cover.
 func (c *supplierChain) check(ctx context.Context, lease market.ID, renter chainpay.Address, sig [chainpay.SigSize]byte) settle.ChainCheck {
-	return func(v *settle.Voucher) (int64, error) {
+	return func(v *settle.Voucher) (int64, []byte, error) {
 		cv, err := chainpay.VoucherOf(renter, c.own.Address, v)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		cv.Sig = sig
 		if err := chainpay.CheckVoucher(c.own.Domain, cv); err != nil {
-			return 0, err
+			return 0, nil, err
+		}
+		keep, err := chainpay.EncodeRedeemable(c.own.Domain, cv)
+		if err != nil {
+			return 0, nil, err
 		}
 		ctx, cancel := context.WithTimeout(ctx, chainCallTimeout)
 		defer cancel()
 		bal, paid, err := c.cfg.Funds.Channel(ctx, renter, c.own.Address, lease)
 		if err != nil {
-			return 0, fmt.Errorf("read the channel: %w", err)
+			return 0, nil, fmt.Errorf("read the channel: %w", err)
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -153,7 +157,7 @@ func (c *supplierChain) check(ctx context.Context, lease market.ID, renter chain
 		}
 		covered := min(v.CumAmountMicros, max(paid, paid+bal-others))
 		leases[lease] = max(0, covered-paid)
-		return covered, nil
+		return covered, keep, nil
 	}
 }
 
@@ -243,7 +247,7 @@ func (r *run) acceptChainVoucher(frame []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = r.meter.AcceptChain(voucherRaw, frame, r.e.chain.check(context.Background(), r.lease.ID, *renter, sig), r.e.cfg.Now())
+	_, err = r.meter.AcceptChain(voucherRaw, r.e.chain.check(context.Background(), r.lease.ID, *renter, sig), r.e.cfg.Now())
 	return err
 }
 

@@ -175,6 +175,117 @@ func (x *ChainVoucher) GetSig() []byte {
 	return nil
 }
 
+// Redeemable is a chain voucher as a supplier keeps it (the settle-chain
+// keyspace) and serves it to its redeemer (GET /v1/chain/redeemable):
+// everything the contract's redeem needs, and the deployment it is for.
+type Redeemable struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ChainId         []byte                 `protobuf:"bytes,1,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"` // big-endian, no leading zero
+	Contract        []byte                 `protobuf:"bytes,2,opt,name=contract,proto3" json:"contract,omitempty"`              // 20 bytes
+	Renter          []byte                 `protobuf:"bytes,3,opt,name=renter,proto3" json:"renter,omitempty"`                  // 20 bytes: the renter's payment address
+	Supplier        []byte                 `protobuf:"bytes,4,opt,name=supplier,proto3" json:"supplier,omitempty"`              // 20 bytes: the supplier's payment address
+	LeaseId         []byte                 `protobuf:"bytes,5,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"` // 32 bytes
+	Nonce           uint64                 `protobuf:"varint,6,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	CumAmountMicros uint64                 `protobuf:"varint,7,opt,name=cum_amount_micros,json=cumAmountMicros,proto3" json:"cum_amount_micros,omitempty"`
+	VoucherHash     []byte                 `protobuf:"bytes,8,opt,name=voucher_hash,json=voucherHash,proto3" json:"voucher_hash,omitempty"` // 32 bytes: SHA-256 of the voucher envelope
+	Sig             []byte                 `protobuf:"bytes,9,opt,name=sig,proto3" json:"sig,omitempty"`                                    // 65 bytes: r ‖ s ‖ v
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Redeemable) Reset() {
+	*x = Redeemable{}
+	mi := &file_chainkey_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Redeemable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Redeemable) ProtoMessage() {}
+
+func (x *Redeemable) ProtoReflect() protoreflect.Message {
+	mi := &file_chainkey_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Redeemable.ProtoReflect.Descriptor instead.
+func (*Redeemable) Descriptor() ([]byte, []int) {
+	return file_chainkey_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Redeemable) GetChainId() []byte {
+	if x != nil {
+		return x.ChainId
+	}
+	return nil
+}
+
+func (x *Redeemable) GetContract() []byte {
+	if x != nil {
+		return x.Contract
+	}
+	return nil
+}
+
+func (x *Redeemable) GetRenter() []byte {
+	if x != nil {
+		return x.Renter
+	}
+	return nil
+}
+
+func (x *Redeemable) GetSupplier() []byte {
+	if x != nil {
+		return x.Supplier
+	}
+	return nil
+}
+
+func (x *Redeemable) GetLeaseId() []byte {
+	if x != nil {
+		return x.LeaseId
+	}
+	return nil
+}
+
+func (x *Redeemable) GetNonce() uint64 {
+	if x != nil {
+		return x.Nonce
+	}
+	return 0
+}
+
+func (x *Redeemable) GetCumAmountMicros() uint64 {
+	if x != nil {
+		return x.CumAmountMicros
+	}
+	return 0
+}
+
+func (x *Redeemable) GetVoucherHash() []byte {
+	if x != nil {
+		return x.VoucherHash
+	}
+	return nil
+}
+
+func (x *Redeemable) GetSig() []byte {
+	if x != nil {
+		return x.Sig
+	}
+	return nil
+}
+
 var File_chainkey_proto protoreflect.FileDescriptor
 
 const file_chainkey_proto_rawDesc = "" +
@@ -191,7 +302,18 @@ const file_chainkey_proto_rawDesc = "" +
 	"\aeth_sig\x18\a \x01(\fR\x06ethSig\":\n" +
 	"\fChainVoucher\x12\x18\n" +
 	"\avoucher\x18\x01 \x01(\fR\avoucher\x12\x10\n" +
-	"\x03sig\x18\x02 \x01(\fR\x03sigB/Z-github.com/gpumesh/gpumesh/market/chainpay/pbb\x06proto3"
+	"\x03sig\x18\x02 \x01(\fR\x03sig\"\x89\x02\n" +
+	"\n" +
+	"Redeemable\x12\x19\n" +
+	"\bchain_id\x18\x01 \x01(\fR\achainId\x12\x1a\n" +
+	"\bcontract\x18\x02 \x01(\fR\bcontract\x12\x16\n" +
+	"\x06renter\x18\x03 \x01(\fR\x06renter\x12\x1a\n" +
+	"\bsupplier\x18\x04 \x01(\fR\bsupplier\x12\x19\n" +
+	"\blease_id\x18\x05 \x01(\fR\aleaseId\x12\x14\n" +
+	"\x05nonce\x18\x06 \x01(\x04R\x05nonce\x12*\n" +
+	"\x11cum_amount_micros\x18\a \x01(\x04R\x0fcumAmountMicros\x12!\n" +
+	"\fvoucher_hash\x18\b \x01(\fR\vvoucherHash\x12\x10\n" +
+	"\x03sig\x18\t \x01(\fR\x03sigB/Z-github.com/gpumesh/gpumesh/market/chainpay/pbb\x06proto3"
 
 var (
 	file_chainkey_proto_rawDescOnce sync.Once
@@ -205,10 +327,11 @@ func file_chainkey_proto_rawDescGZIP() []byte {
 	return file_chainkey_proto_rawDescData
 }
 
-var file_chainkey_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_chainkey_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_chainkey_proto_goTypes = []any{
 	(*ChainKey)(nil),     // 0: gpumesh.chain.v1.ChainKey
 	(*ChainVoucher)(nil), // 1: gpumesh.chain.v1.ChainVoucher
+	(*Redeemable)(nil),   // 2: gpumesh.chain.v1.Redeemable
 }
 var file_chainkey_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for method output_type
@@ -229,7 +352,7 @@ func file_chainkey_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_chainkey_proto_rawDesc), len(file_chainkey_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

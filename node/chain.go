@@ -1,0 +1,84 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/decred/dcrd/dcrec/secp256k1/v4"
+
+	"github.com/gpumesh/gpumesh/market/chainpay"
+	"github.com/gpumesh/gpumesh/node/job"
+)
+
+// chainSettlement loads the payment key of the chain the config names
+// and makes what the job layer settles there with: the supplier's
+// ChainKey and channel reader, the renter's ChainKey and key. All nil
+// when the node settles off chain only.
+func (n *Node) chainSettlement() (*job.SupplierChain, *job.RenterChain, error) {
+	ch, err := n.cfg.ActiveChain()
+	if err != nil || ch == nil {
+		return nil, nil, err
+	}
+	key, err := LoadChainKey(ch, os.LookupEnv)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec, err := chainpay.SealChainKey(ch.Domain, n.key, key, n.now())
+	if err != nil {
+		return nil, nil, fmt.Errorf("chain %s: %w", ch.Name, err)
+	}
+	reader, err := chainpay.NewReader(ch.RPC, ch.Domain, chainpay.ReaderOptions{Confirmations: ch.Confirmations})
+	if err != nil {
+		return nil, nil, fmt.Errorf("chain %s: %w", ch.Name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := reader.CheckChain(ctx); err != nil {
+		// Not fatal: the endpoint may come back; until then chain vouchers
+		// cover nothing and settle_require refuses with "busy".
+		n.log.Warn("chain endpoint not usable now", "chain", ch.Name, "err", err)
+	}
+	addr := chainpay.AddressOf(key.PubKey())
+	n.log.Info("settling on chain", "chain", ch.Name, "chain_id", ch.Domain.ChainID, "contract", ch.Domain.Contract, "address", addr, "require", n.cfg.SettleRequire)
+	return &job.SupplierChain{Record: rec, Funds: reader, Require: n.cfg.SettleRequire},
+		&job.RenterChain{Record: rec, Key: key}, nil
+}
+
+// LoadChainKey decrypts ch's payment key file with the passphrase in the
+// environment (ChainPassphraseEnv) or, failing that, ch's passphrase
+// file. Neither is ever logged.
+func LoadChainKey(ch *Chain, lookupEnv func(string) (string, bool)) (*secp256k1.PrivateKey, error) {
+	pass, err := ChainPassphrase(ch, lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	key, err := chainpay.LoadKeyFile(ch.KeyFile, pass)
+	if err != nil {
+		return nil, fmt.Errorf("chain %s: %w", ch.Name, err)
+	}
+	return key, nil
+}
+
+// ChainPassphrase is the key file's passphrase: $GPUMESH_CHAIN_PASSPHRASE,
+// else the passphrase file's first line.
+func ChainPassphrase(ch *Chain, lookupEnv func(string) (string, bool)) ([]byte, error) {
+	if p, ok := lookupEnv(ChainPassphraseEnv); ok && p != "" {
+		return []byte(p), nil
+	}
+	if ch.PassphraseFile == "" {
+		return nil, fmt.Errorf("chain %s: no passphrase for %s: set %s or the table's passphrase_file", ch.Name, ch.KeyFile, ChainPassphraseEnv)
+	}
+	b, err := os.ReadFile(ch.PassphraseFile)
+	if err != nil {
+		return nil, fmt.Errorf("chain %s: passphrase file: %w", ch.Name, err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	if line = strings.TrimRight(line, "\r"); line == "" {
+		return nil, errors.New("chain " + ch.Name + ": the passphrase file is empty")
+	}
+	return []byte(line), nil
+}
