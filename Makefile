@@ -6,6 +6,7 @@
 #   make sim       the market simulation, 100 and 1000 nodes, into bench/SIM.md
 #   make chaos     20 nodes through a flood, kills and skewed clocks, into bench/CHAOS.md
 #   make gpu-check the CUDA prover on this machine's NVIDIA GPU (at most 7 min), into bench/GPU.md
+#   make settle    bin/gpumesh-settle, the chain module's binary that sends settlement transactions (gpumesh settle deposit|redeem|close|withdraw|run)
 #   make package   the .deb and .rpm (systemd unit, config, man pages, completions) into dist/
 #   make package-test  build them, install the .deb in an overlay, verify the unit, boot it (root)
 SHELL := /bin/bash
@@ -19,13 +20,18 @@ TESTNET  := bin/testnet
 NODES    ?= 5
 FUZZTIME ?= 10s
 
-.PHONY: all build test vet fuzz testnet testnet-netns testnet-down testnet-status bench sim chaos gpu-check clean explorer package package-test
+.PHONY: all build settle test vet fuzz testnet testnet-netns testnet-down testnet-status bench sim chaos gpu-check clean explorer package package-test
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gpumesh
 	$(GO) build -o $(TESTNET) ./testnet/cmd/testnet
+
+# The chain module's binary (go-ethereum), beside bin/gpumesh, where
+# `gpumesh settle` finds it.
+settle:
+	cd chain && $(GO) build -o ../bin/gpumesh-settle ./cmd/gpumesh-settle
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/p2p"
 	"github.com/gpumesh/gpumesh/verify/inventory"
 )
@@ -438,4 +439,21 @@ func (c Config) Settings() []Setting {
 		out = append(out, Setting{Key: k.Name, Value: k.show(c), Source: c.Sources[k.Name]})
 	}
 	return out
+}
+
+// RunningAPI points a client whose API address is the default at the
+// address the node running on its data dir wrote there (api.AddrFile:
+// what it listens on, e.g. a port the kernel chose for --api
+// 127.0.0.1:0), so that --data alone finds that node.
+func RunningAPI(cfg *Config) {
+	if cfg.Sources["api"] != "default" {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.DataDir, api.AddrFile))
+	if err != nil {
+		return
+	}
+	if addr := strings.TrimSpace(string(b)); addr != "" && len(addr) < 256 {
+		cfg.API, cfg.Sources["api"] = addr, "data dir ("+api.AddrFile+")"
+	}
 }

@@ -134,19 +134,19 @@ func TestNoHandWrittenKeyFlags(t *testing.T) {
 func TestRunningAPI(t *testing.T) {
 	dir := t.TempDir()
 	cfg := node.Config{DataDir: dir, API: "127.0.0.1:7450", Sources: map[string]string{"api": "default"}}
-	runningAPI(&cfg)
+	node.RunningAPI(&cfg)
 	if cfg.API != "127.0.0.1:7450" {
 		t.Fatalf("no api.addr: API %q", cfg.API)
 	}
 	if err := os.WriteFile(filepath.Join(dir, api.AddrFile), []byte("127.0.0.1:45313\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runningAPI(&cfg)
+	node.RunningAPI(&cfg)
 	if cfg.API != "127.0.0.1:45313" || cfg.Sources["api"] == "default" {
 		t.Fatalf("api.addr not used: API %q from %q", cfg.API, cfg.Sources["api"])
 	}
 	given := node.Config{DataDir: dir, API: "127.0.0.1:9999", Sources: map[string]string{"api": "flag"}}
-	runningAPI(&given)
+	node.RunningAPI(&given)
 	if given.API != "127.0.0.1:9999" {
 		t.Fatalf("a given --api was replaced by %q", given.API)
 	}

@@ -6,14 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpumesh/gpumesh/node"
-	"github.com/gpumesh/gpumesh/node/api"
 )
 
 // app carries the global flags and output streams to every command.
@@ -51,7 +49,7 @@ Run "gpumesh node" on a machine with GPUs to supply them; run "gpumesh search" a
 		newSearchCmd(a), newPeersCmd(a), newVersionCmd(a),
 		newRentCmd(a), newOrdersCmd(a), newLeasesCmd(a), newReleaseCmd(a), newPricesCmd(a), newChallengeCmd(a),
 		newRunCmd(a), newShellCmd(a), newJobsCmd(a), newLogsCmd(a), newStopCmd(a), newForwardCmd(a), newReceiptsCmd(a),
-		newDoctorCmd(a), newGenDocsCmd(a),
+		newSettleCmd(a), newDoctorCmd(a), newGenDocsCmd(a),
 	)
 	root.InitDefaultCompletionCmd()
 	refuseUnknownSubcommands(root)
@@ -101,26 +99,9 @@ func (a *app) loadConfig(cmd *cobra.Command) (node.Config, error) {
 		return cfg, usageError{err}
 	}
 	if cmd.Name() != "node" {
-		runningAPI(&cfg)
+		node.RunningAPI(&cfg)
 	}
 	return cfg, nil
-}
-
-// runningAPI points a client command whose API address is the default at
-// the address the node running on its data dir wrote there (api.AddrFile:
-// what it listens on, e.g. a port the kernel chose for --api
-// 127.0.0.1:0), so that --data alone finds that node.
-func runningAPI(cfg *node.Config) {
-	if cfg.Sources["api"] != "default" {
-		return
-	}
-	b, err := os.ReadFile(filepath.Join(cfg.DataDir, api.AddrFile))
-	if err != nil {
-		return
-	}
-	if addr := strings.TrimSpace(string(b)); addr != "" && len(addr) < 256 {
-		cfg.API, cfg.Sources["api"] = addr, "data dir ("+api.AddrFile+")"
-	}
 }
 
 // logger logs to stderr at the configured level. Commands other than node

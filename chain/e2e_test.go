@@ -1,0 +1,277 @@
+package chain
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpumesh/gpumesh/market"
+	"github.com/gpumesh/gpumesh/market/chainpay"
+	"github.com/gpumesh/gpumesh/market/settle"
+	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
+	"github.com/gpumesh/gpumesh/node/job"
+	"github.com/gpumesh/gpumesh/node/job/pb"
+)
+
+// chainNodeConfig is a node on loopback that settles on the fixture's
+// chain through its JSON-RPC endpoint rpc, paying and paid with p's key.
+func chainNodeConfig(t *testing.T, f *fixture, dir, rpc string, p *party, require bool, flags map[string][]string) node.Config {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	blob, err := chainpay.EncryptKey(p.pay, []byte("pass "+dir), chainpay.LightScryptN, chainpay.LightScryptP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "chain-key.json"), blob, 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "chain-pass"), []byte("pass "+dir+"\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "config.toml"), fmt.Appendf(nil, `chain = "sim"
+settle_require = %v
+
+[chains.sim]
+rpc = %q
+chain_id = %d
+contract = %q
+token = %q
+key_file = "chain-key.json"
+passphrase_file = "chain-pass"
+min_window = "1h"
+`, require, rpc, simChainID.Int64(), f.cfg.Domain.Contract, chainpay.Address(f.cfg.Token)), 0o600))
+	all := map[string][]string{
+		"listen": {"/ip4/127.0.0.1/tcp/0"}, "api": {"127.0.0.1:0"}, "region": {"eu-west"}, "heartbeat_interval": {"200ms"},
+		"bootstrap_timeout": {"5s"}, "job_network": {"false"}, "audit_interval": {"off"}, "halt_grace": {"3s"},
+	}
+	for k, v := range flags {
+		all[k] = v
+	}
+	c, err := node.LoadConfig(node.Input{DataFlag: dir, Flags: all})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func startChainNode(t *testing.T, c node.Config) *node.Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var w io.Writer = io.Discard
+	if os.Getenv("GPUMESH_TEST_LOG") != "" {
+		w = os.Stderr
+	}
+	n, err := node.New(ctx, c, node.WithLogger(slog.New(slog.NewTextHandler(w, nil))))
+	if err != nil {
+		t.Fatalf("start node: %v", err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool, show ...func() string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			var more []string
+			for _, s := range show {
+				more = append(more, s())
+			}
+			t.Fatalf("timed out after %s waiting for %s\n%s", limit, what, strings.Join(more, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ledgerNode is a Redeemer's view of a supplier whose network is gone:
+// its ledger, read as its API would (node.Redeemable, node.Receipts).
+type ledgerNode struct{ led *settle.Ledger }
+
+func (l ledgerNode) Redeemable(context.Context) ([]api.Redeemable, error) {
+	return node.Redeemable(l.led)
+}
+func (l ledgerNode) Receipts(_ context.Context, lease string) ([]settle.Report, error) {
+	return node.Receipts(l.led, lease, time.Now())
+}
+
+// supplierPaid is what a supplier's own ledger says its renters paid it:
+// the sum of its leases' best vouchers.
+func supplierPaid(t *testing.T, led *settle.Ledger) money.Micros {
+	t.Helper()
+	reps, err := node.Receipts(led, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum money.Micros
+	for _, r := range reps {
+		if r.Role == market.RoleSupplier {
+			sum += money.Micros(r.PaidMicros)
+		}
+	}
+	return sum
+}
+
+// TestChainSettlementEndToEnd: two supplier nodes that require chain
+// settlement and a renter node, all real nodes on loopback, settle on one
+// simulated chain through its JSON-RPC endpoint. The renter funds a
+// channel to each supplier; its job runs on the cheaper one, which is cut
+// off midway, and fails over to the other, where it finishes. Each
+// supplier's redeemer (the cut-off one's from its ledger, the other's
+// through its node's API) redeems its best chain vouchers; each
+// supplier's on-chain takings equal what its own ledger says it was paid;
+// the renter closes both channels and withdraws exactly the rest.
+func TestChainSettlementEndToEnd(t *testing.T) {
+	f := newFixture(t)
+	rpc := serveRPC(t, f)
+	root := t.TempDir()
+	sellers := func(price string) map[string][]string {
+		return map[string][]string{"gpus": {"sim:rtx4090:1"}, "pricing": {"fixed"}, "price": {"rtx4090=" + price}}
+	}
+	// boot (f.other's key) sells at 0.50, cheap (f.supplier's) at 0.45.
+	boot := startChainNode(t, chainNodeConfig(t, f, filepath.Join(root, "boot"), rpc, f.other, true, sellers("0.50")))
+	bootstrap := []string{boot.Addrs()[0].String()}
+	cheapFlags := sellers("0.45")
+	cheapFlags["bootstrap"] = bootstrap
+	cheap := startChainNode(t, chainNodeConfig(t, f, filepath.Join(root, "cheap"), rpc, f.supplier, true, cheapFlags))
+	renter := startChainNode(t, chainNodeConfig(t, f, filepath.Join(root, "renter"), rpc, f.renter, false,
+		map[string][]string{"gpus": {"none"}, "bootstrap": bootstrap}))
+	for _, n := range []*node.Node{boot, cheap} {
+		select {
+		case <-n.Advertised():
+		case <-time.After(20 * time.Second):
+			t.Fatalf("node %s never advertised", n.ID())
+		}
+	}
+	eventually(t, 20*time.Second, "both asks in the renter's book", func() bool {
+		seen := map[string]bool{}
+		for _, a := range renter.Book().Asks("") {
+			seen[a.Supplier.String()] = true
+		}
+		return len(seen) == 2
+	})
+
+	// The renter funds a channel to each supplier.
+	renterStart := f.balance(f.renter.addr)
+	f.deposit(money.Unit, 2*time.Hour)
+	if _, err := f.renter.a.Deposit(f.ctx, f.other.addr, money.Unit, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+
+	filter, err := market.ParseFilter("model=rtx4090")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, err := renter.Jobs().Submit(ctx, job.Request{AllowSimulated: true,
+		Spec: &pb.JobSpec{Argv: []string{"sh", "-c", `s=0; [ -f "$CHECKPOINT_DIR/step" ] && s=$(cat "$CHECKPOINT_DIR/step")
+while [ $s -lt 30 ]; do s=$((s+1)); echo $s > "$CHECKPOINT_DIR/s.tmp" && mv "$CHECKPOINT_DIR/s.tmp" "$CHECKPOINT_DIR/step"; echo "step $s"; sleep 0.2; done; echo finished`},
+			CheckpointEveryS: 1},
+		Filter: filter, RentTerms: market.RentTerms{Count: 1, Duration: time.Hour, MaxPrice: money.Unit}, MinReputation: 0.5, AllowUnproven: true,
+		ReceiptInterval: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	if v.Supplier != cheap.ID().String() {
+		t.Fatalf("the job went to %s, want the cheap supplier %s", v.Supplier, cheap.ID())
+	}
+	view := func() job.View {
+		v, err := renter.Jobs().Job(v.JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	logs := func() string {
+		var b strings.Builder
+		if _, err := renter.Jobs().Logs(context.Background(), v.JobID, 0, false, &b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	eventually(t, 30*time.Second, "step 5 and a checkpoint", func() bool {
+		return strings.Contains(logs(), "step 5\n") && view().Checkpoint != ""
+	}, func() string { return fmt.Sprintf("%+v\n%s", view(), logs()) })
+	// The cheap supplier is cut off midway.
+	must(t, cheap.Network().Host.Close())
+	eventually(t, 60*time.Second, "the job to run on the other supplier", func() bool {
+		v = view()
+		return v.Attempt == 2 && v.Supplier == boot.ID().String()
+	})
+	eventually(t, 90*time.Second, "the job to succeed, settled", func() bool {
+		v = view()
+		return v.State == job.StateSucceeded && v.Attempts[1].Settled
+	})
+	if !strings.Contains(logs(), "finished") {
+		t.Fatalf("job did not finish:\n%s", logs())
+	}
+
+	// The cut-off supplier redeems from its ledger; the other through its
+	// node's API.
+	rCheap := NewRedeemer(f.supplier.a, ledgerNode{cheap.Ledger()}, RedeemPolicy{}, quietLog())
+	token, err := api.ReadToken(filepath.Join(root, "boot"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rBoot := NewRedeemer(f.other.a, api.NewClient(boot.APIAddr(), token, api.WithTimeout(10*time.Second)), RedeemPolicy{}, quietLog())
+	// Without being asked, only the settled lease is redeemed.
+	got, err := rBoot.Once(f.ctx, false)
+	if err != nil || len(got) != 1 || got[0].Redeemed <= 0 || got[0].Why != "the lease settled" {
+		t.Fatalf("the surviving supplier's pass: %+v %v", got, err)
+	}
+	got, err = rCheap.Once(f.ctx, true)
+	if err != nil || len(got) != 1 || got[0].Redeemed <= 0 || got[0].Err != "" {
+		t.Fatalf("the cut-off supplier's pass: %+v %v", got, err)
+	}
+	// A second pass finds nothing more to send.
+	if again, err := rCheap.Once(f.ctx, true); err != nil || again[0].Redeemed != 0 || again[0].Why != "already redeemed" {
+		t.Fatalf("second pass: %+v %v", again, err)
+	}
+
+	cheapPaid, bootPaid := supplierPaid(t, cheap.Ledger()), supplierPaid(t, boot.Ledger())
+	if cheapPaid <= 0 || bootPaid <= 0 {
+		t.Fatalf("ledgers say the suppliers were paid %s and %s", cheapPaid, bootPaid)
+	}
+	if got := f.balance(f.supplier.addr); got != cheapPaid {
+		t.Errorf("the cut-off supplier holds %s on chain, its ledger says it was paid %s", got, cheapPaid)
+	}
+	if got := f.balance(f.other.addr); got != bootPaid {
+		t.Errorf("the surviving supplier holds %s on chain, its ledger says it was paid %s", got, bootPaid)
+	}
+
+	// The renter closes both channels and, after the window, withdraws
+	// exactly the rest.
+	for _, sup := range []chainpay.Address{f.supplier.addr, f.other.addr} {
+		if _, err := f.renter.a.RequestClose(f.ctx, f.renter.addr, sup); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, f.sim.AdjustTime(2*time.Hour+time.Second))
+	for _, sup := range []chainpay.Address{f.supplier.addr, f.other.addr} {
+		if _, err := f.renter.a.Withdraw(f.ctx, sup); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := f.balance(f.renter.addr), renterStart-cheapPaid-bootPaid; got != want {
+		t.Fatalf("the renter holds %s after withdrawing, want %s (%s less %s and %s redeemed)", got, want, renterStart, cheapPaid, bootPaid)
+	}
+	t.Logf("cut-off supplier redeemed %s, surviving supplier %s; the renter got back %s of its 2.00", cheapPaid, bootPaid, 2*money.Unit-cheapPaid-bootPaid)
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
