@@ -21,10 +21,19 @@ var (
 	paymentChannelABI string
 	//go:embed contracts/build/PaymentChannel.bin
 	paymentChannelBin string
+	//go:embed contracts/build/TestToken.abi
+	testTokenABI string
+	//go:embed contracts/build/TestToken.bin
+	testTokenBin string
 )
 
 // ChannelABI is the PaymentChannel contract's ABI.
 var ChannelABI = mustABI(paymentChannelABI)
+
+// TestTokenABI is the ABI of TestToken (contracts/TestToken.sol): a
+// 6-decimal ERC-20 that anyone may mint, for tests and local testnets,
+// never a real chain.
+var TestTokenABI = mustABI(testTokenABI)
 
 func mustABI(s string) abi.ABI {
 	a, err := abi.JSON(strings.NewReader(s))
@@ -60,6 +69,12 @@ func Deploy(ctx context.Context, b Backend, chainID *big.Int, key *ecdsa.Private
 		return common.Address{}, fmt.Errorf("deploy: %w", err)
 	}
 	return deployCode(ctx, b, chainID, key, paymentChannelBin, input, mine)
+}
+
+// DeployTestToken deploys a TestToken with key, as Deploy deploys the
+// channel contract: the token of a simulated or local test chain.
+func DeployTestToken(ctx context.Context, b Backend, chainID *big.Int, key *ecdsa.PrivateKey, mine func()) (common.Address, error) {
+	return deployCode(ctx, b, chainID, key, testTokenBin, nil, mine)
 }
 
 func deployCode(ctx context.Context, b Backend, chainID *big.Int, key *ecdsa.PrivateKey, binHex string, input []byte, mine func()) (common.Address, error) {

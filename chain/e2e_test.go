@@ -1,7 +1,8 @@
-package chain
+package chain_test
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpumesh/gpumesh/chain"
+	"github.com/gpumesh/gpumesh/chain/chaintest"
 	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/chainpay"
 	"github.com/gpumesh/gpumesh/market/settle"
@@ -19,16 +22,19 @@ import (
 	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/node/job"
 	"github.com/gpumesh/gpumesh/node/job/pb"
+
+	"github.com/decred/dcrd/dcrec/secp256k1/v4"
+	"github.com/ethereum/go-ethereum/crypto"
 )
 
-// chainNodeConfig is a node on loopback that settles on the fixture's
-// chain through its JSON-RPC endpoint rpc, paying and paid with p's key.
-func chainNodeConfig(t *testing.T, f *fixture, dir, rpc string, p *party, require bool, flags map[string][]string) node.Config {
+// chainNodeConfig is a node on loopback that settles on c through its
+// JSON-RPC endpoint, paying and paid with key.
+func chainNodeConfig(t *testing.T, c *chaintest.Chain, dir string, key *ecdsa.PrivateKey, require bool, flags map[string][]string) node.Config {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	blob, err := chainpay.EncryptKey(p.pay, []byte("pass "+dir), chainpay.LightScryptN, chainpay.LightScryptP)
+	blob, err := chainpay.EncryptKey(secp256k1.PrivKeyFromBytes(crypto.FromECDSA(key)), []byte("pass "+dir), chainpay.LightScryptN, chainpay.LightScryptP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +51,7 @@ token = %q
 key_file = "chain-key.json"
 passphrase_file = "chain-pass"
 min_window = "1h"
-`, require, rpc, simChainID.Int64(), f.cfg.Domain.Contract, chainpay.Address(f.cfg.Token)), 0o600))
+`, require, c.URL(), chaintest.ChainID.Int64(), c.Domain.Contract, chainpay.Address(c.Token)), 0o600))
 	all := map[string][]string{
 		"listen": {"/ip4/127.0.0.1/tcp/0"}, "api": {"127.0.0.1:0"}, "region": {"eu-west"}, "heartbeat_interval": {"200ms"},
 		"bootstrap_timeout": {"5s"}, "job_network": {"false"}, "audit_interval": {"off"}, "halt_grace": {"3s"},
@@ -53,11 +59,11 @@ min_window = "1h"
 	for k, v := range flags {
 		all[k] = v
 	}
-	c, err := node.LoadConfig(node.Input{DataFlag: dir, Flags: all})
+	cfg, err := node.LoadConfig(node.Input{DataFlag: dir, Flags: all})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return cfg
 }
 
 func must(t *testing.T, err error) {
@@ -136,19 +142,20 @@ func supplierPaid(t *testing.T, led *settle.Ledger) money.Micros {
 // supplier's on-chain takings equal what its own ledger says it was paid;
 // the renter closes both channels and withdraws exactly the rest.
 func TestChainSettlementEndToEnd(t *testing.T) {
-	f := newFixture(t)
-	rpc := serveRPC(t, f)
+	c := chaintest.New(t, 3)
+	ren, cheapA, bootA := newActor(t, c, 1, c.Commit), newActor(t, c, 2, c.Commit), newActor(t, c, 3, c.Commit)
+	c.Mint(ren.a.Address(), 100*money.Unit)
 	root := t.TempDir()
 	sellers := func(price string) map[string][]string {
 		return map[string][]string{"gpus": {"sim:rtx4090:1"}, "pricing": {"fixed"}, "price": {"rtx4090=" + price}}
 	}
-	// boot (f.other's key) sells at 0.50, cheap (f.supplier's) at 0.45.
-	boot := startChainNode(t, chainNodeConfig(t, f, filepath.Join(root, "boot"), rpc, f.other, true, sellers("0.50")))
+	// boot (key 3) sells at 0.50, cheap (key 2) at 0.45.
+	boot := startChainNode(t, chainNodeConfig(t, c, filepath.Join(root, "boot"), c.Keys[3], true, sellers("0.50")))
 	bootstrap := []string{boot.Addrs()[0].String()}
 	cheapFlags := sellers("0.45")
 	cheapFlags["bootstrap"] = bootstrap
-	cheap := startChainNode(t, chainNodeConfig(t, f, filepath.Join(root, "cheap"), rpc, f.supplier, true, cheapFlags))
-	renter := startChainNode(t, chainNodeConfig(t, f, filepath.Join(root, "renter"), rpc, f.renter, false,
+	cheap := startChainNode(t, chainNodeConfig(t, c, filepath.Join(root, "cheap"), c.Keys[2], true, cheapFlags))
+	renter := startChainNode(t, chainNodeConfig(t, c, filepath.Join(root, "renter"), c.Keys[1], false,
 		map[string][]string{"gpus": {"none"}, "bootstrap": bootstrap}))
 	for _, n := range []*node.Node{boot, cheap} {
 		select {
@@ -166,19 +173,21 @@ func TestChainSettlementEndToEnd(t *testing.T) {
 	})
 
 	// The renter funds a channel to each supplier.
-	renterStart := f.balance(f.renter.addr)
-	f.deposit(money.Unit, 2*time.Hour)
-	if _, err := f.renter.a.Deposit(f.ctx, f.other.addr, money.Unit, 2*time.Hour); err != nil {
-		t.Fatal(err)
+	ctx := context.Background()
+	renterStart := c.Balance(ren.a.Address())
+	for _, sup := range []actor{cheapA, bootA} {
+		if _, err := ren.a.Deposit(ctx, sup.a.Address(), money.Unit, 2*time.Hour); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	filter, err := market.ParseFilter("model=rtx4090")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	v, err := renter.Jobs().Submit(ctx, job.Request{AllowSimulated: true,
+	v, err := renter.Jobs().Submit(sctx, job.Request{AllowSimulated: true,
 		Spec: &pb.JobSpec{Argv: []string{"sh", "-c", `s=0; [ -f "$CHECKPOINT_DIR/step" ] && s=$(cat "$CHECKPOINT_DIR/step")
 while [ $s -lt 30 ]; do s=$((s+1)); echo $s > "$CHECKPOINT_DIR/s.tmp" && mv "$CHECKPOINT_DIR/s.tmp" "$CHECKPOINT_DIR/step"; echo "step $s"; sleep 0.2; done; echo finished`},
 			CheckpointEveryS: 1},
@@ -224,23 +233,23 @@ while [ $s -lt 30 ]; do s=$((s+1)); echo $s > "$CHECKPOINT_DIR/s.tmp" && mv "$CH
 
 	// The cut-off supplier redeems from its ledger; the other through its
 	// node's API.
-	rCheap := NewRedeemer(f.supplier.a, ledgerNode{cheap.Ledger()}, RedeemPolicy{}, quietLog())
+	rCheap := chain.NewRedeemer(cheapA.a, ledgerNode{cheap.Ledger()}, chain.RedeemPolicy{}, quietLog())
 	token, err := api.ReadToken(filepath.Join(root, "boot"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rBoot := NewRedeemer(f.other.a, api.NewClient(boot.APIAddr(), token, api.WithTimeout(10*time.Second)), RedeemPolicy{}, quietLog())
+	rBoot := chain.NewRedeemer(bootA.a, api.NewClient(boot.APIAddr(), token, api.WithTimeout(10*time.Second)), chain.RedeemPolicy{}, quietLog())
 	// Without being asked, only the settled lease is redeemed.
-	got, err := rBoot.Once(f.ctx, false)
+	got, err := rBoot.Once(ctx, false)
 	if err != nil || len(got) != 1 || got[0].Redeemed <= 0 || got[0].Why != "the lease settled" {
 		t.Fatalf("the surviving supplier's pass: %+v %v", got, err)
 	}
-	got, err = rCheap.Once(f.ctx, true)
+	got, err = rCheap.Once(ctx, true)
 	if err != nil || len(got) != 1 || got[0].Redeemed <= 0 || got[0].Err != "" {
 		t.Fatalf("the cut-off supplier's pass: %+v %v", got, err)
 	}
 	// A second pass finds nothing more to send.
-	if again, err := rCheap.Once(f.ctx, true); err != nil || again[0].Redeemed != 0 || again[0].Why != "already redeemed" {
+	if again, err := rCheap.Once(ctx, true); err != nil || again[0].Redeemed != 0 || again[0].Why != "already redeemed" {
 		t.Fatalf("second pass: %+v %v", again, err)
 	}
 
@@ -248,27 +257,27 @@ while [ $s -lt 30 ]; do s=$((s+1)); echo $s > "$CHECKPOINT_DIR/s.tmp" && mv "$CH
 	if cheapPaid <= 0 || bootPaid <= 0 {
 		t.Fatalf("ledgers say the suppliers were paid %s and %s", cheapPaid, bootPaid)
 	}
-	if got := f.balance(f.supplier.addr); got != cheapPaid {
+	if got := c.Balance(cheapA.a.Address()); got != cheapPaid {
 		t.Errorf("the cut-off supplier holds %s on chain, its ledger says it was paid %s", got, cheapPaid)
 	}
-	if got := f.balance(f.other.addr); got != bootPaid {
+	if got := c.Balance(bootA.a.Address()); got != bootPaid {
 		t.Errorf("the surviving supplier holds %s on chain, its ledger says it was paid %s", got, bootPaid)
 	}
 
 	// The renter closes both channels and, after the window, withdraws
 	// exactly the rest.
-	for _, sup := range []chainpay.Address{f.supplier.addr, f.other.addr} {
-		if _, err := f.renter.a.RequestClose(f.ctx, f.renter.addr, sup); err != nil {
+	for _, sup := range []actor{cheapA, bootA} {
+		if _, err := ren.a.RequestClose(ctx, ren.a.Address(), sup.a.Address()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(t, f.sim.AdjustTime(2*time.Hour+time.Second))
-	for _, sup := range []chainpay.Address{f.supplier.addr, f.other.addr} {
-		if _, err := f.renter.a.Withdraw(f.ctx, sup); err != nil {
+	must(t, c.Sim.AdjustTime(2*time.Hour+time.Second))
+	for _, sup := range []actor{cheapA, bootA} {
+		if _, err := ren.a.Withdraw(ctx, sup.a.Address()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got, want := f.balance(f.renter.addr), renterStart-cheapPaid-bootPaid; got != want {
+	if got, want := c.Balance(ren.a.Address()), renterStart-cheapPaid-bootPaid; got != want {
 		t.Fatalf("the renter holds %s after withdrawing, want %s (%s less %s and %s redeemed)", got, want, renterStart, cheapPaid, bootPaid)
 	}
 	t.Logf("cut-off supplier redeemed %s, surviving supplier %s; the renter got back %s of its 2.00", cheapPaid, bootPaid, 2*money.Unit-cheapPaid-bootPaid)

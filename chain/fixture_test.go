@@ -3,7 +3,6 @@ package chain
 import (
 	"context"
 	"crypto/ecdsa"
-	_ "embed"
 	"errors"
 	"math/big"
 	"path/filepath"
@@ -27,13 +26,6 @@ import (
 	"github.com/gpumesh/gpumesh/market/settle"
 	"github.com/gpumesh/gpumesh/market/settle/pb"
 	"github.com/gpumesh/gpumesh/money"
-)
-
-var (
-	//go:embed contracts/build/TestToken.abi
-	testTokenABI string
-	//go:embed contracts/build/TestToken.bin
-	testTokenBin string
 )
 
 // simChainID is the simulated backend's chain ID.
@@ -81,7 +73,7 @@ func newFixture(t *testing.T) *fixture {
 	sim := simulated.NewBackend(alloc, func(nc *node.Config, _ *ethconfig.Config) { nc.IPCPath = ipc })
 	t.Cleanup(func() { sim.Close() })
 	cl := sim.Client()
-	tokenAddr, err := deployCode(ctx, cl, simChainID, keys[0], testTokenBin, nil, func() { sim.Commit() })
+	tokenAddr, err := DeployTestToken(ctx, cl, simChainID, keys[0], func() { sim.Commit() })
 	if err != nil {
 		t.Fatalf("deploy token: %v", err)
 	}
@@ -92,7 +84,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, ctx: ctx, sim: sim, ipc: ipc, cfg: Config{
 		Domain: chainpay.Domain{ChainID: simChainID, Contract: chainpay.Address(contract)}, Token: tokenAddr, Mine: func() { sim.Commit() },
 	}}
-	f.token = bind.NewBoundContract(tokenAddr, mustABI(testTokenABI), cl, cl, cl)
+	f.token = bind.NewBoundContract(tokenAddr, TestTokenABI, cl, cl, cl)
 	ps := make([]*party, 3)
 	for i := range ps {
 		pk, _, err := lcrypto.GenerateEd25519Key(nil)
@@ -115,7 +107,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) mint(to chainpay.Address, m money.Micros) {
 	f.t.Helper()
 	opts := bind.NewKeyedTransactor(f.renter.key, simChainID)
-	data, err := mustABI(testTokenABI).Pack("mint", common.Address(to), big.NewInt(int64(m)))
+	data, err := TestTokenABI.Pack("mint", common.Address(to), big.NewInt(int64(m)))
 	if err != nil {
 		f.t.Fatal(err)
 	}
