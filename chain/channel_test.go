@@ -2,8 +2,11 @@ package chain
 
 import (
 	"math/big"
+
 	"testing"
 	"time"
+
+	"github.com/ethereum/go-ethereum/accounts/abi/bind/v2"
 
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 	"github.com/ethereum/go-ethereum/common"
@@ -251,6 +254,29 @@ func TestGasPerOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The baseline: a plain ERC-20 transfer of the same token, to an
+	// account that holds none (as the supplier's first redeem pays one)
+	// and again to it.
+	transfer := func() uint64 {
+		t.Helper()
+		data, err := TestTokenABI.Pack("transfer", common.Address(f.other.addr), big.NewInt(int64(money.Unit)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := f.token.RawTransact(bind.NewKeyedTransactor(f.renter.key, simChainID), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.sim.Commit()
+		rc, err := bind.WaitMined(f.ctx, f.sim.Client(), tx.Hash())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc.GasUsed
+	}
+	tNew, tAgain := transfer(), transfer()
+	t.Logf("gas baseline: ERC-20 transfer (new holder) %7d", tNew)
+	t.Logf("gas baseline: ERC-20 transfer (holder)     %7d", tAgain)
 	for _, op := range []struct {
 		name string
 		gas  uint64

@@ -61,6 +61,7 @@ type config struct {
 	skipMicro                        bool
 	carryOnly, ratesOnly             bool
 	clusterOnly                      bool
+	gasOnly                          bool
 	trials                           int
 }
 
@@ -84,6 +85,7 @@ func main() {
 	flag.StringVar(&c.jsonOut, "json", ".bench/network.json", "where to write the raw figures")
 	flag.BoolVar(&c.skipMicro, "skip-micro", false, "leave out the Go micro-benchmarks")
 	flag.IntVar(&c.trials, "trials", 20, "challenges per case (honest, each cheat) of the detection rates; 0 leaves them out")
+	flag.BoolVar(&c.gasOnly, "gas-only", false, "measure only the chain settlement's gas (the chain module's TestGasPerOperation), and put its rows, dated, into the table already at -out")
 	flag.BoolVar(&c.ratesOnly, "rates-only", false, "measure only the detection rates, and put their rows, dated, into the table already at -out")
 	flag.BoolVar(&c.clusterOnly, "cluster-only", false, "measure only the cluster figures (run --nodes: all-reduce over the mesh and plain veths, formation, a member's loss; root), and put their rows, dated, into the table already at -out")
 	flag.BoolVar(&c.carryOnly, "carry-only", false, "measure nothing: only carry the sim and chaos reports' rows into the table already at -out (make sim and make chaos do, after their runs)")
@@ -112,6 +114,16 @@ func main() {
 			}
 			m.LoadAfter = testnet.LoadAvg()
 			return datedInto(c.out, m, rows, "-cluster-only", "| cluster ")
+		}
+	case c.gasOnly:
+		run = func(c config) error {
+			m := newMachine()
+			rows, err := gasRows()
+			if err != nil {
+				return err
+			}
+			m.LoadAfter = testnet.LoadAvg()
+			return datedInto(c.out, m, rows, "-gas-only", "| chain gas: ")
 		}
 	case c.ratesOnly:
 		run = func(c config) error {
@@ -209,6 +221,11 @@ func run(c config) error {
 		crows = []Row{{Figure: "cluster figures (run --nodes)", Value: "failed: " + err.Error(), Goal: "all of them", Met: met(false)}}
 	}
 	res.Rows = append(res.Rows, crows...)
+	grows, err := gasRows()
+	if err != nil {
+		grows = []Row{{Figure: "chain gas: every operation (chain module TestGasPerOperation)", Value: "failed: " + err.Error(), Goal: "all of them", Met: met(false)}}
+	}
+	res.Rows = append(res.Rows, grows...)
 	res.Rows = append(res.Rows, growthRows(res.Sizes)...)
 	res.Rows = append(res.Rows, carriedRows(c.simReport, c.chaosReport)...)
 	res.Notes = append(res.Notes, carriedNote(c.simReport, c.chaosReport))

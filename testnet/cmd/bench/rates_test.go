@@ -79,3 +79,29 @@ func TestRatesInto(t *testing.T) {
 		t.Errorf("the old detection row stayed:\n%s", got)
 	}
 }
+
+// TestParseGas: TestGasPerOperation's log makes one row per operation,
+// each beside the transfer it compares with; a log without baselines is
+// an error, not a table of zeros.
+func TestParseGas(t *testing.T) {
+	log := []byte(`=== RUN   TestGasPerOperation
+    channel_test.go:278: gas baseline: ERC-20 transfer (new holder)  146588
+    channel_test.go:279: gas baseline: ERC-20 transfer (holder)       48668
+    channel_test.go:291: gas deposit (first, without approve)    265923
+    channel_test.go:291: gas redeem (later, same lease)           87984
+--- PASS: TestGasPerOperation (0.36s)
+`)
+	rows, err := parseGas(log)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows %+v, %v", rows, err)
+	}
+	if rows[0].Value != "265923 gas" || !strings.Contains(rows[0].Baseline, "new holder") || rows[0].Ratio < 1.8 || rows[0].Ratio > 1.82 {
+		t.Errorf("deposit row %+v", rows[0])
+	}
+	if !strings.Contains(rows[1].Baseline, "48668 gas ERC-20 transfer (holder)") {
+		t.Errorf("redeem row %+v", rows[1])
+	}
+	if _, err := parseGas([]byte("gas redeem 5\n")); err == nil {
+		t.Error("a log without baselines parsed")
+	}
+}
