@@ -183,6 +183,7 @@ func (c *Controller) chainTo(w *pb.Welcome, l *market.Lease) *chainpay.Address {
 		c.log.Warn("the supplier's ChainKey refused; paying off chain", "lease", l.ID.Short(), "supplier", l.Supplier, "err", err)
 		return nil
 	}
+	c.log.Info("paying on chain", "lease", l.ID.Short(), "supplier", l.Supplier, "address", ck.Address, "chain_id", ck.Domain.ChainID)
 	return &ck.Address
 }
 
