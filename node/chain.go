@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -27,6 +28,10 @@ func (n *Node) chainSettlement() (*job.SupplierChain, *job.RenterChain, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// scrypt took tens to hundreds of MiB for a moment (256 MiB at the
+	// standard cost): give them back now, not when the scavenger gets to
+	// them, so that an idle node's footprint is its own.
+	debug.FreeOSMemory()
 	rec, err := chainpay.SealChainKey(ch.Domain, n.key, key, n.now())
 	if err != nil {
 		return nil, nil, fmt.Errorf("chain %s: %w", ch.Name, err)
