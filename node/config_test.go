@@ -219,6 +219,8 @@ var keySamples = map[string][3]string{
 	"bootstrap":            {"/ip4/1.2.3.4/tcp/1/p2p/" + peerA, "/ip4/1.2.3.4/tcp/2/p2p/" + peerB + ",/dnsaddr/boot.example.test", "/ip4/1.2.3.4/tcp/3/p2p/" + peerA + ",/ip4/1.2.3.5/tcp/3/p2p/" + peerB},
 	"gpus":                 {"none", "sim:rtx4090:1", "sim:h100-sxm:2,t4:1"},
 	"region":               {"eu-west", "us-east", "ap-south"},
+	"chain":                {"a", "b", "c"},
+	"settle_require":       {"true", "false", "true"},
 	"api":                  {"127.0.0.1:1", "127.0.0.1:2", "off"},
 	"log_level":            {"debug", "warn", "error"},
 	"heartbeat_interval":   {"20s", "30s", "40s"},
@@ -273,6 +275,16 @@ func tomlLine(k Key, value string) string {
 	return k.Name + " = [" + strings.Join(items, ", ") + "]\n"
 }
 
+// sampleChains are the chain tables the samples of chain and
+// settle_require name.
+var sampleChains = func() string {
+	var b strings.Builder
+	for _, n := range []string{"a", "b", "c"} {
+		fmt.Fprintf(&b, "[chains.%s]\nrpc = \"http://127.0.0.1:8545\"\nchain_id = 1337\ncontract = \"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed\"\ntoken = \"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed\"\nkey_file = \"k.json\"\n", n)
+	}
+	return b.String()
+}()
+
 // TestEveryKeyFromEverySource sets every key from the file, then the
 // environment, then a flag, and checks that each later source wins, with
 // the value it gave and its name as the source.
@@ -284,7 +296,14 @@ func TestEveryKeyFromEverySource(t *testing.T) {
 			if !ok {
 				t.Fatalf("no samples for key %s: add three to keySamples", k.Name)
 			}
-			file := files(map[string]string{path: tomlLine(k, s[0])})
+			content := tomlLine(k, s[0])
+			switch k.Name {
+			case "settle_require":
+				content += "chain = \"a\"\n" + sampleChains
+			case "chain":
+				content += sampleChains
+			}
+			file := files(map[string]string{path: content})
 			envs := env(map[string]string{k.Env(): s[1]})
 			flags := map[string][]string{k.Name: strings.Split(s[2], ",")}
 			if !k.Repeatable {

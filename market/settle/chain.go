@@ -51,6 +51,15 @@ func (m *Meter) AcceptChain(voucherRaw []byte, check ChainCheck, now time.Time) 
 	if err != nil {
 		return nil, err
 	}
+	m.mu.Lock()
+	done := m.best != nil && m.best.Hash == v.Hash && m.covered >= v.CumAmountMicros
+	m.mu.Unlock()
+	if done {
+		// The best voucher again, already covered: nothing to check, and
+		// a renter that repeats it cannot make the supplier read the
+		// chain again and again.
+		return v, nil
+	}
 	covered, frame, err := check(v)
 	if err != nil {
 		m.led.metrics.Voucher(metrics.Supplier, metrics.Refused)

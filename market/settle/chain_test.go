@@ -60,6 +60,12 @@ func TestChainCoverPausesUncoveredRenter(t *testing.T) {
 	if x.m.OverCredit() || x.m.Owed() != 0 {
 		t.Fatalf("funded: owed %d, over credit %v", x.m.Owed(), x.m.OverCredit())
 	}
+	// The covered best voucher sent again is not checked again.
+	checked := 0
+	count := func(v *Voucher) (int64, []byte, error) { checked++; return balance, []byte(frame), nil }
+	if _, err := x.m.AcceptChain(lastV, count, x.now); err != nil || checked != 0 {
+		t.Fatalf("a covered voucher again: %v, checked %d times", err, checked)
+	}
 	r := x.issue(t)
 	v, err := x.p.Accept(r.Raw, x.attempt, x.now)
 	if err != nil {
