@@ -1,8 +1,11 @@
 // Package chain settles gpumesh leases on an EVM chain: a payment
 // channel contract (contracts/PaymentChannel.sol, compiled offline by
 // contracts/build.sh with solc 0.8.37 into contracts/build/ and embedded
-// here) and an [Adapter] that deposits, redeems, closes and withdraws
-// through any go-ethereum contract backend.
+// here), an [Adapter] that deposits, redeems, closes and withdraws
+// through any go-ethereum contract backend, and a [Redeemer] that
+// redeems a supplier node's kept chain vouchers by itself (the
+// gpumesh-settle binary, cmd/gpumesh-settle; chaintest runs a simulated
+// chain for tests).
 //
 // The records the node itself signs and checks (the EIP-712 chain
 // voucher, the ChainKey binding record and the payment key's key file)
