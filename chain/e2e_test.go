@@ -284,3 +284,55 @@ while [ $s -lt 30 ]; do s=$((s+1)); echo $s > "$CHECKPOINT_DIR/s.tmp" && mv "$CH
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestChainEmptyChannelPaused: a supplier node that settles on chain
+// (without settle_require) starts a renter's job although the renter's
+// channel to it is empty; every voucher comes with a valid chain voucher,
+// and the supplier keeps it, but none is covered, so the over-credit rule
+// pauses the job: the renter is not served for free.
+func TestChainEmptyChannelPaused(t *testing.T) {
+	c := chaintest.New(t, 2)
+	root := t.TempDir()
+	sup := startChainNode(t, chainNodeConfig(t, c, filepath.Join(root, "sup"), c.Keys[2], false,
+		map[string][]string{"gpus": {"sim:rtx4090:1"}, "pricing": {"fixed"}, "price": {"rtx4090=0.50"}, "halt_grace": {"1m"}}))
+	renter := startChainNode(t, chainNodeConfig(t, c, filepath.Join(root, "renter"), c.Keys[1], false,
+		map[string][]string{"gpus": {"none"}, "bootstrap": {sup.Addrs()[0].String()}}))
+	select {
+	case <-sup.Advertised():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the supplier never advertised")
+	}
+	eventually(t, 20*time.Second, "the ask in the renter's book", func() bool { return len(renter.Book().Asks("")) > 0 })
+	filter, err := market.ParseFilter("model=rtx4090")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, err := renter.Jobs().Submit(ctx, job.Request{AllowSimulated: true,
+		Spec:   &pb.JobSpec{Argv: []string{"sh", "-c", "while true; do echo tick; sleep 0.2; done"}},
+		Filter: filter, RentTerms: market.RentTerms{Count: 1, Duration: time.Hour, MaxPrice: money.Unit}, MinReputation: 0.5, AllowUnproven: true,
+		ReceiptInterval: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	eventually(t, 60*time.Second, "the job to be paused", func() bool {
+		got, err := renter.Jobs().Job(v.JobID)
+		return err == nil && got.State == job.StateHalted
+	})
+	id, err := market.ParseID(v.LeaseID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, _, err := sup.Ledger().ChainVoucher(id)
+	if err != nil || kept == nil {
+		t.Fatalf("the supplier kept no chain voucher: %v", err)
+	}
+	if _, cv, err := chainpay.DecodeRedeemable(kept); err != nil || cv.CumMicros == 0 {
+		t.Fatalf("kept chain voucher %+v: %v", cv, err)
+	}
+	if got := c.Balance(chaintest.Address(c.Keys[2])); got != 0 {
+		t.Fatalf("the supplier holds %s on chain with an empty channel", got)
+	}
+}
