@@ -169,7 +169,9 @@ func (c *Controller) chainTo(w *pb.Welcome, l *market.Lease) *chainpay.Address {
 		return nil
 	}
 	if c.chain == nil {
-		c.log.Warn("the supplier settles on chain and this renter has no payment key: its vouchers will not count", "lease", l.ID.Short(), "supplier", l.Supplier)
+		// The Hello carried no ChainKey: the supplier holds the lease off
+		// chain (or refused it, with settle_require).
+		c.log.Debug("the supplier settles on chain; this node has no payment key and pays off chain", "lease", l.ID.Short(), "supplier", l.Supplier)
 		return nil
 	}
 	ck, err := chainpay.OpenChainKey(w.ChainKey)
@@ -180,7 +182,7 @@ func (c *Controller) chainTo(w *pb.Welcome, l *market.Lease) *chainpay.Address {
 		err = fmt.Errorf("it is for chain %s contract %s, not this renter's", ck.Domain.ChainID, ck.Domain.Contract)
 	}
 	if err != nil {
-		c.log.Warn("the supplier's ChainKey refused; paying off chain", "lease", l.ID.Short(), "supplier", l.Supplier, "err", err)
+		c.log.Warn("the supplier's ChainKey refused; paying off chain, which a supplier holding the lease on chain will not count", "lease", l.ID.Short(), "supplier", l.Supplier, "err", err)
 		return nil
 	}
 	c.log.Info("paying on chain", "lease", l.ID.Short(), "supplier", l.Supplier, "address", ck.Address, "chain_id", ck.Domain.ChainID)
