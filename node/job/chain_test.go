@@ -71,7 +71,7 @@ func newChainMesh(t *testing.T, require bool) *chainMesh {
 		k, rec := payKey(t, c.Key)
 		cm.supAddr = chainpay.AddressOf(k.PubKey())
 		c.Chain = &SupplierChain{Record: rec, Funds: cm.funds, Require: require}
-		c.HaltGrace = 2 * time.Second
+		c.HaltGrace = time.Minute // the empty-channel test resumes the job: never stopped first
 	})
 	return cm
 }
@@ -147,7 +147,8 @@ func TestChainRequireRefuses(t *testing.T) {
 
 // TestChainEmptyChannelPaused: a renter whose channel is empty signs
 // every voucher and chain voucher, and is paused by the over-credit rule
-// all the same: what the chain does not cover is not paid.
+// all the same: what the chain does not cover is not paid. Once the
+// channel is funded, the job runs again.
 func TestChainEmptyChannelPaused(t *testing.T) {
 	cm := newChainMesh(t, false)
 	sup := cm.sups[0]
@@ -173,5 +174,20 @@ func TestChainEmptyChannelPaused(t *testing.T) {
 	cm.funds.mu.Unlock()
 	if reads == 0 {
 		t.Fatal("the supplier never read the channel")
+	}
+	// The renter funds its channel: the next chain voucher (the paused
+	// job's receipts keep coming, billing nothing) is covered, and the job
+	// runs again.
+	cm.funds.fund(cm.renterAddr, cm.supAddr, 100*int64(1_000_000))
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		view := cm.view(v.JobID)
+		if r := sup.runOf(view.Attempts[0].LeaseID); r != nil && r.State == StateRunning && r.OwedMicros <= 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never resumed after the channel was funded: %s", describe(view))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
