@@ -2,6 +2,7 @@ package chain_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"math/big"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"github.com/gpumesh/gpumesh/chain/chaintest"
 	"github.com/gpumesh/gpumesh/market/chainpay"
 	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 )
 
 // actor is one funded account with its adapter.
@@ -122,5 +125,64 @@ func TestReaderReadsTheContract(t *testing.T) {
 	}
 	if _, err := notContract.State(ctx, ren.a.Address(), sup.a.Address()); !errors.Is(err, chainpay.ErrRPC) {
 		t.Fatalf("reading an account as the contract: %v", err)
+	}
+}
+
+// TestChainStatus: `gpumesh settle status`'s reading (node.ChainStatus)
+// of a renter's channel and of a supplier's kept chain vouchers: the
+// balance and window, what a lease's lane has been paid and what is left
+// to redeem, and that a close shows on both.
+func TestChainStatus(t *testing.T) {
+	c := chaintest.New(t, 2)
+	ren, sup := newActor(t, c, 1, c.Commit), newActor(t, c, 2, c.Commit)
+	c.Mint(ren.a.Address(), 10*money.Unit)
+	ctx := context.Background()
+	if _, err := ren.a.Deposit(ctx, sup.a.Address(), 5*money.Unit, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	sign := func(nonce uint64, cum money.Micros) chainpay.ChainVoucher {
+		cv, err := chainpay.SignVoucher(c.Domain, ren.pay, chainpay.ChainVoucher{
+			Renter: ren.a.Address(), Supplier: sup.a.Address(), LeaseID: [32]byte{7}, Nonce: nonce, CumMicros: uint64(cum), VoucherHash: [32]byte{byte(nonce)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cv
+	}
+	if _, err := sup.a.Redeem(ctx, sign(1, money.Unit)); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := chainpay.EncodeRedeemable(c.Domain, sign(2, 3*money.Unit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := &node.Chain{Name: "sim", RPC: c.URL(), Domain: c.Domain}
+	rs := []api.Redeemable{{LeaseID: "07", Raw: hex.EncodeToString(kept)}}
+
+	st, err := node.ChainStatus(ctx, ch, ren.a.Address(), []chainpay.Address{sup.a.Address()}, nil)
+	if err != nil || len(st.Channels) != 1 || st.Channels[0].Balance != 4*money.Unit || st.Channels[0].Window != "2h0m0s" || st.Channels[0].ClosesAt != "" {
+		t.Fatalf("renter's status %+v %v", st, err)
+	}
+	st, err = node.ChainStatus(ctx, ch, sup.a.Address(), nil, rs)
+	if err != nil || len(st.Redeemable) != 1 {
+		t.Fatalf("supplier's status %+v %v", st, err)
+	}
+	if r := st.Redeemable[0]; r.Cum != 3*money.Unit || r.Redeemed != money.Unit || r.Unredeemed != 2*money.Unit || r.Nonce != 2 || r.Closing {
+		t.Fatalf("kept voucher's status %+v", r)
+	}
+	// Another supplier's status leaves this supplier's voucher out.
+	if st, err := node.ChainStatus(ctx, ch, ren.a.Address(), nil, rs); err != nil || len(st.Redeemable) != 0 {
+		t.Fatalf("another address's status %+v %v", st, err)
+	}
+	if _, err := ren.a.RequestClose(ctx, ren.a.Address(), sup.a.Address()); err != nil {
+		t.Fatal(err)
+	}
+	st, err = node.ChainStatus(ctx, ch, sup.a.Address(), nil, rs)
+	if err != nil || !st.Redeemable[0].Closing {
+		t.Fatalf("after a close: %+v %v", st, err)
+	}
+	st, err = node.ChainStatus(ctx, ch, ren.a.Address(), []chainpay.Address{sup.a.Address()}, nil)
+	if err != nil || st.Channels[0].ClosesAt == "" {
+		t.Fatalf("renter's status after a close: %+v %v", st, err)
 	}
 }

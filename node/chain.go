@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
 
 	"github.com/gpumesh/gpumesh/market/chainpay"
+	"github.com/gpumesh/gpumesh/money"
+	"github.com/gpumesh/gpumesh/node/api"
 	"github.com/gpumesh/gpumesh/node/job"
 )
 
@@ -86,4 +89,54 @@ func ChainPassphrase(ch *Chain, lookupEnv func(string) (string, bool)) ([]byte, 
 		return nil, errors.New("chain " + ch.Name + ": the passphrase file is empty")
 	}
 	return []byte(line), nil
+}
+
+// ChainStatus reads, on ch's chain, the channels from me to suppliers and
+// what each of rs (the chain vouchers a supplier node keeps) has been
+// paid: `gpumesh settle status`.
+func ChainStatus(ctx context.Context, ch *Chain, me chainpay.Address, suppliers []chainpay.Address, rs []api.Redeemable) (api.SettleStatus, error) {
+	st := api.SettleStatus{Chain: ch.Name, ChainID: ch.Domain.ChainID.String(), Contract: ch.Domain.Contract.String(), Address: me.String(),
+		Channels: []api.ChannelStatus{}, Redeemable: []api.RedeemStatus{}}
+	rd, err := chainpay.NewReader(ch.RPC, ch.Domain, chainpay.ReaderOptions{Confirmations: ch.Confirmations})
+	if err != nil {
+		return st, err
+	}
+	if err := rd.CheckChain(ctx); err != nil {
+		return st, err
+	}
+	for _, sup := range suppliers {
+		cs, err := rd.State(ctx, me, sup)
+		if err != nil {
+			return st, err
+		}
+		c := api.ChannelStatus{Supplier: sup.String(), Balance: money.Micros(cs.Balance), Window: cs.Window.String()}
+		if !cs.ClosesAt.IsZero() {
+			c.ClosesAt = cs.ClosesAt.UTC().Format(time.RFC3339)
+		}
+		st.Channels = append(st.Channels, c)
+	}
+	for _, r := range rs {
+		raw, err := hex.DecodeString(r.Raw)
+		if err != nil {
+			return st, fmt.Errorf("lease %s: %w", r.LeaseID, err)
+		}
+		d, cv, err := chainpay.DecodeRedeemable(raw)
+		if err != nil {
+			return st, fmt.Errorf("lease %s: %w", r.LeaseID, err)
+		}
+		if !d.Equal(ch.Domain) || cv.Supplier != me {
+			continue
+		}
+		paid, _, err := rd.LanePaid(ctx, cv.Renter, me, cv.LeaseID)
+		if err != nil {
+			return st, err
+		}
+		cs, err := rd.State(ctx, cv.Renter, me)
+		if err != nil {
+			return st, err
+		}
+		st.Redeemable = append(st.Redeemable, api.RedeemStatus{LeaseID: r.LeaseID, Renter: cv.Renter.String(), Nonce: cv.Nonce,
+			Cum: money.Micros(cv.CumMicros), Redeemed: money.Micros(paid), Unredeemed: money.Micros(int64(cv.CumMicros) - paid), Closing: !cs.ClosesAt.IsZero()})
+	}
+	return st, nil
 }

@@ -12,10 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpumesh/gpumesh/market"
 	"github.com/gpumesh/gpumesh/market/chainpay"
-	"github.com/gpumesh/gpumesh/money"
 	"github.com/gpumesh/gpumesh/node"
+	"github.com/gpumesh/gpumesh/node/api"
 )
 
 // settleHelper is the chain module's binary, which sends the
@@ -161,33 +160,6 @@ existing key file is loaded, never replaced.`,
 	return cmd
 }
 
-// settleStatus is `gpumesh settle status --json`.
-type settleStatus struct {
-	Chain      string          `json:"chain"`
-	ChainID    string          `json:"chain_id"`
-	Contract   string          `json:"contract"`
-	Address    string          `json:"address"`
-	Channels   []channelStatus `json:"channels"`   // this renter's, to the suppliers asked about
-	Redeemable []redeemStatus  `json:"redeemable"` // this supplier's kept chain vouchers
-}
-
-type channelStatus struct {
-	Supplier string `json:"supplier"`
-	Balance  int64  `json:"balance_micros"`
-	Window   string `json:"window"`
-	ClosesAt string `json:"closes_at,omitempty"`
-}
-
-type redeemStatus struct {
-	LeaseID    string `json:"lease_id"`
-	Renter     string `json:"renter"`
-	Nonce      uint64 `json:"nonce"`
-	Cum        int64  `json:"cum_micros"`
-	Redeemed   int64  `json:"redeemed_micros"`
-	Unredeemed int64  `json:"unredeemed_micros"`
-	Closing    bool   `json:"closing"`
-}
-
 func newSettleStatusCmd(a *app) *cobra.Command {
 	var suppliers []string
 	cmd := &cobra.Command{
@@ -204,55 +176,26 @@ func newSettleStatusCmd(a *app) *cobra.Command {
 				return err
 			}
 			me := chainpay.AddressOf(key.PubKey())
-			rd, err := chainpay.NewReader(ch.RPC, ch.Domain, chainpay.ReaderOptions{Confirmations: ch.Confirmations})
-			if err != nil {
-				return err
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 			defer cancel()
-			st := settleStatus{Chain: ch.Name, ChainID: ch.Domain.ChainID.String(), Contract: ch.Domain.Contract.String(), Address: me.String(),
-				Channels: []channelStatus{}, Redeemable: []redeemStatus{}}
+			var sups []chainpay.Address
 			for _, s := range suppliers {
 				sup, err := chainpay.ParseAddress(s)
 				if err != nil {
 					return usageError{err}
 				}
-				cs, err := rd.State(ctx, me, sup)
-				if err != nil {
-					return err
-				}
-				c := channelStatus{Supplier: sup.String(), Balance: cs.Balance, Window: cs.Window.String()}
-				if !cs.ClosesAt.IsZero() {
-					c.ClosesAt = cs.ClosesAt.UTC().Format(time.RFC3339)
-				}
-				st.Channels = append(st.Channels, c)
+				sups = append(sups, sup)
 			}
+			var rs []api.Redeemable
 			if cfg.API != "off" {
 				c, _ := readClient(cfg)
-				rs, err := c.Redeemable(ctx)
-				if err != nil {
+				if rs, err = c.Redeemable(ctx); err != nil {
 					fmt.Fprintf(a.stderr, "the node's kept chain vouchers: %v\n", err)
 				}
-				for _, r := range rs {
-					lease, err := market.ParseID(r.LeaseID)
-					if err != nil {
-						return err
-					}
-					renter, err := chainpay.ParseAddress(r.Renter)
-					if err != nil {
-						return err
-					}
-					paid, _, err := rd.LanePaid(ctx, renter, me, lease)
-					if err != nil {
-						return err
-					}
-					cs, err := rd.State(ctx, renter, me)
-					if err != nil {
-						return err
-					}
-					st.Redeemable = append(st.Redeemable, redeemStatus{LeaseID: r.LeaseID, Renter: r.Renter, Nonce: r.Nonce,
-						Cum: int64(r.CumMicros), Redeemed: paid, Unredeemed: int64(r.CumMicros) - paid, Closing: !cs.ClosesAt.IsZero()})
-				}
+			}
+			st, err := node.ChainStatus(ctx, ch, me, sups, rs)
+			if err != nil {
+				return err
 			}
 			if a.json {
 				return a.printJSON(st)
@@ -261,14 +204,14 @@ func newSettleStatusCmd(a *app) *cobra.Command {
 			if len(st.Channels) > 0 {
 				var rows [][]string
 				for _, c := range st.Channels {
-					rows = append(rows, []string{c.Supplier, money.Micros(c.Balance).String(), c.Window, orDash(c.ClosesAt)})
+					rows = append(rows, []string{c.Supplier, c.Balance.String(), c.Window, orDash(c.ClosesAt)})
 				}
 				a.table([]string{"SUPPLIER", "BALANCE", "WINDOW", "CLOSES AT"}, rows)
 			}
 			if len(st.Redeemable) > 0 {
 				var rows [][]string
 				for _, r := range st.Redeemable {
-					rows = append(rows, []string{short(r.LeaseID), r.Renter, strconv.FormatUint(r.Nonce, 10), money.Micros(r.Cum).String(), money.Micros(r.Redeemed).String(), money.Micros(r.Unredeemed).String(), strconv.FormatBool(r.Closing)})
+					rows = append(rows, []string{short(r.LeaseID), r.Renter, strconv.FormatUint(r.Nonce, 10), r.Cum.String(), r.Redeemed.String(), r.Unredeemed.String(), strconv.FormatBool(r.Closing)})
 				}
 				a.table([]string{"LEASE", "RENTER", "NONCE", "VOUCHED", "REDEEMED", "UNREDEEMED", "CLOSING"}, rows)
 			}

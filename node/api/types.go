@@ -184,3 +184,35 @@ type Redeemable struct {
 	// decodes (chainpay.DecodeRedeemable) and sends to the contract.
 	Raw string `json:"raw"`
 }
+
+// SettleStatus is `gpumesh settle status --json`: the node's chain, its
+// payment address, its channels as a renter to the suppliers asked
+// about, and, as a supplier, what it may redeem.
+type SettleStatus struct {
+	Chain      string          `json:"chain"`
+	ChainID    string          `json:"chain_id"`
+	Contract   string          `json:"contract"`
+	Address    string          `json:"address"`
+	Channels   []ChannelStatus `json:"channels"`
+	Redeemable []RedeemStatus  `json:"redeemable"`
+}
+
+// ChannelStatus is a renter's channel to one supplier.
+type ChannelStatus struct {
+	Supplier string       `json:"supplier"`
+	Balance  money.Micros `json:"balance_micros"`
+	Window   string       `json:"window"`
+	ClosesAt string       `json:"closes_at,omitempty"` // RFC 3339; empty while open
+}
+
+// RedeemStatus is one kept chain voucher and what its lease's lane has
+// been paid on chain.
+type RedeemStatus struct {
+	LeaseID    string       `json:"lease_id"`
+	Renter     string       `json:"renter"`
+	Nonce      uint64       `json:"nonce"`
+	Cum        money.Micros `json:"cum_micros"`
+	Redeemed   money.Micros `json:"redeemed_micros"`
+	Unredeemed money.Micros `json:"unredeemed_micros"`
+	Closing    bool         `json:"closing"` // the renter started closing the channel: redeem now
+}
