@@ -85,6 +85,7 @@ func (r *Redeemer) Once(ctx context.Context, all bool) ([]Redeemed, error) {
 		all = true
 	}
 	var out []Redeemed
+	channels := map[chainpay.Address]Channel{} // one read of each renter's channel a pass
 	for _, x := range rs {
 		raw, err := hex.DecodeString(x.Raw)
 		if err != nil {
@@ -108,9 +109,12 @@ func (r *Redeemer) Once(ctx context.Context, all bool) ([]Redeemed, error) {
 			out = append(out, res)
 			continue
 		}
-		ch, err := r.a.Channel(ctx, cv.Renter, cv.Supplier)
-		if err != nil {
-			return out, fmt.Errorf("redeem: lease %s: %w", x.LeaseID, err)
+		ch, ok := channels[cv.Renter]
+		if !ok {
+			if ch, err = r.a.Channel(ctx, cv.Renter, cv.Supplier); err != nil {
+				return out, fmt.Errorf("redeem: lease %s: %w", x.LeaseID, err)
+			}
+			channels[cv.Renter] = ch
 		}
 		unredeemed := money.Micros(cv.CumMicros) - lane.Paid
 		switch {

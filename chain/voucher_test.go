@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/gpumesh/gpumesh/market/chainpay"
-	"github.com/gpumesh/gpumesh/money"
 )
 
 // The node signs and checks with market/chainpay (decred's secp256k1,
@@ -168,38 +167,3 @@ func typedDigest(t *testing.T, d chainpay.Domain, primary string, types apitypes
 func addr(s string) chainpay.Address { return chainpay.Address(common.HexToAddress(s)) }
 
 const goldenDigest = "0x2a39932be0dd8406b2c7b904ddb5bad6cb69079e30d0ef0ca30c269d1c03c510"
-
-// TestCheckVoucherOf: the chain voucher the fixture signs passes
-// chainpay.CheckVoucherOf; one whose renter, supplier, lease, nonce,
-// amount or voucher hash differs from the gpumesh voucher is refused with
-// ErrVoucherMismatch, and one another deployment would take with
-// ErrSignature.
-func TestCheckVoucherOf(t *testing.T) {
-	f := newFixture(t)
-	v, cv := f.voucher(lease(1), 2, 2*money.Unit)
-	d := f.cfg.Domain
-	if err := chainpay.CheckVoucherOf(d, f.renter.addr, f.supplier.addr, v, cv); err != nil {
-		t.Fatalf("good chain voucher: %v", err)
-	}
-	for _, tc := range []struct {
-		name   string
-		change func(*chainpay.ChainVoucher)
-	}{
-		{"renter", func(c *chainpay.ChainVoucher) { c.Renter = f.other.addr }},
-		{"supplier", func(c *chainpay.ChainVoucher) { c.Supplier = f.other.addr }},
-		{"lease", func(c *chainpay.ChainVoucher) { c.LeaseID[0]++ }},
-		{"nonce", func(c *chainpay.ChainVoucher) { c.Nonce++ }},
-		{"amount", func(c *chainpay.ChainVoucher) { c.CumMicros++ }},
-		{"voucher hash", func(c *chainpay.ChainVoucher) { c.VoucherHash[5] ^= 1 }},
-	} {
-		c := cv
-		tc.change(&c)
-		if err := chainpay.CheckVoucherOf(d, f.renter.addr, f.supplier.addr, v, c); !errors.Is(err, chainpay.ErrVoucherMismatch) {
-			t.Errorf("%s changed: got %v, want ErrVoucherMismatch", tc.name, err)
-		}
-	}
-	other := chainpay.Domain{ChainID: d.ChainID, Contract: chainpay.Address(f.cfg.Token)}
-	if err := chainpay.CheckVoucherOf(other, f.renter.addr, f.supplier.addr, v, cv); !errors.Is(err, chainpay.ErrSignature) {
-		t.Errorf("another contract: got %v, want ErrSignature", err)
-	}
-}

@@ -22,7 +22,7 @@ import (
 // and makes what the job layer settles there with: the supplier's
 // ChainKey and channel reader, the renter's ChainKey and key. All nil
 // when the node settles off chain only.
-func (n *Node) chainSettlement() (*job.SupplierChain, *job.RenterChain, error) {
+func (n *Node) chainSettlement(ctx context.Context) (*job.SupplierChain, *job.RenterChain, error) {
 	ch, err := n.cfg.ActiveChain()
 	if err != nil || ch == nil {
 		return nil, nil, err
@@ -43,13 +43,17 @@ func (n *Node) chainSettlement() (*job.SupplierChain, *job.RenterChain, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("chain %s: %w", ch.Name, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := reader.CheckChain(ctx); err != nil {
-		// Not fatal: the endpoint may come back; until then chain vouchers
-		// cover nothing and settle_require refuses with "busy".
-		n.log.Warn("chain endpoint not usable now", "chain", ch.Name, "err", err)
-	}
+	// Checked beside the start, not in its way: an endpoint that hangs
+	// must not hold the node up. Not fatal either: it may come back;
+	// until then chain vouchers cover nothing and settle_require answers
+	// "busy".
+	n.goLoop(func() {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := reader.CheckChain(cctx); err != nil && ctx.Err() == nil {
+			n.log.Warn("chain endpoint not usable now", "chain", ch.Name, "err", err)
+		}
+	})
 	addr := chainpay.AddressOf(key.PubKey())
 	n.log.Info("settling on chain", "chain", ch.Name, "chain_id", ch.Domain.ChainID, "contract", ch.Domain.Contract, "address", addr, "require", n.cfg.SettleRequire)
 	return &job.SupplierChain{Record: rec, Funds: reader, Require: n.cfg.SettleRequire},
@@ -115,6 +119,7 @@ func ChainStatus(ctx context.Context, ch *Chain, me chainpay.Address, suppliers 
 		}
 		st.Channels = append(st.Channels, c)
 	}
+	closing := map[chainpay.Address]bool{} // one read of each renter's channel
 	for _, r := range rs {
 		raw, err := hex.DecodeString(r.Raw)
 		if err != nil {
@@ -131,12 +136,17 @@ func ChainStatus(ctx context.Context, ch *Chain, me chainpay.Address, suppliers 
 		if err != nil {
 			return st, err
 		}
-		cs, err := rd.State(ctx, cv.Renter, me)
-		if err != nil {
-			return st, err
+		c, ok := closing[cv.Renter]
+		if !ok {
+			cs, err := rd.State(ctx, cv.Renter, me)
+			if err != nil {
+				return st, err
+			}
+			c = !cs.ClosesAt.IsZero()
+			closing[cv.Renter] = c
 		}
 		st.Redeemable = append(st.Redeemable, api.RedeemStatus{LeaseID: r.LeaseID, Renter: cv.Renter.String(), Nonce: cv.Nonce,
-			Cum: money.Micros(cv.CumMicros), Redeemed: money.Micros(paid), Unredeemed: money.Micros(int64(cv.CumMicros) - paid), Closing: !cs.ClosesAt.IsZero()})
+			Cum: money.Micros(cv.CumMicros), Redeemed: money.Micros(paid), Unredeemed: money.Micros(int64(cv.CumMicros) - paid), Closing: c})
 	}
 	return st, nil
 }

@@ -69,7 +69,7 @@ func (n *Node) startJobs(ctx context.Context) error {
 		}
 	})
 	n.goLoop(func() { n.readEvidence(ctx) })
-	supChain, renChain, err := n.chainSettlement()
+	supChain, renChain, err := n.chainSettlement(ctx)
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}

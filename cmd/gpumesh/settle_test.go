@@ -38,6 +38,7 @@ passphrase_file = "pass"
 // file's; without a chain configured it fails with a usage error saying
 // what to set.
 func TestSettleKey(t *testing.T) {
+	t.Setenv("GPUMESH_CHAIN_PASSPHRASE", "") // the passphrase file's, not one the caller's environment holds
 	dir := settleData(t)
 	type out struct {
 		Address string `json:"address"`

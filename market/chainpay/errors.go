@@ -4,10 +4,9 @@ import "errors"
 
 // Errors of the offline checks.
 var (
-	ErrMalformed       = errors.New("malformed")
-	ErrUnsupported     = errors.New("unsupported version")
-	ErrBadEnvelope     = errors.New("bad envelope")
-	ErrSignerMismatch  = errors.New("record names another peer than its signer")
-	ErrSignature       = errors.New("bad payment-key signature")
-	ErrVoucherMismatch = errors.New("chain voucher does not match the voucher")
+	ErrMalformed      = errors.New("malformed")
+	ErrUnsupported    = errors.New("unsupported version")
+	ErrBadEnvelope    = errors.New("bad envelope")
+	ErrSignerMismatch = errors.New("record names another peer than its signer")
+	ErrSignature      = errors.New("bad payment-key signature")
 )

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpumesh/gpumesh/internal/metrics"
 	"github.com/gpumesh/gpumesh/market"
 )
 
@@ -62,7 +61,7 @@ func (m *Meter) AcceptChain(voucherRaw []byte, check ChainCheck, now time.Time) 
 	}
 	covered, frame, err := check(v)
 	if err != nil {
-		m.led.metrics.Voucher(metrics.Supplier, metrics.Refused)
+		// The voucher itself was taken (and counted) by Accept.
 		return v, fmt.Errorf("settle: lease %s: chain voucher nonce %d: %w", m.t.LeaseID.Short(), v.Nonce, err)
 	}
 	covered = min(covered, v.CumAmountMicros)
