@@ -16,8 +16,20 @@ type HalfConn interface {
 // (network.Stream's Reset) rather than a clean close.
 type aborter interface{ Reset() error }
 
-// copyBuf is the buffer of one direction of a pipe.
-const copyBuf = 256 << 10
+// copyBuf is the buffer of one direction of a pipe: four whole yamux
+// frames (a frame is at most 64 KiB with its 12-byte header). A read that
+// fills it goes out as four full frames; a 256 KiB buffer went out as four
+// and a 48-byte fifth, which cost its own TLS record, its own read on the
+// far side and, at the supplier, its own write to the job: a fifth more
+// writes than the bytes need.
+const copyBuf = 4 * (yamuxFrame - yamuxHeader)
+
+// yamuxFrame and yamuxHeader are the largest frame yamux sends (its
+// default MaxMessageSize, which libp2p keeps) and its header.
+const (
+	yamuxFrame  = 64 << 10
+	yamuxHeader = 12
+)
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, copyBuf); return &b }}
 
