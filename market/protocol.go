@@ -15,9 +15,9 @@ import (
 // change: bump the version in the identifier and document it there.
 const (
 	// OrdersTopic is the GossipSub topic of signed asks, bids and cancels.
-	OrdersTopic = "/gpumesh/orders/1.0.0"
+	OrdersTopic = "/gpumesh/orders/2.0.0"
 	// TradesTopic is the GossipSub topic of signed trade prints.
-	TradesTopic = "/gpumesh/trades/1.0.0"
+	TradesTopic = "/gpumesh/trades/2.0.0"
 
 	// QuoteProtocol carries a supplier's Quote straight to the bidder.
 	QuoteProtocol protocol.ID = "/gpumesh/quote/1.0.0"

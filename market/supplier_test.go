@@ -344,12 +344,14 @@ func gossipRelay(t *testing.T) *testPeer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); h.Close() })
-	ps, err := pubsub.NewGossipSub(ctx, h)
+	// A node of this release: it signs nothing and reads unsigned
+	// messages (docs/PROTOCOL.md §7).
+	ps, err := pubsub.NewGossipSub(ctx, h, pubsub.WithMessageSigning(false), pubsub.WithStrictSignatureVerification(false))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{OrdersTopic, TradesTopic} {
-		topic, err := ps.Join(name)
+		topic, err := ps.Join(name, pubsub.WithTopicMessageIdFn(p2p.ContentMsgID))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -63,7 +63,7 @@ func gossipReason(err error) metrics.Reason {
 		return metrics.ReasonStale
 	case is(p2p.ErrTooLarge):
 		return metrics.ReasonOversize
-	case is(p2p.ErrBadEnvelope, p2p.ErrSignerMismatch):
+	case is(p2p.ErrBadEnvelope, p2p.ErrSignerMismatch, p2p.ErrSignaturePolicy):
 		return metrics.ReasonSignature
 	case is(p2p.ErrMalformed, p2p.ErrUnsupported, p2p.ErrBadKey):
 		return metrics.ReasonMalformed

@@ -42,6 +42,9 @@ func TestBidsDoNotReflect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := p2ptest.StripSignatures(ps, market.OrdersTopic); err != nil {
+		t.Fatal(err)
+	}
 	topic, err := ps.Join(market.OrdersTopic)
 	if err != nil {
 		t.Fatal(err)

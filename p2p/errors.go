@@ -24,6 +24,11 @@ var (
 	// ErrOverQuota: a valid record the node will not hold (its table is
 	// full for the record's source); ignored, never rejected.
 	ErrOverQuota = errors.New("over quota")
+	// ErrSignaturePolicy: a gossip message whose pubsub signature is
+	// against its topic's policy: present on a topic of version 2 (whose
+	// records are signed once, by their envelope), or missing on a
+	// version 1 topic read during the transition (see Topic).
+	ErrSignaturePolicy = errors.New("pubsub signature against the topic's policy")
 	// ErrTopicClosed: a Publish on a Topic that was closed meanwhile.
 	ErrTopicClosed = errors.New("topic closed")
 )

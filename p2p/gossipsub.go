@@ -15,7 +15,12 @@ func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.P
 	params.AppSpecificScore = appScore
 	opts := append(pubsubOptions(cfg.Network),
 		pubsub.WithGossipSubParams(gossipParams()),
-		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
+		// One signature per record (legacy.go): the node does not sign
+		// what it publishes, and checks a pubsub signature only on a
+		// message that carries one, which only the version 1 topics read
+		// during the transition require (and version 2 topics refuse).
+		pubsub.WithMessageSigning(false),
+		pubsub.WithStrictSignatureVerification(false),
 		pubsub.WithPeerScore(params, thresholds),
 		pubsub.WithPeerScoreInspect(inspect, 5*time.Second),
 		pubsub.WithMaxMessageSize(64<<10),
@@ -28,7 +33,9 @@ func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.P
 		pubsub.WithFloodPublish(true),
 		// A restarted node must not score its peers down for relaying
 		// its previous run's messages (guardRPCs, which reads the
-		// author out of message IDs).
+		// author out of message IDs): on version 1 topics the ID is the
+		// author and seqno; version 2 topics set theirs (ContentMsgID),
+		// which also starts with the author.
 		pubsub.WithMessageIdFn(pubsub.DefaultMsgIdFn),
 		pubsub.WithAppSpecificRpcInspector(guardRPCs(h.ID(), onFlood)),
 		pubsub.WithLogger(cfg.Logger.With("sub", "pubsub")),

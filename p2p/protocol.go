@@ -15,7 +15,7 @@ const (
 	ProtocolPrefix protocol.ID = "/gpumesh"
 
 	// HeartbeatTopic is the GossipSub topic of signed node heartbeats.
-	HeartbeatTopic = "/gpumesh/heartbeat/1.0.0"
+	HeartbeatTopic = "/gpumesh/heartbeat/2.0.0"
 
 	// ProfileNamespace is the DHT record namespace of supplier profiles:
 	// a profile key is "/" + ProfileNamespace + "/" + <binary peer ID>.

@@ -21,6 +21,14 @@ type CheckFunc[T any] func(author peer.ID, data []byte) (T, error)
 // Topic is one gossip topic of signed records: joined with its validator,
 // subscribed, and read as a stream of validated values of type T, the
 // type its validator decodes (a market.Order, a *market.TradePrint ...).
+//
+// A topic of version 2 (a name ending in /2.0.0) carries messages without
+// pubsub's signature: the record's own envelope signature is the only
+// one, and the validator ties it to the message's author (from). Its
+// predecessor, the same name at /1.0.0, carried pubsub-signed messages;
+// while a peer of the previous release is connected (subscribed to the
+// old topic and not to the new one), the Topic joins the old one too and
+// reads it (see legacy.go).
 type Topic[T any] struct {
 	ps    *pubsub.PubSub
 	name  string
@@ -28,11 +36,18 @@ type Topic[T any] struct {
 	sub   *pubsub.Subscription
 	self  peer.ID
 	obs   Observer // nil: nothing is counted
+	log   *slog.Logger
+
+	in     chan *pubsub.Message // what the subscriptions deliver, the legacy one's too
+	ended  chan struct{}        // closed when the main subscription has ended
+	endErr error                // why, set before ended closes
+	legacy *legacy              // nil: the topic has no predecessor
 
 	mu       sync.Mutex     // guards isClosed against waiters added while Close runs
 	isClosed bool           // Close has begun
 	closed   chan struct{}  // closed by Close: a Publish waiting for a peer gives up
 	waiters  sync.WaitGroup // Publishes holding a topic event handler (waitPeer)
+	pumps    sync.WaitGroup // goroutines reading subscriptions and watching the legacy topic
 }
 
 // Observer is told what happens on a topic, for metrics. Its methods
@@ -51,11 +66,20 @@ type Observer interface {
 type TopicOption func(*topicOptions)
 
 type topicOptions struct {
-	obs Observer
+	obs          Observer
+	legacyEvery  time.Duration
+	legacyLinger time.Duration
 }
 
 // WithObserver has o told of the topic's validations and publications.
 func WithObserver(o Observer) TopicOption { return func(t *topicOptions) { t.obs = o } }
+
+// WithLegacyWatch sets how often the topic looks for peers of the
+// previous release on its predecessor (LegacyEvery), and how long it
+// stays joined there after the last is gone (LegacyLinger).
+func WithLegacyWatch(every, linger time.Duration) TopicOption {
+	return func(t *topicOptions) { t.legacyEvery, t.legacyLinger = every, linger }
+}
 
 // Message is one validated message read from a Topic.
 type Message[T any] struct {
@@ -80,36 +104,67 @@ func JoinRelayTopic[T any](ps *pubsub.PubSub, self peer.ID, name string, check R
 	if log == nil {
 		log = slog.Default()
 	}
-	var o topicOptions
+	o := topicOptions{legacyEvery: LegacyEvery, legacyLinger: LegacyLinger}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	validate := func(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
-		v, err := check(msg.GetFrom(), msg.ReceivedFrom, msg.Data)
-		// The node's own records are validated as they are published;
-		// only what other peers deliver is counted.
-		if o.obs != nil && msg.ReceivedFrom != self {
-			o.obs.Validated(name, err)
+	validator := func(topic string, policy sigPolicy) pubsub.ValidatorEx {
+		return func(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+			var v T
+			err := policy.check(msg)
+			if err == nil {
+				v, err = check(msg.GetFrom(), msg.ReceivedFrom, msg.Data)
+			}
+			// The node's own records are validated as they are published;
+			// only what other peers deliver is counted.
+			if o.obs != nil && msg.ReceivedFrom != self {
+				o.obs.Validated(name, err)
+			}
+			if err != nil {
+				log.Debug("gossip dropped", "topic", topic, "from", msg.ReceivedFrom, "author", msg.GetFrom(), "err", err)
+				return Verdict(err)
+			}
+			msg.ValidatorData = v
+			return pubsub.ValidationAccept
 		}
-		if err != nil {
-			log.Debug("gossip dropped", "topic", name, "from", msg.ReceivedFrom, "author", msg.GetFrom(), "err", err)
-			return Verdict(err)
-		}
-		msg.ValidatorData = v
-		return pubsub.ValidationAccept
 	}
+	old := LegacyTopic(name)
+	t, sub, err := joinSubscribe(ps, name, validator(name, policyOf(name)))
+	if err != nil {
+		return nil, err
+	}
+	tp := &Topic[T]{ps: ps, name: name, topic: t, sub: sub, self: self, obs: o.obs, log: log,
+		in: make(chan *pubsub.Message), ended: make(chan struct{}), closed: make(chan struct{})}
+	tp.pumps.Add(1)
+	go tp.pump(sub, true)
+	if old != "" {
+		tp.legacy = &legacy{name: old, validate: validator(old, sigRequired), every: o.legacyEvery, linger: o.legacyLinger}
+		tp.pumps.Add(1)
+		go tp.watchLegacy()
+	}
+	return tp, nil
+}
+
+// joinSubscribe registers validate as topic name's validator, joins the
+// topic with gpumesh's scoring parameters (and, on a version 2 topic,
+// its message IDs: ContentMsgID) and subscribes to it.
+func joinSubscribe(ps *pubsub.PubSub, name string, validate pubsub.ValidatorEx) (*pubsub.Topic, *pubsub.Subscription, error) {
 	if err := ps.RegisterTopicValidator(name, validate, pubsub.WithValidatorTimeout(5*time.Second)); err != nil {
-		return nil, fmt.Errorf("topic %s: register validator: %w", name, err)
+		return nil, nil, fmt.Errorf("topic %s: register validator: %w", name, err)
 	}
-	t, err := ps.Join(name)
+	var opts []pubsub.TopicOpt
+	if strings.HasSuffix(name, "/2.0.0") {
+		opts = append(opts, pubsub.WithTopicMessageIdFn(ContentMsgID))
+	}
+	t, err := ps.Join(name, opts...)
 	if err != nil {
 		_ = ps.UnregisterTopicValidator(name)
-		return nil, fmt.Errorf("topic %s: join: %w", name, err)
+		return nil, nil, fmt.Errorf("topic %s: join: %w", name, err)
 	}
-	fail := func(err error) (*Topic[T], error) {
+	fail := func(err error) (*pubsub.Topic, *pubsub.Subscription, error) {
 		_ = t.Close()
 		_ = ps.UnregisterTopicValidator(name)
-		return nil, fmt.Errorf("topic %s: %w", name, err)
+		return nil, nil, fmt.Errorf("topic %s: %w", name, err)
 	}
 	if err := t.SetScoreParams(TopicScoreParams()); err != nil {
 		return fail(err)
@@ -118,7 +173,48 @@ func JoinRelayTopic[T any](ps *pubsub.PubSub, self peer.ID, name string, check R
 	if err != nil {
 		return fail(err)
 	}
-	return &Topic[T]{ps: ps, name: name, topic: t, sub: sub, self: self, obs: o.obs, closed: make(chan struct{})}, nil
+	return t, sub, nil
+}
+
+// untilClosed is parent, also cancelled when the topic closes.
+func (t *Topic[T]) untilClosed(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		select {
+		case <-t.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// pump hands what sub delivers to Next, until sub ends (cancelled) or
+// the topic closes. When the main subscription ends, Next ends with it.
+func (t *Topic[T]) pump(sub *pubsub.Subscription, main bool) {
+	defer t.pumps.Done()
+	ctx, cancel := t.untilClosed(context.Background())
+	defer cancel()
+	for {
+		msg, err := sub.Next(ctx)
+		if err != nil {
+			if main {
+				select {
+				case <-t.closed:
+					err = ErrTopicClosed
+				default:
+				}
+				t.endErr = err
+				close(t.ended)
+			}
+			return
+		}
+		select {
+		case t.in <- msg:
+		case <-t.closed:
+			return
+		}
+	}
 }
 
 // Verdict maps a validation error to pubsub's verdict. Forged, malformed,
@@ -205,15 +301,8 @@ func (t *Topic[T]) waitPeer(ctx context.Context) error {
 		return fmt.Errorf("watch topic peers: %w", err)
 	}
 	defer h.Cancel()
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := t.untilClosed(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-t.closed:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	fail := func(err error) error {
 		select {
 		case <-t.closed:
@@ -243,14 +332,19 @@ func (t *Topic[T]) waitPeer(ctx context.Context) error {
 	}
 }
 
-// Next returns the next validated message published by another peer.
-// Its Value is what the topic's validator returned for it: pubsub
-// delivers only messages its validator accepted.
+// Next returns the next validated message published by another peer,
+// on the topic or, during a transition, on its predecessor. Its Value is
+// what the topic's validator returned for it: pubsub delivers only
+// messages its validator accepted.
 func (t *Topic[T]) Next(ctx context.Context) (Message[T], error) {
 	for {
-		msg, err := t.sub.Next(ctx)
-		if err != nil {
-			return Message[T]{}, fmt.Errorf("topic %s: %w", t.name, err)
+		var msg *pubsub.Message
+		select {
+		case msg = <-t.in:
+		case <-t.ended:
+			return Message[T]{}, fmt.Errorf("topic %s: %w", t.name, t.endErr)
+		case <-ctx.Done():
+			return Message[T]{}, fmt.Errorf("topic %s: %w", t.name, ctx.Err())
 		}
 		if msg.GetFrom() == t.self {
 			continue
@@ -290,14 +384,25 @@ func (t *Topic[T]) Close() error {
 	t.mu.Unlock()
 	t.sub.Cancel()
 	t.waiters.Wait()
-	err := t.topic.Close()
+	t.pumps.Wait()
+	err := leave(t.ps, t.name, t.topic)
+	if t.legacy != nil {
+		err = errors.Join(err, t.legacy.leave(t.ps))
+	}
+	return err
+}
+
+// leave closes topic name (whose subscription was cancelled) and
+// unregisters its validator.
+func leave(ps *pubsub.PubSub, name string, topic *pubsub.Topic) error {
+	err := topic.Close()
 	for deadline, gap := time.Now().Add(closeWait), time.Millisecond; err != nil &&
 		strings.Contains(err.Error(), "outstanding") && time.Now().Before(deadline); gap = min(2*gap, 100*time.Millisecond) {
 		time.Sleep(gap)
-		err = t.topic.Close()
+		err = topic.Close()
 	}
 	if err != nil {
-		err = fmt.Errorf("topic %s: close: %w", t.name, err)
+		err = fmt.Errorf("topic %s: close: %w", name, err)
 	}
-	return errors.Join(err, t.ps.UnregisterTopicValidator(t.name))
+	return errors.Join(err, ps.UnregisterTopicValidator(name))
 }

@@ -23,7 +23,7 @@ func startNetworkKey(t testing.TB, key crypto.PrivKey, bootstrap []peer.AddrInfo
 
 func joinTestTopic(t testing.TB, n *Network) *Topic[string] {
 	t.Helper()
-	tp, err := JoinTopic(n.PubSub, n.Host.ID(), "/gpumesh/test/1.0.0", func(_ peer.ID, data []byte) (string, error) { return string(data), nil }, quietLogger())
+	tp, err := JoinTopic(n.PubSub, n.Host.ID(), "/gpumesh/test/2.0.0", func(_ peer.ID, data []byte) (string, error) { return string(data), nil }, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestGuardRPCsKeepsLinksToTheirShare(t *testing.T) {
 func TestFloodingPeerIsCutOff(t *testing.T) {
 	b := startNetwork(t, ModeServer, true, nil)
 	got := make(chan struct{}, 10_000)
-	bt, err := JoinTopic(b.PubSub, b.Host.ID(), "/gpumesh/test/1.0.0", func(peer.ID, []byte) (string, error) {
+	bt, err := JoinTopic(b.PubSub, b.Host.ID(), "/gpumesh/test/2.0.0", func(peer.ID, []byte) (string, error) {
 		got <- struct{}{}
 		return "", nil
 	}, quietLogger())

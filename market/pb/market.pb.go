@@ -26,7 +26,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Ask is a supplier's standing offer, gossiped on /gpumesh/orders/1.0.0.
+// Ask is a supplier's standing offer, gossiped on /gpumesh/orders/2.0.0.
 type Ask struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -175,7 +175,7 @@ func (x *Ask) GetSimulated() bool {
 	return false
 }
 
-// Bid is a renter's request, gossiped on /gpumesh/orders/1.0.0.
+// Bid is a renter's request, gossiped on /gpumesh/orders/2.0.0.
 type Bid struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Version        uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -854,7 +854,7 @@ func (x *Lease) GetConfirmByMs() int64 {
 	return 0
 }
 
-// TradePrint announces a confirmed lease on /gpumesh/trades/1.0.0. It is
+// TradePrint announces a confirmed lease on /gpumesh/trades/2.0.0. It is
 // signed by the supplier and carries the lease, so anyone can check both
 // parties' signatures.
 type TradePrint struct {

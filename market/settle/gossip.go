@@ -13,7 +13,7 @@ import (
 
 // EvidenceTopic gossips signed evidence of equivocation in metering
 // (docs/PROTOCOL.md Part IV).
-const EvidenceTopic = "/gpumesh/evidence/1.0.0"
+const EvidenceTopic = "/gpumesh/evidence/2.0.0"
 
 // EvidenceGossipAge is how long after its creation evidence is gossiped.
 const EvidenceGossipAge = 24 * time.Hour

@@ -384,7 +384,7 @@ func (x *JobLimits) GetOpenFiles() uint64 {
 	return 0
 }
 
-// Heartbeat is gossiped on the topic /gpumesh/heartbeat/1.0.0.
+// Heartbeat is gossiped on the topic /gpumesh/heartbeat/2.0.0.
 type Heartbeat struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`             // schema version, currently 1

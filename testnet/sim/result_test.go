@@ -93,7 +93,7 @@ func TestMarketTiny(t *testing.T) {
 func TestOutOfTime(t *testing.T) {
 	for why, want := range map[string]bool{
 		"no lease: 21 suppliers have rtx4090; 2 are unproven ...; 19 did not answer within 1s": true,
-		"rent: publish bid: topic /gpumesh/orders/1.0.0: publish: context deadline exceeded":   true,
+		"rent: publish bid: topic /gpumesh/orders/2.0.0: publish: context deadline exceeded":   true,
 		"lease 0d4dabf2766a released before its job started (41s after the lease began)":       true,
 		"no lease: 1 supplier has a100-80gb; 1 is fully booked (fewer than 1 free)":            false,
 		"no lease: 2 suppliers have a100-80gb; the cheapest ask is 1.685 > your max 1.416":     false,

@@ -27,7 +27,7 @@ const (
 	// MaxAttestationSize bounds a signed attestation envelope in bytes.
 	MaxAttestationSize = 4 << 10
 	// AttestationTopic is the GossipSub topic attestations are published on.
-	AttestationTopic = "/gpumesh/attestations/1.0.0"
+	AttestationTopic = "/gpumesh/attestations/2.0.0"
 
 	// MaxAttestationAge is how old an attestation may be when it is
 	// received (OpenAttestation); kept ones live for Config.Retention.

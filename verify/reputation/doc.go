@@ -8,7 +8,7 @@
 // envelope with domain AttestationDomain ("gpumesh-attestation-v1") and
 // payload type AttestationPayloadType ("/gpumesh/attestation/1"), at most
 // MaxAttestationSize (4 KiB), gossiped on AttestationTopic
-// ("/gpumesh/attestations/1.0.0"). Its kind is "challenge" (the verdict of
+// ("/gpumesh/attestations/2.0.0"). Its kind is "challenge" (the verdict of
 // a benchmark challenge: passed, reason, GPUs and their UUIDs proven,
 // measured and expected throughput in integer milli-ops, rows checked,
 // duration, the 32-byte challenge ID) or "uptime" (a ping answered in time
