@@ -63,6 +63,7 @@ func clusterChild(t *testing.T) {
 	}
 	t.Run("connect", func(t *testing.T) { clusterConnect(t, rt) })
 	t.Run("members", func(t *testing.T) { clusterMembers(t, rt) })
+	closeRuntime(t, rt)
 	noLeftovers(t)
 	if after, _ := os.Hostname(); after != before {
 		t.Errorf("the node's hostname changed from %q to %q: a job's hostname must stay in its UTS namespace", before, after)

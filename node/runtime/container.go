@@ -68,6 +68,9 @@ func newContainerRuntime(name string, o Options) (Runtime, error) {
 
 func (c *containerRuntime) Name() string { return c.name }
 
+// Close does nothing: containers' networks are made for each job.
+func (c *containerRuntime) Close() error { return nil }
+
 // Start runs s.Image with "<bin> run --rm"; the client is the process.
 func (c *containerRuntime) Start(ctx context.Context, s Spec) (Process, error) {
 	prefix := fmt.Sprintf("job %s attempt %d", s.JobID, s.Attempt)

@@ -78,20 +78,11 @@ type jobNet struct {
 // prepare makes a namespace for a container that will join it by path,
 // and links it.
 func (cn *containerNet) prepare(ctx context.Context) (*jobNet, error) {
-	f, err := cn.ns.newNamespace()
+	rn, err := cn.jnet.prepare(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("job network: %w", err)
-	}
-	// The node's descriptor, seen from the engine's processes: the
-	// namespace needs no name in /run/netns, so nothing of it outlives
-	// the node.
-	path := fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), f.Fd())
-	l, err := cn.jnet.attach(ctx, path, int(f.Fd()))
-	if err != nil {
-		f.Close()
 		return nil, err
 	}
-	return &jobNet{cn: cn, fd: f, path: path, link: l}, nil
+	return &jobNet{cn: cn, fd: rn.fd, path: rn.path(), link: rn.link}, nil
 }
 
 // adopt links the namespace of a container's process, pid.

@@ -163,11 +163,21 @@
 //
 // # The job's network
 //
-// With Options.Net set, the shim also starts in a new network namespace
-// (CLONE_NEWNET), in which it brings lo up before anything of the job
-// runs; the namespace goes with the shim. A node that is root then gives
-// the job a veth pair while the shim waits for its config, so the network
-// is ready before the job starts:
+// With Options.Net set, the shim also starts in a network namespace of
+// the job's own, in which it brings lo up before anything of the job
+// runs. A node that is not root has the shim make it (CLONE_NEWNET). A
+// node that is root makes it first, with a veth pair, and forks the shim
+// in it (from a locked thread that enters it and comes back), so the
+// network is ready before the job starts; such a ready network is made
+// ahead, in the background, for the next jobs (NetConfig.Warm, default
+// 2: a pool that one loop fills up again after each start, where a job
+// finding none makes its own). A ready network is a namespace held only
+// by the node's descriptor (no name in /run/netns), with its link: it
+// serves one job and goes with that job, never handed out twice, so no
+// job sees what another left in its namespace. Close removes the ones
+// not handed out; those of a node that dies go with its descriptors
+// (the kernel removes a namespace, and its veth pair, when nothing holds
+// it). The job's network:
 //
 //   - the job's end is eth0 in its namespace, with the second address of a
 //     /30 of NetConfig.Pool (default 10.213.0.0/16) and a default route via
@@ -180,14 +190,17 @@
 //     disabled on both ends: the job has no IPv6 address but ::1, so no
 //     IPv6 route out;
 //   - when the job ends, however it ends, the link is removed with its
-//     addresses (and with the job's namespace, if the node cannot).
+//     addresses, and the node lets the namespace go (the kernel removes
+//     the link with it, if the node cannot).
 //
 // What the node changes in its own namespace: net.ipv4.ip_forward is set
 // to 1 (and left so) unless it is 1 already (the package's sysctl.d sets
 // it at boot, so a unit that may not write /proc/sys runs jobs), and the nftables table "inet gpumesh_jobs" exists
 // while at least one job link (gmj*) does: installed, under the lock, by
-// the first job that finds it missing, and removed, under the lock, by
-// the end of a job that leaves no gmj* link in the namespace. Several
+// the first job (or ready network) that finds it missing, and removed,
+// under the lock, by the end of a job (or Close) that leaves no gmj*
+// link in the namespace: with ready networks it stays while the node
+// runs. Several
 // nodes on one machine share it (the last to install it sets AllowLAN). Its rules, at priority filter - 10,
 // so that a later accept elsewhere does not undo them:
 //
@@ -207,7 +220,8 @@
 // for one) also drops the jobs' outbound traffic: allow the pool there.
 // At start-up New removes a table that a node which died left behind, if
 // no gmj* link is left. Links are never leftovers: a job's pair goes
-// with its namespace, which goes with the job, which dies with its node.
+// with its namespace, which goes with the job, which dies with its node;
+// a ready network's pair goes with the node's descriptor of it.
 //
 // A job keeps the host's /etc/resolv.conf unless NetConfig.DNS is set: the
 // shim then mounts one naming those servers over it, read-only. A

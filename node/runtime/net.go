@@ -23,22 +23,43 @@ type NetConfig struct {
 	// instead of the host's. Set it when the host's resolver is on
 	// loopback (127.0.0.53 ...) or on the LAN, which jobs cannot reach.
 	DNS []netip.Addr
+	// Warm is how many job networks a root node's process runtime keeps
+	// ready, made in the background before any lease (a namespace with
+	// its veth pair, addresses and route), so that a job starts without
+	// waiting for its own: 0 means DefaultWarm, a negative number none.
+	// Each serves one job and goes with it, never another.
+	Warm int
 }
 
 // DefaultJobPool is NetConfig.Pool when unset.
 var DefaultJobPool = netip.MustParsePrefix("10.213.0.0/16")
+
+// DefaultWarm is NetConfig.Warm when unset, and MaxWarm its most.
+const (
+	DefaultWarm = 2
+	MaxWarm     = 64
+)
 
 func (c NetConfig) withDefaults() NetConfig {
 	if !c.Pool.IsValid() {
 		c.Pool = DefaultJobPool
 	}
 	c.Pool = c.Pool.Masked()
+	switch {
+	case c.Warm == 0:
+		c.Warm = DefaultWarm
+	case c.Warm < 0:
+		c.Warm = 0
+	}
 	return c
 }
 
 func (c NetConfig) check() error {
 	if !c.Pool.Addr().Is4() || c.Pool.Bits() > 30 {
 		return fmt.Errorf("net pool %s: want an IPv4 prefix of /30 or wider", c.Pool)
+	}
+	if c.Warm > MaxWarm {
+		return fmt.Errorf("net warm %d: want at most %d", c.Warm, MaxWarm)
 	}
 	for _, a := range c.DNS {
 		if !a.IsValid() {

@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -226,42 +225,30 @@ func (n *jobNetwork) dropTableIfUnused() error {
 }
 
 // hostLinks lists the links of the node's namespace named gmj*.
-func hostLinks(ctx context.Context) ([]string, error) {
-	out, err := exec.CommandContext(ctx, "ip", "-o", "link", "show").Output()
+func hostLinks(context.Context) ([]string, error) {
+	ifs, err := net.Interfaces()
 	if err != nil {
-		return nil, fmt.Errorf("ip link show: %w", err)
+		return nil, fmt.Errorf("list links: %w", err)
 	}
 	var names []string
-	for _, line := range strings.Split(string(out), "\n") {
-		// "12: gmj0a1b2c3d@if11: <...>"
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
-		if strings.HasPrefix(name, linkPrefix) {
-			names = append(names, name)
+	for _, i := range ifs {
+		if strings.HasPrefix(i.Name, linkPrefix) {
+			names = append(names, i.Name)
 		}
 	}
 	return names, nil
 }
 
 // hostAddrs lists the IPv4 addresses of the node's namespace.
-func hostAddrs(ctx context.Context) (map[netip.Addr]bool, error) {
-	out, err := exec.CommandContext(ctx, "ip", "-o", "-4", "addr", "show").Output()
+func hostAddrs(context.Context) (map[netip.Addr]bool, error) {
+	as, err := net.InterfaceAddrs()
 	if err != nil {
-		return nil, fmt.Errorf("ip addr show: %w", err)
+		return nil, fmt.Errorf("list addresses: %w", err)
 	}
 	addrs := map[netip.Addr]bool{}
-	for _, line := range strings.Split(string(out), "\n") {
-		// "5: gmj0a1b2c3d    inet 10.213.0.1/30 scope global gmj0a1b2c3d ..."
-		f := strings.Fields(line)
-		for i := 0; i+1 < len(f); i++ {
-			if f[i] == "inet" {
-				if p, err := netip.ParsePrefix(f[i+1]); err == nil {
-					addrs[p.Addr()] = true
-				}
-			}
+	for _, a := range as {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() {
+			addrs[p.Addr()] = true
 		}
 	}
 	return addrs, nil
@@ -297,10 +284,7 @@ func (n *jobNetwork) attach(ctx context.Context, target string, nsFD int) (*link
 			return err
 		}
 		noIPv6(l.name)
-		if err := runIP(ctx, "addr", "add", l.host.String()+"/30", "dev", l.name); err != nil {
-			return err
-		}
-		return runIP(ctx, "link", "set", l.name, "up")
+		return runIPBatch(ctx, fmt.Sprintf("addr add %s/30 dev %s\nlink set %s up\n", l.host, l.name, l.name))
 	})
 	if err == nil {
 		// Inside: no IPv6 on eth0 (no route out that the rules do not
@@ -364,7 +348,7 @@ func (n *jobNetwork) detach(l *link) {
 	err := locked(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), netCmdTime)
 		defer cancel()
-		if err := runIP(ctx, "link", "del", l.name); err != nil && linkExists(ctx, l.name) {
+		if err := runIP(ctx, "link", "del", l.name); err != nil && linkExists(l.name) {
 			return fmt.Errorf("remove link %s: %w", l.name, err)
 		}
 		return n.dropTableIfUnused()
@@ -390,8 +374,9 @@ func enableForwarding(path string) error {
 	return nil
 }
 
-func linkExists(ctx context.Context, name string) bool {
-	return exec.CommandContext(ctx, "ip", "link", "show", name).Run() == nil
+func linkExists(name string) bool {
+	_, err := net.InterfaceByName(name)
+	return err == nil
 }
 
 // setUp enables forwarding and installs the table. Called under the
@@ -573,29 +558,26 @@ func mountEtcFile(target, content string, keep []string) error {
 	return nil
 }
 
-// attachNet holds the network namespace of p's shim (which waits for its
-// config, so nothing of the job runs yet) and, on a root node, gives it
-// its link and, with cluster, its cluster network.
+// attachNet finishes the network of p's shim (which waits for its
+// config, so nothing of the job runs yet): on a root node the shim
+// started in a ready network (launch), which p holds, and with cluster
+// it gets its cluster network too; elsewhere p holds the namespace the
+// shim made (DialPort fails there without root).
 func (r *processRuntime) attachNet(ctx context.Context, p *process, cluster *ClusterNet) error {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", p.pid))
-	if err != nil {
-		if r.jnet == nil {
+	if r.jnet == nil {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", p.pid))
+		if err != nil {
 			p.log.Debug("job network namespace not held: DialPort will fail", "err", err)
 			return nil
 		}
-		return fmt.Errorf("open the job's network namespace: %w", err)
-	}
-	p.nsFD, p.ns = f, r.ns
-	if r.jnet == nil {
+		p.nsFD, p.ns = f, r.ns
 		return nil
 	}
-	l, err := r.jnet.attach(ctx, strconv.Itoa(p.pid), int(f.Fd()))
-	if err != nil {
-		return err
+	if p.nsFD == nil {
+		return errors.New("the job's shim started without its network")
 	}
-	p.link, p.jnet = l, r.jnet
 	if cluster != nil {
-		cl, err := r.ns.setUpCluster(ctx, int(f.Fd()), cluster, p.log)
+		cl, err := r.ns.setUpCluster(ctx, int(p.nsFD.Fd()), cluster, p.log)
 		if err != nil {
 			return err
 		}

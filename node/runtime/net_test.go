@@ -150,6 +150,7 @@ func jobNetworkChild(t *testing.T, inet string) {
 		if strings.Contains(got, "IPV6 ") && !strings.Contains(got, "IPV6 lo") {
 			t.Errorf("job has IPv6 addresses beyond loopback")
 		}
+		closeRuntime(t, rt)
 		noLeftovers(t)
 	})
 	t.Run("allow-lan", func(t *testing.T) {
@@ -160,6 +161,7 @@ func jobNetworkChild(t *testing.T, inet string) {
 		if !strings.Contains(got, "RESOLV nameserver "+inetAddr+"\n") {
 			t.Errorf("the job's resolv.conf does not name NetConfig.DNS")
 		}
+		closeRuntime(t, rt)
 		noLeftovers(t)
 	})
 	t.Run("jobs-apart", func(t *testing.T) { jobsApart(t, inetPort) })
@@ -170,7 +172,7 @@ func jobNetworkChild(t *testing.T, inet string) {
 		if out, err := exec.Command("nft", "add", "table", "inet", "gpumesh_jobs").CombinedOutput(); err != nil {
 			t.Fatalf("nft add table: %v: %s", err, out)
 		}
-		netRuntime(t, runtime.NetConfig{})
+		netRuntime(t, runtime.NetConfig{Warm: -1})
 		if exec.Command("nft", "list", "table", "inet", "gpumesh_jobs").Run() != nil {
 			t.Error("New removed the table while a job link exists")
 		}
@@ -178,7 +180,7 @@ func jobNetworkChild(t *testing.T, inet string) {
 			t.Error("New removed a job link")
 		}
 		ipT(t, "link", "del", "gmj0badc0de")
-		netRuntime(t, runtime.NetConfig{})
+		netRuntime(t, runtime.NetConfig{Warm: -1})
 		noLeftovers(t)
 		if exec.Command("ip", "link", "show", "wan0").Run() != nil {
 			t.Error("New removed a link that is not a job's")
@@ -187,14 +189,25 @@ func jobNetworkChild(t *testing.T, inet string) {
 	noLeftovers(t)
 }
 
-// netRuntime is a process runtime with cfg as its job network.
+// netRuntime is a process runtime with cfg as its job network, closed
+// at the end of the test.
 func netRuntime(t *testing.T, cfg runtime.NetConfig) runtime.Runtime {
 	t.Helper()
 	rt, err := runtime.New("process", runtime.Options{Log: testLogger(t), Net: &cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { closeRuntime(t, rt) })
 	return rt
+}
+
+// closeRuntime closes rt, which releases the job networks it keeps
+// ready.
+func closeRuntime(t *testing.T, rt runtime.Runtime) {
+	t.Helper()
+	if err := rt.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
 }
 
 // bashProbe tries a target with bash's /dev/tcp.

@@ -46,6 +46,9 @@ type processRuntime struct {
 	ns     *netns
 	jnet   *jobNetwork
 	resolv string
+	// pool keeps job networks ready (NetConfig.Warm); nil without jnet
+	// or with Warm negative.
+	pool *netPool
 	// devDir is Options.DeviceDir; filters are the device filters jobs
 	// get.
 	devDir  string
@@ -90,8 +93,19 @@ func (r *processRuntime) setUpNet(c NetConfig) error {
 	}
 	if r.jnet == nil {
 		r.log.Info("jobs get a network namespace of their own with loopback only (no veth, no outbound traffic): the node is not root")
+		return nil
+	}
+	if c = c.withDefaults(); c.Warm > 0 {
+		r.pool = newNetPool(r.jnet, c.Warm, r.log)
 	}
 	return nil
+}
+
+// Close releases the job networks kept ready (see NetConfig.Warm); those
+// of running jobs go with their jobs. Jobs started after Close make
+// their own. It is safe to call more than once.
+func (r *processRuntime) Close() error {
+	return r.pool.Close()
 }
 
 func (r *processRuntime) networkIsolation() error {
@@ -364,14 +378,33 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 		_ = devs.remove()
 		return nil, fmt.Errorf("pipes: %w", err)
 	}
-	cmd := shimCmd(pp, shimAttr(cfg, userns, cg))
+	// On a root node the job's network is made before its shim, which
+	// starts in it: one kept ready when there is one.
+	var rn *readyNet
+	if cfg.NetNamespace && r.jnet != nil {
+		if rn = r.pool.take(); rn == nil {
+			if rn, err = r.jnet.prepare(ctx); err != nil {
+				pp.closeAll()
+				if cg != nil {
+					_ = cg.remove()
+				}
+				_ = devs.remove()
+				return nil, &shimError{stage: stageNetwork, err: err}
+			}
+		}
+		defer r.pool.refill()
+	}
+	cmd := shimCmd(pp, shimAttr(cfg, userns, cg, rn != nil))
 	done := make(chan struct{})
-	if err := startOnLockedThread(cmd, done); err != nil {
+	if err := startOnLockedThread(cmd, done, r.ns, rn); err != nil {
 		pp.closeAll()
 		if cg != nil {
 			_ = cg.remove()
 		}
 		_ = devs.remove()
+		if rn != nil {
+			r.jnet.release(rn)
+		}
 		return nil, &shimError{stage: "start", err: fmt.Errorf("start shim: %w", err)}
 	}
 	pp.closeShimEnds() // the child has its copies now
@@ -397,6 +430,10 @@ func (r *processRuntime) launch(ctx context.Context, s *Spec, cfg shimConfig, us
 		p.feed(pp.inW, s.Stdin, !pp.tty)
 	}
 	reports := readShimReports(pp.stR)
+	if rn != nil {
+		// The job's from now on: released when its shim has been reaped.
+		p.nsFD, p.ns, p.link, p.jnet = rn.fd, r.ns, rn.link, r.jnet
+	}
 	if devs != nil {
 		// Before the shim reads its config, so before anything of the
 		// job runs.
@@ -518,11 +555,12 @@ func (pp *shimPipes) closeShimEnds() {
 
 // shimAttr is how the shim is started: in its own process group, killed
 // with the node, in the namespaces cfg asks for (a user namespace mapping
-// the node's user to root when userns), and in cg when there is one. A
+// the node's user to root when userns; no new network namespace when
+// ready: it starts in one made for it), and in cg when there is one. A
 // job on a terminal without a PID namespace leads a session of its own
 // instead (whose group id is its pid too), its stdin its controlling
 // terminal.
-func shimAttr(cfg shimConfig, userns bool, cg *jobCgroup) *syscall.SysProcAttr {
+func shimAttr(cfg shimConfig, userns bool, cg *jobCgroup, ready bool) *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{
 		Setpgid:   true,            // Stop and Pause reach the whole tree
 		Pdeathsig: syscall.SIGKILL, // no node, no metering: no job
@@ -536,7 +574,7 @@ func shimAttr(cfg shimConfig, userns bool, cg *jobCgroup) *syscall.SysProcAttr {
 	if cfg.PIDNamespace {
 		attr.Cloneflags |= syscall.CLONE_NEWPID
 	}
-	if cfg.NetNamespace {
+	if cfg.NetNamespace && !ready {
 		attr.Cloneflags |= syscall.CLONE_NEWNET
 	}
 	if cfg.UTSNamespace {
@@ -645,13 +683,29 @@ func awaitReady(ctx context.Context, p *process, reports <-chan shimReport, log 
 // startOnLockedThread starts cmd from an OS thread that lives until done
 // is closed. The parent-death signal fires when the *thread* that forked
 // the child exits, and the Go runtime may end a thread; this one it
-// cannot.
-func startOnLockedThread(cmd *exec.Cmd, done <-chan struct{}) error {
+// cannot. With rn the thread enters rn's network namespace for the fork,
+// so the child starts there, and comes back to ns's home; a thread that
+// cannot come back is never unlocked, and ends with its goroutine.
+func startOnLockedThread(cmd *exec.Cmd, done <-chan struct{}, ns *netns, rn *readyNet) error {
 	started := make(chan error)
 	go func() {
 		goruntime.LockOSThread()
-		defer goruntime.UnlockOSThread()
+		home := true
+		defer func() {
+			if home {
+				goruntime.UnlockOSThread()
+			}
+		}()
+		if rn != nil {
+			if err := unix.Setns(int(rn.fd.Fd()), unix.CLONE_NEWNET); err != nil {
+				started <- fmt.Errorf("enter the job's network namespace: %w", err)
+				return
+			}
+		}
 		err := cmd.Start()
+		if rn != nil {
+			home = unix.Setns(int(ns.home.Fd()), unix.CLONE_NEWNET) == nil
+		}
 		started <- err
 		if err == nil {
 			<-done

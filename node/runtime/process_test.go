@@ -76,6 +76,8 @@ func helper(mode string, args []string) int {
 		return 0
 	case "netrun": // see netHelper
 		return netHelper(args)
+	case "netpool": // see netPoolHelper
+		return netPoolHelper()
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 	return 2

@@ -174,6 +174,10 @@ type Runtime interface {
 	// Start starts one attempt of a job. ctx bounds only the start: once
 	// Start has returned, cancelling it does nothing to the job.
 	Start(ctx context.Context, s Spec) (Process, error)
+	// Close releases what the runtime keeps ready for jobs to come (job
+	// networks made ahead, NetConfig.Warm); running jobs keep theirs.
+	// It is safe to call more than once.
+	Close() error
 }
 
 // Options configure New.
