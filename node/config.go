@@ -70,6 +70,7 @@ type Config struct {
 	JobNetwork        bool                    // jobs get a network namespace of their own (root only)
 	JobLAN            bool                    // jobs may reach private networks
 	JobDNS            []netip.Addr            // resolvers for jobs with a network of their own
+	JobNetworkWarm    int                     // job networks made ahead of jobs (0: none)
 	MaxLease          time.Duration           // longest lease the supplier grants
 	ClaimWindow       time.Duration           // most a lease with no job started on it is held
 	// Per-job limits a supplier applies: the default for what a spec

@@ -273,6 +273,17 @@ func ConfigKeys() []Key {
 			Help: "on a node running as root, each job runs in a network namespace of its own, with outbound NAT, that cannot reach this machine's own addresses, link-local addresses or other jobs; false, or a node not running as root, shares the machine's network with jobs and refuses jobs that serve ports",
 			set:  boolKey(func(c *Config) *bool { return &c.JobNetwork }),
 			show: func(c Config) any { return c.JobNetwork }},
+		{Name: "job_network_warm", Arg: "int", Kind: KindInt, Default: []string{strconv.Itoa(runtime.DefaultWarm)},
+			Help: fmt.Sprintf("how many job networks a node running as root with job_network on keeps ready, made in the background before any lease, so that a job need not wait for its own; each serves one job and goes with it; 0 to %d, 0 for none", runtime.MaxWarm),
+			set: func(c *Config, v []string) error {
+				n, err := strconv.Atoi(v[0])
+				if err != nil || n < 0 || n > runtime.MaxWarm {
+					return fmt.Errorf("%q is not an integer from 0 to %d", v[0], runtime.MaxWarm)
+				}
+				c.JobNetworkWarm = n
+				return nil
+			},
+			show: func(c Config) any { return c.JobNetworkWarm }},
 		{Name: "job_lan", Kind: KindBool, Default: []string{"false"},
 			Help: "jobs in a network of their own may reach private networks (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) through this machine",
 			set:  boolKey(func(c *Config) *bool { return &c.JobLAN }),

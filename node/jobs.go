@@ -40,7 +40,8 @@ type jobParts struct {
 	shells   *shell.Server    // renters' shells on their leases
 	cluster  *cluster.Service // cluster members' connections to each other's jobs
 	evidence *p2p.Topic[[]byte]
-	netErr   error // why jobs share the node's network (nil: they do not)
+	netErr   error                      // why jobs share the node's network (nil: they do not)
+	runtimes map[string]runtime.Runtime // closed after the executor
 }
 
 // startJobs opens the settlement ledger, joins the evidence topic, starts
@@ -91,6 +92,7 @@ func (n *Node) startJobs(ctx context.Context) error {
 			}
 			rts["process"] = rt
 		}
+		j.runtimes = rts
 		sup := n.market.supplier
 		limits, err := n.jobLimits()
 		if err != nil {
@@ -163,7 +165,10 @@ func (n *Node) hiddenFromJobs() []string {
 func (n *Node) newRuntime(name string) (runtime.Runtime, error) {
 	o := runtime.Options{Log: n.log.With("sub", "runtime"), AllowUnsandboxed: n.cfg.UnsandboxedJobs}
 	if n.cfg.JobNetwork && os.Geteuid() == 0 {
-		o.Net = &runtime.NetConfig{AllowLAN: n.cfg.JobLAN, DNS: n.cfg.JobDNS}
+		o.Net = &runtime.NetConfig{AllowLAN: n.cfg.JobLAN, DNS: n.cfg.JobDNS, Warm: n.cfg.JobNetworkWarm}
+		if o.Net.Warm == 0 {
+			o.Net.Warm = -1 // none (0 is the runtime's default)
+		}
 	}
 	rt, err := runtime.New(name, o)
 	if err != nil && o.Net != nil && (name == "" || name == "process") {
@@ -243,6 +248,10 @@ func (n *Node) closeJobs() error {
 	}
 	if n.jobs.exec != nil {
 		errs = append(errs, n.jobs.exec.Close())
+	}
+	// After the executor: the job networks kept ready for jobs to come.
+	for _, rt := range n.jobs.runtimes {
+		errs = append(errs, rt.Close())
 	}
 	if n.jobs.cluster != nil {
 		errs = append(errs, n.jobs.cluster.Close())
