@@ -43,22 +43,38 @@ func newGossipSub(ctx context.Context, h host.Host, cfg Config, inspect pubsub.P
 	return pubsub.NewGossipSub(ctx, h, opts...)
 }
 
-// gossipParams are GossipSub's defaults but for GossipFactor.
+// gossipParams are GossipSub's defaults but for the mesh degree, the
+// heartbeat and the gossip factor, which set what an idle node spends.
 //
-// At every heartbeat (1 s) a node sends IHAVE, listing the message IDs of
-// the last three heartbeats, to Dlazy (6) of its topic peers outside the
-// mesh, or to GossipFactor of them when that is more. With the default
-// factor (0.25) a node of a 100-node network, connected to most of it,
-// sent IHAVE to about 23 peers a second on each busy topic, and received
-// as many: more RPCs than the messages themselves (each received about
-// six times over), for IDs it already had. The factor is there so that
-// gossip reaches a sybil-heavy neighbourhood; gpumesh's flood publish
-// (every author sends its own records to every topic peer in good
-// standing) and peer scoring already cover that, so the factor here is
-// 0.1: 9 peers of 93, and Dlazy alone below 60 peers.
+// An idle node's CPU goes to the copies of the records it relays, not to
+// checking them: each node receives about two heartbeats a second (the
+// heartbeat interval grows with the network, PROTOCOL §7), each arriving
+// once from its author (flood publish) and once more from about each of
+// its mesh peers, and every copy costs a read, a decode, a wake-up of
+// pubsub's loop and, forwarded, a write to each mesh peer. The defaults
+// (D 6, Dhi 12: a mesh that peers' grafts grow to twelve) made about
+// eight copies of every record; D 4 (Dlo 3, Dhi 6) makes about five. A
+// mesh of degree 4 is still connected with high probability, and flood
+// publish sends every author's records straight to each of its
+// connected topic peers anyway. Ask reach at 20, 50 and 100 nodes is
+// measured beside idle CPU in bench/RESULTS.md.
+//
+// At every heartbeat a node sends IHAVE, listing the message IDs of the
+// last three heartbeats, to Dlazy of its topic peers outside the mesh, or
+// to GossipFactor of them when that is more: as many RPCs as the messages
+// themselves at the default 1 s, 6 and 0.25, for IDs the peers already
+// had. Here the heartbeat is 2 s (mesh upkeep and gossip half as often;
+// lazy repair within a few seconds still), Dlazy 3 and the factor 0.1:
+// the factor is there so that gossip reaches a sybil-heavy neighbourhood,
+// which flood publish and peer scoring already cover.
 func gossipParams() pubsub.GossipSubParams {
 	p := pubsub.DefaultGossipSubParams()
+	p.D, p.Dlo, p.Dhi = 4, 3, 6
+	p.Dout = 1   // < Dlo and ≤ D/2
+	p.Dscore = 2 // of the mesh kept by score when pruning
+	p.Dlazy = 3
 	p.GossipFactor = 0.1
+	p.HeartbeatInterval = 2 * time.Second
 	return p
 }
 
