@@ -101,13 +101,19 @@ bench: build
 	$(GO) test -run '^$$' -bench SmallNetwork -benchtime 1x -timeout 15m -v ./testnet/
 
 # The market simulation: the real market code on an in-memory network,
-# 100 nodes and then SIM_NODES (1000), beside an optimal central matcher;
+# 100 nodes (SIM_SEEDS seeds) and then SIM_NODES (1000), beside an
+# optimal central matcher, under contention: offered load SIM_LOAD of the
+# honest GPUs, SIM_WARM of them leased before the first slot (a warm
+# start, testnet/sim/doc.go);
 # the figures go to bench/SIM.md. The large run is CPU-bound on a small
 # machine (every node checks every order): expect tens of minutes. Then,
 # pass or fail, its figures are carried into bench/RESULTS.md.
 SIM_NODES ?= 1000
+SIM_LOAD  ?= 1.2
+SIM_WARM  ?= 0.9
+SIM_SEEDS ?= 3
 sim:
-	SIM_NODES=$(SIM_NODES) SIM_REPORT=bench/SIM.md $(GO) test ./testnet/sim -run 'TestMarket$$' -v -count=1 -timeout 3h; \
+	SIM_NODES=$(SIM_NODES) SIM_LOAD=$(SIM_LOAD) SIM_WARM=$(SIM_WARM) SIM_SEEDS=$(SIM_SEEDS) SIM_REPORT=bench/SIM.md $(GO) test ./testnet/sim -run 'TestMarket$$' -v -count=1 -timeout 3h; \
 	status=$$?; $(GO) run ./testnet/cmd/bench -carry-only && exit $$status
 
 # The chaos run (package testnet/chaos): 20 node processes, two with clocks

@@ -32,6 +32,9 @@ type CentralResult struct {
 func RunCentral(w *Workload) CentralResult {
 	res := CentralResult{ByModel: map[string]int{}, Assigned: map[int]int{}, At: map[int]int{}}
 	busyUntil := make([][]int, len(w.Suppliers)) // per supplier, the end slot of each GPU in use
+	for _, l := range w.Warm {
+		busyUntil[l.Supplier] = append(busyUntil[l.Supplier], l.Slots)
+	}
 	byArrival := append([]Request(nil), w.Requests...)
 	sort.SliceStable(byArrival, func(i, j int) bool { return byArrival[i].Arrive < byArrival[j].Arrive })
 	var open []Request

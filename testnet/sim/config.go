@@ -34,6 +34,11 @@ type Config struct {
 	// Load is the offered load: mean GPUs asked for at once over the
 	// honest suppliers' GPUs (0.9).
 	Load float64
+	// Warm is the share of the honest GPUs already leased when the first
+	// slot begins (0: none, a cold start), for remaining lengths drawn
+	// as in a market in its steady state: a short run then measures
+	// allocation under load, not a market filling up.
+	Warm float64
 	// Patience is how many slots after its arrival an unfilled request
 	// tries again (2).
 	Patience int

@@ -18,8 +18,16 @@ const GoalFillRatio = 0.95
 func Table(runs ...*Result) string {
 	var b strings.Builder
 	b.WriteString("| figure |")
+	sizes := map[int]int{}
 	for _, r := range runs {
-		fmt.Fprintf(&b, " %d nodes |", r.Nodes)
+		sizes[r.Nodes]++
+	}
+	for _, r := range runs {
+		if sizes[r.Nodes] > 1 { // seeds of one size, side by side
+			fmt.Fprintf(&b, " %d nodes, seed %d |", r.Nodes, r.Seed)
+		} else {
+			fmt.Fprintf(&b, " %d nodes |", r.Nodes)
+		}
 	}
 	b.WriteString(" goal | pass/short |\n|---|")
 	for range runs {
@@ -49,6 +57,10 @@ func Table(runs ...*Result) string {
 	row("filled by the central matcher", "", nil, func(r *Result) string { return pct(r.Central, r.Requests) })
 	row("fill ratio, market / central", fmt.Sprintf("≥ %.2f", GoalFillRatio), func(r *Result) bool { return r.FillRatio() >= GoalFillRatio },
 		func(r *Result) string { return fmt.Sprintf("%.3f", r.FillRatio()) })
+	row("leases already running at the first slot (warm start)", "", nil, func(r *Result) string { return fmt.Sprint(r.Warm) })
+	row("utilisation of honest GPUs, market / central", "", nil, func(r *Result) string {
+		return fmt.Sprintf("%.1f%% / %.1f%%", 100*r.Utilisation, 100*r.CentralUtilisation)
+	})
 	row("missed requests the central matcher filled: out of time / in all", "", nil, func(r *Result) string {
 		return fmt.Sprintf("%d / %d", r.MissedInTime, len(r.Missed))
 	})

@@ -44,6 +44,12 @@ type Result struct {
 	// the simulation started their job: the real time between lease and
 	// job start passed the lease's claim window.
 	Released int
+	// Warm counts the leases running before the first slot (Config.Warm).
+	Warm int
+	// Utilisation and CentralUtilisation are the shares of the honest
+	// GPUs' slots (of the suppliers present in each slot) that leases
+	// held, warm ones included: the market's and the central matcher's.
+	Utilisation, CentralUtilisation float64
 }
 
 // ModelPrices is one model's price convergence: the median and relative
@@ -88,7 +94,25 @@ func (s *Sim) result(wall, simulated time.Duration) *Result {
 		honest = append(honest, l)
 	}
 	r.Filled = len(honest)
-	r.DoubleBooked = doubleBooked(honest)
+	s.mu.Lock()
+	warm := slices.Clone(s.warmLeases)
+	s.mu.Unlock()
+	r.Warm = len(warm)
+	r.DoubleBooked = doubleBooked(append(slices.Clone(honest), warm...))
+	var held, centralHeld []span
+	slotMs := s.w.Slot.Milliseconds()
+	for _, l := range append(slices.Clone(honest), warm...) {
+		held = append(held, span{l.supplier, l.slot, int((l.end - l.start + slotMs/2) / slotMs)})
+	}
+	for _, wl := range s.w.Warm {
+		centralHeld = append(centralHeld, span{wl.Supplier, 0, wl.Slots})
+	}
+	for _, q := range s.w.Requests {
+		if sup, ok := central.Assigned[q.ID]; ok {
+			centralHeld = append(centralHeld, span{sup, central.At[q.ID], q.Slots})
+		}
+	}
+	r.Utilisation, r.CentralUtilisation = utilisation(s.w, held), utilisation(s.w, centralHeld)
 	simSeconds := simulated.Seconds()
 	deliveries, _ := s.meter.messages()
 	perNode := float64(deliveries) / float64(s.cfg.Nodes)
@@ -125,6 +149,36 @@ func (s *Sim) result(wall, simulated time.Duration) *Result {
 func outOfTime(why string) bool {
 	return strings.Contains(why, "did not answer within") || strings.Contains(why, "deadline exceeded") ||
 		strings.Contains(why, "released before its job started")
+}
+
+// span is one lease's hold in slots: one GPU of a supplier (an index in
+// Workload.Suppliers) from slot from for slots slots.
+type span struct{ supplier, from, slots int }
+
+// utilisation is the share of the honest suppliers' GPU-slots, counting
+// each slot's present suppliers only, that the spans hold.
+func utilisation(w *Workload, held []span) float64 {
+	present := func(sp SupplierSpec, k int) bool { return !sp.Impostor && (sp.Leaves < 0 || k < sp.Leaves) }
+	capacity, busy := 0, 0
+	for k := range w.Slots {
+		for _, sp := range w.Suppliers {
+			if present(sp, k) {
+				capacity += sp.GPUs
+			}
+		}
+	}
+	for _, h := range held {
+		sp := w.Suppliers[h.supplier]
+		for k := h.from; k < min(h.from+h.slots, w.Slots); k++ {
+			if present(sp, k) {
+				busy++
+			}
+		}
+	}
+	if capacity == 0 {
+		return 0
+	}
+	return float64(busy) / float64(capacity)
 }
 
 // doubleBooked counts leases that overlap an earlier one on a GPU.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -39,6 +40,9 @@ type Sim struct {
 	// released counts leases the supplier released, unclaimed, before
 	// the simulation started their job (see rent).
 	released int
+
+	// warmLeases are the leases made before the first slot (warm).
+	warmLeases []leaseRecord
 
 	started   time.Time
 	closeOnce sync.Once
@@ -122,7 +126,81 @@ func Start(ctx context.Context, cfg Config) (_ *Sim, err error) {
 	if err := s.awaitAsks(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.warm(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// warm makes the workload's warm leases (Workload.Warm) through the
+// market's own lease protocol: each one GPU taken from its supplier's
+// posted ask by a renter node (Renter.TakeAsk), and its job started,
+// before the first slot, as if the market had run long before the
+// measurement began. The central matcher starts with the same GPUs busy
+// for the same slots. They are not requests: no fill counts them.
+func (s *Sim) warm(ctx context.Context) error {
+	if len(s.w.Warm) == 0 {
+		return nil
+	}
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i, wl := range s.w.Warm {
+		sp := s.w.Suppliers[wl.Supplier]
+		renter := s.nodes[s.w.Renters[i%len(s.w.Renters)]]
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := s.takeWarm(ctx, renter, sp, wl); err != nil {
+				failed.Add(1)
+				s.cfg.Log.Debug("warm lease", "supplier", sp.Node, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		return fmt.Errorf("sim: %d of %d warm leases could not be made", n, len(s.w.Warm))
+	}
+	return nil
+}
+
+// takeWarm leases one GPU of sp for wl.Slots from renter, trying again
+// while the supplier's ask is being reposted.
+func (s *Sim) takeWarm(ctx context.Context, renter *simNode, sp SupplierSpec, wl WarmLease) error {
+	id := s.ids[sp.Node]
+	var last error
+	for range 20 {
+		var ask *market.Ask
+		for _, a := range renter.book.Asks(sp.Model) {
+			if a.Supplier == id && (ask == nil || a.CreatedMs > ask.CreatedMs) {
+				ask = a
+			}
+		}
+		if ask == nil {
+			last = fmt.Errorf("no ask of %s in the renter's book", id)
+		} else {
+			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			l, err := renter.renter.TakeAsk(tctx, ask, 1, time.Duration(wl.Slots)*s.w.Slot, market.Terms{})
+			cancel()
+			if err == nil {
+				if _, err := s.nodes[sp.Node].supplier.Leases().Claim(l.ID); err != nil {
+					return fmt.Errorf("claim: %w", err)
+				}
+				s.mu.Lock()
+				s.warmLeases = append(s.warmLeases, leaseRecord{request: -1, slot: 0, supplier: wl.Supplier, model: l.Model,
+					price: l.PriceMicros, uuids: l.GpuUuids, start: l.StartMs, end: l.EndMs})
+				s.mu.Unlock()
+				return nil
+			}
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return last
 }
 
 // connect has each node dial cfg.Degree random others (drawn from the

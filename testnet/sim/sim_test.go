@@ -21,6 +21,9 @@ var (
 	simNodes = flag.Int("sim.nodes", envInt("SIM_NODES", 100), "nodes of TestMarket's large run, beside the 100-node one (SIM_NODES)")
 	simSlots = flag.Int("sim.slots", envInt("SIM_SLOTS", 0), "slots of the large run (SIM_SLOTS; 0: 6)")
 	simSeed  = flag.Uint64("sim.seed", uint64(envInt("SIM_SEED", 1)), "seed of the order flow (SIM_SEED)")
+	simSeeds = flag.Int("sim.seeds", envInt("SIM_SEEDS", 1), "how many seeds (from -sim.seed on) the 100-node run takes, one run each (SIM_SEEDS)")
+	simLoad  = flag.Float64("sim.load", envFloat("SIM_LOAD", 0), "offered load, mean GPUs asked for over the honest GPUs (SIM_LOAD; 0: Config's 0.9)")
+	simWarm  = flag.Float64("sim.warm", envFloat("SIM_WARM", 0), "share of the honest GPUs leased before the first slot (SIM_WARM; 0: a cold start)")
 	simOut   = flag.String("sim.report", os.Getenv("SIM_REPORT"), "write the table of figures to this Markdown file (SIM_REPORT)")
 	simDebug = flag.Bool("sim.debug", false, "log the nodes' debug logs to stderr")
 )
@@ -29,6 +32,13 @@ var (
 // against regressions, below GoalFillRatio (which the table reports,
 // pass or short).
 const minFillRatio = 0.85
+
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil {
+		return v
+	}
+	return def
+}
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
@@ -47,13 +57,18 @@ func TestMarket(t *testing.T) {
 		t.Skip("a 100-node simulation takes about two minutes")
 	}
 	load := testnet.LoadAvg()
-	runs := []*Result{runSim(t, Config{Nodes: 100, Seed: *simSeed})}
+	var runs []*Result
+	for k := range max(1, *simSeeds) {
+		runs = append(runs, runSim(t, Config{Nodes: 100, Seed: *simSeed + uint64(k), Load: *simLoad, Warm: *simWarm}))
+	}
 	if *simNodes > 100 {
 		slots := *simSlots
 		if slots == 0 {
 			slots = 6
 		}
-		runs = append(runs, runSim(t, largeRun(*simNodes, slots, *simSeed)))
+		cfg := largeRun(*simNodes, slots, *simSeed)
+		cfg.Load, cfg.Warm = *simLoad, *simWarm
+		runs = append(runs, runSim(t, cfg))
 	}
 	for _, r := range runs {
 		checkRun(t, r)

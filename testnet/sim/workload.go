@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sort"
 	"time"
 
 	"github.com/gpumesh/gpumesh/market"
@@ -96,8 +97,19 @@ type Workload struct {
 	Suppliers []SupplierSpec
 	Renters   []int // nodes that rent
 	Requests  []Request
+	// Warm are the leases already running when the first slot begins
+	// (Config.Warm), the same for the market and the central matcher.
+	Warm []WarmLease
 	// Rate is the mean arrivals per slot.
 	Rate float64
+}
+
+// WarmLease is one GPU of Supplier (an index in Workload.Suppliers)
+// leased before the first slot, for Slots more slots: what a market that
+// had run long before the measurement began would hold.
+type WarmLease struct {
+	Supplier int
+	Slots    int
 }
 
 // NewWorkload draws the order flow of cfg from a PCG seeded with
@@ -137,7 +149,57 @@ func NewWorkload(cfg Config) *Workload {
 	for t := rng.ExpFloat64() / w.Rate; t < float64(cfg.Slots); t += rng.ExpFloat64() / w.Rate {
 		w.Requests = append(w.Requests, request(rng, len(w.Requests), t, w, cfg.Patience))
 	}
+	if cfg.Warm > 0 {
+		// A stream of its own, so that the rest of the workload is the
+		// same with or without a warm start.
+		w.Warm = warmLeases(rand.New(rand.NewPCG(cfg.Seed, 0x5851f42d4c957f2d)), w.Suppliers, cfg.Warm)
+	}
 	return w
+}
+
+// warmLeases draws the leases running at the start of a market in its
+// steady state: each honest supplier's GPU is busy with probability
+// share, for a remaining length drawn from the residual life of the job
+// lengths (residualSlots).
+func warmLeases(rng *rand.Rand, sups []SupplierSpec, share float64) []WarmLease {
+	var out []WarmLease
+	cdf := residualCDF()
+	for k, sp := range sups {
+		if sp.Impostor {
+			continue
+		}
+		for range sp.GPUs {
+			if rng.Float64() < share {
+				u := rng.Float64()
+				out = append(out, WarmLease{Supplier: k, Slots: min(maxJobSlots, 1+sort.SearchFloat64s(cdf, u))})
+			}
+		}
+	}
+	return out
+}
+
+// residualCDF is the distribution of the slots left of a job running at
+// a random moment (renewal theory's residual life: P(R = r) is
+// P(L ≥ r) / E[L] for the job length L of jobSlots), as a CDF over
+// r = 1 … maxJobSlots for inverse sampling.
+func residualCDF() []float64 {
+	surv := func(k int) float64 { // P(L >= k) of jobSlots: ceil of the Pareto
+		if float64(k-1) < paretoMin {
+			return 1
+		}
+		if k > maxJobSlots {
+			return 0
+		}
+		return math.Pow(paretoMin/float64(k-1), paretoAlpha)
+	}
+	mean := meanJobSlots()
+	cdf := make([]float64, maxJobSlots)
+	acc := 0.0
+	for r := 1; r <= maxJobSlots; r++ {
+		acc += surv(r) / mean
+		cdf[r-1] = acc
+	}
+	return cdf
 }
 
 func honestSupplier(rng *rand.Rand, node int, region string) SupplierSpec {

@@ -25,6 +25,8 @@ import (
 // the fill ratio is judged against sim.GoalFillRatio at each size.
 var simFigures = []string{
 	fillFigure,
+	"filled by the central matcher",
+	"utilisation of honest GPUs, market / central",
 	"gossip messages per node per simulated s",
 	"gossip delivery p50 / p99",
 }
@@ -139,7 +141,7 @@ func simRows(path string) []Row {
 			continue
 		}
 		for i, nodes := range header[1:] {
-			if !strings.HasSuffix(nodes, "nodes") {
+			if !strings.HasSuffix(nodes, " nodes") && !strings.Contains(nodes, " nodes, seed ") {
 				continue
 			}
 			r := Row{Figure: fmt.Sprintf("%s, %s (%s, make sim, %s; %s)", f, nodes, path, when, reportCommit(path, b)), Value: cells[i]}
