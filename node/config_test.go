@@ -245,6 +245,7 @@ var keySamples = map[string][3]string{
 	"mdns":                 {"true", "false", "true"},
 	"reachability":         {"public", "private", "auto"},
 	"job_network":          {"false", "true", "false"},
+	"job_network_warm":     {"4", "0", "8"},
 	"job_lan":              {"true", "false", "true"},
 	"job_dns":              {"9.9.9.9", "1.1.1.1,8.8.8.8", "2001:4860:4860::8888"},
 	"job_memory":           {"1GiB", "2GiB", "3GiB"},
