@@ -308,8 +308,7 @@ func measureFull(ctx context.Context, c config, log *slog.Logger) (Size, []Row, 
 	if err != nil {
 		return sz, nil, nil, err
 	}
-	r = ratioRow("countersigned lease → job process running p50 (spec over libp2p, lease check, sandbox, exec)", pct(starts, 50), pct(execs, 50), "fork/exec of the same command", 0)
-	r.Goal, r.Met = "—", nil
+	r = ratioRow("countersigned lease → job process running p50 (spec over libp2p, lease check, sandbox with job network and PID namespace where root, exec)", pct(starts, 50), pct(execs, 50), "fork/exec of the same command", 10)
 	rows = append(rows, r)
 
 	cliRent, suppliers, err := cliRents(ctx, c.bin, st, c.cliRuns)
@@ -347,7 +346,7 @@ func measureFull(ctx context.Context, c config, log *slog.Logger) (Size, []Row, 
 	sz.IdleRSSMiB, sz.IdleCPUPct = mean(rss), mean(cpu)
 	rows = append(rows,
 		Row{Figure: fmt.Sprintf("idle node RSS, mean of %d (%s heartbeats, after %s)", c.nodes, c.hb, c.settle+c.window), Value: fmt.Sprintf("%.1f MiB (max %.1f)", mean(rss), slices.Max(rss)), Goal: "≤ 48 MiB", Met: met(mean(rss) <= 48)},
-		Row{Figure: fmt.Sprintf("idle node PSS (its own pages and its share of the gpumesh binary's, which all %d map), mean", c.nodes), Value: fmt.Sprintf("%.1f MiB (max %.1f)", mean(pss), slices.Max(pss)), Goal: "—"},
+		Row{Figure: fmt.Sprintf("idle node PSS (its own pages and its share of the gpumesh binary's, which all %d map), mean", c.nodes), Value: fmt.Sprintf("%.1f MiB (max %.1f)", mean(pss), slices.Max(pss)), Goal: "≤ 32 MiB", Met: met(mean(pss) <= 32)},
 		Row{Figure: fmt.Sprintf("idle node CPU, mean of %d over %s", c.nodes, c.window), Value: fmt.Sprintf("%.2f%% of a core (max %.2f%%)", mean(cpu), slices.Max(cpu)), Goal: "≤ 0.5% of a core", Met: met(mean(cpu) <= 0.5)})
 	return sz, rows, notes, nil
 }
@@ -399,12 +398,17 @@ func (sz *Size) fillSearch(search, base []time.Duration, offers int) {
 	sz.Offers = offers
 }
 
-// propagationRow judges ask propagation: the goal is for 50 nodes; at
-// other sizes the figure is reported.
+// propagationRow judges ask propagation: every node reached within
+// 200 ms at 50 nodes; at 100 node processes on the same machine, 99% of
+// node–ask pairs reached and p99 under 500 ms (issue 33); at other sizes
+// the figure is reported.
 func propagationRow(n int, p99 time.Duration, coverage float64) Row {
-	r := Row{Figure: fmt.Sprintf("ask reaches every node p99 (%d nodes; %.1f%% of node–ask pairs reached)", n, coverage), Value: msStr(p99), Goal: "< 200 ms at 50 nodes"}
-	if n == 50 {
-		r.Met = met(p99 < 200*time.Millisecond && coverage >= 100)
+	r := Row{Figure: fmt.Sprintf("ask reaches every node p99 (%d nodes; %.1f%% of node–ask pairs reached)", n, coverage), Value: msStr(p99), Goal: "—"}
+	switch n {
+	case 50:
+		r.Goal, r.Met = "< 200 ms, all reached", met(p99 < 200*time.Millisecond && coverage >= 100)
+	case 100:
+		r.Goal, r.Met = "< 500 ms, ≥ 99% reached", met(p99 < 500*time.Millisecond && coverage >= 99)
 	}
 	return r
 }
@@ -420,14 +424,15 @@ func growthRows(sizes []Size) []Row {
 	type fig struct {
 		name string
 		get  func(Size) float64
+		goal float64 // the largest size over the smallest at most (0: none)
 	}
 	for _, f := range []fig{
-		{"cold search p50 over connect + ping", func(s Size) float64 { return s.SearchP50Ms / s.PingP50Ms }},
-		{"rent → lease p50 (first quote) over 3 stream round trips", func(s Size) float64 { return s.RentP50Ms / s.StreamRTP50 }},
-		{"ask propagation p99, ms", func(s Size) float64 { return s.AskP99Ms }},
-		{"start-up of the whole testnet, s", func(s Size) float64 { return s.UpSeconds }},
-		{"idle RSS per node, MiB", func(s Size) float64 { return s.IdleRSSMiB }},
-		{"idle CPU per node, % of a core", func(s Size) float64 { return s.IdleCPUPct }},
+		{"cold search p50 over connect + ping", func(s Size) float64 { return s.SearchP50Ms / s.PingP50Ms }, 0},
+		{"rent → lease p50 (first quote) over 3 stream round trips", func(s Size) float64 { return s.RentP50Ms / s.StreamRTP50 }, 0},
+		{"ask propagation p99, ms", func(s Size) float64 { return s.AskP99Ms }, 0},
+		{"start-up of the whole testnet, s", func(s Size) float64 { return s.UpSeconds }, 0},
+		{"idle RSS per node, MiB", func(s Size) float64 { return s.IdleRSSMiB }, 0},
+		{"idle CPU per node, % of a core", func(s Size) float64 { return s.IdleCPUPct }, 1.2},
 	} {
 		var parts []string
 		for _, s := range sizes {
@@ -436,6 +441,9 @@ func growthRows(sizes []Size) []Row {
 		r := Row{Figure: "growth: " + f.name, Value: strings.Join(parts, "; "), Baseline: fmt.Sprintf("%d nodes", sizes[0].Nodes), Goal: "—"}
 		if b := f.get(sizes[0]); b > 0 {
 			r.Ratio = f.get(sizes[len(sizes)-1]) / b
+		}
+		if f.goal > 0 {
+			r.Goal, r.Met = fmt.Sprintf("≤ %g×", f.goal), met(r.Ratio > 0 && r.Ratio <= f.goal)
 		}
 		rows = append(rows, r)
 	}

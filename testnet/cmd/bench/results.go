@@ -236,12 +236,14 @@ func tunnelRows() ([]Row, error) {
 		return nil, err
 	}
 	mbs := func(d time.Duration) float64 { return float64(1<<20) / d.Seconds() / 1e6 }
-	share := mbs(tun) / mbs(raw)
+	// Judged against the transport it rides on (issue 33): an encrypted
+	// stream cannot reach half of raw loopback TCP, which is shown too.
+	share := mbs(tun) / mbs(stream)
 	rows := []Row{{
 		Figure:   "tunnel throughput (1 MiB writes through a forward, a TLS-secured libp2p stream and the supplier)",
-		Value:    fmt.Sprintf("%.0f MB/s (%.2f× a bare libp2p stream's %.0f MB/s)", mbs(tun), mbs(tun)/mbs(stream), mbs(stream)),
-		Baseline: fmt.Sprintf("%.0f MB/s raw loopback TCP", mbs(raw)),
-		Ratio:    share, Goal: "≥ 0.5× raw", Met: met(share >= 0.5),
+		Value:    fmt.Sprintf("%.0f MB/s (%.2f× raw loopback TCP's %.0f MB/s)", mbs(tun), mbs(tun)/mbs(raw), mbs(raw)),
+		Baseline: fmt.Sprintf("%.0f MB/s a bare libp2p stream (TLS, yamux)", mbs(stream)),
+		Ratio:    share, Goal: "≥ 0.85×", Met: met(share >= 0.85),
 	}}
 	for _, p := range []struct{ figure, name string }{
 		{"tunnel request: 64 bytes and the answer on an open connection", "Request"},
