@@ -58,8 +58,10 @@
 // of the job lengths (P(R = r) = P(L ≥ r) / E[L]). The warm leases are
 // real: a renter node takes each from its supplier's posted ask
 // (Renter.TakeAsk, the lease protocol) and its job starts; the central
-// matcher starts with the same GPUs busy for the same slots. They are
-// not requests, and no fill counts them. With Config.Load above 1 (make
+// matcher starts with the same GPUs busy for the same slots (a warm lease
+// not made in time, its supplier busy or unreachable, is left out of
+// both starts; more than a tenth fails the run). They are not requests,
+// and no fill counts them. With Config.Load above 1 (make
 // sim: 1.2, warm 0.9) the offered load exceeds what the honest GPUs can
 // hold, the central matcher fills well under 90% of the requests, and
 // the fill ratio measures allocation under contention; the utilisation

@@ -57,7 +57,12 @@ func Table(runs ...*Result) string {
 	row("filled by the central matcher", "", nil, func(r *Result) string { return pct(r.Central, r.Requests) })
 	row("fill ratio, market / central", fmt.Sprintf("≥ %.2f", GoalFillRatio), func(r *Result) bool { return r.FillRatio() >= GoalFillRatio },
 		func(r *Result) string { return fmt.Sprintf("%.3f", r.FillRatio()) })
-	row("leases already running at the first slot (warm start)", "", nil, func(r *Result) string { return fmt.Sprint(r.Warm) })
+	row("leases already running at the first slot (warm start)", "", nil, func(r *Result) string {
+		if r.WarmFailed > 0 {
+			return fmt.Sprintf("%d (%d more drawn, not made in time: left out of both starts)", r.Warm, r.WarmFailed)
+		}
+		return fmt.Sprint(r.Warm)
+	})
 	row("utilisation of honest GPUs, market / central", "", nil, func(r *Result) string {
 		return fmt.Sprintf("%.1f%% / %.1f%%", 100*r.Utilisation, 100*r.CentralUtilisation)
 	})

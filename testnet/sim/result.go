@@ -44,8 +44,10 @@ type Result struct {
 	// the simulation started their job: the real time between lease and
 	// job start passed the lease's claim window.
 	Released int
-	// Warm counts the leases running before the first slot (Config.Warm).
-	Warm int
+	// Warm counts the leases running before the first slot (Config.Warm);
+	// WarmFailed, those drawn that could not be made (dropped from the
+	// central matcher's start too).
+	Warm, WarmFailed int
 	// Utilisation and CentralUtilisation are the shares of the honest
 	// GPUs' slots (of the suppliers present in each slot) that leases
 	// held, warm ones included: the market's and the central matcher's.
@@ -97,7 +99,7 @@ func (s *Sim) result(wall, simulated time.Duration) *Result {
 	s.mu.Lock()
 	warm := slices.Clone(s.warmLeases)
 	s.mu.Unlock()
-	r.Warm = len(warm)
+	r.Warm, r.WarmFailed = len(warm), s.warmFailed
 	r.DoubleBooked = doubleBooked(append(slices.Clone(honest), warm...))
 	var held, centralHeld []span
 	slotMs := s.w.Slot.Milliseconds()
