@@ -23,7 +23,6 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/conngater"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
-	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
@@ -130,7 +129,6 @@ func hostOptions(cfg Config, rm network.ResourceManager, cm *connmgr.BasicConnMg
 	opts := []libp2p.Option{libp2p.Identity(cfg.Key), libp2p.UserAgent(cfg.UserAgent)}
 	opts = append(opts, transportOptions()...)
 	opts = append(opts,
-		libp2p.SwarmOpts(swarm.WithDialRanker(tcpFirst)),
 		libp2p.ResourceManager(rm),
 		libp2p.ConnectionManager(cm),
 		libp2p.ConnectionGater(gater),
