@@ -16,8 +16,11 @@ type Config struct {
 	// same suppliers, requests and departures.
 	Seed uint64
 	// Slots is how many slots of order flow run (30); Slot is the
-	// simulated length of one (1 min), RealSlot the real time over which
-	// one slot's arrivals are spread (2 s).
+	// simulated length of one (2 min), RealSlot the real time over which
+	// one slot's arrivals are spread (2 s). A slot must hold its renting
+	// (Settle, RealSlot and a rent's 30 s) with the market's shortest
+	// lease (1 min) to spare: a one-slot lease is sized to end on the
+	// next slot's boundary (Sim.Run).
 	Slots    int
 	Slot     time.Duration
 	RealSlot time.Duration
@@ -55,7 +58,7 @@ func (c Config) fill() Config {
 	c.Nodes = cmp.Or(c.Nodes, 100)
 	c.Seed = cmp.Or(c.Seed, 1)
 	c.Slots = cmp.Or(c.Slots, 30)
-	c.Slot = cmp.Or(c.Slot, time.Minute)
+	c.Slot = cmp.Or(c.Slot, 2*time.Minute)
 	c.RealSlot = cmp.Or(c.RealSlot, 2*time.Second)
 	c.Settle = cmp.Or(c.Settle, time.Second)
 	c.SupplierShare = cmp.Or(c.SupplierShare, 0.3)

@@ -71,14 +71,25 @@
 //
 // # Time
 //
-// Time runs in slots of one simulated minute on a clocktest.Clock shared
-// by every node (records, validators, ledgers, the suppliers' timers).
-// A slot's requests rent at their offsets within Config.RealSlot of real
-// time (2 s: arrivals 30 times denser than in simulated time); once all
-// are done the clock jumps a slot ahead, firing lease ends, ask
-// renewals and reposts, and gossip gets Config.Settle before the next
-// slot. A lease made in slot k for d slots is so over before slot k+d
-// begins, as the central matcher counts it.
+// Time runs in slots on a clocktest.Clock shared by every node
+// (records, validators, ledgers, the suppliers' timers), which runs with
+// real time and jumps. The slots lie on a grid of that clock, each
+// Config.Slot long (2 min; 7 min at 1000 nodes). A slot's requests rent
+// at their offsets within Config.RealSlot of real time (2 s: arrivals
+// 60 times denser than in simulated time); once all are done the clock
+// jumps to the next slot's boundary, firing lease ends, ask renewals
+// and reposts, and gossip gets Config.Settle before that slot's renting
+// (a jump is at most 4 min, so no live supplier's ask lapses in one).
+// Every lease asks for the duration that ends it, once countersigned,
+// within 30 s (a rent's time limit) before the boundary of the slot its
+// length names: a lease made in slot k for d slots holds its GPU
+// through slot k+d-1's renting and frees it before slot k+d's, as the
+// central matcher counts it, however long the slots' renting took in
+// real time. A warm start's leases end on the boundaries after the
+// first slot, which begins a slot after they are made. A slot whose
+// renting ran to within 30 s of its end, or a lease that could not be
+// sized so (shorter than the market's 1 min minimum), is counted off
+// the grid: TestMarket fails a run with any.
 //
 // # The central matcher
 //

@@ -70,6 +70,7 @@ func Table(runs ...*Result) string {
 		return fmt.Sprintf("%d / %d", r.MissedInTime, len(r.Missed))
 	})
 	row("leases released before their job started (claim window passed in real time)", "", nil, func(r *Result) string { return fmt.Sprint(r.Released) })
+	row("slots and leases off the slot grid (a slot's renting past its end, a lease not sized to end on its boundary)", "0", func(r *Result) bool { return r.OffGrid == 0 }, func(r *Result) string { return fmt.Sprint(r.OffGrid) })
 	row("leases from impostors", "0", func(r *Result) bool { return r.ImpostorLeases == 0 }, func(r *Result) string { return fmt.Sprint(r.ImpostorLeases) })
 	row("double-booked GPUs", "0", func(r *Result) bool { return r.DoubleBooked == 0 }, func(r *Result) string { return fmt.Sprint(r.DoubleBooked) })
 	row("leases not countersigned or not kept", "0", func(r *Result) bool { return len(r.Faults) == 0 }, func(r *Result) string { return fmt.Sprint(len(r.Faults)) })

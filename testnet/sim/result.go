@@ -44,6 +44,11 @@ type Result struct {
 	// the simulation started their job: the real time between lease and
 	// job start passed the lease's claim window.
 	Released int
+	// OffGrid counts slots whose renting ran past their end (less the
+	// time a rent may take) and leases that could not be sized to end on
+	// their slot's boundary: what would let a lease hold its GPU for
+	// other slots than the central matcher counts. 0 in a valid run.
+	OffGrid int
 	// Warm counts the leases running before the first slot (Config.Warm);
 	// WarmFailed, those drawn that could not be made (dropped from the
 	// central matcher's start too).
@@ -83,10 +88,10 @@ func (s *Sim) result(wall, simulated time.Duration) *Result {
 	s.mu.Lock()
 	leases := slices.Clone(s.leases)
 	faults := slices.Clone(s.faults)
-	released := s.released
+	released, offGrid := s.released, s.offGrid
 	s.mu.Unlock()
 	r := &Result{Nodes: s.cfg.Nodes, Slots: s.w.Slots, Seed: s.cfg.Seed, Slot: s.w.Slot, Requests: len(s.w.Requests),
-		Central: central.Filled, Faults: faults, Released: released, Wall: wall}
+		Central: central.Filled, Faults: faults, Released: released, OffGrid: offGrid, Wall: wall}
 	var honest []leaseRecord
 	for _, l := range leases {
 		if s.w.Suppliers[l.supplier].Impostor {
@@ -102,9 +107,8 @@ func (s *Sim) result(wall, simulated time.Duration) *Result {
 	r.Warm, r.WarmFailed = len(warm), s.warmFailed
 	r.DoubleBooked = doubleBooked(append(slices.Clone(honest), warm...))
 	var held, centralHeld []span
-	slotMs := s.w.Slot.Milliseconds()
 	for _, l := range append(slices.Clone(honest), warm...) {
-		held = append(held, span{l.supplier, l.slot, int((l.end - l.start + slotMs/2) / slotMs)})
+		held = append(held, span{l.supplier, l.slot, l.slots})
 	}
 	for _, wl := range s.w.Warm {
 		centralHeld = append(centralHeld, span{wl.Supplier, 0, wl.Slots})

@@ -45,6 +45,13 @@ type Sim struct {
 	warmLeases []leaseRecord
 	warmFailed int
 
+	// grid is when slot 0 begins by the simulated clock; slot k begins
+	// Slot*k later (boundary). offGrid counts what missed it: slots whose
+	// renting ran past leaseMargin before the next boundary, and leases
+	// that could not be sized to end on theirs.
+	grid    time.Time
+	offGrid int
+
 	started   time.Time
 	closeOnce sync.Once
 	closeErr  error
@@ -54,6 +61,7 @@ type Sim struct {
 type leaseRecord struct {
 	request  int
 	slot     int
+	slots    int // the slots it was asked for: slot .. slot+slots-1
 	supplier int // index in Workload.Suppliers
 	model    string
 	price    int64
@@ -146,6 +154,9 @@ func (s *Sim) warm(ctx context.Context) error {
 	if len(s.w.Warm) == 0 {
 		return nil
 	}
+	// The first slot begins a slot from now, so the warm leases (sized
+	// to end on the boundaries after it) are made before it begins.
+	s.grid = s.clock.Now().Add(s.w.Slot)
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	made := make([]bool, len(s.w.Warm))
@@ -193,15 +204,15 @@ func (s *Sim) takeWarm(ctx context.Context, renter *simNode, sp SupplierSpec, wl
 		if ask == nil {
 			last = fmt.Errorf("supplier %s holds no ask of its own", id)
 		} else {
-			tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			l, err := renter.renter.TakeAsk(tctx, ask, 1, time.Duration(wl.Slots)*s.w.Slot, market.Terms{})
+			tctx, cancel := context.WithTimeout(ctx, leaseMargin)
+			l, err := renter.renter.TakeAsk(tctx, ask, 1, s.leaseUntil(wl.Slots), market.Terms{})
 			cancel()
 			if err == nil {
 				if _, err := s.nodes[sp.Node].supplier.Leases().Claim(l.ID); err != nil {
 					return fmt.Errorf("claim: %w", err)
 				}
 				s.mu.Lock()
-				s.warmLeases = append(s.warmLeases, leaseRecord{request: -1, slot: 0, supplier: wl.Supplier, model: l.Model,
+				s.warmLeases = append(s.warmLeases, leaseRecord{request: -1, slot: 0, slots: wl.Slots, supplier: wl.Supplier, model: l.Model,
 					price: l.PriceMicros, uuids: l.GpuUuids, start: l.StartMs, end: l.EndMs})
 				s.mu.Unlock()
 				return nil
@@ -318,15 +329,22 @@ func (s *Sim) await(ctx context.Context, limit time.Duration, what string, cond 
 }
 
 // Run plays the workload slot by slot and returns what happened beside
-// the central matcher. Each slot: the suppliers due to leave go; the
-// slot's new and retrying requests rent, each at its offset within
-// cfg.RealSlot of real time; once all are done, the clock jumps a slot
-// ahead (firing lease ends, ask renewals and reposts) and gossip gets
-// cfg.Settle. A slot is so a few seconds longer than cfg.Slot in
-// simulated time: the seconds its renting took.
+// the central matcher. Slots lie on a grid of the simulated clock, each
+// cfg.Slot long. Each slot: the suppliers due to leave go; the slot's
+// new and retrying requests rent, each at its offset within
+// cfg.RealSlot of real time; once all are done, the clock jumps to the
+// next slot's boundary (firing lease ends, ask renewals and reposts) and
+// gossip gets cfg.Settle. Every lease is sized to end leaseMargin or
+// less before the boundary of the slot its length names (leaseUntil),
+// so it holds its GPU for exactly the slots the central matcher counts.
 func (s *Sim) Run(ctx context.Context) (*Result, error) {
 	s.started = time.Now()
 	simStart := s.clock.Now()
+	if s.grid.IsZero() {
+		s.grid = simStart
+	} else if err := s.nextSlot(ctx, 0); err != nil {
+		return nil, err
+	}
 	var open []Request
 	next := 0
 	var leaving sync.WaitGroup
@@ -371,17 +389,73 @@ func (s *Sim) Run(ctx context.Context) (*Result, error) {
 			}
 		}
 		open = still
-		// A whole slot on from here: the leases made in this slot, some
-		// seconds into it, end before the slot their length names
-		// begins, as the central matcher counts them.
-		s.clock.Advance(s.w.Slot)
-		select {
-		case <-ctx.Done():
-		case <-time.After(s.cfg.Settle):
+		if err := s.nextSlot(ctx, slot+1); err != nil {
+			return nil, err
 		}
 	}
 	leaving.Wait()
 	return s.result(time.Since(s.started), s.clock.Now().Sub(simStart)), nil
+}
+
+// leaseMargin bounds the real time a rent takes (and so the time from
+// sizing a lease to its supplier's countersignature, which starts it):
+// a lease sized by leaseUntil ends at most this long before its
+// boundary.
+const leaseMargin = 30 * time.Second
+
+// maxJump bounds one jump of the clock. A supplier renews its ask at
+// most 5 min (half its 10 min lifetime) after posting it, so at a jump
+// its latest ask is under 5 min old: after one of 4 min it is still
+// live, and the renewal the jump fires has a minute to gossip.
+const maxJump = 4 * time.Minute
+
+// boundary is when slot k begins by the simulated clock.
+func (s *Sim) boundary(k int) time.Time { return s.grid.Add(time.Duration(k) * s.w.Slot) }
+
+// leaseUntil is the duration a lease sized now asks for to end, once
+// countersigned (within leaseMargin), by the boundary of slot k: its
+// GPU is then free from slot k on, and held through slot k-1's renting.
+// One that cannot be (a lease shorter than the market's minimum) is
+// counted off the grid and asks for the minimum.
+func (s *Sim) leaseUntil(k int) time.Duration {
+	d := (s.boundary(k).Sub(s.clock.Now()) - leaseMargin).Truncate(time.Second)
+	if d < market.MinDuration {
+		s.mu.Lock()
+		s.offGrid++
+		s.mu.Unlock()
+		return market.MinDuration
+	}
+	return d
+}
+
+// nextSlot moves the clock to slot k's boundary, in jumps of at most
+// maxJump with cfg.Settle of real time after each, so that the lease
+// ends and ask renewals they fire have gossiped before slot k's renting.
+// A slot whose renting ran to within leaseMargin of the boundary (so a
+// lease of an earlier slot may have ended while it rented) is counted
+// off the grid, and the grid moves on by the overrun.
+func (s *Sim) nextSlot(ctx context.Context, k int) error {
+	if late := s.clock.Now().Sub(s.boundary(k).Add(-leaseMargin)); late > 0 {
+		s.mu.Lock()
+		s.offGrid++
+		s.mu.Unlock()
+		s.cfg.Log.Info("slot ran past its boundary", "slot", k-1, "late", late)
+		s.grid = s.grid.Add(late)
+	}
+	for {
+		left := s.boundary(k).Sub(s.clock.Now())
+		if left > 0 {
+			s.clock.Advance(min(left, maxJump))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sim: before slot %d: %w", k, ctx.Err())
+		case <-time.After(s.cfg.Settle):
+		}
+		if left <= maxJump {
+			return nil
+		}
+	}
 }
 
 // rent runs one request through the renter of its node, as a node's
@@ -394,10 +468,10 @@ func (s *Sim) rent(ctx context.Context, r Request, slot int) bool {
 		s.fault("request %d: filter %q: %v", r.ID, r.Filter(), err)
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, leaseMargin)
 	defer cancel()
 	req := market.RentRequest{AllowSimulated: true,
-		Filter: f, Count: 1, Duration: time.Duration(r.Slots) * s.w.Slot, MaxPrice: r.MaxPrice, Wait: s.cfg.Wait,
+		Filter: f, Count: 1, Duration: s.leaseUntil(slot + r.Slots), MaxPrice: r.MaxPrice, Wait: s.cfg.Wait,
 		MinReputation: reputation.DefaultFloor,
 	}
 	req.ScreenBy(s.rep)
@@ -428,7 +502,7 @@ func (s *Sim) rent(ctx context.Context, r Request, slot int) bool {
 	}
 	s.check(l, r, k)
 	s.mu.Lock()
-	s.leases = append(s.leases, leaseRecord{request: r.ID, slot: slot, supplier: k, model: l.Model, price: l.PriceMicros,
+	s.leases = append(s.leases, leaseRecord{request: r.ID, slot: slot, slots: r.Slots, supplier: k, model: l.Model, price: l.PriceMicros,
 		uuids: l.GpuUuids, start: l.StartMs, end: l.EndMs})
 	s.mu.Unlock()
 	return true

@@ -116,6 +116,9 @@ func checkRun(t *testing.T, r *Result) {
 	if r.ImpostorLeases != 0 {
 		t.Errorf("%d nodes: %d leases from impostors; reputation screening should leave them out", r.Nodes, r.ImpostorLeases)
 	}
+	if r.OffGrid != 0 {
+		t.Errorf("%d nodes: %d slots or leases off the slot grid; leases may have held their GPUs for other slots than the central matcher's", r.Nodes, r.OffGrid)
+	}
 	if r.DoubleBooked != 0 {
 		t.Errorf("%d nodes: %d GPUs leased twice at once", r.Nodes, r.DoubleBooked)
 	}

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestWarmLeases: a warm start busies about its share of the honest
@@ -92,5 +94,40 @@ func TestUtilisation(t *testing.T) {
 	got := utilisation(w, []span{{0, 0, 4}, {1, 1, 3}, {0, 3, 5}})
 	if want := 6.0 / 12; math.Abs(got-want) > 1e-9 {
 		t.Fatalf("utilisation %f, want %f", got, want)
+	}
+}
+
+// TestLeasesOnGrid: every lease, warm or made in a slot, ends within
+// leaseMargin (and the second its duration is rounded down to) before
+// the boundary of the slot its length names, by the
+// simulated clock, so it holds its GPU for the slots the central
+// matcher counts, and nothing ran off the grid.
+func TestLeasesOnGrid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a network")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, Config{Nodes: 16, Slots: 4, Seed: 3, Load: 1.2, Warm: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, err := s.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRun(t, r)
+	if r.Warm == 0 || r.Filled == 0 {
+		t.Fatalf("%d warm leases, %d filled: nothing to check", r.Warm, r.Filled)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range append(slices.Clone(s.warmLeases), s.leases...) {
+		b := s.boundary(l.slot + l.slots)
+		if end := time.UnixMilli(l.end); end.After(b) || end.Before(b.Add(-leaseMargin-time.Second)) {
+			t.Errorf("lease of request %d for slots %d..%d ends at %s, %s before the boundary; want within %s",
+				l.request, l.slot, l.slot+l.slots-1, end.Format(time.TimeOnly), b.Sub(end), leaseMargin+time.Second)
+		}
 	}
 }
