@@ -18,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/gpumesh/gpumesh/node/api"
+	"github.com/gpumesh/gpumesh/node/api/openapi"
 )
 
 // TestExplorerAPI: on a network of an auditor, an honest supplier and an
@@ -121,7 +122,7 @@ func TestExplorerAPI(t *testing.T) {
 // private (what each string is, by the string).
 func checkAnswersMatchOpenAPI(t *testing.T, n *Node, fill map[string]string, private map[string]string) {
 	t.Helper()
-	doc, err := api.OpenAPI()
+	doc, err := openapi.Document()
 	if err != nil {
 		t.Fatal(err)
 	}
