@@ -96,12 +96,17 @@ func TestMarket(t *testing.T) {
 // took 1882 s of CPU for 6 slots of 30 s on a 2-core machine: its nodes'
 // validation queues backed up to pubsub's 30 s limit, gossip reached
 // 62% of the nodes, and renters timed out. At 1000 nodes a slot is 2 min
-// of renting and 1 min of settling.
+// of renting and 1 min of settling. In simulated time a slot is twice
+// that and a rent's time limit, in whole minutes (7 min at 1000 nodes),
+// so that its renting ends well before the next boundary, on which its
+// leases are sized to end (Sim.Run).
 func largeRun(n, slots int, seed uint64) Config {
 	sq := time.Duration(n * n)
-	return Config{Nodes: n, Slots: slots, Seed: seed,
+	c := Config{Nodes: n, Slots: slots, Seed: seed,
 		RealSlot: 2 * time.Second * sq * 6 / (100 * 100 * 10),
 		Settle:   time.Second * sq * 6 / (100 * 100 * 10)}
+	c.Slot = max(2*time.Minute, (2 * (c.RealSlot + c.Settle + leaseMargin)).Round(time.Minute))
+	return c
 }
 
 func checkRun(t *testing.T, r *Result) {

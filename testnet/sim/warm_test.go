@@ -131,3 +131,18 @@ func TestLeasesOnGrid(t *testing.T) {
 		}
 	}
 }
+
+// TestLargeRunSlot: a large run's slot holds its real renting and a
+// rent's time limit twice over in simulated time (at 1000 nodes, 3 min
+// of renting and settling, a 7 min slot).
+func TestLargeRunSlot(t *testing.T) {
+	for n, want := range map[int]time.Duration{100: 2 * time.Minute, 1000: 7 * time.Minute} {
+		c := largeRun(n, 6, 1).fill()
+		if c.Slot != want {
+			t.Errorf("%d nodes: slot %s, want %s", n, c.Slot, want)
+		}
+		if c.Slot < 2*(c.RealSlot+c.Settle+leaseMargin) {
+			t.Errorf("%d nodes: slot %s does not hold twice %s of renting, settling and a rent", n, c.Slot, c.RealSlot+c.Settle+leaseMargin)
+		}
+	}
+}
