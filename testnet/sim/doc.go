@@ -86,10 +86,10 @@
 // through slot k+d-1's renting and frees it before slot k+d's, as the
 // central matcher counts it, however long the slots' renting took in
 // real time. A warm start's leases end on the boundaries after the
-// first slot, which begins two slots after their making begins. A slot whose
-// renting ran to within 30 s of its end, or a lease that could not be
-// sized so (shorter than the market's 1 min minimum), is counted off
-// the grid: TestMarket fails a run with any.
+// first slot, which begins two slots after their making begins. A slot
+// whose renting ran to within 30 s of its end, or a lease that could
+// not be sized so (shorter than the market's 1 min minimum), is counted
+// off the grid: TestMarket fails a run with any.
 //
 // # The central matcher
 //

@@ -421,12 +421,17 @@ func (s *Sim) boundary(k int) time.Time { return s.grid.Add(time.Duration(k) * s
 func (s *Sim) leaseUntil(k int) time.Duration {
 	d := (s.boundary(k).Sub(s.clock.Now()) - leaseMargin).Truncate(time.Second)
 	if d < market.MinDuration {
-		s.mu.Lock()
-		s.offGrid++
-		s.mu.Unlock()
+		s.missGrid()
 		return market.MinDuration
 	}
 	return d
+}
+
+// missGrid counts one slot or lease off the grid.
+func (s *Sim) missGrid() {
+	s.mu.Lock()
+	s.offGrid++
+	s.mu.Unlock()
 }
 
 // nextSlot moves the clock to slot k's boundary, in jumps of at most
@@ -437,9 +442,7 @@ func (s *Sim) leaseUntil(k int) time.Duration {
 // off the grid, and the grid moves on by the overrun.
 func (s *Sim) nextSlot(ctx context.Context, k int) error {
 	if late := s.clock.Now().Sub(s.boundary(k).Add(-leaseMargin)); late > 0 {
-		s.mu.Lock()
-		s.offGrid++
-		s.mu.Unlock()
+		s.missGrid()
 		s.cfg.Log.Info("slot ran past its boundary", "slot", k-1, "late", late)
 		s.grid = s.grid.Add(late)
 	}

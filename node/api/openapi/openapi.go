@@ -25,11 +25,6 @@ import (
 	"github.com/gpumesh/gpumesh/verify/inventory"
 )
 
-// docs describes what reflection cannot see (summaries, parameters,
-// statuses). A test checks that it covers every route of api.Routes and
-// nothing else, and the node's tests that real answers match the
-// schemas.
-
 // docParam is a query or path parameter of a route.
 type docParam struct {
 	in, name, about string
@@ -54,7 +49,10 @@ var (
 	pPeer   = docParam{"path", "peer", "a supplier's peer ID", true}
 )
 
-// docs is the description of every route.
+// docs is the description of every route: what reflection cannot see
+// (summaries, parameters, statuses). A test checks that it covers every
+// route of api.Routes and nothing else, and the node's tests that real
+// answers match the schemas.
 func docs() map[api.Route]routeDoc {
 	get, post, del := http.MethodGet, http.MethodPost, http.MethodDelete
 	notStarted := map[int]string{503: "jobs are not started yet"}
